@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -73,9 +74,9 @@ class GgufValue {
   GgufType type_ = GgufType::kUint8;
   GgufType array_type_ = GgufType::kUint8;
   uint64_t array_size_ = 0;
-  uint64_t scalar_bits_ = 0;     // raw bits of a scalar value
+  uint64_t scalar_bits_ = 0;       // raw bits of a scalar value
   const uint8_t* data_ = nullptr;  // string bytes, or first array element
-  uint64_t data_size_ = 0;       // bytes at data_ (string length or array payload)
+  uint64_t data_size_ = 0;         // bytes at data_ (string length or array payload)
 };
 
 struct GgufTensorInfo {
@@ -86,7 +87,11 @@ struct GgufTensorInfo {
   int64_t element_count;
   uint64_t file_offset;  // absolute offset of the data in the file, aligned
   uint64_t size_bytes;
-  const uint8_t* data;   // points into the mapping; size_bytes long
+  const uint8_t* data;  // points into the mapping; size_bytes long
+
+  // Elements per row (dims[0]) and number of rows (product of the other dims).
+  int64_t row_length() const { return dims.empty() ? 0 : dims[0]; }
+  int64_t row_count() const { return dims.empty() ? 0 : element_count / dims[0]; }
 };
 
 class GgufFile {
@@ -137,6 +142,12 @@ class GgufFile {
   bool mapped_ = false;  // base_ is an mmap we own
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<GgufTensorInfo> tensors_;
+  // Lookup indexes; keys view the names' bytes inside the file image (stable).
+  std::unordered_map<std::string_view, size_t> metadata_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
 };
+
+// Size in bytes of one scalar of `type`; 0 for kString and kArray.
+uint64_t GgufScalarSize(GgufType type);
 
 }  // namespace pier::model

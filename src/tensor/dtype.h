@@ -26,12 +26,26 @@ enum class DType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,
   kI64 = 27,
   kF64 = 28,
+  kIQ1_M = 29,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
+  kNVFP4 = 40,
+  kQ1_0 = 41,
 };
 
 struct DTypeTraits {
@@ -46,5 +60,9 @@ std::optional<DTypeTraits> GetDTypeTraits(uint32_t raw_type);
 // Traits of a known type.
 DTypeTraits Traits(DType type);
 std::string_view DTypeName(DType type);
+
+// Bytes taken by `n_elements` elements of `type`; nullopt when n_elements is
+// negative or not a multiple of the block size, or the byte count overflows.
+std::optional<uint64_t> RowBytes(DType type, int64_t n_elements);
 
 }  // namespace pier
