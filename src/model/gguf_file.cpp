@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "model/byte_reader.h"
+#include "tensor/dequantize.h"
 
 namespace pier::model {
 
@@ -312,6 +313,23 @@ const GgufValue* GgufFile::Find(std::string_view key) const {
 const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+Status DequantizeRows(const GgufTensorInfo& tensor, int64_t first_row, int64_t row_count,
+                      float* dst) {
+  const int64_t rows = tensor.row_count();
+  if (first_row < 0 || row_count < 0 || first_row > rows || row_count > rows - first_row) {
+    return InvalidArgumentError("tensor '" + tensor.name + "' has " + std::to_string(rows) +
+                                " rows; cannot read rows " + std::to_string(first_row) + " to " +
+                                std::to_string(first_row + row_count));
+  }
+  const int64_t row_length = tensor.row_length();
+  // The parser checked that every row is whole blocks and all rows lie in the file.
+  const uint64_t row_bytes = RowBytes(tensor.type, row_length).value_or(0);
+  const uint8_t* src = tensor.data + static_cast<uint64_t>(first_row) * row_bytes;
+  Status status = DequantizeRow(tensor.type, src, dst, row_count * row_length);
+  if (!status.ok()) return status.WithContext("tensor '" + tensor.name + "'");
+  return Status::Ok();
 }
 
 namespace {

@@ -147,6 +147,13 @@ class GgufFile {
   std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
+// Dequantizes rows [first_row, first_row + row_count) of `tensor` to f32.
+//   dst: [row_count, tensor.row_length()]
+// INVALID_ARGUMENT when the rows are out of range; UNSUPPORTED for a type that
+// cannot be dequantized (see tensor/dequantize.h).
+Status DequantizeRows(const GgufTensorInfo& tensor, int64_t first_row, int64_t row_count,
+                      float* dst);
+
 // Size in bytes of one scalar of `type`; 0 for kString and kArray.
 uint64_t GgufScalarSize(GgufType type);
 
