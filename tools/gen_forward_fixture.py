@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""Independent numpy reference for the Llama forward pass; writes the whole-model fixture.
+
+    python3 tools/gen_forward_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+                                         [--out tests/fixtures/engine/forward_reference.json]
+                                         [--check]
+
+Reads the GGUF with the `gguf` package (GGUFReader + gguf.quants.dequantize), dequantizes every
+tensor once, and runs the Llama architecture as llama.cpp runs `general.architecture == llama`
+(SmolLM2 is a plain llama): token embedding; per layer RMSNorm -> Q/K/V -> RoPE -> causal GQA
+attention -> output projection -> residual -> RMSNorm -> SwiGLU FFN -> residual; final RMSNorm;
+output head (tied to token_embd when the file has no output.weight).
+
+Arithmetic is float64 throughout (the dequantized weights are exact in float64), so the fixture is
+the exact-arithmetic logits of the dequantized model: any difference a C++ engine shows against it
+is that engine's own rounding (float32 accumulation, activations quantized to 8 bits for the
+quantized dot products, ...), not the reference's.
+
+Token ids come from the tokenizer that `transformers` builds from a GGUF (its own
+`gguf_tokenizer_mapping` converter, the code `AutoTokenizer.from_pretrained(..., gguf_file=...)`
+uses; we call it directly because transformers' GGUF *file reader* imports torch, which is not
+installed here). The ids are written into the fixture, so the C++ test needs no tokenizer.
+
+--check additionally runs two cross-checks (a few seconds):
+  * our own block decoder for Q4_1 / Q8_0 (written from the ggml block layout) against
+    gguf.quants.dequantize on two tensors: must be bit-identical;
+  * the RoPE layout: undo llama.cpp's Q/K row permutation (back to the Hugging Face layout) and run
+    the first prompt with HF's rotate_half ("neox") RoPE: the logits must equal ours to ~1e-9.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import gguf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_MODEL = os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "engine", "forward_reference.json")
+
+N_GREEDY = 64  # tokens generated greedily after each prompt
+N_TOP = 5  # top-k ids and logits recorded per prompt position
+N_SUBSET = 64  # vocab ids whose logits are recorded at every position
+SUBSET_SEED = 20250214
+
+# Three prompts: short plain text, a ChatML chat turn, a long plain text. No digits, so the
+# tokenization does not depend on how a tokenizer splits numbers.
+PROMPTS = [
+    {"name": "short_text", "kind": "text",
+     "text": "The quick brown fox jumps over the lazy dog. The"},
+    {"name": "chat_turn", "kind": "chat",
+     "messages": [{"role": "user", "content": "Explain how photosynthesis works in plants."}]},
+    {"name": "long_text", "kind": "text",
+     "text": ("The history of the printing press begins in the middle of the fifteenth century, "
+              "when Johannes Gutenberg, a goldsmith from Mainz, combined several existing "
+              "technologies into a single machine. Movable metal type, oil-based ink and a screw "
+              "press adapted from those used to make wine allowed a small workshop to produce "
+              "hundreds of identical pages in a day. Within a few decades, printers had set up "
+              "shops in every major city of Europe, and the price of books fell so quickly that "
+              "reading, once a privilege of monks and nobles, became part of the daily life of "
+              "merchants and craftsmen. Historians still debate how much")},
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading the model
+
+
+def field(reader, key, default=None):
+    f = reader.fields.get(key)
+    return default if f is None else f.contents()
+
+
+def load_model(path):
+    reader = gguf.GGUFReader(path)
+    arch = field(reader, "general.architecture")
+    assert arch == "llama", f"this reference runs llama-architecture files, got {arch}"
+    assert field(reader, "llama.rope.scaling.type") in (None, "none"), "rope scaling not handled"
+    cfg = {
+        "n_layer": field(reader, "llama.block_count"),
+        "n_embd": field(reader, "llama.embedding_length"),
+        "n_ff": field(reader, "llama.feed_forward_length"),
+        "n_head": field(reader, "llama.attention.head_count"),
+        "n_head_kv": field(reader, "llama.attention.head_count_kv"),
+        "rope_theta": float(field(reader, "llama.rope.freq_base", 10000.0)),
+        "rms_eps": float(field(reader, "llama.attention.layer_norm_rms_epsilon")),
+    }
+    cfg["head_dim"] = cfg["n_embd"] // cfg["n_head"]
+    cfg["n_rot"] = field(reader, "llama.rope.dimension_count", cfg["head_dim"])
+
+    # Every tensor dequantized to float64, numpy row-major: a GGUF matrix of ne = [n_in, n_out]
+    # becomes W[n_out, n_in], and y = W @ x.
+    w = {}
+    for t in reader.tensors:
+        w[t.name] = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+    if "output.weight" not in w:
+        w["output.weight"] = w["token_embd.weight"]  # tied embeddings
+    cfg["n_vocab"] = w["token_embd.weight"].shape[0]
+    return reader, cfg, w
+
+
+# ----------------------------------------------------------------------------------------------
+# The forward pass
+
+
+def rmsnorm(x, weight, eps):
+    # x: [n_tok, n_embd], weight: [n_embd]
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def rope_norm(x, pos, n_rot, theta):
+    # x: [n_tok, n_heads, head_dim], pos: [n_tok]. llama.cpp "normal" RoPE: rotates adjacent pairs
+    # (x[2i], x[2i+1]) by angle pos * theta^(-2i/n_rot), i < n_rot/2; dims >= n_rot untouched.
+    #
+    # Why adjacent pairs: Hugging Face's Llama rotates (x[i], x[i + head_dim/2]) ("rotate_half").
+    # llama.cpp's convert_hf_to_gguf.py (LlamaModel.modify_tensors -> permute) reorders the rows of
+    # q_proj/k_proj per head with reshape(n_head, 2, head_dim/2, n_in).swapaxes(1, 2), which moves
+    # HF row i to 2i and row i + head_dim/2 to 2i+1; llama_model_rope_type() returns
+    # LLAMA_ROPE_TYPE_NORM ("a normal RoPE, operating on pairs of consecutive head values") for
+    # LLM_ARCH_LLAMA; transformers' GGUF loader undoes the same permutation
+    # (LlamaTensorProcessor._reverse_permute_weights). --check verifies the equivalence numerically.
+    i = np.arange(n_rot // 2)
+    freq = theta ** (-2.0 * i / n_rot)  # [n_rot/2]
+    ang = pos[:, None].astype(np.float64) * freq[None, :]  # [n_tok, n_rot/2]
+    cos = np.cos(ang)[:, None, :]  # [n_tok, 1, n_rot/2]
+    sin = np.sin(ang)[:, None, :]
+    x0 = x[..., 0:n_rot:2]  # [n_tok, n_heads, n_rot/2]
+    x1 = x[..., 1:n_rot:2]
+    out = x.copy()
+    out[..., 0:n_rot:2] = x0 * cos - x1 * sin
+    out[..., 1:n_rot:2] = x0 * sin + x1 * cos
+    return out
+
+
+def rope_neox(x, pos, n_rot, theta):
+    # Hugging Face "rotate_half" RoPE: pairs (x[i], x[i + n_rot/2]). Used only by --check.
+    half = n_rot // 2
+    freq = theta ** (-2.0 * np.arange(half) / n_rot)
+    ang = pos[:, None].astype(np.float64) * freq[None, :]
+    cos = np.cos(ang)[:, None, :]
+    sin = np.sin(ang)[:, None, :]
+    x0 = x[..., :half]
+    x1 = x[..., half:n_rot]
+    out = x.copy()
+    out[..., :half] = x0 * cos - x1 * sin
+    out[..., half:n_rot] = x0 * sin + x1 * cos
+    return out
+
+
+def new_cache(cfg):
+    # Per layer K and V of all positions so far: [n_pos, n_head_kv, head_dim] each.
+    shape = (0, cfg["n_head_kv"], cfg["head_dim"])
+    return [{"k": np.zeros(shape), "v": np.zeros(shape)} for _ in range(cfg["n_layer"])]
+
+
+def forward(cfg, w, tokens, cache, rope=rope_norm):
+    """Runs tokens (positions len(cache k) ...) through the model; appends their K/V to cache.
+
+    Returns logits [n_tok, n_vocab] for every token given.
+    """
+    n_tok = len(tokens)
+    n_head, n_head_kv, hd = cfg["n_head"], cfg["n_head_kv"], cfg["head_dim"]
+    group = n_head // n_head_kv  # query heads per K/V head (GQA)
+    start = cache[0]["k"].shape[0]
+    pos = np.arange(start, start + n_tok)  # [n_tok]
+
+    x = w["token_embd.weight"][np.asarray(tokens)]  # [n_tok, n_embd]
+    for il in range(cfg["n_layer"]):
+        p = f"blk.{il}."
+        # --- attention
+        h = rmsnorm(x, w[p + "attn_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
+        q = (h @ w[p + "attn_q.weight"].T).reshape(n_tok, n_head, hd)  # [n_tok, n_head, hd]
+        k = (h @ w[p + "attn_k.weight"].T).reshape(n_tok, n_head_kv, hd)  # [n_tok, n_head_kv, hd]
+        v = (h @ w[p + "attn_v.weight"].T).reshape(n_tok, n_head_kv, hd)  # [n_tok, n_head_kv, hd]
+        q = rope(q, pos, cfg["n_rot"], cfg["rope_theta"])
+        k = rope(k, pos, cfg["n_rot"], cfg["rope_theta"])
+        cache[il]["k"] = np.concatenate([cache[il]["k"], k])  # [n_pos, n_head_kv, hd]
+        cache[il]["v"] = np.concatenate([cache[il]["v"], v])
+        kk, vv = cache[il]["k"], cache[il]["v"]
+        n_pos = kk.shape[0]
+
+        att_out = np.empty((n_tok, n_head, hd))  # [n_tok, n_head, hd]
+        causal = pos[:, None] >= np.arange(n_pos)[None, :]  # [n_tok, n_pos]
+        for hq in range(n_head):
+            hk = hq // group  # the K/V head this query head reads
+            scores = q[:, hq, :] @ kk[:, hk, :].T / np.sqrt(hd)  # [n_tok, n_pos]
+            scores = np.where(causal, scores, -np.inf)
+            scores -= scores.max(axis=-1, keepdims=True)
+            prob = np.exp(scores)
+            prob /= prob.sum(axis=-1, keepdims=True)  # softmax over positions
+            att_out[:, hq, :] = prob @ vv[:, hk, :]  # [n_tok, hd]
+        x = x + att_out.reshape(n_tok, n_head * hd) @ w[p + "attn_output.weight"].T
+
+        # --- feed-forward (SwiGLU)
+        h = rmsnorm(x, w[p + "ffn_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
+        gate = h @ w[p + "ffn_gate.weight"].T  # [n_tok, n_ff]
+        up = h @ w[p + "ffn_up.weight"].T  # [n_tok, n_ff]
+        act = gate / (1.0 + np.exp(-gate)) * up  # silu(gate) * up
+        x = x + act @ w[p + "ffn_down.weight"].T  # [n_tok, n_embd]
+
+    x = rmsnorm(x, w["output_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
+    return x @ w["output.weight"].T  # [n_tok, n_vocab]
+
+
+# ----------------------------------------------------------------------------------------------
+# Tokenizer (transformers' GGUF converter, fed from gguf.GGUFReader)
+
+
+def build_tokenizer(reader):
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+        add_gguf_special_tokens, select_tokenizer_builder, set_split_regex)
+    d = {
+        "tokenizer_type": field(reader, "tokenizer.ggml.model"),
+        "pre_tokenizer_type": field(reader, "tokenizer.ggml.pre"),
+        "tokens": field(reader, "tokenizer.ggml.tokens"),
+        "token_type": field(reader, "tokenizer.ggml.token_type"),
+        "merges": field(reader, "tokenizer.ggml.merges"),
+    }
+    tok = select_tokenizer_builder(field(reader, "general.architecture"), d["tokenizer_type"])(d)
+    tok = add_gguf_special_tokens(tok, d)
+    tok = set_split_regex(tok, d)
+    tok.chat_template = field(reader, "tokenizer.chat_template")
+    return tok
+
+
+def prompt_ids(tok, prompt):
+    if prompt["kind"] == "chat":
+        text = tok.apply_chat_template(prompt["messages"], add_generation_prompt=True,
+                                       tokenize=False)
+    else:
+        text = prompt["text"]
+    return text, [int(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
+
+
+# ----------------------------------------------------------------------------------------------
+# Cross-checks (--check)
+
+
+def own_dequant(t):
+    """Block decoder written from ggml's layouts, independent of gguf.quants."""
+    raw = np.asarray(t.data).view(np.uint8).reshape(-1)
+    name = t.tensor_type.name
+    if name == "Q8_0":  # block of 32: f16 d, int8 q[32]; x = d * q
+        blk = raw.reshape(-1, 34)
+        d = blk[:, 0:2].copy().view(np.float16).astype(np.float32)
+        q = blk[:, 2:].copy().view(np.int8).astype(np.float32)
+        out = d * q
+    elif name == "Q4_1":  # block of 32: f16 d, f16 m, 16 bytes; low nibbles = x[0:16], high = x[16:32]
+        blk = raw.reshape(-1, 20)
+        d = blk[:, 0:2].copy().view(np.float16).astype(np.float32)
+        m = blk[:, 2:4].copy().view(np.float16).astype(np.float32)
+        qs = blk[:, 4:]
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32)
+        out = d * q + m
+    else:
+        raise ValueError(name)
+    return out.reshape(np.asarray(t.data).shape[0], -1)
+
+
+def run_checks(reader, cfg, w, ids):
+    for name in ("token_embd.weight", "blk.0.ffn_down.weight"):
+        t = next(t for t in reader.tensors if t.name == name)
+        ours = own_dequant(t)
+        theirs = gguf.quants.dequantize(t.data, t.tensor_type)
+        assert np.array_equal(ours, theirs), f"dequantization mismatch on {name}"
+        print(f"check: own {t.tensor_type.name} decoder == gguf.quants.dequantize on {name}")
+
+    def unpermute(m, n_heads):  # GGUF rows back to HF rows (inverse of convert_hf_to_gguf permute)
+        return m.reshape(n_heads, m.shape[0] // n_heads // 2, 2, m.shape[1]).swapaxes(1, 2) \
+                .reshape(m.shape)
+
+    w_hf = dict(w)
+    for il in range(cfg["n_layer"]):
+        p = f"blk.{il}."
+        w_hf[p + "attn_q.weight"] = unpermute(w[p + "attn_q.weight"], cfg["n_head"])
+        w_hf[p + "attn_k.weight"] = unpermute(w[p + "attn_k.weight"], cfg["n_head_kv"])
+    a = forward(cfg, w, ids, new_cache(cfg))
+    b = forward(cfg, w_hf, ids, new_cache(cfg), rope=rope_neox)
+    c = forward(cfg, w, ids, new_cache(cfg), rope=rope_neox)  # the wrong pairing, for contrast
+    print(f"check: max |logits(norm RoPE, GGUF rows) - logits(neox RoPE, HF rows)| = "
+          f"{np.abs(a - b).max():.3e}; with the wrong pairing: {np.abs(a - c).max():.3e}")
+    assert np.abs(a - b).max() < 1e-8, "RoPE layout cross-check failed"
+
+
+# ----------------------------------------------------------------------------------------------
+# Fixture
+
+
+def f7(x):
+    return float(f"{float(x):.7g}")
+
+
+def position_record(row, subset):
+    # row: [n_vocab] float64 logits of one position
+    top = np.argsort(-row, kind="stable")[:N_TOP]
+    mx = row.max()
+    return {
+        "argmax": int(np.argmax(row)),
+        "top_ids": [int(i) for i in top],
+        "top_logits": [f7(row[i]) for i in top],
+        "subset_logits": [f7(row[i]) for i in subset],
+        "logsumexp": f7(mx + np.log(np.sum(np.exp(row - mx)))),
+        "l2_norm": f7(np.sqrt(np.sum(row * row))),
+    }
+
+
+def greedy(cfg, w, ids, cache, last_logits):
+    """Greedy continuation from a prefilled cache; never stops at an end-of-generation token."""
+    steps = []
+    row = last_logits
+    for _ in range(N_GREEDY):
+        order = np.argsort(-row, kind="stable")[:2]
+        t1, t2 = int(order[0]), int(order[1])
+        steps.append({"id": t1, "second_id": t2, "logit": f7(row[t1]),
+                      "second_logit": f7(row[t2]), "gap": f7(row[t1] - row[t2])})
+        row = forward(cfg, w, [t1], cache)[0]
+    return steps
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--check", action="store_true", help="run the cross-checks too")
+    args = ap.parse_args()
+
+    t_start = time.time()
+    with open(args.model, "rb") as f:
+        sha256 = hashlib.sha256(f.read()).hexdigest()
+    reader, cfg, w = load_model(args.model)
+    tok = build_tokenizer(reader)
+    print(f"model loaded in {time.time() - t_start:.1f}s: {cfg}")
+
+    subset = sorted(int(i) for i in np.random.default_rng(SUBSET_SEED).choice(
+        cfg["n_vocab"], N_SUBSET, replace=False))
+    fixture = {
+        "generator": "tools/gen_forward_fixture.py",
+        "model_file": os.path.basename(args.model),
+        "model_sha256": sha256,
+        "compute": "float64 numpy, weights dequantized with gguf.quants.dequantize",
+        "notes": ("positions[i] are the logits after prompt token i (they predict token i+1). "
+                  "greedy[j] is the j-th generated token (argmax, ties to the lowest id), with the "
+                  "runner-up and the gap between the two top logits; generation does not stop at "
+                  "end-of-generation tokens. Floats have 7 significant digits."),
+        "config": cfg,
+        "subset_ids": subset,
+        "prompts": [],
+    }
+
+    for i, prompt in enumerate(PROMPTS):
+        t0 = time.time()
+        text, ids = prompt_ids(tok, prompt)
+        if args.check and i == 0:
+            run_checks(reader, cfg, w, ids)
+        cache = new_cache(cfg)
+        logits = forward(cfg, w, ids, cache)  # [n_prompt, n_vocab]
+        steps = greedy(cfg, w, ids, cache, logits[-1])
+        gen_ids = [s["id"] for s in steps]
+        fixture["prompts"].append({
+            "name": prompt["name"],
+            "kind": prompt["kind"],
+            "text": text,
+            "ids": ids,
+            "positions": [position_record(row, subset) for row in logits],
+            "greedy": steps,
+            "greedy_text": tok.decode(gen_ids),
+        })
+        gaps = [s["gap"] for s in steps]
+        print(f"{prompt['name']}: {len(ids)} prompt tokens, {time.time() - t0:.1f}s; "
+              f"smallest greedy top-2 gap {min(gaps):.4f} at step {int(np.argmin(gaps))}")
+        print("  continuation:", repr(tok.decode(gen_ids)))
+
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(fixture, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {args.out} ({os.path.getsize(args.out)} bytes) in "
+          f"{time.time() - t_start:.1f}s total")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
