@@ -1,0 +1,108 @@
+// CudaDevice: the Device (device/device.h) for one CUDA GPU, driven through the plugin ABI.
+//
+// Plain C++: every CUDA call goes through the loaded plugin (cuda_plugin.h), so this compiles
+// and links without CUDA. Raw memory is cudaMalloc'd; pinned host memory is cudaHostAlloc'd;
+// virtual-memory arenas reserve an address range once and map physical memory one
+// granularity-sized chunk at a time (cuMemCreate + cuMemMap + cuMemSetAccess), so any
+// granularity-aligned span can later be unmapped on its own. Streams are non-blocking CUDA
+// streams; Stream{0} is the device's legacy default stream.
+//
+// Ownership: the device owns the bookkeeping of its address ranges; callers own what they
+// allocate (see Device). The plugin must outlive the device (the process-wide plugin does).
+// Thread-safety: all methods may be called concurrently; range bookkeeping is under a mutex.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "device/cuda/cuda_plugin.h"
+#include "device/device.h"
+
+namespace pier::cuda {
+
+class CudaDevice final : public Device {
+ public:
+  // Opens device `index` of `plugin` (which must be usable). kInvalidArgument for an index
+  // out of range; kUnavailable when the plugin reports no device.
+  [[nodiscard]] static Result<std::unique_ptr<CudaDevice>> Open(const CudaPlugin& plugin,
+                                                                int index);
+  // Opens device `index` through the process-wide plugin; kUnavailable with the reason
+  // (GetCudaStatus) when no GPU is usable.
+  [[nodiscard]] static Result<std::unique_ptr<CudaDevice>> Open(int index);
+
+  ~CudaDevice() override;
+
+  const PierCudaDeviceInfo& info() const { return info_; }
+
+  size_t TotalBytes() const override { return info_.total_bytes; }
+  size_t FreeBytes() const override;
+
+  Result<void*> AllocateRaw(size_t bytes, size_t alignment) override;
+  void FreeRaw(void* ptr, size_t bytes) override;
+
+  Result<HostAllocation> AllocatePinnedHost(size_t bytes) override;
+  void FreePinnedHost(const HostAllocation& allocation) override;
+
+  bool SupportsVirtualMemory() const override { return info_.virtual_memory != 0; }
+  size_t VmGranularity() const override { return info_.vm_granularity_bytes; }
+  Result<VirtualRange> ReserveAddressRange(size_t bytes) override;
+  Status MapChunk(const VirtualRange& range, size_t offset, size_t bytes) override;
+  Status UnmapChunk(const VirtualRange& range, size_t offset, size_t bytes) override;
+  void ReleaseAddressRange(const VirtualRange& range) override;
+
+  Result<Stream> CreateStream() override;
+  void DestroyStream(Stream stream) override;
+  Status Synchronize(Stream stream) override;
+
+  Result<Event> CreateEvent() override;
+  void DestroyEvent(Event event) override;
+  Status RecordEvent(Event event, Stream stream) override;
+  Result<bool> EventDone(Event event) override;
+  Status StreamWaitEvent(Stream stream, Event event) override;
+  Status SynchronizeEvent(Event event) override;
+
+  Status CopyHostToDevice(void* device_dst, const void* host_src, size_t bytes,
+                          Stream stream) override;
+  Status CopyDeviceToHost(void* host_dst, const void* device_src, size_t bytes,
+                          Stream stream) override;
+  Status CopyDeviceToDevice(void* device_dst, const void* device_src, size_t bytes,
+                            Stream stream) override;
+  Status Memset(void* device_dst, uint8_t value, size_t bytes, Stream stream) override;
+
+  // Milliseconds between two recorded events (both complete). For benchmarks and tests.
+  [[nodiscard]] Result<float> ElapsedMs(Event start, Event end);
+
+  // GGUF Q4_1 -> f32 on `stream` (see PierCudaPluginApi::dequantize_q4_1_f32).
+  //   src: [n_blocks] device Q4_1 blocks; dst: [n_blocks * 32] device f32
+  [[nodiscard]] Status DequantizeQ4_1(const void* src, float* dst, uint64_t n_blocks,
+                                      Stream stream);
+
+ private:
+  // One reserved address range: the physical handle of each granule (0 = unmapped).
+  struct RangeState {
+    void* base = nullptr;
+    size_t bytes = 0;
+    std::vector<uint64_t> granules;  // [bytes / granularity]
+  };
+
+  CudaDevice(const CudaPlugin& plugin, int index, std::string name, PierCudaDeviceInfo info);
+
+  // Checks offset/bytes against the range and the granularity; returns its state.
+  Result<RangeState*> FindSpan(const VirtualRange& range, size_t offset, size_t bytes);
+  // Unmaps granules [first, last) of `state` that are mapped; stops at the first failure.
+  Status UnmapGranules(RangeState& state, size_t first, size_t last);
+  Status Copy(void* dst, const void* src, size_t bytes, Stream stream, const char* what);
+
+  const PierCudaPluginApi& api() const { return plugin_.api(); }
+
+  const CudaPlugin& plugin_;
+  const PierCudaDeviceInfo info_;
+
+  std::mutex ranges_mutex_;
+  std::map<uintptr_t, RangeState> ranges_;  // GUARDED_BY(ranges_mutex_)
+  uintptr_t next_range_id_ = 1;             // GUARDED_BY(ranges_mutex_)
+};
+
+}  // namespace pier::cuda

@@ -1,0 +1,129 @@
+/* The C ABI between Pier and its CUDA plugin (libpier_cuda.so).
+ *
+ * `pier` links no CUDA library. At start the loader (cuda_plugin.h) dlopens the plugin and
+ * calls its one exported symbol, pier_cuda_plugin_api(), which returns a table of plain C
+ * function pointers. Everything CUDA (runtime, driver API, kernels) stays behind this table.
+ * This header is shared by both sides and includes no CUDA header.
+ *
+ * Versioning: PIER_CUDA_PLUGIN_ABI_VERSION changes whenever a field is removed, reordered or
+ * changes meaning; the plugin returns NULL for any version but its own, and the loader then
+ * says the plugin does not match. New functions are only appended, with a version bump.
+ *
+ * Conventions: every function returns a PierCudaResult (0 = success). On failure the plugin
+ * keeps a message for the calling thread, read with last_error(), valid until that thread's
+ * next call. Stream and event handles are opaque; a handle is only used with the plugin
+ * that made it. A NULL stream means the legacy default stream of the given device.
+ *
+ * Thread-safety: every function may be called from any thread; the table itself is
+ * immutable and lives as long as the process (the plugin is never unloaded).
+ */
+#ifndef PIER_DEVICE_CUDA_CUDA_PLUGIN_API_H_
+#define PIER_DEVICE_CUDA_CUDA_PLUGIN_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PIER_CUDA_PLUGIN_ABI_VERSION 1u
+#define PIER_CUDA_PLUGIN_ENTRY_SYMBOL "pier_cuda_plugin_api"
+
+typedef int32_t PierCudaResult;
+#define PIER_CUDA_OK 0
+#define PIER_CUDA_ERROR_NO_DRIVER 1        /* libcuda missing or older than the runtime */
+#define PIER_CUDA_ERROR_NO_DEVICE 2        /* a driver but no usable GPU */
+#define PIER_CUDA_ERROR_OUT_OF_MEMORY 3    /* device (or pinned host) memory exhausted */
+#define PIER_CUDA_ERROR_INVALID_ARGUMENT 4 /* bad size, alignment, handle or device number */
+#define PIER_CUDA_ERROR_UNSUPPORTED 5      /* e.g. the device has no virtual-memory support */
+#define PIER_CUDA_ERROR_FAILED 6           /* any other CUDA error; last_error() has details */
+
+typedef struct PierCudaStream_* PierCudaStream;
+typedef struct PierCudaEvent_* PierCudaEvent;
+
+typedef struct PierCudaDeviceInfo {
+  char name[256];        /* "NVIDIA H200" */
+  int32_t compute_major; /* 9 for sm_90 */
+  int32_t compute_minor;
+  int32_t multiprocessors;
+  int32_t virtual_memory;        /* 1 when cuMemCreate/cuMemMap arenas are supported */
+  uint64_t total_bytes;          /* global memory */
+  uint64_t vm_granularity_bytes; /* physical chunk size for arenas; 0 without support */
+} PierCudaDeviceInfo;
+
+typedef struct PierCudaPluginApi {
+  uint32_t abi_version; /* PIER_CUDA_PLUGIN_ABI_VERSION the plugin was built with */
+  uint32_t struct_size; /* sizeof(PierCudaPluginApi) in the plugin */
+
+  /* "CUDA runtime 13.0, built for sm_90": static, never NULL. */
+  const char* (*build_info)(void);
+  /* Message of the calling thread's last failed call ("" when none). */
+  const char* (*last_error)(void);
+
+  /* ---- Discovery --------------------------------------------------------------------- */
+  /* Runtime version the plugin carries and the driver's (0 when no driver is loaded). */
+  PierCudaResult (*versions)(int32_t* runtime_version, int32_t* driver_version);
+  /* NO_DRIVER or NO_DEVICE when there is nothing to run on; count > 0 on success. */
+  PierCudaResult (*device_count)(int32_t* count);
+  PierCudaResult (*device_info)(int32_t device, PierCudaDeviceInfo* info);
+  PierCudaResult (*memory_info)(int32_t device, uint64_t* free_bytes, uint64_t* total_bytes);
+
+  /* ---- Memory ------------------------------------------------------------------------ */
+  /* cudaMalloc on `device` (256-byte aligned). OUT_OF_MEMORY when it does not fit. */
+  PierCudaResult (*device_alloc)(int32_t device, uint64_t bytes, void** ptr);
+  PierCudaResult (*device_free)(int32_t device, void* ptr);
+  /* Page-locked host memory usable by every device (cudaHostAlloc, portable). */
+  PierCudaResult (*host_alloc)(uint64_t bytes, void** ptr);
+  PierCudaResult (*host_free)(void* ptr);
+  /* Copy of `bytes` between any two of host, pinned host and device memory (unified
+   * addressing decides the direction), queued on `stream`. */
+  PierCudaResult (*memcpy_async)(int32_t device, void* dst, const void* src, uint64_t bytes,
+                                 PierCudaStream stream);
+  PierCudaResult (*memset_async)(int32_t device, void* dst, int32_t value, uint64_t bytes,
+                                 PierCudaStream stream);
+
+  /* ---- Streams and events ------------------------------------------------------------ */
+  PierCudaResult (*stream_create)(int32_t device, PierCudaStream* stream);
+  PierCudaResult (*stream_destroy)(int32_t device, PierCudaStream stream);
+  PierCudaResult (*stream_synchronize)(int32_t device, PierCudaStream stream);
+  /* Events are created with timing enabled so that event_elapsed_ms works. */
+  PierCudaResult (*event_create)(int32_t device, PierCudaEvent* event);
+  PierCudaResult (*event_destroy)(int32_t device, PierCudaEvent event);
+  PierCudaResult (*event_record)(int32_t device, PierCudaEvent event, PierCudaStream stream);
+  /* *done = 1 when the recorded work has completed, 0 when it is still pending. */
+  PierCudaResult (*event_query)(int32_t device, PierCudaEvent event, int32_t* done);
+  PierCudaResult (*event_synchronize)(int32_t device, PierCudaEvent event);
+  PierCudaResult (*stream_wait_event)(int32_t device, PierCudaStream stream, PierCudaEvent event);
+  PierCudaResult (*event_elapsed_ms)(int32_t device, PierCudaEvent start, PierCudaEvent end,
+                                     float* ms);
+
+  /* ---- Virtual memory (driver API, resolved at run time) ----------------------------- */
+  /* Reserves `bytes` (a multiple of the granularity) of device address space. */
+  PierCudaResult (*vm_reserve)(int32_t device, uint64_t bytes, void** base);
+  /* Releases a reservation; everything in it must be unmapped first. */
+  PierCudaResult (*vm_release)(int32_t device, void* base, uint64_t bytes);
+  /* Creates `bytes` of physical memory on `device`, maps it at `address` (inside a
+   * reservation, granularity-aligned) and makes it readable and writable by the device.
+   * *handle identifies the physical memory for vm_unmap. OUT_OF_MEMORY when it does not fit;
+   * nothing stays mapped or allocated on failure. */
+  PierCudaResult (*vm_map)(int32_t device, void* address, uint64_t bytes, uint64_t* handle);
+  /* Unmaps what vm_map mapped at `address` and frees its physical memory. */
+  PierCudaResult (*vm_unmap)(int32_t device, void* address, uint64_t bytes, uint64_t handle);
+
+  /* ---- Kernels ----------------------------------------------------------------------- */
+  /* GGUF Q4_1 -> f32. src: [n_blocks] blocks of {half d; half m; uint8 qs[16]} (20 bytes,
+   * 4-byte aligned); dst: [n_blocks * 32] floats (16-byte aligned); x = d * q + m with
+   * low nibbles of qs as elements 0..15 and high nibbles as 16..31. Queued on `stream`. */
+  PierCudaResult (*dequantize_q4_1_f32)(int32_t device, const void* src, float* dst,
+                                        uint64_t n_blocks, PierCudaStream stream);
+} PierCudaPluginApi;
+
+/* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */
+typedef const PierCudaPluginApi* (*PierCudaPluginEntryFn)(uint32_t abi_version);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PIER_DEVICE_CUDA_CUDA_PLUGIN_API_H_ */

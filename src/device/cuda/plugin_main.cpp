@@ -1,0 +1,303 @@
+// The CUDA plugin's entry point and its runtime-API functions (see cuda_plugin_api.h).
+//
+// Built into libpier_cuda.so with the CUDA runtime linked statically; the runtime loads the
+// driver (libcuda.so.1) itself when first used, so the plugin loads on a machine without a
+// driver and then reports PIER_CUDA_ERROR_NO_DRIVER. Only pier_cuda_plugin_api is exported.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <string>
+
+#include "device/cuda/cuda_plugin_api.h"
+#include "device/cuda/plugin_internal.h"
+#include "kernels/cuda/dequantize.h"
+
+#ifndef PIER_CUDA_ARCHS
+#define PIER_CUDA_ARCHS "unknown"
+#endif
+
+namespace pier::cuda_plugin {
+namespace {
+
+thread_local std::string t_last_error;
+
+cudaStream_t ToCuda(PierCudaStream stream) { return reinterpret_cast<cudaStream_t>(stream); }
+cudaEvent_t ToCuda(PierCudaEvent event) { return reinterpret_cast<cudaEvent_t>(event); }
+
+const char* BuildInfo() {
+  static const std::string info = [] {
+    char text[128];
+    std::snprintf(text, sizeof(text), "CUDA runtime %d.%d, built for sm_%s", CUDART_VERSION / 1000,
+                  (CUDART_VERSION % 1000) / 10, PIER_CUDA_ARCHS);
+    return std::string(text);
+  }();
+  return info.c_str();
+}
+
+const char* LastError() { return t_last_error.c_str(); }
+
+PierCudaResult Versions(int32_t* runtime_version, int32_t* driver_version) {
+  if (runtime_version == nullptr || driver_version == nullptr) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "versions: null output");
+  }
+  int runtime = 0;
+  int driver = 0;
+  if (PierCudaResult rc = FromCuda(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion")) {
+    return rc;
+  }
+  // Reports 0 without failing when no driver is installed.
+  if (PierCudaResult rc = FromCuda(cudaDriverGetVersion(&driver), "cudaDriverGetVersion")) {
+    return rc;
+  }
+  *runtime_version = runtime;
+  *driver_version = driver;
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult DeviceCount(int32_t* count) {
+  if (count == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "device_count: null");
+  int n = 0;
+  if (PierCudaResult rc = FromCuda(cudaGetDeviceCount(&n), "cudaGetDeviceCount")) return rc;
+  if (n <= 0) return Fail(PIER_CUDA_ERROR_NO_DEVICE, "cudaGetDeviceCount: no CUDA device");
+  *count = n;
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult DeviceInfo(int32_t device, PierCudaDeviceInfo* info) {
+  if (info == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "device_info: null");
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  cudaDeviceProp prop{};
+  if (PierCudaResult rc = FromCuda(cudaGetDeviceProperties(&prop, device), "device_info")) {
+    return rc;
+  }
+  *info = PierCudaDeviceInfo{};
+  std::snprintf(info->name, sizeof(info->name), "%s", prop.name);
+  info->compute_major = prop.major;
+  info->compute_minor = prop.minor;
+  info->multiprocessors = prop.multiProcessorCount;
+  info->total_bytes = prop.totalGlobalMem;
+  int32_t vm = 0;
+  uint64_t granularity = 0;
+  // A device without virtual-memory support is still usable; only arenas need it.
+  if (VmSupport(device, &vm, &granularity) == PIER_CUDA_OK) {
+    info->virtual_memory = vm;
+    info->vm_granularity_bytes = vm ? granularity : 0;
+  }
+  t_last_error.clear();
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult MemoryInfo(int32_t device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "memory_info: null output");
+  }
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  size_t free_now = 0;
+  size_t total = 0;
+  if (PierCudaResult rc = FromCuda(cudaMemGetInfo(&free_now, &total), "cudaMemGetInfo")) {
+    return rc;
+  }
+  *free_bytes = free_now;
+  *total_bytes = total;
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult DeviceAlloc(int32_t device, uint64_t bytes, void** ptr) {
+  if (ptr == nullptr || bytes == 0) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "device_alloc: zero size or null output");
+  }
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  *ptr = nullptr;
+  return FromCuda(cudaMalloc(ptr, bytes), "cudaMalloc");
+}
+
+PierCudaResult DeviceFree(int32_t device, void* ptr) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaFree(ptr), "cudaFree");
+}
+
+PierCudaResult HostAlloc(uint64_t bytes, void** ptr) {
+  if (ptr == nullptr || bytes == 0) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "host_alloc: zero size or null output");
+  }
+  *ptr = nullptr;
+  return FromCuda(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc");
+}
+
+PierCudaResult HostFree(void* ptr) { return FromCuda(cudaFreeHost(ptr), "cudaFreeHost"); }
+
+PierCudaResult MemcpyAsync(int32_t device, void* dst, const void* src, uint64_t bytes,
+                           PierCudaStream stream) {
+  if (bytes == 0) return PIER_CUDA_OK;
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ToCuda(stream)),
+                  "cudaMemcpyAsync");
+}
+
+PierCudaResult MemsetAsync(int32_t device, void* dst, int32_t value, uint64_t bytes,
+                           PierCudaStream stream) {
+  if (bytes == 0) return PIER_CUDA_OK;
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaMemsetAsync(dst, value, bytes, ToCuda(stream)), "cudaMemsetAsync");
+}
+
+PierCudaResult StreamCreate(int32_t device, PierCudaStream* stream) {
+  if (stream == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "stream_create: null");
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  cudaStream_t s = nullptr;
+  if (PierCudaResult rc =
+          FromCuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate")) {
+    return rc;
+  }
+  *stream = reinterpret_cast<PierCudaStream>(s);
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult StreamDestroy(int32_t device, PierCudaStream stream) {
+  if (stream == nullptr) return PIER_CUDA_OK;  // the default stream is never destroyed
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaStreamDestroy(ToCuda(stream)), "cudaStreamDestroy");
+}
+
+PierCudaResult StreamSynchronize(int32_t device, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaStreamSynchronize(ToCuda(stream)), "cudaStreamSynchronize");
+}
+
+PierCudaResult EventCreate(int32_t device, PierCudaEvent* event) {
+  if (event == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "event_create: null");
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  cudaEvent_t e = nullptr;
+  if (PierCudaResult rc = FromCuda(cudaEventCreate(&e), "cudaEventCreate")) return rc;
+  *event = reinterpret_cast<PierCudaEvent>(e);
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult EventDestroy(int32_t device, PierCudaEvent event) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaEventDestroy(ToCuda(event)), "cudaEventDestroy");
+}
+
+PierCudaResult EventRecord(int32_t device, PierCudaEvent event, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaEventRecord(ToCuda(event), ToCuda(stream)), "cudaEventRecord");
+}
+
+PierCudaResult EventQuery(int32_t device, PierCudaEvent event, int32_t* done) {
+  if (done == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "event_query: null");
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  const cudaError_t error = cudaEventQuery(ToCuda(event));
+  if (error == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: the work is still running
+    *done = 0;
+    return PIER_CUDA_OK;
+  }
+  if (PierCudaResult rc = FromCuda(error, "cudaEventQuery")) return rc;
+  *done = 1;
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult EventSynchronize(int32_t device, PierCudaEvent event) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaEventSynchronize(ToCuda(event)), "cudaEventSynchronize");
+}
+
+PierCudaResult StreamWaitEvent(int32_t device, PierCudaStream stream, PierCudaEvent event) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaStreamWaitEvent(ToCuda(stream), ToCuda(event), 0), "cudaStreamWaitEvent");
+}
+
+PierCudaResult EventElapsedMs(int32_t device, PierCudaEvent start, PierCudaEvent end, float* ms) {
+  if (ms == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "event_elapsed_ms: null");
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaEventElapsedTime(ms, ToCuda(start), ToCuda(end)), "cudaEventElapsedTime");
+}
+
+PierCudaResult DequantizeQ4_1F32(int32_t device, const void* src, float* dst, uint64_t n_blocks,
+                                 PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  const cudaError_t error = pier::cuda::LaunchDequantizeQ4_1(src, dst, n_blocks, ToCuda(stream));
+  if (error == cudaErrorInvalidValue) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT,
+                "dequantize_q4_1_f32: src must be 4-byte and dst 16-byte aligned, non-null");
+  }
+  return FromCuda(error, "dequantize_q4_1_f32 launch");
+}
+
+const PierCudaPluginApi kApi = {
+    PIER_CUDA_PLUGIN_ABI_VERSION,
+    sizeof(PierCudaPluginApi),
+    BuildInfo,
+    LastError,
+    Versions,
+    DeviceCount,
+    DeviceInfo,
+    MemoryInfo,
+    DeviceAlloc,
+    DeviceFree,
+    HostAlloc,
+    HostFree,
+    MemcpyAsync,
+    MemsetAsync,
+    StreamCreate,
+    StreamDestroy,
+    StreamSynchronize,
+    EventCreate,
+    EventDestroy,
+    EventRecord,
+    EventQuery,
+    EventSynchronize,
+    StreamWaitEvent,
+    EventElapsedMs,
+    VmReserve,
+    VmRelease,
+    VmMap,
+    VmUnmap,
+    DequantizeQ4_1F32,
+};
+
+}  // namespace
+
+PierCudaResult Fail(PierCudaResult result, std::string message) {
+  t_last_error = std::move(message);
+  return result;
+}
+
+PierCudaResult FromCuda(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return PIER_CUDA_OK;
+  cudaGetLastError();  // reset the non-sticky error state
+  std::string message =
+      std::string(what) + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+  switch (error) {
+    case cudaErrorInsufficientDriver:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+      return Fail(PIER_CUDA_ERROR_NO_DRIVER, std::move(message));
+    case cudaErrorNoDevice:
+    case cudaErrorDevicesUnavailable:
+      return Fail(PIER_CUDA_ERROR_NO_DEVICE, std::move(message));
+    case cudaErrorMemoryAllocation:
+      return Fail(PIER_CUDA_ERROR_OUT_OF_MEMORY, std::move(message));
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevice:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidResourceHandle:
+      return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, std::move(message));
+    case cudaErrorNotSupported:
+      return Fail(PIER_CUDA_ERROR_UNSUPPORTED, std::move(message));
+    default:
+      return Fail(PIER_CUDA_ERROR_FAILED, std::move(message));
+  }
+}
+
+PierCudaResult UseDevice(int32_t device) {
+  return FromCuda(cudaSetDevice(device), "cudaSetDevice");
+}
+
+}  // namespace pier::cuda_plugin
+
+extern "C" __attribute__((visibility("default"))) const PierCudaPluginApi* pier_cuda_plugin_api(
+    uint32_t abi_version) {
+  if (abi_version != PIER_CUDA_PLUGIN_ABI_VERSION) return nullptr;
+  return &pier::cuda_plugin::kApi;
+}
