@@ -116,7 +116,42 @@ def model_rows(path):
                          "sum": float(row.astype(np.float64).sum())})
         tensors.append({"name": name, "type": t.tensor_type.name, "row_length": int(t.shape[0]),
                         "rows": n_rows, "samples": rows})
-    return {"model": os.path.basename(path), "tensors": tensors}
+    return {"model": os.path.basename(path), "info": model_info(reader), "tensors": tensors}
+
+
+def model_info(reader):
+    """Facts ModelInfo must report, read with gguf-py."""
+    def field(key):
+        f = reader.fields[key]
+        return f.contents()
+
+    arch = field("general.architecture")
+    n_head = field(f"{arch}.attention.head_count")
+    n_kv = field(f"{arch}.attention.head_count_kv")
+    n_embd = field(f"{arch}.embedding_length")
+    n_layer = field(f"{arch}.block_count")
+    types = {}
+    for t in reader.tensors:
+        types[t.tensor_type.name.lower()] = types.get(t.tensor_type.name.lower(), 0) + 1
+    return {
+        "architecture": arch,
+        "name": field("general.name"),
+        "context_length": field(f"{arch}.context_length"),
+        "embedding_length": n_embd,
+        "block_count": n_layer,
+        "feed_forward_length": field(f"{arch}.feed_forward_length"),
+        "head_count": n_head,
+        "head_count_kv": n_kv,
+        "head_dim": n_embd // n_head,
+        "rope_freq_base": field(f"{arch}.rope.freq_base"),
+        "rms_norm_eps": field(f"{arch}.attention.layer_norm_rms_epsilon"),
+        "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data),
+        "weight_bytes": int(sum(int(t.n_bytes) for t in reader.tensors)),
+        "parameter_count": int(sum(int(t.n_elements) for t in reader.tensors)),
+        "tensor_types": types,
+        "kv_bytes_per_token": 2 * n_layer * n_kv * (n_embd // n_head) * 2,
+        "has_chat_template": "tokenizer.chat_template" in reader.fields,
+    }
 
 
 def main():

@@ -1,5 +1,6 @@
-// Dequantizes rows of the default model and compares them with gguf-py's
-// GGUFReader + dequantize (fixture: tools/gen_dequant_fixture.py --model ...).
+// Reads the default model and compares with gguf-py's GGUFReader + dequantize
+// (fixture: tools/gen_dequant_fixture.py --model ...): model info, and a sample
+// of dequantized rows of a few tensors.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "model/gguf_file.h"
+#include "model/model_info.h"
 
 namespace pier::model {
 namespace {
@@ -26,12 +28,44 @@ uint64_t Fnv1a64(const void* data, size_t size) {
   return hash;
 }
 
+nlohmann::json LoadFixture() {
+  const std::string path = std::string(PIER_SOURCE_DIR) + "/tests/fixtures/model/smollm2_rows.json";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "missing fixture " << path;
+  return nlohmann::json::parse(in);
+}
+
+TEST(ModelInfoTest, DefaultModelMatchesGgufPy) {
+  const nlohmann::json expected = LoadFixture()["info"];
+  auto file = GgufFile::Open(PIER_DEFAULT_MODEL_PATH);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  Result<ModelInfo> info = ReadModelInfo(**file);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->architecture, expected["architecture"]);
+  EXPECT_EQ(info->name, expected["name"]);
+  EXPECT_EQ(info->context_length, expected["context_length"]);
+  EXPECT_EQ(info->embedding_length, expected["embedding_length"]);
+  EXPECT_EQ(info->block_count, expected["block_count"]);
+  EXPECT_EQ(info->feed_forward_length, expected["feed_forward_length"]);
+  EXPECT_EQ(info->head_count, expected["head_count"]);
+  EXPECT_EQ(info->head_count_kv, expected["head_count_kv"]);
+  EXPECT_EQ(info->head_dim, expected["head_dim"]);
+  EXPECT_DOUBLE_EQ(info->rope_freq_base, expected["rope_freq_base"].get<double>());
+  EXPECT_DOUBLE_EQ(info->rms_norm_eps, expected["rms_norm_eps"].get<double>());
+  EXPECT_FALSE(info->rope_scaling.has_value());
+  EXPECT_EQ(info->vocab_size, expected["vocab_size"]);
+  EXPECT_EQ(info->weight_bytes, expected["weight_bytes"].get<uint64_t>());
+  EXPECT_EQ(info->parameter_count, expected["parameter_count"]);
+  EXPECT_EQ(info->kv_bytes_per_token, expected["kv_bytes_per_token"].get<uint64_t>());
+  EXPECT_EQ(info->has_chat_template, expected["has_chat_template"].get<bool>());
+  ASSERT_EQ(info->tensor_types.size(), expected["tensor_types"].size());
+  for (const auto& [type, count] : info->tensor_types) {
+    EXPECT_EQ(count, expected["tensor_types"][std::string(DTypeName(type))]) << DTypeName(type);
+  }
+}
+
 TEST(ModelDequantTest, DefaultModelRowsMatchGgufPy) {
-  const std::string fixture_path =
-      std::string(PIER_SOURCE_DIR) + "/tests/fixtures/model/smollm2_rows.json";
-  std::ifstream in(fixture_path);
-  ASSERT_TRUE(in.good()) << "missing fixture " << fixture_path;
-  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const nlohmann::json fixture = LoadFixture();
 
   auto file = GgufFile::Open(PIER_DEFAULT_MODEL_PATH);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
