@@ -1,0 +1,388 @@
+// Leases (elastic KV arenas), admission with reclaim, and shrink deadlines.
+#include "memory/lease.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "memory/governor_internal.h"
+
+namespace pier {
+namespace {
+using Clock = std::chrono::steady_clock;
+size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
+}  // namespace
+
+// ---- Deadlines and reclaim (MemoryGovernor, mutex_ held) -----------------------------------
+
+void MemoryGovernor::CheckDeadlines() {
+  std::lock_guard lock(mutex_);
+  CheckDeadlinesLocked();
+}
+
+void MemoryGovernor::CheckDeadlinesLocked() {
+  const auto now = Clock::now();
+  for (auto& [id, lease] : leases_) {
+    if (!lease->request || lease->unresponsive || now < lease->request->deadline) continue;
+    lease->unresponsive = true;
+    ++deadline_misses_;
+    OwnerState* o = FindLocked(lease->owner);
+    if (o != nullptr) ++o->deadline_misses;
+    spdlog::warn(
+        "memory: lease '{}' of owner '{}' missed its shrink deadline (asked for {} chunks by "
+        "'{}'); it may not grow until it shrinks to {} chunks",
+        lease->name, o != nullptr ? o->spec.name : "?", lease->request->chunks,
+        lease->request->requester, lease->request->target_chunks);
+    memory_freed_.notify_all();  // wake growers waiting on it so they can give up
+  }
+}
+
+bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t need,
+                                       uint64_t exclude_lease, Reclaim* reclaim) {
+  struct Candidate {
+    LeaseState* lease;
+    bool idle;
+    int priority;
+  };
+  std::vector<Candidate> candidates;
+  for (auto& [id, lease] : leases_) {
+    if (id == exclude_lease || lease->owner == requester.id || lease->request) continue;
+    const OwnerState* o = FindLocked(lease->owner);
+    if (o == nullptr) continue;
+    if (!lease->idle && o->spec.priority >= requester.spec.priority) continue;
+    candidates.push_back({lease.get(), lease->idle, o->spec.priority});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     if (a.idle != b.idle) return a.idle;
+                     return a.priority < b.priority;
+                   });
+  // How much each owner can give back without going below its guarantee or reservations.
+  std::map<OwnerId, uint64_t> owner_room;
+  struct Planned {
+    LeaseState* lease;
+    size_t chunks;
+  };
+  std::vector<Planned> planned;
+  uint64_t found = 0;
+  for (const Candidate& c : candidates) {
+    if (found >= need) break;
+    LeaseState& lease = *c.lease;
+    const OwnerState& o = *FindLocked(lease.owner);
+    auto [it, inserted] = owner_room.try_emplace(lease.owner, 0);
+    if (inserted) {
+      const uint64_t keep = std::max(o.spec.guaranteed_bytes, o.floor);
+      it->second = o.charged > keep ? o.charged - keep : 0;
+    }
+    size_t spare = lease.chunks > lease.min_chunks ? lease.chunks - lease.min_chunks : 0;
+    spare = std::min<size_t>(spare, it->second / lease.chunk_bytes);
+    const size_t wanted = (need - found + lease.chunk_bytes - 1) / lease.chunk_bytes;
+    const size_t take = std::min(spare, wanted);
+    if (take == 0) continue;
+    planned.push_back({&lease, take});
+    it->second -= take * lease.chunk_bytes;
+    found += take * lease.chunk_bytes;
+  }
+  if (found < need) return false;
+  const auto deadline = Clock::now() + options_.shrink_deadline;
+  for (const Planned& p : planned) {
+    ShrinkRequest request;
+    request.id = next_request_++;
+    request.chunks = p.chunks;
+    request.target_chunks = p.lease->chunks - p.chunks;
+    request.deadline = deadline;
+    request.requester = requester.spec.name;
+    p.lease->request = request;
+    ++shrink_requests_;
+    reclaim->request_ids.push_back(request.id);
+    if (p.lease->handler) reclaim->calls.emplace_back(p.lease->handler, request);
+    spdlog::info("memory: asking lease '{}' to give back {} chunks for '{}'", p.lease->name,
+                 p.chunks, requester.spec.name);
+  }
+  return true;
+}
+
+MemoryStatus MemoryGovernor::AdmitLocked(std::unique_lock<std::mutex>& lock, OwnerId owner,
+                                         uint64_t bytes, bool wait,
+                                         std::chrono::milliseconds timeout, uint64_t lease_id) {
+  const auto give_up_at = Clock::now() + timeout;
+  std::vector<uint64_t> awaited;  // shrink requests issued on our behalf
+  while (true) {
+    CheckDeadlinesLocked();
+    const OwnerState* o = FindLocked(owner);
+    if (o == nullptr) return UnknownOwner(owner, bytes);
+    if (bytes > o->spec.max_bytes - o->charged) {
+      return ErrorLocked(MemoryErrorKind::kOwnerQuota, *o, bytes);
+    }
+    const uint64_t headroom = HeadroomLocked(*o);
+    if (bytes <= headroom) return MemoryOk{};
+
+    // Did someone we are waiting for miss the deadline?
+    for (const auto& [id, lease] : leases_) {
+      if (lease->unresponsive && lease->request &&
+          std::find(awaited.begin(), awaited.end(), lease->request->id) != awaited.end()) {
+        const OwnerState* slow = FindLocked(lease->owner);
+        return ErrorLocked(MemoryErrorKind::kReclaimTimedOut, *o, bytes,
+                           "owner '" + (slow ? slow->spec.name : std::string("?")) +
+                               "' did not shrink lease '" + lease->name + "' in time");
+      }
+    }
+    // Shrinks already asked for (and not overdue) count toward what we need.
+    uint64_t incoming = 0;
+    for (const auto& [id, lease] : leases_) {
+      if (lease->request && !lease->unresponsive && lease->owner != owner) {
+        incoming += (lease->chunks - std::min(lease->chunks, lease->request->target_chunks)) *
+                    lease->chunk_bytes;
+      }
+    }
+    const uint64_t need = bytes - headroom;
+    Reclaim reclaim;
+    if (incoming < need && !PlanReclaimLocked(*o, need - incoming, lease_id, &reclaim)) {
+      return ErrorLocked(MemoryErrorKind::kBudget, *o, bytes,
+                         incoming > 0 ? "not enough is reclaimable from other owners"
+                                      : "nothing reclaimable from other owners");
+    }
+    awaited.insert(awaited.end(), reclaim.request_ids.begin(), reclaim.request_ids.end());
+    if (!reclaim.calls.empty()) {
+      lock.unlock();
+      for (auto& [handler, request] : reclaim.calls) handler(request);
+      lock.lock();
+      continue;  // a cooperative handler may already have shrunk
+    }
+    if (!wait) {
+      o = FindLocked(owner);
+      if (o == nullptr) return UnknownOwner(owner, bytes);
+      return ErrorLocked(MemoryErrorKind::kReclaimPending, *o, bytes,
+                         "other owners were asked to shrink; retry");
+    }
+    // Wait for a shrink, a free, or the earliest deadline among the requests in flight.
+    auto wake = give_up_at;
+    for (const auto& [id, lease] : leases_) {
+      if (lease->request && !lease->unresponsive) wake = std::min(wake, lease->request->deadline);
+    }
+    if (Clock::now() >= give_up_at) {
+      o = FindLocked(owner);
+      if (o == nullptr) return UnknownOwner(owner, bytes);
+      return ErrorLocked(MemoryErrorKind::kReclaimTimedOut, *o, bytes,
+                         "waited " + std::to_string(timeout.count()) + " ms");
+    }
+    memory_freed_.wait_until(lock, wake + std::chrono::milliseconds(1));
+  }
+}
+
+// ---- Lease creation (MemoryGovernor) -------------------------------------------------------
+
+MemoryResult<std::unique_ptr<Lease>> MemoryGovernor::CreateLease(OwnerId owner,
+                                                                 const LeaseOptions& options) {
+  std::unique_ptr<Lease> lease;
+  {
+    std::lock_guard lock(mutex_);
+    OwnerState* o = FindLocked(owner);
+    if (o == nullptr) return UnknownOwner(owner, options.chunk_bytes);
+    auto invalid = [&](const std::string& why) {
+      return ErrorLocked(MemoryErrorKind::kInvalidRequest, *o, options.chunk_bytes,
+                         "lease '" + options.name + "': " + why);
+    };
+    if (options.chunk_bytes == 0 || options.chunk_bytes > kMaxByteSize) {
+      return invalid("chunk size must be positive and sane");
+    }
+    if (options.max_chunks == 0) return invalid("max_chunks must be at least 1");
+    if (options.min_chunks > options.max_chunks || options.initial_chunks > options.max_chunks) {
+      return invalid("min_chunks and initial_chunks must not exceed max_chunks");
+    }
+    const bool vm = options.use_virtual_memory && device_->SupportsVirtualMemory();
+    const size_t granularity = vm ? device_->VmGranularity() : options_.pool.alignment;
+    const size_t chunk_bytes = RoundUp(options.chunk_bytes, granularity);
+    if (options.max_chunks > kMaxByteSize / chunk_bytes) return invalid("address range too large");
+    auto state = std::make_unique<LeaseState>();
+    state->id = next_lease_++;
+    state->owner = owner;
+    state->name = options.name.empty() ? o->spec.name : options.name;
+    state->chunk_bytes = chunk_bytes;
+    state->max_chunks = options.max_chunks;
+    state->min_chunks = options.min_chunks;
+    state->contiguous = vm;
+    state->handler = options.on_shrink_request;
+    if (vm) {
+      Result<VirtualRange> range = device_->ReserveAddressRange(chunk_bytes * options.max_chunks);
+      if (!range.ok()) {
+        return ErrorLocked(MemoryErrorKind::kDeviceOutOfMemory, *o,
+                           chunk_bytes * options.max_chunks, range.status().message());
+      }
+      state->range = *range;
+    }
+    lease.reset(new Lease(this, state->id, owner, chunk_bytes, options.max_chunks, vm,
+                          vm ? state->range.base : nullptr));
+    ++o->leases;
+    leases_.emplace(state->id, std::move(state));
+  }
+  if (options.initial_chunks > 0) {
+    MemoryStatus grown = lease->Grow(options.initial_chunks);
+    if (!grown.ok()) return grown.error();
+  }
+  return lease;
+}
+
+// ---- Lease ---------------------------------------------------------------------------------
+
+Lease::~Lease() {
+  MemoryGovernor& g = *governor_;
+  std::lock_guard lock(g.mutex_);
+  auto it = g.leases_.find(id_);
+  PIER_CHECK(it != g.leases_.end(), "lease state missing");
+  MemoryGovernor::LeaseState& state = *it->second;
+  MemoryGovernor::OwnerState* o = g.FindLocked(owner_);
+  PIER_CHECK(o != nullptr, "a Lease outlived its owner");
+  const uint64_t bytes = state.chunks * state.chunk_bytes;
+  if (state.contiguous) {
+    g.device_->ReleaseAddressRange(state.range);
+    g.arena_bytes_ -= bytes;
+  } else {
+    for (void* chunk : state.chunk_blocks) {
+      Result<FreedBlock> freed = g.pool_->Free(chunk);
+      PIER_CHECK(freed.ok(), "a lease chunk could not be freed: " + freed.status().ToString());
+    }
+  }
+  g.Uncharge(*o, bytes);
+  o->lease_bytes -= bytes;
+  --o->leases;
+  g.leases_.erase(it);
+  g.memory_freed_.notify_all();
+}
+
+size_t Lease::chunks() const {
+  std::lock_guard lock(governor_->mutex_);
+  return governor_->leases_.at(id_)->chunks;
+}
+
+void* Lease::ChunkAddress(size_t index) const {
+  std::lock_guard lock(governor_->mutex_);
+  const MemoryGovernor::LeaseState& state = *governor_->leases_.at(id_);
+  PIER_CHECK(index < state.chunks, "chunk index " + std::to_string(index) + " of a lease with " +
+                                       std::to_string(state.chunks) + " chunks");
+  if (contiguous_) return static_cast<char*>(base_) + index * chunk_bytes_;
+  return state.chunk_blocks[index];
+}
+
+std::optional<ShrinkRequest> Lease::pending_request() const {
+  std::lock_guard lock(governor_->mutex_);
+  return governor_->leases_.at(id_)->request;
+}
+
+void Lease::SetIdle(bool idle) {
+  std::lock_guard lock(governor_->mutex_);
+  governor_->leases_.at(id_)->idle = idle;
+}
+
+MemoryStatus Lease::Grow(size_t chunks, GrowOptions options) {
+  MemoryGovernor& g = *governor_;
+  std::unique_lock lock(g.mutex_);
+  g.CheckDeadlinesLocked();
+  MemoryGovernor::OwnerState* o = g.FindLocked(owner_);
+  PIER_CHECK(o != nullptr, "a Lease outlived its owner");
+  auto fail = [&](MemoryErrorKind kind, uint64_t bytes, std::string detail) -> MemoryStatus {
+    MemoryGovernor::OwnerState* owner = g.FindLocked(owner_);
+    ++owner->failure_count;
+    ++g.failure_count_;
+    return g.ErrorLocked(kind, *owner, bytes, std::move(detail));
+  };
+  const uint64_t bytes = uint64_t{chunks} * chunk_bytes_;
+  {
+    const MemoryGovernor::LeaseState& state = *g.leases_.at(id_);
+    if (chunks == 0) return fail(MemoryErrorKind::kInvalidRequest, 0, "grow by 0 chunks");
+    if (state.unresponsive) {
+      return fail(MemoryErrorKind::kOwnerUnresponsive, bytes,
+                  "lease '" + state.name + "' must first shrink to " +
+                      std::to_string(state.request->target_chunks) + " chunks");
+    }
+    if (state.request) {
+      return fail(MemoryErrorKind::kReclaimPending, bytes,
+                  "lease '" + state.name + "' has been asked to shrink by " +
+                      std::to_string(state.request->chunks) + " chunks");
+    }
+    if (chunks > max_chunks_ - state.chunks) {
+      return fail(
+          MemoryErrorKind::kOwnerQuota, bytes,
+          "lease '" + state.name + "' is limited to " + std::to_string(max_chunks_) + " chunks");
+    }
+  }
+  MemoryStatus admitted = g.AdmitLocked(lock, owner_, bytes, options.wait, options.timeout, id_);
+  if (!admitted.ok()) {
+    o = g.FindLocked(owner_);
+    ++o->failure_count;
+    ++g.failure_count_;
+    return admitted;
+  }
+  MemoryGovernor::LeaseState& state = *g.leases_.at(id_);
+  if (chunks > max_chunks_ - state.chunks) {  // grew concurrently while we waited
+    return fail(MemoryErrorKind::kOwnerQuota, bytes, "lease is at its maximum");
+  }
+  if (state.contiguous) {
+    if (g.PhysicalLocked() + bytes > g.budget_bytes_) g.pool_->Trim();
+    if (g.PhysicalLocked() + bytes > g.budget_bytes_) {
+      return fail(MemoryErrorKind::kDeviceOutOfMemory, bytes,
+                  "cached pool segments leave too little of the budget");
+    }
+    Status mapped = g.device_->MapChunk(state.range, state.chunks * chunk_bytes_, bytes);
+    if (!mapped.ok()) {
+      g.pool_->Trim();
+      mapped = g.device_->MapChunk(state.range, state.chunks * chunk_bytes_, bytes);
+    }
+    if (!mapped.ok()) return fail(MemoryErrorKind::kDeviceOutOfMemory, bytes, mapped.message());
+    g.arena_bytes_ += bytes;
+  } else {
+    std::vector<void*> fresh;
+    for (size_t i = 0; i < chunks; ++i) {
+      Result<AllocatedBlock> block = g.pool_->Allocate(chunk_bytes_, Stream{}, owner_.value);
+      if (!block.ok()) {
+        for (void* p : fresh) (void)g.pool_->Free(p);
+        return fail(MemoryErrorKind::kDeviceOutOfMemory, bytes, block.status().message());
+      }
+      fresh.push_back(block->ptr);
+    }
+    state.chunk_blocks.insert(state.chunk_blocks.end(), fresh.begin(), fresh.end());
+  }
+  state.chunks += chunks;
+  o = g.FindLocked(owner_);
+  g.Charge(*o, bytes);
+  o->lease_bytes += bytes;
+  return MemoryOk{};
+}
+
+Status Lease::Shrink(size_t chunks) {
+  MemoryGovernor& g = *governor_;
+  std::lock_guard lock(g.mutex_);
+  MemoryGovernor::LeaseState& state = *g.leases_.at(id_);
+  if (chunks == 0) return Status::Ok();
+  if (chunks > state.chunks) {
+    return InvalidArgumentError("lease '" + state.name + "' has " + std::to_string(state.chunks) +
+                                " chunks; cannot give back " + std::to_string(chunks));
+  }
+  const size_t keep = state.chunks - chunks;
+  const uint64_t bytes = uint64_t{chunks} * chunk_bytes_;
+  if (state.contiguous) {
+    PIER_RETURN_IF_ERROR(g.device_->UnmapChunk(state.range, keep * chunk_bytes_, bytes));
+    g.arena_bytes_ -= bytes;
+  } else {
+    for (size_t i = keep; i < state.chunks; ++i) {
+      Result<FreedBlock> freed = g.pool_->Free(state.chunk_blocks[i]);
+      PIER_CHECK(freed.ok(), "a lease chunk could not be freed: " + freed.status().ToString());
+    }
+    state.chunk_blocks.resize(keep);
+  }
+  state.chunks = keep;
+  MemoryGovernor::OwnerState* o = g.FindLocked(owner_);
+  g.Uncharge(*o, bytes);
+  o->lease_bytes -= bytes;
+  if (state.request && state.chunks <= state.request->target_chunks) {
+    if (state.unresponsive) {
+      spdlog::info("memory: lease '{}' complied late; it may grow again", state.name);
+    }
+    state.request.reset();
+    state.unresponsive = false;
+  }
+  g.memory_freed_.notify_all();
+  return Status::Ok();
+}
+
+}  // namespace pier

@@ -1,0 +1,108 @@
+// Lease: an elastic KV arena that grows and shrinks in chunks under the memory governor.
+//
+// A KV cache asks its governor for a Lease, then grows it chunk by chunk as sequences need
+// blocks while the budget allows, and shrinks it when they finish. Chunk i lives at
+// ChunkAddress(i): with a device that supports virtual memory the chunks are one contiguous
+// range starting at base() (address space for max_chunks is reserved up front and physical
+// chunks are mapped into it), otherwise each chunk is a pool block. Shrink always removes the
+// last chunks: the KV cache first moves or preempts whatever uses them.
+//
+// The governor may ask the lease to shrink so that a higher-priority owner can grow: it
+// calls `on_shrink_request` with a ShrinkRequest (how many chunks, by when). The handler must
+// not block; the owner is expected to call Shrink() before the deadline (from any thread,
+// possibly from inside the handler). If it does not, the owner is marked unresponsive and
+// Grow() is refused until it has shrunk to the requested size.
+//
+// Ownership: the Lease is owned by its creator (std::unique_ptr); destroying it returns every
+// chunk and the address range. It must not outlive its governor.
+//
+// Thread-safety: all methods may be called from any thread; they take the governor's mutex.
+// ChunkAddress()/base() of chunks that are mapped stay valid until they are shrunk away.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "memory/memory_error.h"
+#include "memory/memory_governor.h"
+
+namespace pier {
+
+struct ShrinkRequest {
+  uint64_t id = 0;
+  size_t chunks = 0;         // how many chunks to give back (from the end)
+  size_t target_chunks = 0;  // the lease's size once it complies
+  std::chrono::steady_clock::time_point deadline;
+  std::string requester;  // the owner that needs the memory
+};
+
+struct LeaseOptions {
+  std::string name;        // for logs and snapshots, e.g. "smollm2/kv"
+  size_t chunk_bytes = 0;  // rounded up to the device's VM granularity (or 256)
+  size_t max_chunks = 0;   // address space reserved for this many
+  size_t min_chunks = 0;   // never reclaimed below this
+  size_t initial_chunks = 0;
+  bool use_virtual_memory = true;  // when the device supports it
+  // Called (without locks held) when the governor asks this lease to shrink.
+  std::function<void(const ShrinkRequest&)> on_shrink_request;
+};
+
+struct GrowOptions {
+  bool wait = false;  // wait for other owners to shrink instead of failing at once
+  std::chrono::milliseconds timeout{5000};
+};
+
+class Lease {
+ public:
+  ~Lease();
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+
+  OwnerId owner() const { return owner_; }
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  size_t max_chunks() const { return max_chunks_; }
+  bool contiguous() const { return contiguous_; }
+  // First chunk's address when contiguous(), else nullptr.
+  void* base() const { return base_; }
+
+  size_t chunks() const;
+  void* ChunkAddress(size_t index) const;
+
+  // Adds `chunks` chunks (all or none). Errors: kOwnerQuota (owner max or max_chunks),
+  // kBudget (nothing reclaimable), kReclaimPending (others asked to shrink; retry),
+  // kReclaimTimedOut (waited; they missed the deadline), kOwnerUnresponsive (this owner
+  // missed a deadline), kDeviceOutOfMemory.
+  [[nodiscard]] MemoryStatus Grow(size_t chunks, GrowOptions options = {});
+  // Removes the last `chunks` chunks. kInvalidArgument when it has fewer.
+  [[nodiscard]] Status Shrink(size_t chunks);
+  // The request this lease has not complied with yet, if any.
+  std::optional<ShrinkRequest> pending_request() const;
+  // An idle lease (no running sequences) is reclaimed first, whatever its priority.
+  void SetIdle(bool idle);
+
+ private:
+  friend class MemoryGovernor;
+  Lease(MemoryGovernor* governor, uint64_t id, OwnerId owner, size_t chunk_bytes, size_t max_chunks,
+        bool contiguous, void* base)
+      : governor_(governor),
+        id_(id),
+        owner_(owner),
+        chunk_bytes_(chunk_bytes),
+        max_chunks_(max_chunks),
+        contiguous_(contiguous),
+        base_(base) {}
+
+  MemoryGovernor* const governor_;  // not owned
+  const uint64_t id_;
+  const OwnerId owner_;
+  const size_t chunk_bytes_;
+  const size_t max_chunks_;
+  const bool contiguous_;
+  void* const base_;
+};
+
+}  // namespace pier
