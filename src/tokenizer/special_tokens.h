@@ -6,6 +6,8 @@
 // construction; thread-safe.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +34,8 @@ class SpecialTokenMatcher {
 
  private:
   std::vector<std::pair<std::string, TokenId>> specials_;  // sorted longest first
+  // Indices into specials_ (longest first) of the tokens starting with each byte.
+  std::array<std::vector<uint32_t>, 256> by_first_byte_;
 };
 
 }  // namespace pier::tokenizer
