@@ -164,6 +164,7 @@ Result<AllocatedBlock> CachingAllocator::Allocate(size_t bytes, Stream stream, u
   live_.emplace(node->addr, node);
   stats_.allocated_bytes += node->size;
   stats_.requested_bytes += bytes;
+  charged_bytes_ += size;
   ++stats_.live_blocks;
   ++stats_.alloc_count;
   UpdatePeaks();
@@ -197,6 +198,7 @@ Result<FreedBlock> CachingAllocator::Free(void* ptr) {
   FreedBlock freed{node->size, node->requested, node->tag};
   stats_.allocated_bytes -= node->size;
   stats_.requested_bytes -= node->requested;
+  charged_bytes_ -= RoundedBytes(node->requested);
   --stats_.live_blocks;
   ++stats_.free_count;
   node->allocated = false;
@@ -348,7 +350,8 @@ nlohmann::json CachingAllocator::Snapshot() const {
 }
 
 Status CachingAllocator::CheckInvariants() const {
-  size_t reserved = 0, allocated = 0, requested = 0, pending = 0, live = 0, free_blocks = 0;
+  size_t reserved = 0, allocated = 0, requested = 0, charged = 0, pending = 0, live = 0,
+         free_blocks = 0;
   for (const auto& [base, segment] : segments_) {
     reserved += segment->size;
     uintptr_t expect = segment->base;
@@ -371,6 +374,7 @@ Status CachingAllocator::CheckInvariants() const {
         if (it == live_.end() || it->second != n) return InternalError("live map out of sync");
         allocated += n->size;
         requested += n->requested;
+        charged += RoundedBytes(n->requested);
         if (n->requested > n->size) return InternalError("block smaller than its request");
         ++live;
       }
@@ -384,9 +388,9 @@ Status CachingAllocator::CheckInvariants() const {
     }
   }
   if (reserved != stats_.reserved_bytes || allocated != stats_.allocated_bytes ||
-      requested != stats_.requested_bytes || pending != stats_.pending_bytes ||
-      live != live_.size() || live != stats_.live_blocks || free_blocks != stats_.free_blocks ||
-      free_blocks != small_free_.size() + large_free_.size()) {
+      requested != stats_.requested_bytes || charged != charged_bytes_ ||
+      pending != stats_.pending_bytes || live != live_.size() || live != stats_.live_blocks ||
+      free_blocks != stats_.free_blocks || free_blocks != small_free_.size() + large_free_.size()) {
     return InternalError("counters disagree with the blocks: reserved " + std::to_string(reserved) +
                          " vs " + std::to_string(stats_.reserved_bytes) + ", allocated " +
                          std::to_string(allocated) + " vs " +

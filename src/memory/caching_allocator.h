@@ -132,6 +132,9 @@ class CachingAllocator {
   // Cheap counters (Stats() also scans for the largest free block).
   size_t reserved_bytes() const { return stats_.reserved_bytes; }
   size_t allocated_bytes() const { return stats_.allocated_bytes; }
+  // Sum of RoundedBytes(requested) over live blocks: what owners are charged. A block can be
+  // larger than that when the rest of a large block was too small to split off.
+  size_t charged_bytes() const { return charged_bytes_; }
   size_t pending_bytes() const { return stats_.pending_bytes; }
   // {"segments":[{"address","bytes","stream","pool","blocks":[{"offset","bytes","state","tag"}]}]}
   nlohmann::json Snapshot() const;
@@ -191,6 +194,7 @@ class CachingAllocator {
   std::vector<BlockNode*> free_nodes_;
 
   AllocatorStats stats_;  // counters kept current; derived fields filled by Stats()
+  size_t charged_bytes_ = 0;
 };
 
 }  // namespace pier

@@ -296,11 +296,10 @@ MemoryResult<Block> MemoryGovernor::Allocate(OwnerId owner, size_t bytes, Alloca
     ++failure_count_;
     return ErrorLocked(MemoryErrorKind::kDeviceOutOfMemory, *o, bytes, block.status().message());
   }
-  PIER_CHECK(block->size == charged, "pool charged a different size than planned");
-  Charge(*o, block->size);
-  o->block_bytes += block->size;
+  Charge(*o, charged);
+  o->block_bytes += charged;
   ++o->blocks;
-  return Block(this, block->ptr, bytes, block->size, owner);
+  return Block(this, block->ptr, bytes, charged, owner);
 }
 
 Status MemoryGovernor::FreeAddress(void* ptr) {
@@ -309,8 +308,9 @@ Status MemoryGovernor::FreeAddress(void* ptr) {
   if (!freed.ok()) return freed.status();
   OwnerState* o = FindLocked(OwnerId{freed->tag});
   PIER_CHECK(o != nullptr, "a live block belongs to a removed owner");
-  Uncharge(*o, freed->size);
-  o->block_bytes -= freed->size;
+  const uint64_t charged = pool_->RoundedBytes(freed->requested);
+  Uncharge(*o, charged);
+  o->block_bytes -= charged;
   --o->blocks;
   memory_freed_.notify_all();
   return Status::Ok();
@@ -551,7 +551,7 @@ Status MemoryGovernor::CheckInvariants() const {
     if (!l->contiguous)
       lease_block_bytes += l->chunk_blocks.size() * pool_->RoundedBytes(l->chunk_bytes);
   }
-  if (block_bytes + lease_block_bytes != pool_->allocated_bytes()) {
+  if (block_bytes + lease_block_bytes != pool_->charged_bytes()) {
     return InternalError("owner block bytes != pool allocated bytes");
   }
   return Status::Ok();
