@@ -20,8 +20,14 @@ namespace pier {
 
 class ThreadPool {
  public:
+  // How long an idle worker spins for the next job before it sleeps.
+  static constexpr int64_t kDefaultSpinNs = 50'000;
+
   // `num_threads` counts the calling thread: 1 means no worker threads.
   explicit ThreadPool(int num_threads);
+  // `spin_ns`: how long idle workers poll for the next job before they sleep on a
+  // condition variable (0: sleep at once).
+  ThreadPool(int num_threads, int64_t spin_ns);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

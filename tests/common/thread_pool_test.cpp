@@ -1,0 +1,126 @@
+#include "common/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace pier {
+namespace {
+
+// Runs ParallelFor and returns how often each index was visited.
+std::vector<int> VisitCounts(ThreadPool& pool, int64_t n, int64_t min_chunk) {
+  std::vector<std::atomic<int>> counts(n);
+  pool.ParallelFor(n, min_chunk, [&](int64_t begin, int64_t end) {
+    EXPECT_LE(0, begin);
+    EXPECT_LT(begin, end);
+    EXPECT_LE(end, n);
+    for (int64_t i = begin; i < end; ++i) counts[i].fetch_add(1);
+  });
+  std::vector<int> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = counts[i].load();
+  return out;
+}
+
+TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.num_threads(), threads);
+    for (int64_t n : {1, 2, 3, 7, 64, 1000, 4097}) {
+      for (int64_t min_chunk : {1, 4, 100}) {
+        std::vector<int> counts = VisitCounts(pool, n, min_chunk);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(counts[i], 1) << "threads=" << threads << " n=" << n << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ChunksRespectMinimumLength) {
+  ThreadPool pool(4);
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  pool.ParallelFor(103, 10, [&](int64_t begin, int64_t end) {
+    std::lock_guard lock(mutex);
+    ranges.emplace_back(begin, end);
+  });
+  int64_t total = 0;
+  for (auto [begin, end] : ranges) {
+    total += end - begin;
+    if (end != 103) {
+      EXPECT_GE(end - begin, 10);
+    }
+  }
+  EXPECT_EQ(total, 103);
+}
+
+TEST(ThreadPoolTest, ZeroLengthCallsNothing) {
+  ThreadPool pool(2);
+  bool called = false;
+  pool.ParallelFor(0, 1, [&](int64_t, int64_t) { called = true; });
+  EXPECT_FALSE(called);
+}
+
+TEST(ThreadPoolTest, ManyBackToBackCallsAllComplete) {
+  for (int64_t spin_ns : {int64_t{0}, ThreadPool::kDefaultSpinNs}) {
+    ThreadPool pool(3, spin_ns);
+    std::vector<int64_t> sums(64, 0);
+    for (int iter = 0; iter < 20000; ++iter) {
+      // Each call writes its own slots; the next call reads them, so a call that
+      // returned before its chunks finished would show up as a wrong sum.
+      const int64_t n = 1 + iter % 64;
+      pool.ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) sums[i] += 1;
+      });
+    }
+    int64_t total = 0;
+    for (int64_t v : sums) total += v;
+    int64_t expected = 0;
+    for (int iter = 0; iter < 20000; ++iter) expected += 1 + iter % 64;
+    EXPECT_EQ(total, expected) << "spin_ns=" << spin_ns;
+  }
+}
+
+TEST(ThreadPoolTest, SingleThreadPoolRunsOnCallingThread) {
+  ThreadPool pool(1);
+  const std::thread::id caller = std::this_thread::get_id();
+  int calls = 0;
+  pool.ParallelFor(100, 1, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 100);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(ThreadPoolTest, UsesWorkerThreadsWhenWorkIsSplit) {
+  ThreadPool pool(2, 0);
+  std::mutex mutex;
+  std::vector<std::thread::id> ids;
+  // Chunks block until both have started, so they must run on two threads.
+  std::atomic<int> started{0};
+  pool.ParallelFor(2, 1, [&](int64_t, int64_t) {
+    started.fetch_add(1);
+    while (started.load() < 2) std::this_thread::yield();
+    std::lock_guard lock(mutex);
+    ids.push_back(std::this_thread::get_id());
+  });
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_NE(ids[0], ids[1]);
+}
+
+TEST(ThreadPoolTest, IdleWorkersSleepAndWakeForNextJob) {
+  ThreadPool pool(3, 1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // workers are asleep now
+  std::vector<int> counts = VisitCounts(pool, 300, 1);
+  for (int c : counts) ASSERT_EQ(c, 1);
+}
+
+}  // namespace
+}  // namespace pier
