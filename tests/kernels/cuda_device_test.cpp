@@ -159,14 +159,24 @@ TEST_F(CudaDeviceTest, ArenaGrowsAndShrinksInChunksAtAFixedAddress) {
 TEST_F(CudaDeviceTest, ArenaOutOfMemoryMapsNothing) {
   if (!device_->SupportsVirtualMemory()) GTEST_SKIP() << "device has no virtual-memory support";
   const size_t g = device_->VmGranularity();
-  const size_t bytes = (device_->TotalBytes() / g + 64) * g;  // more than the whole GPU
-  Result<VirtualRange> range = device_->ReserveAddressRange(bytes);
+  // Take all but about 16 chunks' worth of memory with one cudaMalloc, then ask the arena for
+  // 64 chunks: the map must fail part-way and roll back.
+  size_t hog_bytes = device_->FreeBytes() / g * g - 16 * g;
+  Result<void*> hog = device_->AllocateRaw(hog_bytes, 256);
+  for (int tries = 0; !hog.ok() && tries < 8; ++tries) {
+    hog_bytes -= 4 * g;
+    hog = device_->AllocateRaw(hog_bytes, 256);
+  }
+  ASSERT_TRUE(hog.ok()) << hog.status().ToString();
+  Result<VirtualRange> range = device_->ReserveAddressRange(64 * g);
   ASSERT_TRUE(range.ok()) << range.status().ToString();
   const size_t free_before = device_->FreeBytes();
-  const Status status = device_->MapChunk(*range, 0, bytes);
+  ASSERT_LT(free_before, 64 * g) << "the hog left too much free";
+  const Status status = device_->MapChunk(*range, 0, 64 * g);
   EXPECT_EQ(status.code(), StatusCode::kResourceExhausted) << status.ToString();
   EXPECT_GE(device_->FreeBytes() + g, free_before) << "a failed map rolls back";
-  ASSERT_TRUE(device_->MapChunk(*range, 0, g).ok()) << "the arena is still usable";
+  device_->FreeRaw(*hog, hog_bytes);
+  ASSERT_TRUE(device_->MapChunk(*range, 0, 64 * g).ok()) << "the arena is still usable";
   device_->ReleaseAddressRange(*range);
 }
 
