@@ -106,7 +106,7 @@ MemoryStatus MemoryGovernor::AdmitLocked(std::unique_lock<std::mutex>& lock, Own
                                          uint64_t bytes, bool wait,
                                          std::chrono::milliseconds timeout, uint64_t lease_id) {
   const auto give_up_at = Clock::now() + timeout;
-  std::vector<uint64_t> awaited;  // shrink requests issued on our behalf
+  std::vector<uint64_t> awaited;  // shrink requests we count on (ours or already in flight)
   while (true) {
     CheckDeadlinesLocked();
     const OwnerState* o = FindLocked(owner);
@@ -120,7 +120,8 @@ MemoryStatus MemoryGovernor::AdmitLocked(std::unique_lock<std::mutex>& lock, Own
     // Did someone we are waiting for miss the deadline?
     for (const auto& [id, lease] : leases_) {
       if (lease->unresponsive && lease->request &&
-          std::find(awaited.begin(), awaited.end(), lease->request->id) != awaited.end()) {
+          (lease->request->requester == o->spec.name ||
+           std::find(awaited.begin(), awaited.end(), lease->request->id) != awaited.end())) {
         const OwnerState* slow = FindLocked(lease->owner);
         return ErrorLocked(MemoryErrorKind::kReclaimTimedOut, *o, bytes,
                            "owner '" + (slow ? slow->spec.name : std::string("?")) +
@@ -131,6 +132,9 @@ MemoryStatus MemoryGovernor::AdmitLocked(std::unique_lock<std::mutex>& lock, Own
     uint64_t incoming = 0;
     for (const auto& [id, lease] : leases_) {
       if (lease->request && !lease->unresponsive && lease->owner != owner) {
+        if (std::find(awaited.begin(), awaited.end(), lease->request->id) == awaited.end()) {
+          awaited.push_back(lease->request->id);
+        }
         incoming += (lease->chunks - std::min(lease->chunks, lease->request->target_chunks)) *
                     lease->chunk_bytes;
       }

@@ -288,7 +288,9 @@ MemoryResult<Block> MemoryGovernor::Allocate(OwnerId owner, size_t bytes, Alloca
   if (!admitted.ok()) {
     ++o->failure_count;
     ++failure_count_;
-    return admitted.error();
+    MemoryError error = admitted.error();
+    error.requested_bytes = bytes;  // as the caller asked, not rounded
+    return error;
   }
   Result<AllocatedBlock> block = pool_->Allocate(bytes, options.stream, owner.value);
   if (!block.ok()) {

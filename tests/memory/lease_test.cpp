@@ -1,0 +1,243 @@
+#include "memory/lease.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "memory/test_util.h"
+
+namespace pier {
+namespace {
+
+using testing::AddOwner;
+using testing::BudgetOf;
+using testing::kKiB;
+using testing::kMiB;
+using testing::MakeGovernor;
+using namespace std::chrono_literals;
+
+constexpr size_t kChunk = 1 * kMiB;
+
+class LeaseTest : public ::testing::TestWithParam<bool> {
+ protected:
+  // Parameter: whether the device supports virtual memory (contiguous arenas) or not.
+  LeaseTest()
+      : device_(FakeDeviceOptions{.capacity_bytes = 64 * kMiB,
+                                  .vm_granularity_bytes = GetParam() ? 64 * kKiB : 0}) {}
+
+  GovernorOptions Options(size_t budget, std::chrono::milliseconds deadline = 200ms) {
+    GovernorOptions options = BudgetOf(budget);
+    options.shrink_deadline = deadline;
+    return options;
+  }
+
+  std::unique_ptr<Lease> MakeLease(MemoryGovernor& governor, OwnerId owner, size_t initial,
+                                   std::function<void(const ShrinkRequest&)> handler = {},
+                                   size_t min_chunks = 0) {
+    LeaseOptions options;
+    options.name = "kv";
+    options.chunk_bytes = kChunk;
+    options.max_chunks = 32;
+    options.min_chunks = min_chunks;
+    options.initial_chunks = initial;
+    options.on_shrink_request = std::move(handler);
+    MemoryResult<std::unique_ptr<Lease>> lease = governor.CreateLease(owner, options);
+    PIER_CHECK(lease.ok(), lease.status().ToString());
+    return std::move(lease).value();
+  }
+
+  FakeDevice device_;
+};
+
+TEST_P(LeaseTest, GrowsAndShrinksChunkByChunkWithinTheBudget) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId kv = AddOwner(*governor, {.name = "m/kv"});
+  auto lease = MakeLease(*governor, kv, 2);
+  EXPECT_EQ(lease->contiguous(), GetParam());
+  EXPECT_EQ(lease->chunks(), 2u);
+  ASSERT_TRUE(lease->Grow(4).ok());
+  EXPECT_EQ(lease->chunks(), 6u);
+  for (size_t i = 0; i < lease->chunks(); ++i) {
+    std::memset(lease->ChunkAddress(i), static_cast<int>(i), kChunk);
+  }
+  if (lease->contiguous()) {
+    EXPECT_EQ(lease->ChunkAddress(3), static_cast<char*>(lease->base()) + 3 * kChunk);
+  }
+  EXPECT_EQ(governor->StatsFor(kv)->lease_bytes, 6 * kChunk);
+  MemoryStatus over = lease->Grow(3);  // 9 MiB > 8 MiB budget, nobody to reclaim from
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().kind, MemoryErrorKind::kBudget);
+  EXPECT_EQ(over.error().used_bytes, 6 * kChunk);
+  EXPECT_EQ(over.error().free_bytes, 2 * kChunk);
+  ASSERT_TRUE(lease->Shrink(4).ok());
+  EXPECT_EQ(lease->chunks(), 2u);
+  EXPECT_EQ(static_cast<unsigned char*>(lease->ChunkAddress(1))[0], 1);
+  EXPECT_EQ(lease->Shrink(3).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+  lease.reset();
+  EXPECT_EQ(governor->Stats().allocated_bytes, 0u);
+}
+
+TEST_P(LeaseTest, CooperativeOwnerShrinksForAHigherPriorityGrower) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId low = AddOwner(*governor, {.name = "low/kv", .priority = 0});
+  OwnerId high = AddOwner(*governor, {.name = "high/kv", .priority = 10});
+  Lease* low_ptr = nullptr;
+  std::atomic<int> asked{0};
+  auto low_lease = MakeLease(*governor, low, 6, [&](const ShrinkRequest& request) {
+    ++asked;
+    EXPECT_EQ(request.requester, "high/kv");
+    // A cooperative owner gives the chunks back from another thread before the deadline.
+    std::thread([low_ptr, n = request.chunks] { ASSERT_TRUE(low_ptr->Shrink(n).ok()); }).detach();
+  });
+  low_ptr = low_lease.get();
+  auto high_lease = MakeLease(*governor, high, 1);
+  MemoryStatus grown = high_lease->Grow(4, GrowOptions{.wait = true, .timeout = 2000ms});
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(asked.load(), 1);
+  EXPECT_EQ(high_lease->chunks(), 5u);
+  EXPECT_EQ(low_lease->chunks(), 3u);
+  EXPECT_FALSE(low_lease->pending_request().has_value());
+  GovernorStats stats = governor->Stats();
+  EXPECT_EQ(stats.shrink_requests, 1u);
+  EXPECT_EQ(stats.deadline_misses, 0u);
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+}
+
+TEST_P(LeaseTest, OwnerThatMissesTheDeadlineIsMarkedUnresponsive) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB, 50ms));
+  OwnerId low = AddOwner(*governor, {.name = "low/kv", .priority = 0});
+  OwnerId high = AddOwner(*governor, {.name = "high/kv", .priority = 10});
+  std::atomic<int> asked{0};
+  auto low_lease = MakeLease(*governor, low, 6, [&](const ShrinkRequest&) { ++asked; });
+  auto high_lease = MakeLease(*governor, high, 1);
+
+  // Without waiting: refused at once, with the request sent.
+  MemoryStatus now = high_lease->Grow(4);
+  ASSERT_FALSE(now.ok());
+  EXPECT_EQ(now.error().kind, MemoryErrorKind::kReclaimPending);
+  EXPECT_EQ(asked.load(), 1);
+  ASSERT_TRUE(low_lease->pending_request().has_value());
+  EXPECT_EQ(low_lease->pending_request()->chunks, 3u);
+
+  // Waiting: refused when the deadline passes, naming the slow owner.
+  MemoryStatus waited = high_lease->Grow(4, GrowOptions{.wait = true, .timeout = 2000ms});
+  ASSERT_FALSE(waited.ok());
+  EXPECT_EQ(waited.error().kind, MemoryErrorKind::kReclaimTimedOut);
+  EXPECT_NE(waited.status().message().find("low/kv"), std::string::npos)
+      << waited.status().message();
+  GovernorStats stats = governor->Stats();
+  EXPECT_EQ(stats.deadline_misses, 1u);
+  EXPECT_TRUE(governor->StatsFor(low)->unresponsive);
+  EXPECT_EQ(governor->StatsFor(low)->deadline_misses, 1u);
+
+  // The unresponsive owner may not grow until it complies.
+  MemoryStatus low_grow = low_lease->Grow(1);
+  ASSERT_FALSE(low_grow.ok());
+  EXPECT_EQ(low_grow.error().kind, MemoryErrorKind::kOwnerUnresponsive);
+  EXPECT_EQ(low_grow.status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(low_lease->Shrink(3).ok());  // complies late
+  EXPECT_FALSE(governor->StatsFor(low)->unresponsive);
+  EXPECT_TRUE(high_lease->Grow(4).ok());
+  ASSERT_TRUE(low_lease->Shrink(1).ok());
+  EXPECT_TRUE(low_lease->Grow(1).ok());  // may grow again
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+}
+
+TEST_P(LeaseTest, IdleOwnersAreReclaimedFirstAndGuaranteesAreKept) {
+  auto governor = MakeGovernor(&device_, Options(12 * kMiB));
+  OwnerId idle = AddOwner(*governor, {.name = "idle/kv", .priority = 50});
+  OwnerId busy = AddOwner(*governor, {.name = "busy/kv", .priority = 0});
+  OwnerId grower = AddOwner(*governor, {.name = "grower/kv", .priority = 10});
+  std::vector<std::string> order;
+  Lease* idle_ptr = nullptr;
+  Lease* busy_ptr = nullptr;
+  auto idle_lease = MakeLease(*governor, idle, 4, [&](const ShrinkRequest& r) {
+    order.push_back("idle");
+    ASSERT_TRUE(idle_ptr->Shrink(r.chunks).ok());
+  });
+  auto busy_lease = MakeLease(
+      *governor, busy, 6,
+      [&](const ShrinkRequest& r) {
+        order.push_back("busy");
+        ASSERT_TRUE(busy_ptr->Shrink(r.chunks).ok());
+      },
+      /*min_chunks=*/2);
+  idle_ptr = idle_lease.get();
+  busy_ptr = busy_lease.get();
+  idle_lease->SetIdle(true);
+  auto grow_lease = MakeLease(*governor, grower, 2);
+  // 12 MiB full. Ask for 3: the idle high-priority owner goes first (synchronous handler).
+  ASSERT_TRUE(grow_lease->Grow(3).ok());
+  ASSERT_EQ(order.size(), 1u);
+  EXPECT_EQ(order[0], "idle");
+  EXPECT_EQ(idle_lease->chunks(), 1u);
+  // Next: idle has 1 left; then the lower-priority busy owner, never below its 2 chunks.
+  ASSERT_TRUE(grow_lease->Grow(5).ok());
+  EXPECT_EQ(idle_lease->chunks(), 0u);
+  EXPECT_EQ(busy_lease->chunks(), 2u);
+  MemoryStatus more = grow_lease->Grow(1);
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.error().kind, MemoryErrorKind::kBudget);
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+}
+
+TEST_P(LeaseTest, HigherPriorityBusyOwnersAreNotReclaimed) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId vip = AddOwner(*governor, {.name = "vip/kv", .priority = 10});
+  OwnerId batch = AddOwner(*governor, {.name = "batch/kv", .priority = 1});
+  std::atomic<int> asked{0};
+  auto vip_lease = MakeLease(*governor, vip, 7, [&](const ShrinkRequest&) { ++asked; });
+  auto batch_lease = MakeLease(*governor, batch, 1);
+  MemoryStatus grown = batch_lease->Grow(2);
+  ASSERT_FALSE(grown.ok());
+  EXPECT_EQ(grown.error().kind, MemoryErrorKind::kBudget);
+  EXPECT_EQ(asked.load(), 0);
+}
+
+TEST_P(LeaseTest, GuaranteedMinimumIsNeverReclaimed) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId low = AddOwner(*governor, {.name = "low/kv", .guaranteed_bytes = 5 * kChunk});
+  OwnerId high = AddOwner(*governor, {.name = "high/kv", .priority = 5});
+  Lease* low_ptr = nullptr;
+  auto low_lease = MakeLease(*governor, low, 7, [&](const ShrinkRequest& r) {
+    ASSERT_TRUE(low_ptr->Shrink(r.chunks).ok());
+  });
+  low_ptr = low_lease.get();
+  auto high_lease = MakeLease(*governor, high, 1);
+  ASSERT_TRUE(high_lease->Grow(2).ok());  // takes 2 of low's 7, leaving its guaranteed 5
+  EXPECT_EQ(low_lease->chunks(), 5u);
+  MemoryStatus more = high_lease->Grow(1);
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.error().kind, MemoryErrorKind::kBudget);
+  EXPECT_EQ(low_lease->chunks(), 5u);
+}
+
+TEST_P(LeaseTest, BadLeaseOptionsAreRefused) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId kv = AddOwner(*governor, {.name = "kv"});
+  LeaseOptions options;
+  options.chunk_bytes = 0;
+  options.max_chunks = 4;
+  EXPECT_EQ(governor->CreateLease(kv, options).error().kind, MemoryErrorKind::kInvalidRequest);
+  options.chunk_bytes = kChunk;
+  options.max_chunks = 0;
+  EXPECT_EQ(governor->CreateLease(kv, options).error().kind, MemoryErrorKind::kInvalidRequest);
+  options.max_chunks = 4;
+  options.initial_chunks = 5;
+  EXPECT_EQ(governor->CreateLease(kv, options).error().kind, MemoryErrorKind::kInvalidRequest);
+  options.initial_chunks = 9;
+  options.max_chunks = 16;
+  EXPECT_EQ(governor->CreateLease(kv, options).error().kind, MemoryErrorKind::kBudget);
+  EXPECT_EQ(governor->Stats().allocated_bytes, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arenas, LeaseTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "VirtualMemory" : "PoolBlocks";
+                         });
+
+}  // namespace
+}  // namespace pier
