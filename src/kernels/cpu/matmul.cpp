@@ -1,0 +1,210 @@
+// MatMul driver: validation, path selection, activation quantization and the
+// split of output rows across the thread pool.
+
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/thread_pool.h"
+#include "kernels/cpu/matmul_internal.h"
+
+namespace pier::kernels {
+namespace internal {
+namespace {
+
+size_t RoundUp(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+bool CpuHas(const char* feature) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // __builtin_cpu_supports needs a string literal, hence the explicit list.
+  const std::string f = feature;
+  if (f == "avx2") return __builtin_cpu_supports("avx2");
+  if (f == "fma") return __builtin_cpu_supports("fma");
+  if (f == "f16c") return __builtin_cpu_supports("f16c");
+  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
+  if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+#endif
+  (void)feature;
+  return false;
+}
+
+const IsaKernels& KernelsFor(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return Avx512Kernels();
+    case Isa::kAvx2:
+      return Avx2Kernels();
+    case Isa::kScalar:
+      break;
+  }
+  return ScalarKernels();
+}
+
+bool IsFloatType(DType type) {
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
+}
+
+// Enough multiply-adds per chunk that a thread hand-off pays for itself.
+constexpr int64_t kMinChunkMacs = 1 << 15;
+
+}  // namespace
+
+#ifndef PIER_KERNELS_X86
+const IsaKernels& Avx2Kernels() { return ScalarKernels(); }
+const IsaKernels& Avx512Kernels() { return ScalarKernels(); }
+#endif
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
+namespace {
+
+bool DetectIsa(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return CpuHas("avx2") && CpuHas("fma") && CpuHas("f16c");
+    case Isa::kAvx512:
+      return DetectIsa(Isa::kAvx2) && CpuHas("avx512f") && CpuHas("avx512vl") &&
+             CpuHas("avx512bw") && CpuHas("avx512vnni");
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsaSupported(Isa isa) {
+  static const bool supported[3] = {true, DetectIsa(Isa::kAvx2), DetectIsa(Isa::kAvx512)};
+  return supported[static_cast<int>(isa)];
+}
+
+Isa BestIsa() {
+  static const Isa best = [] {
+    if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
+    if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
+    return Isa::kScalar;
+  }();
+  return best;
+}
+
+QuantLayout MakeQuantLayout(int64_t n_cols) {
+  QuantLayout layout;
+  layout.n_cols = n_cols;
+  layout.n_blocks = n_cols / kBlock;
+  layout.n_halves_padded = static_cast<int64_t>(RoundUp(2 * layout.n_blocks, kLanes));
+  layout.d_offset = RoundUp(n_cols, 64);
+  layout.s_offset = layout.d_offset + RoundUp(4 * layout.n_blocks, 32);
+  layout.row_stride = RoundUp(layout.s_offset + 4 * layout.n_halves_padded, 64);
+  return layout;
+}
+
+UnpackLayout MakeUnpackLayout(const QuantLayout& layout) {
+  UnpackLayout unpack;
+  unpack.dw_offset = RoundUp(layout.n_cols, 64);
+  unpack.mw_offset = unpack.dw_offset + 4 * kLanes * layout.n_blocks;
+  unpack.row_stride = RoundUp(unpack.mw_offset + 4 * layout.n_halves_padded, 64);
+  return unpack;
+}
+
+Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+                     int64_t ldy, std::span<std::byte> scratch, ThreadPool& pool) {
+  if (!IsaSupported(isa)) {
+    return UnsupportedError(std::string("MatMul: this CPU lacks the ") + IsaName(isa) + " path");
+  }
+  const bool quantized = IsQuantized(w.type);
+  if (!quantized && !IsFloatType(w.type)) {
+    return UnsupportedError("MatMul: no CPU kernel for weight type " +
+                            std::string(DTypeName(w.type)));
+  }
+  if (w.n_rows < 0 || w.n_cols <= 0 || n_tokens < 0) {
+    return InvalidArgumentError("MatMul: negative or empty shape");
+  }
+  const int64_t block = Traits(w.type).block_size;
+  if (w.n_cols % block != 0 || (quantized && w.n_cols % kBlock != 0)) {
+    return InvalidArgumentError("MatMul: n_cols " + std::to_string(w.n_cols) +
+                                " is not a multiple of the " + std::string(DTypeName(w.type)) +
+                                " block size");
+  }
+  const std::optional<uint64_t> row_bytes = RowBytes(w.type, w.n_cols);
+  if (!row_bytes || w.row_bytes < *row_bytes) {
+    return InvalidArgumentError("MatMul: row_bytes is smaller than one row of the matrix");
+  }
+  if (ldy < w.n_rows) return InvalidArgumentError("MatMul: ldy is smaller than n_rows");
+  if (scratch.size() < MatMulScratchBytes(w, n_tokens)) {
+    return InvalidArgumentError("MatMul: scratch buffer smaller than MatMulScratchBytes");
+  }
+  if (n_tokens == 0 || w.n_rows == 0) return Status::Ok();
+  if (w.data == nullptr || x == nullptr || y == nullptr) {
+    return InvalidArgumentError("MatMul: null buffer");
+  }
+
+  const IsaKernels& kernels = KernelsFor(isa);
+  const int64_t n_tiles = (w.n_rows + kRowTile - 1) / kRowTile;
+  const int64_t macs_per_tile = kRowTile * w.n_cols * n_tokens;
+  const int64_t min_tiles = std::max<int64_t>(1, kMinChunkMacs / macs_per_tile);
+  auto rows_of = [&](int64_t tile_begin, int64_t tile_end) {
+    return std::pair<int64_t, int64_t>(tile_begin * kRowTile,
+                                       std::min(w.n_rows, tile_end * kRowTile));
+  };
+
+  if (!quantized) {
+    const FloatJob job{&w, x, n_tokens, y, ldy};
+    pool.ParallelFor(n_tiles, min_tiles, [&](int64_t begin, int64_t end) {
+      const auto [row_begin, row_end] = rows_of(begin, end);
+      kernels.float_rows(job, row_begin, row_end);
+    });
+    return Status::Ok();
+  }
+
+  QuantJob job;
+  job.w = &w;
+  job.layout = MakeQuantLayout(w.n_cols);
+  job.unpack = MakeUnpackLayout(job.layout);
+  std::byte* xq =
+      reinterpret_cast<std::byte*>(RoundUp(reinterpret_cast<uintptr_t>(scratch.data()), 64));
+  job.xq = xq;
+  job.n_tokens = n_tokens;
+  job.y = y;
+  job.ldy = ldy;
+  const int64_t min_tokens = std::max<int64_t>(1, (int64_t{1} << 14) / w.n_cols);
+  pool.ParallelFor(n_tokens, min_tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      kernels.quantize_row(x + t * w.n_cols, job.layout, xq + t * job.layout.row_stride);
+    }
+  });
+  pool.ParallelFor(n_tiles, min_tiles, [&](int64_t begin, int64_t end) {
+    const auto [row_begin, row_end] = rows_of(begin, end);
+    kernels.quant_rows(job, row_begin, row_end);
+  });
+  return Status::Ok();
+}
+
+}  // namespace internal
+
+size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tokens) {
+  if (!internal::IsQuantized(w.type) || n_tokens <= 0 || w.n_cols <= 0) return 0;
+  return internal::MakeQuantLayout(w.n_cols).row_stride * static_cast<size_t>(n_tokens) + 64;
+}
+
+Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy,
+              std::span<std::byte> scratch, ThreadPool& pool) {
+  return internal::MatMulWithIsa(internal::BestIsa(), w, x, n_tokens, y, ldy, scratch, pool);
+}
+
+const char* MatMulIsaName() { return internal::IsaName(internal::BestIsa()); }
+
+}  // namespace pier::kernels

@@ -1,0 +1,129 @@
+// The scalar path of MatMul: the canonical computation of matmul_internal.h
+// written out lane by lane. It is the fallback on CPUs without AVX2 and the
+// reference every SIMD path must match bit for bit.
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "tensor/float16.h"
+
+namespace pier::kernels::internal {
+namespace {
+
+void QuantRowsScalar(const QuantJob& job, int64_t row_begin, int64_t row_end) {
+  const WeightMatrix& w = *job.w;
+  const QuantLayout& lay = job.layout;
+  const bool has_offsets = HasOffsets(w.type);
+  const bool is_signed = HasSignedWeights(w.type);
+  thread_local std::vector<std::byte> buffer;
+  if (buffer.size() < job.unpack.row_stride) buffer.resize(job.unpack.row_stride);
+  std::byte* row = buffer.data();
+  const uint8_t* wq = reinterpret_cast<const uint8_t*>(row);
+  const float* dw = reinterpret_cast<const float*>(row + job.unpack.dw_offset);
+  const float* mw = reinterpret_cast<const float*>(row + job.unpack.mw_offset);
+
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    UnpackRowScalar(w.type, w.data + r * w.row_bytes, lay, job.unpack, row);
+    for (int64_t t = 0; t < job.n_tokens; ++t) {
+      const std::byte* xrow = job.xq + t * lay.row_stride;
+      const int8_t* xq = reinterpret_cast<const int8_t*>(xrow);
+      const float* xd = reinterpret_cast<const float*>(xrow + lay.d_offset);
+      const float* xs = reinterpret_cast<const float*>(xrow + lay.s_offset);
+      float acc[kLanes] = {};
+      for (int64_t b = 0; b < lay.n_blocks; ++b) {
+        for (int l = 0; l < kLanes; ++l) {
+          int32_t isum = 0;
+          for (int e = 4 * l; e < 4 * l + 4; ++e) {
+            const int32_t qw = is_signed ? static_cast<int8_t>(wq[kBlock * b + e])
+                                         : static_cast<int32_t>(wq[kBlock * b + e]);
+            isum += qw * xq[kBlock * b + e];
+          }
+          const float f = static_cast<float>(isum) * xd[b];
+          acc[l] = std::fma(f, dw[kLanes * b + l], acc[l]);
+        }
+      }
+      float result = Hsum8(acc);
+      if (has_offsets) {
+        float acc_min[kLanes] = {};
+        for (int64_t h = 0; h < lay.n_halves_padded; ++h) {
+          acc_min[h % kLanes] = std::fma(mw[h], xs[h], acc_min[h % kLanes]);
+        }
+        result += Hsum8(acc_min);
+      }
+      job.y[t * job.ldy + r] = result;
+    }
+  }
+}
+
+float LoadWeight(DType type, const uint8_t* row, int64_t k) {
+  switch (type) {
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, row + 4 * k, 4);
+      return v;
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * k, 2);
+      return Fp16ToFp32(h);
+    }
+    default: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * k, 2);
+      return Bf16ToFp32(h);
+    }
+  }
+}
+
+void FloatRowsScalar(const FloatJob& job, int64_t row_begin, int64_t row_end) {
+  const WeightMatrix& w = *job.w;
+  const int64_t n = w.n_cols;
+  const int64_t n_padded = (n + kLanes - 1) / kLanes * kLanes;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* wrow = w.data + r * w.row_bytes;
+    for (int64_t t = 0; t < job.n_tokens; ++t) {
+      const float* x = job.x + t * n;
+      float acc[kLanes] = {};
+      for (int64_t k = 0; k < n_padded; ++k) {
+        const float wk = k < n ? LoadWeight(w.type, wrow, k) : 0.0f;
+        const float xk = k < n ? x[k] : 0.0f;
+        acc[k % kLanes] = std::fma(wk, xk, acc[k % kLanes]);
+      }
+      job.y[t * job.ldy + r] = Hsum8(acc);
+    }
+  }
+}
+
+}  // namespace
+
+void QuantizeRowScalar(const float* x, const QuantLayout& layout, std::byte* row) {
+  int8_t* qs = reinterpret_cast<int8_t*>(row);
+  float* d_out = reinterpret_cast<float*>(row + layout.d_offset);
+  float* s_out = reinterpret_cast<float*>(row + layout.s_offset);
+  for (int64_t b = 0; b < layout.n_blocks; ++b) {
+    const float* xb = x + kBlock * b;
+    float amax = 0.0f;
+    for (int i = 0; i < kBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t sums[2] = {0, 0};
+    for (int i = 0; i < kBlock; ++i) {
+      const int32_t q = static_cast<int32_t>(std::nearbyint(xb[i] * id));
+      qs[kBlock * b + i] = static_cast<int8_t>(q);
+      sums[i / 16] += q;
+    }
+    d_out[b] = d;
+    s_out[2 * b] = d * static_cast<float>(sums[0]);
+    s_out[2 * b + 1] = d * static_cast<float>(sums[1]);
+  }
+  for (int64_t h = 2 * layout.n_blocks; h < layout.n_halves_padded; ++h) s_out[h] = 0.0f;
+}
+
+const IsaKernels& ScalarKernels() {
+  static const IsaKernels kernels{QuantizeRowScalar, QuantRowsScalar, FloatRowsScalar};
+  return kernels;
+}
+
+}  // namespace pier::kernels::internal

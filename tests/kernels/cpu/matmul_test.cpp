@@ -1,0 +1,337 @@
+#include "kernels/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "tensor/dequantize.h"
+#include "tensor/float16.h"
+
+namespace pier::kernels {
+namespace {
+
+using internal::Isa;
+
+const DType kAllTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                           DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                           DType::kF16,  DType::kBF16, DType::kF32};
+
+bool IsKQuant(DType type) {
+  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+}
+
+// A random matrix in `type`'s layout: random bytes, with every f16 scale field
+// overwritten by a modest random value (random bits could be inf or NaN).
+struct RandomMatrix {
+  std::vector<uint8_t> bytes;
+  WeightMatrix w;
+
+  RandomMatrix(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    const size_t row_bytes = *RowBytes(type, n_cols);
+    bytes.resize(row_bytes * n_rows);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(byte(rng));
+    auto put_half = [&](size_t offset, float v) {
+      const uint16_t h = Fp32ToFp16(v);
+      std::memcpy(&bytes[offset], &h, 2);
+    };
+    const DTypeTraits traits = Traits(type);
+    const int64_t n_blocks = n_rows * n_cols / traits.block_size;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const size_t base = b * traits.type_size;
+      switch (type) {
+        case DType::kQ4_0:
+        case DType::kQ5_0:
+        case DType::kQ8_0:
+          put_half(base, scale(rng));
+          break;
+        case DType::kQ4_1:
+        case DType::kQ5_1:
+          put_half(base, scale(rng));
+          put_half(base + 2, -16.0f * scale(rng) * value(rng));
+          break;
+        case DType::kQ4_K:
+        case DType::kQ5_K:
+          put_half(base, scale(rng) / 32);
+          put_half(base + 2, scale(rng) / 32);
+          break;
+        case DType::kQ6_K:
+          put_half(base + 208, scale(rng) / 64);
+          break;
+        case DType::kF16:
+          put_half(base, value(rng));
+          break;
+        case DType::kBF16: {
+          const uint16_t h = Fp32ToBf16(value(rng));
+          std::memcpy(&bytes[base], &h, 2);
+          break;
+        }
+        case DType::kF32: {
+          const float v = value(rng);
+          std::memcpy(&bytes[base], &v, 4);
+          break;
+        }
+        default:
+          ADD_FAILURE() << "no generator for " << DTypeName(type);
+      }
+    }
+    w = WeightMatrix{type, n_rows, n_cols, bytes.data(), row_bytes};
+  }
+};
+
+std::vector<float> RandomActivations(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> value(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = value(rng);
+  // A few outliers, as real activations have.
+  for (int64_t i = 0; i < n; i += 97) x[i] *= 20.0f;
+  return x;
+}
+
+// Runs MatMul on `isa`; y is [n_tokens, ldy] with ldy = n_rows + 3 (pad left as NaN).
+std::vector<float> RunMatMul(Isa isa, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                             int threads) {
+  ThreadPool pool(threads);
+  const int64_t ldy = w.n_rows + 3;
+  std::vector<float> y(n_tokens * ldy, std::nanf(""));
+  std::vector<std::byte> scratch(MatMulScratchBytes(w, n_tokens));
+  const Status status = internal::MatMulWithIsa(isa, w, x, n_tokens, y.data(), ldy, scratch, pool);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return y;
+}
+
+std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (internal::IsaSupported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+// The plain reference, llama2.c style: dequantize each weight row with the tensor
+// library, quantize-dequantize each activation row as the kernel does, and take
+// the dot product in double. Also returns the "mass" sum |w_k| |x_k| over the
+// kernel's split w = dw * q + mw, which bounds the float rounding error.
+struct Reference {
+  std::vector<double> y;     // [n_tokens, n_rows]
+  std::vector<double> mass;  // [n_tokens, n_rows]
+};
+
+Reference ComputeReference(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens) {
+  const int64_t n = w.n_cols;
+  const bool quantized = internal::IsQuantized(w.type);
+  std::vector<float> xr(n_tokens * n);  // activations as the kernel sees them
+  if (quantized) {
+    const internal::QuantLayout layout = internal::MakeQuantLayout(n);
+    std::vector<std::byte> row(layout.row_stride + 64);
+    std::byte* aligned =
+        reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(row.data()) + 63) / 64 * 64);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      internal::QuantizeRowScalar(x.data() + t * n, layout, aligned);
+      const int8_t* q = reinterpret_cast<const int8_t*>(aligned);
+      const float* d = reinterpret_cast<const float*>(aligned + layout.d_offset);
+      for (int64_t k = 0; k < n; ++k) xr[t * n + k] = d[k / 32] * static_cast<float>(q[k]);
+    }
+  } else {
+    xr = std::vector<float>(x.begin(), x.begin() + n_tokens * n);
+  }
+  Reference ref;
+  ref.y.assign(n_tokens * w.n_rows, 0.0);
+  ref.mass.assign(n_tokens * w.n_rows, 0.0);
+  std::vector<float> wrow(n);
+  std::vector<double> wmag(n);  // |dw * q| + |mw| per element, or |w|
+  for (int64_t r = 0; r < w.n_rows; ++r) {
+    EXPECT_TRUE(DequantizeRow(w.type, w.data + r * w.row_bytes, wrow.data(), n).ok());
+    for (int64_t k = 0; k < n; ++k) wmag[k] = std::fabs(wrow[k]);
+    if (quantized) {
+      const internal::QuantLayout layout = internal::MakeQuantLayout(n);
+      const internal::UnpackLayout unpack = internal::MakeUnpackLayout(layout);
+      std::vector<std::byte> buf(unpack.row_stride);
+      internal::UnpackRowScalar(w.type, w.data + r * w.row_bytes, layout, unpack, buf.data());
+      const uint8_t* q = reinterpret_cast<const uint8_t*>(buf.data());
+      const float* dw = reinterpret_cast<const float*>(buf.data() + unpack.dw_offset);
+      const float* mw = reinterpret_cast<const float*>(buf.data() + unpack.mw_offset);
+      for (int64_t k = 0; k < n; ++k) {
+        const double qk = internal::HasSignedWeights(w.type) ? static_cast<int8_t>(q[k]) : q[k];
+        wmag[k] = std::fabs(dw[(k / 32) * 8 + (k % 32) / 4] * qk) + std::fabs(mw[k / 16]);
+      }
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      double sum = 0.0, mass = 0.0;
+      for (int64_t k = 0; k < n; ++k) {
+        sum += static_cast<double>(wrow[k]) * xr[t * n + k];
+        mass += wmag[k] * std::fabs(xr[t * n + k]);
+      }
+      ref.y[t * w.n_rows + r] = sum;
+      ref.mass[t * w.n_rows + r] = mass;
+    }
+  }
+  return ref;
+}
+
+// Float rounding in the kernel: per block one product, one fma, then sums of
+// n/32 block terms; 1e-5 of the mass is about 100 float epsilons.
+constexpr double kRelTolerance = 1e-5;
+
+TEST(MatMulTest, MatchesScalarReferenceForEveryTypeAndOddShape) {
+  for (DType type : kAllTypes) {
+    const int64_t block = IsKQuant(type) ? 256 : 32;
+    for (int64_t n_cols : {block, 3 * block}) {
+      for (int64_t n_rows : {1, 7, 13}) {
+        const RandomMatrix m(type, n_rows, n_cols, 17 * n_rows + n_cols);
+        const int64_t max_tokens = 67;
+        const std::vector<float> x = RandomActivations(max_tokens * n_cols, 5 + n_cols);
+        const Reference ref = ComputeReference(m.w, x, max_tokens);
+        for (int64_t n_tokens : {1, 2, 3, 5, 67}) {
+          const std::vector<float> y = RunMatMul(internal::BestIsa(), m.w, x.data(), n_tokens, 2);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            for (int64_t r = 0; r < n_rows; ++r) {
+              const double expect = ref.y[t * n_rows + r];
+              const double tol = kRelTolerance * ref.mass[t * n_rows + r] + 1e-30;
+              ASSERT_NEAR(y[t * (n_rows + 3) + r], expect, tol)
+                  << DTypeName(type) << " n_cols=" << n_cols << " n_rows=" << n_rows
+                  << " n_tokens=" << n_tokens << " t=" << t << " r=" << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, FloatWeightsHandleColumnsNotAMultipleOfEight) {
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const RandomMatrix m(type, 5, 37, 3);
+    const std::vector<float> x = RandomActivations(4 * 37, 4);
+    const Reference ref = ComputeReference(m.w, x, 4);
+    for (Isa isa : SupportedIsas()) {
+      const std::vector<float> y = RunMatMul(isa, m.w, x.data(), 4, 1);
+      for (int64_t t = 0; t < 4; ++t) {
+        for (int64_t r = 0; r < 5; ++r) {
+          ASSERT_NEAR(y[t * 8 + r], ref.y[t * 5 + r], kRelTolerance * ref.mass[t * 5 + r])
+              << DTypeName(type) << " " << internal::IsaName(isa);
+        }
+      }
+    }
+  }
+}
+
+bool SameBits(const float* a, const float* b, int64_t n) {
+  return std::memcmp(a, b, sizeof(float) * n) == 0;
+}
+
+TEST(MatMulTest, TokenAloneEqualsItsRowInAnyBatchAndThreadCount) {
+  const int64_t n_rows = 37, max_tokens = 67;
+  for (DType type : kAllTypes) {
+    const int64_t n_cols = IsKQuant(type) ? 512 : 160;
+    const RandomMatrix m(type, n_rows, n_cols, 99);
+    const std::vector<float> x = RandomActivations(max_tokens * n_cols, 7);
+    for (Isa isa : SupportedIsas()) {
+      // Each token alone, one thread.
+      std::vector<std::vector<float>> alone(max_tokens);
+      for (int64_t t = 0; t < max_tokens; ++t) {
+        alone[t] = RunMatMul(isa, m.w, x.data() + t * n_cols, 1, 1);
+      }
+      for (int threads : {1, 2, 3}) {
+        for (int64_t n_tokens : {2, 3, 7, 16, 64, 67}) {
+          const std::vector<float> y = RunMatMul(isa, m.w, x.data(), n_tokens, threads);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            ASSERT_TRUE(SameBits(&y[t * (n_rows + 3)], alone[t].data(), n_rows))
+                << DTypeName(type) << " " << internal::IsaName(isa) << " threads=" << threads
+                << " n_tokens=" << n_tokens << " t=" << t;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, EverySimdPathMatchesScalarPathBitwise) {
+  const std::vector<Isa> isas = SupportedIsas();
+  std::printf("MatMul paths on this CPU:");
+  for (Isa isa : isas) std::printf(" %s", internal::IsaName(isa));
+  std::printf(" (default %s)\n", MatMulIsaName());
+  for (DType type : kAllTypes) {
+    const int64_t n_cols = IsKQuant(type) ? 768 : 224;
+    for (int64_t n_rows : {3, 9}) {
+      const RandomMatrix m(type, n_rows, n_cols, 1234 + n_rows);
+      const int64_t n_tokens = 11;
+      const std::vector<float> x = RandomActivations(n_tokens * n_cols, 77);
+      const std::vector<float> scalar = RunMatMul(Isa::kScalar, m.w, x.data(), n_tokens, 1);
+      for (Isa isa : isas) {
+        const std::vector<float> y = RunMatMul(isa, m.w, x.data(), n_tokens, 2);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n_rows; ++r) {
+            const int64_t i = t * (n_rows + 3) + r;
+            ASSERT_TRUE(SameBits(&y[i], &scalar[i], 1))
+                << DTypeName(type) << " " << internal::IsaName(isa) << " t=" << t << " r=" << r
+                << ": " << y[i] << " vs scalar " << scalar[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, SimdActivationQuantizationMatchesScalar) {
+  const int64_t n_cols = 4096;
+  std::vector<float> x = RandomActivations(n_cols, 21);
+  x[5] = 0.5f * (x[4] + x[6]);  // nothing special; plus an all-zero block below
+  for (int64_t k = 64; k < 96; ++k) x[k] = 0.0f;
+  const internal::QuantLayout layout = internal::MakeQuantLayout(n_cols);
+  std::vector<std::byte> a(layout.row_stride + 64), b(layout.row_stride + 64);
+  auto align = [](std::vector<std::byte>& v) {
+    return reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(v.data()) + 63) / 64 * 64);
+  };
+  internal::QuantizeRowScalar(x.data(), layout, align(a));
+  for (Isa isa : SupportedIsas()) {
+    const internal::IsaKernels& k = isa == Isa::kAvx512 ? internal::Avx512Kernels()
+                                    : isa == Isa::kAvx2 ? internal::Avx2Kernels()
+                                                        : internal::ScalarKernels();
+    k.quantize_row(x.data(), layout, align(b));
+    EXPECT_EQ(std::memcmp(align(a), align(b), layout.row_stride), 0) << internal::IsaName(isa);
+  }
+}
+
+TEST(MatMulTest, RejectsBadArguments) {
+  ThreadPool pool(1);
+  const RandomMatrix m(DType::kQ4_1, 4, 64, 1);
+  std::vector<float> x(64, 1.0f), y(8, 0.0f);
+  std::vector<std::byte> scratch(MatMulScratchBytes(m.w, 1));
+  EXPECT_TRUE(MatMul(m.w, x.data(), 1, y.data(), 4, scratch, pool).ok());
+
+  EXPECT_EQ(MatMul(m.w, x.data(), 1, y.data(), 3, scratch, pool).code(),
+            StatusCode::kInvalidArgument);  // ldy < n_rows
+  EXPECT_EQ(MatMul(m.w, x.data(), 1, y.data(), 4, std::span(scratch).first(8), pool).code(),
+            StatusCode::kInvalidArgument);  // scratch too small
+  WeightMatrix bad_cols = m.w;
+  bad_cols.n_cols = 48;
+  EXPECT_EQ(MatMul(bad_cols, x.data(), 1, y.data(), 4, scratch, pool).code(),
+            StatusCode::kInvalidArgument);
+  WeightMatrix short_rows = m.w;
+  short_rows.row_bytes = 20;
+  EXPECT_EQ(MatMul(short_rows, x.data(), 1, y.data(), 4, scratch, pool).code(),
+            StatusCode::kInvalidArgument);
+  WeightMatrix q2k = m.w;
+  q2k.type = DType::kQ2_K;
+  q2k.n_cols = 256;
+  EXPECT_EQ(MatMul(q2k, x.data(), 1, y.data(), 4, scratch, pool).code(), StatusCode::kUnsupported);
+}
+
+TEST(MatMulTest, ReportsAKnownIsaName) {
+  const std::string name = MatMulIsaName();
+  EXPECT_TRUE(name == "avx512" || name == "avx2" || name == "scalar") << name;
+}
+
+}  // namespace
+}  // namespace pier::kernels
