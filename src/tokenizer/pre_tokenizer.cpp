@@ -33,9 +33,11 @@ constexpr std::string_view kQwen35Regex =
 constexpr std::string_view kEachDigitRegex = R"(\p{N})";
 
 // Falcon: `Punctuation(contiguous)` (Unicode punctuation plus ASCII punctuation
-// that Unicode files under symbols), GPT-2's split, `Digits`, then groups of 3 digits.
+// that Unicode files under symbols), GPT-2's split, then groups of 3 ASCII digits.
+// (Its tokenizer.json also has a `Digits` step after `ByteLevel`, where it sees
+// byte-mapped text; it is left out, as in llama.cpp, whose Falcon test vectors,
+// made with Hugging Face, pass without it: see bpe_vocab_test.cpp.)
 constexpr std::string_view kFalconPunctuationRegex = R"([\p{P}\$\+<=>\^~\|`]+)";
-constexpr std::string_view kDigitRunRegex = R"(\p{N}+)";
 constexpr std::string_view kThreeDigitsRegex = R"([0-9][0-9][0-9])";
 
 struct Recipe {
@@ -62,7 +64,7 @@ constexpr Recipe kRecipes[] = {
     {"refact", {kEachDigitRegex, kGpt2Regex}},
     {"command-r", {kEachDigitRegex, kGpt2Regex}},
     {"codeshell", {kEachDigitRegex, kGpt2Regex}},
-    {"falcon", {kFalconPunctuationRegex, kGpt2Regex, kDigitRunRegex, kThreeDigitsRegex}},
+    {"falcon", {kFalconPunctuationRegex, kGpt2Regex, kThreeDigitsRegex}},
 };
 
 std::string Pcre2ErrorText(int code) {
