@@ -4,7 +4,7 @@
 // between library versions and between the FMA and non-FMA code paths glibc picks at run time,
 // which could move a sampled token across a boundary on another machine. This one uses only
 // IEEE-754 additions, multiplications and ldexp in a fixed order (its file is compiled with
-// -ffp-contract=off so no FMA is fused in). Within about 1 ulp of libm for normal results.
+// -ffp-contract=off so no FMA is fused in). Within about 2 ulps of libm for normal results.
 // Thread-safety: a pure function.
 #pragma once
 

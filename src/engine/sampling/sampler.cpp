@@ -12,6 +12,8 @@
 namespace pier::sampling {
 namespace {
 
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+
 // Per-thread scratch, sized to the largest vocabulary seen on this thread.
 struct Scratch {
   std::vector<double> weight;  // [vocab] exp((logit - max) / temperature), the best has 1
@@ -97,9 +99,12 @@ void Sampler::ApplyPenalties(std::span<float> logits) const {
   const double rep = params_.repetition_penalty;
   const double presence = params_.presence_penalty;
   const double frequency = params_.frequency_penalty;
-  // Each penalized logit is computed in double and rounded to float once.
+  // Each penalized logit is computed in double and rounded to float once; a tiny penalty cannot
+  // push a finite logit to infinity.
   auto repetition = [rep](float l) {
-    return static_cast<float>(l > 0.0f ? static_cast<double>(l) / rep : l * rep);
+    if (std::isinf(l)) return l;
+    const double penalized = l > 0.0f ? static_cast<double>(l) / rep : l * rep;
+    return static_cast<float>(std::clamp(penalized, -kFloatMax, kFloatMax));
   };
   if (rep != 1.0) {
     for (int32_t t : prompt_tokens_) {

@@ -8,14 +8,14 @@
 namespace pier::sampling {
 namespace {
 
-TEST(DeterministicExpTest, MatchesLibmToWithinTwoUlpsForNormalResults) {
+TEST(DeterministicExpTest, MatchesLibmToWithinThreeUlpsForNormalResults) {
   double worst = 0.0;
   for (double x = -708.0; x <= 709.0; x += 0.0137) {
     const double ref = std::exp(x);
     const double rel = std::fabs(DeterministicExp(x) - ref) / ref;
     worst = std::max(worst, rel);
   }
-  EXPECT_LT(worst, 4.5e-16);
+  EXPECT_LT(worst, 6.7e-16);  // 3 ulps: ours and libm each err by up to ~2 and ~0.5
 }
 
 TEST(DeterministicExpTest, IsExactAtZeroAndMonotoneNearZero) {

@@ -119,6 +119,22 @@ TEST(SamplerTest, PenaltiesChangeLogitsExactlyAsDefined) {
   EXPECT_EQ(r->token, 3);
 }
 
+TEST(SamplerTest, ExtremeRepetitionPenaltyKeepsLogitsFinite) {
+  SamplingParams params;
+  params.repetition_penalty = 1e-38f;
+  params.logprobs = 2;
+  Sampler sampler = MakeSampler(params, 3);
+  const std::vector<int32_t> prompt = {0, 1};
+  ASSERT_TRUE(sampler.AddPromptTokens(prompt).ok());
+  std::vector<float> logits = {5.0f, -5.0f, 1.0f};
+  auto r = sampler.Sample(logits);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(logits[0], std::numeric_limits<float>::max());
+  EXPECT_EQ(logits[1], static_cast<float>(-5.0 * static_cast<double>(1e-38f)));
+  EXPECT_EQ(r->token, 0);
+  EXPECT_EQ(*r->logprob, 0.0f);
+}
+
 TEST(SamplerTest, PresenceAndFrequencyPenaltiesIgnorePromptTokens) {
   SamplingParams params;
   params.temperature = 0.0f;
