@@ -10,6 +10,7 @@
 // token for one of their bytes.
 #include "tokenizer/spm_tokenizer.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "model/gguf_file.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,15 +31,8 @@ namespace {
 
 constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581 "▁"
 
-constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
 constexpr std::string_view kScoresKey = "tokenizer.ggml.scores";
-constexpr std::string_view kTypesKey = "tokenizer.ggml.token_type";
-
-// Texts of end-of-turn tokens that end generation when the vocabulary has them as
-// control or user-defined tokens (llama.cpp keeps the same list).
-constexpr std::array<std::string_view, 7> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
-};
+constexpr std::string_view kAddSpacePrefixKey = "tokenizer.ggml.add_space_prefix";
 
 // Length of the UTF-8 sequence starting at text[pos], or 0 when it is invalid
 // (stray continuation byte, truncated, overlong, surrogate or above U+10FFFF).
@@ -135,34 +130,30 @@ struct BigramLess {
   }
 };
 
+// What MakeSpmTokenizer read from the file, with SentencePiece defaults applied.
 struct SpmConfig {
-  std::vector<std::string> pieces;  // [n_vocab]
-  std::vector<float> scores;        // [n_vocab]
-  std::vector<TokenType> types;     // [n_vocab]
-  TokenId bos_id = -1;
-  TokenId eos_id = -1;
-  TokenId unk_id = -1;
-  TokenId eot_id = -1;
-  TokenId eom_id = -1;
-  bool add_bos = true;
-  bool add_eos = false;
+  GgufVocab vocab;
+  std::vector<float> scores;  // [n_vocab]
   bool add_space_prefix = true;
+  std::vector<std::pair<std::string, TokenId>> specials;      // for parse_special
+  std::vector<std::pair<std::string, TokenId>> user_defined;  // for plain text
 };
 
 class SpmTokenizer final : public Tokenizer {
  public:
   explicit SpmTokenizer(SpmConfig config)
-      : pieces_(std::move(config.pieces)),
+      : pieces_(std::move(config.vocab.tokens)),
         scores_(std::move(config.scores)),
-        types_(std::move(config.types)),
-        bos_id_(config.bos_id),
-        eos_id_(config.eos_id),
-        unk_id_(config.unk_id),
-        add_bos_(config.add_bos),
-        add_eos_(config.add_eos),
+        types_(std::move(config.vocab.types)),
+        bos_id_(config.vocab.bos_id),
+        eos_id_(config.vocab.eos_id),
+        unk_id_(config.vocab.unknown_id),
+        add_bos_(config.vocab.add_bos.value_or(true)),
+        add_eos_(config.vocab.add_eos.value_or(false)),
         add_space_prefix_(config.add_space_prefix),
-        all_specials_(CollectSpecials(/*user_defined_only=*/false)),
-        user_defined_(CollectSpecials(/*user_defined_only=*/true)) {
+        all_specials_(std::move(config.specials)),
+        user_defined_(std::move(config.user_defined)),
+        eog_ids_(std::move(config.vocab.end_of_generation_ids)) {
     const auto n_vocab = static_cast<TokenId>(pieces_.size());
     // pieces_ is complete and never changes again, so views into it stay valid.
     mergeable_.reserve(pieces_.size());
@@ -208,7 +199,6 @@ class SpmTokenizer final : public Tokenizer {
       const auto it = mergeable_.find(std::string_view(std::string(1, static_cast<char>(value))));
       if (it != mergeable_.end()) byte_tokens_[value] = it->second;
     }
-    BuildEndOfGeneration(config.eot_id, config.eom_id);
   }
 
   Result<std::vector<TokenId>> Encode(std::string_view text,
@@ -264,40 +254,6 @@ class SpmTokenizer final : public Tokenizer {
 
  private:
   bool InRange(TokenId id) const { return id >= 0 && id < vocab_size(); }
-
-  // Control, user-defined and unknown tokens, matched verbatim in parse_special
-  // mode; user-defined tokens alone are matched even without it (as llama.cpp and
-  // Hugging Face tokenizers do).
-  std::vector<std::pair<std::string, TokenId>> CollectSpecials(bool user_defined_only) const {
-    std::vector<std::pair<std::string, TokenId>> specials;
-    for (TokenId id = 0; id < static_cast<TokenId>(pieces_.size()); ++id) {
-      const TokenType type = types_[id];
-      const bool wanted =
-          type == TokenType::kUserDefined ||
-          (!user_defined_only && (type == TokenType::kControl || type == TokenType::kUnknown));
-      if (wanted && !pieces_[id].empty()) specials.emplace_back(pieces_[id], id);
-    }
-    return specials;
-  }
-
-  void BuildEndOfGeneration(TokenId eot_id, TokenId eom_id) {
-    const auto add = [&](TokenId id) {
-      if (id < 0) return;
-      for (const TokenId existing : eog_ids_) {
-        if (existing == id) return;
-      }
-      eog_ids_.push_back(id);
-    };
-    add(eos_id_);
-    add(eot_id);
-    add(eom_id);
-    for (TokenId id = 0; id < vocab_size(); ++id) {
-      if (types_[id] != TokenType::kControl && types_[id] != TokenType::kUserDefined) continue;
-      for (const std::string_view end_text : kEndOfGenerationTexts) {
-        if (pieces_[id] == end_text) add(id);
-      }
-    }
-  }
 
   TokenId FindMergeable(std::string_view text) const {
     const auto it = mergeable_.find(text);
@@ -404,88 +360,59 @@ class SpmTokenizer final : public Tokenizer {
   const bool add_bos_;
   const bool add_eos_;
   const bool add_space_prefix_;
-  const SpecialTokenMatcher all_specials_;  // control + user-defined + unknown
-  const SpecialTokenMatcher user_defined_;  // user-defined only
+  // Verbatim matches: control + unknown + user-defined tokens with parse_special,
+  // user-defined ones alone without it (as llama.cpp and Hugging Face do).
+  const SpecialTokenMatcher all_specials_;
+  const SpecialTokenMatcher user_defined_;
   // Pieces that merges may produce (normal, undefined, user-defined), by text;
   // views point into pieces_.
   std::unordered_map<std::string_view, TokenId> mergeable_;
   std::array<TokenId, 256> byte_tokens_{};  // byte value -> <0xNN> token, -1 when absent
   std::vector<std::string> token_bytes_;    // [n_vocab] TokenBytes()
-  std::vector<TokenId> eog_ids_;
+  const std::vector<TokenId> eog_ids_;      // sorted, unique
 };
 
-// Reads an optional token id; absent or out-of-range ids keep `fallback` (when it
-// is itself in range), as llama.cpp does.
-Result<TokenId> ReadTokenId(const model::GgufFile& file, std::string_view key, TokenId fallback,
-                            size_t n_vocab) {
-  const auto in_range = [&](int64_t id) { return id >= 0 && static_cast<uint64_t>(id) < n_vocab; };
-  if (!file.Has(key)) return in_range(fallback) ? fallback : TokenId{-1};
-  PIER_ASSIGN_OR_RETURN(const int64_t id, file.GetInt(key));
-  if (in_range(id)) return static_cast<TokenId>(id);
-  return in_range(fallback) ? fallback : TokenId{-1};
-}
-
-Result<bool> ReadFlag(const model::GgufFile& file, std::string_view key, bool fallback) {
-  if (!file.Has(key)) return fallback;
-  return file.GetBool(key);
+// A special id the file leaves out takes SentencePiece's usual one (<unk> 0, <s> 1,
+// </s> 2, as llama.cpp assumes) when the vocabulary has that many tokens.
+TokenId DefaultId(TokenId id, TokenId fallback, size_t n_vocab) {
+  if (id >= 0) return id;
+  return static_cast<size_t>(fallback) < n_vocab ? fallback : TokenId{-1};
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> MakeSpmTokenizer(const model::GgufFile& file) {
   SpmConfig config;
-  PIER_ASSIGN_OR_RETURN(const std::vector<std::string_view> tokens,
-                        file.GetStringArray(kTokensKey));
-  const size_t n_vocab = tokens.size();
-  if (n_vocab == 0 || n_vocab > static_cast<size_t>(INT32_MAX)) {
-    return DataLossError(file.path() + ": '" + std::string(kTokensKey) + "' holds " +
-                         std::to_string(n_vocab) + " tokens");
-  }
-  config.pieces.assign(tokens.begin(), tokens.end());
+  PIER_ASSIGN_OR_RETURN(config.vocab, ReadGgufVocab(file));
+  GgufVocab& vocab = config.vocab;
+  const size_t n_vocab = vocab.tokens.size();
 
   if (file.Has(kScoresKey)) {
     PIER_ASSIGN_OR_RETURN(config.scores, file.GetFloatArray(kScoresKey));
     if (config.scores.size() != n_vocab) {
-      return DataLossError(file.path() + ": '" + std::string(kScoresKey) + "' has " +
-                           std::to_string(config.scores.size()) + " entries but '" +
-                           std::string(kTokensKey) + "' has " + std::to_string(n_vocab));
+      return DataLossError(file.path() + ": " + std::string(kScoresKey) + " has " +
+                           std::to_string(config.scores.size()) +
+                           " entries but tokenizer.ggml.tokens has " + std::to_string(n_vocab));
     }
   } else {
     config.scores.assign(n_vocab, 0.0f);
   }
+  if (file.Has(kAddSpacePrefixKey)) {
+    PIER_ASSIGN_OR_RETURN(config.add_space_prefix, file.GetBool(kAddSpacePrefixKey));
+  }
 
-  config.types.assign(n_vocab, TokenType::kNormal);
-  if (file.Has(kTypesKey)) {
-    PIER_ASSIGN_OR_RETURN(const std::vector<int64_t> types, file.GetIntArray(kTypesKey));
-    if (types.size() != n_vocab) {
-      return DataLossError(file.path() + ": '" + std::string(kTypesKey) + "' has " +
-                           std::to_string(types.size()) + " entries but '" +
-                           std::string(kTokensKey) + "' has " + std::to_string(n_vocab));
-    }
-    for (size_t i = 0; i < n_vocab; ++i) {
-      const int64_t type = types[i];
-      config.types[i] = type >= 0 && type <= static_cast<int64_t>(TokenType::kByte)
-                            ? static_cast<TokenType>(type)
-                            : TokenType::kUndefined;
+  vocab.unknown_id = DefaultId(vocab.unknown_id, 0, n_vocab);
+  vocab.bos_id = DefaultId(vocab.bos_id, 1, n_vocab);
+  if (vocab.eos_id < 0) {
+    vocab.eos_id = DefaultId(vocab.eos_id, 2, n_vocab);
+    std::vector<TokenId>& eog = vocab.end_of_generation_ids;
+    if (vocab.eos_id >= 0 && std::find(eog.begin(), eog.end(), vocab.eos_id) == eog.end()) {
+      eog.insert(std::upper_bound(eog.begin(), eog.end(), vocab.eos_id), vocab.eos_id);
     }
   }
 
-  // Defaults are llama.cpp's for SentencePiece vocabularies.
-  PIER_ASSIGN_OR_RETURN(config.bos_id,
-                        ReadTokenId(file, "tokenizer.ggml.bos_token_id", 1, n_vocab));
-  PIER_ASSIGN_OR_RETURN(config.eos_id,
-                        ReadTokenId(file, "tokenizer.ggml.eos_token_id", 2, n_vocab));
-  PIER_ASSIGN_OR_RETURN(config.unk_id,
-                        ReadTokenId(file, "tokenizer.ggml.unknown_token_id", 0, n_vocab));
-  PIER_ASSIGN_OR_RETURN(config.eot_id,
-                        ReadTokenId(file, "tokenizer.ggml.eot_token_id", -1, n_vocab));
-  PIER_ASSIGN_OR_RETURN(config.eom_id,
-                        ReadTokenId(file, "tokenizer.ggml.eom_token_id", -1, n_vocab));
-  PIER_ASSIGN_OR_RETURN(config.add_bos, ReadFlag(file, "tokenizer.ggml.add_bos_token", true));
-  PIER_ASSIGN_OR_RETURN(config.add_eos, ReadFlag(file, "tokenizer.ggml.add_eos_token", false));
-  PIER_ASSIGN_OR_RETURN(config.add_space_prefix,
-                        ReadFlag(file, "tokenizer.ggml.add_space_prefix", true));
-
+  config.specials = vocab.SpecialTexts(/*parse_special=*/true);
+  config.user_defined = vocab.SpecialTexts(/*parse_special=*/false);
   return std::unique_ptr<Tokenizer>(std::make_unique<SpmTokenizer>(std::move(config)));
 }
 
