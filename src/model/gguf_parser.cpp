@@ -106,12 +106,13 @@ class GgufParser {
     if (kv_count_ > left / kMinKvBytes) {
       return Error(StatusCode::kDataLoss, "header claims " + std::to_string(kv_count_) +
                                               " metadata entries, more than the " +
-                                              std::to_string(left) + " bytes left can hold");
+                                              std::to_string(left) +
+                                              " bytes left can hold (truncated or corrupt file)");
     }
     if (tensor_count_ > (left - kv_count_ * kMinKvBytes) / kMinTensorInfoBytes) {
       return Error(StatusCode::kDataLoss, "header claims " + std::to_string(tensor_count_) +
                                               " tensors, more than the " + std::to_string(left) +
-                                              " bytes left can hold");
+                                              " bytes left can hold (truncated or corrupt file)");
     }
     file_->metadata_.reserve(kv_count_);
     file_->tensors_.reserve(tensor_count_);

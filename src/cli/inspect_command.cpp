@@ -1,0 +1,146 @@
+// `pier inspect [MODEL] [--json]`: what a GGUF model file holds.
+//
+// Prints the architecture, hyper-parameters, tensor types and counts, bytes of
+// weights, KV bytes per token and whether a chat template is present; with
+// --json the same facts as one JSON object. A missing or corrupt file prints
+// the reader's message (it names the file and the problem) and exits 1.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "model/gguf_file.h"
+#include "model/model_info.h"
+
+namespace pier::cli {
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+};
+
+std::string HumanBytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return buffer;
+}
+
+nlohmann::json ToJson(const model::GgufFile& file, const model::ModelInfo& info) {
+  nlohmann::json types = nlohmann::json::object();
+  for (const auto& [type, count] : info.tensor_types) types[std::string(DTypeName(type))] = count;
+  nlohmann::json out = {
+      {"file", file.path()},
+      {"gguf_version", file.version()},
+      {"file_bytes", file.file_size()},
+      {"architecture", info.architecture},
+      {"name", info.name},
+      {"context_length", info.context_length},
+      {"embedding_length", info.embedding_length},
+      {"block_count", info.block_count},
+      {"feed_forward_length", info.feed_forward_length},
+      {"head_count", info.head_count},
+      {"head_count_kv", info.head_count_kv},
+      {"head_dim", info.head_dim},
+      {"rope_dimension_count", info.rope_dimension_count},
+      {"rope_freq_base", info.rope_freq_base},
+      {"rms_norm_eps", info.rms_norm_eps},
+      {"vocab_size", info.vocab_size},
+      {"tensor_count", file.tensors().size()},
+      {"tensor_types", types},
+      {"parameter_count", info.parameter_count},
+      {"weight_bytes", info.weight_bytes},
+      {"kv_bytes_per_token", info.kv_bytes_per_token},
+      {"has_chat_template", info.has_chat_template},
+  };
+  out["rope_scaling"] = nullptr;
+  if (info.rope_scaling.has_value()) {
+    out["rope_scaling"] = {{"type", info.rope_scaling->type},
+                           {"factor", info.rope_scaling->factor},
+                           {"original_context_length", info.rope_scaling->original_context}};
+  }
+  return out;
+}
+
+void PrintText(const model::GgufFile& file, const model::ModelInfo& info) {
+  auto line = [](const std::string& label, const std::string& value) {
+    std::printf("%-22s %s\n", (label + ":").c_str(), value.c_str());
+  };
+  auto number = [](auto v) { return std::to_string(v); };
+  auto real = [](double v) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "%g", v);
+    return std::string(buffer);
+  };
+  line("file", file.path() + " (GGUF v" + number(file.version()) + ", " +
+                   HumanBytes(file.file_size()) + ")");
+  line("name", info.name.empty() ? "(none)" : info.name);
+  line("architecture", info.architecture);
+  line("context length", number(info.context_length));
+  line("embedding length", number(info.embedding_length));
+  line("blocks", number(info.block_count));
+  line("feed-forward length", number(info.feed_forward_length));
+  line("attention heads", number(info.head_count) + " (kv heads " + number(info.head_count_kv) +
+                              ", head dim " + number(info.head_dim) + ")");
+  line("rope",
+       "freq base " + real(info.rope_freq_base) + ", dims " + number(info.rope_dimension_count) +
+           (info.rope_scaling.has_value()
+                ? ", scaling " + info.rope_scaling->type + " x" + real(info.rope_scaling->factor)
+                : ", no scaling"));
+  line("rms norm eps", real(info.rms_norm_eps));
+  line("vocab size", number(info.vocab_size));
+  std::string types;
+  for (const auto& [type, count] : info.tensor_types) {
+    types += (types.empty() ? "" : ", ") + std::string(DTypeName(type)) + " " + number(count);
+  }
+  line("tensors", number(file.tensors().size()) + " (" + types + ")");
+  line("parameters", number(info.parameter_count));
+  line("weights", number(info.weight_bytes) + " bytes (" + HumanBytes(info.weight_bytes) + ")");
+  line("KV cache per token", number(info.kv_bytes_per_token) + " bytes (f16 K and V)");
+  line("chat template", info.has_chat_template ? "present" : "absent");
+}
+
+int RunInspect(const InspectOptions& options) {
+  const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
+  auto file = model::GgufFile::Open(path);
+  if (!file.ok()) {
+    std::cerr << "pier inspect: " << file.status().ToString() << "\n";
+    return 1;
+  }
+  auto info = model::ReadModelInfo(**file);
+  if (!info.ok()) {
+    std::cerr << "pier inspect: " << info.status().ToString() << "\n";
+    return 1;
+  }
+  if (options.json) {
+    std::cout << ToJson(**file, *info).dump(2) << "\n";
+  } else {
+    PrintText(**file, *info);
+  }
+  return 0;
+}
+
+void RegisterInspect(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<InspectOptions>();
+  CLI::App* command = app.add_subcommand("inspect", "Show what a GGUF model file holds");
+  command->add_option("model", options->model,
+                      "GGUF model file (default: the default model in $PIER_MODELS)");
+  command->add_flag("--json", options->json, "Print one JSON object");
+  command->callback([options, &exit_code] { exit_code = RunInspect(*options); });
+}
+
+}  // namespace
+
+PIER_REGISTER_COMMAND(inspect, RegisterInspect);
+
+}  // namespace pier::cli
