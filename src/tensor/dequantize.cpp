@@ -149,7 +149,7 @@ void DequantizeQ6_K(const uint8_t* block, float* y) {
   const uint8_t* qh = block + 128;
   const auto* sc = reinterpret_cast<const int8_t*>(block + 192);
   const float d = LoadHalf(block + 208);
-  for (int half = 0; half < 2; ++half) {
+  for (int half = 0; half < kQKK / 128; ++half) {
     for (int l = 0; l < 32; ++l) {
       const int is = l / 16;
       const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
