@@ -167,6 +167,10 @@ PLAN += [
     ("Qwen-Qwen3-0.6B.jinja", "system_user", True, {"enable_thinking": False}),
 ]
 
+# Every other vendor template, more lightly: generic special tokens, three conversations.
+BROAD_BOS_EOS = ("<s>", "</s>")
+BROAD_CASES = [("system_user", True, {}), ("multi_turn", False, {}), ("tool_call", True, {"tools": [WEATHER_TOOL]})]
+
 # Small templates, one feature each: (template, context).
 SNIPPETS = [
     # whitespace control, trim_blocks, lstrip_blocks
@@ -275,6 +279,13 @@ SNIPPETS = [
     ("{{ m }} {{ m.content }}", {"m": {"role": "user", "content": [{"type": "text", "text": "hi"}], "n": 1.5, "b": True, "z": None}}),
     ("{{ messages[0]['content'] | trim }}", {"messages": [{"content": [{"type": "text", "text": "x"}]}]}),
     ("{{ 'a' ~ 1.0 ~ true ~ [1] }}", {}),
+    # markup (|safe, |escape) and generators (select/map results)
+    ("{{ 'a<'|safe + '<b>' }} {{ '<'|e }} {{ '<'|e + '&' }} {{ 'x' + '\"'|safe }} {{ ('a'|safe) ~ '<' }}", {}),
+    ("{{ [1, 2]|select('odd') is iterable }} {{ [1, 2]|select('odd') is sequence }} {% if [] | select %}truthy{% endif %} {{ none|selectattr('x')|list }} {{ ''|map('upper')|list }}", {}),
+    ("{{ [1, 2]|map('string')|length }}", {}),
+    ("{{ [1, 2]|map('string')|tojson }}", {}),
+    ("{{ ([1, 2]|select('odd'))[0] }}|", {}),
+    ("{{ {0: 'a', 512: 'b'}[512] }} {{ {0: 'a', 1.5: 'b'} }} {{ {0: 'a'}|tojson }} {% for k, v in {2: 'x', 1: 'y'}|dictsort %}{{ k + 1 }}{{ v }}{% endfor %} {{ 0 in {0: 1} }}", {}),
     # errors that must surface
     ("{{ [1, 2][5] }}x", {}),
     ("{{ {'a': 1}['b'] }}x", {}),
@@ -337,10 +348,19 @@ def main():
             with open(os.path.join(VENDOR, name), encoding="utf-8") as f:
                 sources[name] = f.read()
 
+    plan = list(PLAN)
+    bos_eos = dict(TEMPLATES)
+    for name in sorted(os.listdir(VENDOR)):
+        if name.endswith(".jinja") and name not in TEMPLATES:
+            with open(os.path.join(VENDOR, name), encoding="utf-8") as f:
+                sources[name] = f.read()
+            bos_eos[name] = BROAD_BOS_EOS
+            plan += [(name, conv, agp, extra) for conv, agp, extra in BROAD_CASES]
+
     tok = make_tokenizer()
     cases = []
-    for name, conv, agp, extra in PLAN:
-        bos, eos = TEMPLATES[name]
+    for name, conv, agp, extra in plan:
+        bos, eos = bos_eos[name]
         kwargs = {"bos_token": bos, "eos_token": eos, **extra}
         result = render_case(tok, sources[name], CONVERSATIONS[conv], agp, kwargs)
         cases.append({"template": name, "conversation": conv, "add_generation_prompt": agp,

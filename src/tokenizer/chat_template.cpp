@@ -36,7 +36,7 @@ Result<jinja::Value> PrepareMessage(const nlohmann::ordered_json& message, size_
   for (const auto& [key, value] : message.items()) {
     if (value.is_null()) continue;
     PIER_ASSIGN_OR_RETURN(jinja::Value v, jinja::FromJson(value));
-    dict.Set(key, std::move(v));
+    dict.Set(jinja::EncodeStringKey(key), std::move(v));
   }
   if (reasoning != nullptr) dict.Set("reasoning_content", reasoning_value);
   return jinja::Value::Dict(std::move(dict));

@@ -164,11 +164,12 @@ class Renderer {
         for (const auto& [key, value] : src.dict().entries()) d.Set(key, value);
       } else if (src.is_list()) {
         for (const Value& pair : src.list().items) {
-          if (!pair.is_list() || pair.list().items.size() != 2 ||
-              !pair.list().items[0].is_string()) {
-            return InvalidArgumentError(std::string(fn) + "(): expected (string, value) pairs");
-          }
-          d.Set(pair.list().items[0].string_value(), pair.list().items[1]);
+          std::optional<std::string> key;
+          if (pair.is_list() && pair.list().items.size() == 2)
+            key = EncodeKey(pair.list().items[0]);
+          if (!key)
+            return InvalidArgumentError(std::string(fn) + "(): expected (key, value) pairs");
+          d.Set(std::move(*key), pair.list().items[1]);
         }
       } else {
         return InvalidArgumentError(std::string(fn) + "(): expected a mapping");
@@ -447,11 +448,12 @@ class Renderer {
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           PIER_ASSIGN_OR_RETURN(Value key, Eval(*e.args[i], scope));
           PIER_ASSIGN_OR_RETURN(Value value, Eval(*e.args[i + 1], scope));
-          if (!key.is_string()) {
-            return At(UnsupportedError("dict keys must be strings in Pier's template engine"),
+          std::optional<std::string> encoded = EncodeKey(key);
+          if (!encoded) {
+            return At(InvalidArgumentError("unhashable type: '" + std::string(TypeName(key)) + "'"),
                       *e.args[i]);
           }
-          dict.Set(key.string_value(), std::move(value));
+          dict.Set(std::move(*encoded), std::move(value));
         }
         return Value::Dict(std::move(dict));
       }

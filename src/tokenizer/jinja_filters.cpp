@@ -108,32 +108,6 @@ std::optional<int64_t> ParseIntLike(const std::string& text, int64_t base) {
   return std::nullopt;
 }
 
-std::string HtmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
-
 // Jinja's do_title: capitalize each word split at whitespace, '-', '(', '{', '[', '<'.
 std::string JinjaTitle(const std::string& s) {
   std::string out;
@@ -182,6 +156,8 @@ std::string EnsureAscii(const std::string& json) {
 
 Result<Value> SelectOrReject(std::string_view filter, const Value& input, const CallArgs& args,
                              bool select, bool by_attribute) {
+  // Jinja yields nothing for a falsy input (None, "", []), without iterating it.
+  if (!Truthy(input)) return Value::Generator({});
   PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
   size_t first_test_arg = 0;
   std::string attribute;
@@ -211,10 +187,11 @@ Result<Value> SelectOrReject(std::string_view filter, const Value& input, const 
     }
     if (pass == select) out.push_back(item);
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 Result<Value> MapFilter(const Value& input, const CallArgs& args) {
+  if (!Truthy(input)) return Value::Generator({});
   PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
   std::vector<Value> out;
   const Value* attribute = nullptr;
@@ -234,7 +211,7 @@ Result<Value> MapFilter(const Value& input, const CallArgs& args) {
       Value v = AttrPath(item, path);
       out.push_back(v.is_undefined() && dflt != nullptr ? *dflt : v);
     }
-    return Value::List(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (args.positional.empty()) return TypeError("map: missing filter name or attribute");
   PIER_ASSIGN_OR_RETURN(std::string filter, RequireString(&args.positional[0], "filter name"));
@@ -245,7 +222,7 @@ Result<Value> MapFilter(const Value& input, const CallArgs& args) {
     PIER_ASSIGN_OR_RETURN(Value v, ApplyFilter(filter, item, filter_args));
     out.push_back(std::move(v));
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 Result<Value> MinMax(const Value& input, const CallArgs& args, bool want_max) {
@@ -304,7 +281,7 @@ Result<std::vector<Value>> Iterate(const Value& value) {
     case ValueKind::kDict:
     case ValueKind::kNamespace: {
       std::vector<Value> keys;
-      for (const auto& entry : value.dict().entries()) keys.push_back(Value::String(entry.first));
+      for (const auto& entry : value.dict().entries()) keys.push_back(DecodeKey(entry.first));
       return keys;
     }
     case ValueKind::kString: {
@@ -324,6 +301,7 @@ Result<std::vector<Value>> Iterate(const Value& value) {
 
 Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallArgs& args) {
   const std::string fn(name);
+  if (!IsKnownFilter(name)) return UnsupportedError("No filter named '" + fn + "' found.");
   if (name == "trim") {
     PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"chars"}));
     std::optional<std::string> chars;
@@ -352,6 +330,7 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
       case ValueKind::kString:
         return Value::Int(static_cast<int64_t>(CodepointCount(input.string_value())));
       case ValueKind::kList:
+        if (input.is_generator()) return TypeError("object of type 'generator' has no len()");
         return Value::Int(static_cast<int64_t>(input.list().items.size()));
       case ValueKind::kDict:
         return Value::Int(static_cast<int64_t>(input.dict().size()));
@@ -378,6 +357,9 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
     }
     return Value::String(std::move(out));
   }
+  if (name == "last" && input.is_generator()) {
+    return TypeError("'generator' object is not reversible");
+  }
   if (name == "first" || name == "last") {
     PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
     if (items.empty()) return Value::Undefined("No " + fn + " item, sequence was empty.");
@@ -388,8 +370,10 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
   if (name == "capitalize") return Value::String(PyCapitalize(ToStr(input)));
   if (name == "title") return Value::String(JinjaTitle(ToStr(input)));
   if (name == "string") return Value::String(ToStr(input));
-  if (name == "safe") return input;
-  if (name == "escape" || name == "e") return Value::String(HtmlEscape(ToStr(input)));
+  if (name == "safe") return input.is_markup() ? input : Value::Markup(ToStr(input));
+  if (name == "escape" || name == "e") {
+    return input.is_markup() ? input : Value::Markup(HtmlEscape(ToStr(input)));
+  }
   if (name == "replace") {
     PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"old", "new", "count"}));
     if (a[0] == nullptr || a[1] == nullptr) return TypeError("replace() needs old and new strings");
@@ -439,9 +423,9 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
     if (!input.is_dict()) return TypeError("Can only get item pairs from a mapping.");
     std::vector<Value> pairs;
     for (const auto& [key, value] : input.dict().entries()) {
-      pairs.push_back(Value::List({Value::String(key), value}, /*is_tuple=*/true));
+      pairs.push_back(Value::List({DecodeKey(key), value}, /*is_tuple=*/true));
     }
-    return Value::List(std::move(pairs));
+    return Value::Generator(std::move(pairs));
   }
   if (name == "dictsort") {
     PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"case_sensitive", "by", "reverse"}));
@@ -451,8 +435,8 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
     std::vector<Value> pairs;
     std::vector<Value> keys;
     for (const auto& [key, value] : input.dict().entries()) {
-      pairs.push_back(Value::List({Value::String(key), value}, true));
-      keys.push_back(SortKey(by_value ? value : Value::String(key), case_sensitive));
+      pairs.push_back(Value::List({DecodeKey(key), value}, true));
+      keys.push_back(SortKey(by_value ? value : DecodeKey(key), case_sensitive));
     }
     PIER_RETURN_IF_ERROR(SortValues(&pairs, keys, a[2] != nullptr && Truthy(*a[2])));
     return Value::List(std::move(pairs));
@@ -484,7 +468,7 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
         out.push_back(item);
       }
     }
-    return Value::List(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (name == "reverse") {
     if (input.is_string()) {
@@ -495,7 +479,7 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
     }
     PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
     std::reverse(items.begin(), items.end());
-    return Value::List(std::move(items));
+    return Value::Generator(std::move(items));
   }
   if (name == "selectattr" || name == "rejectattr") {
     return SelectOrReject(name, input, args, name == "selectattr", true);
@@ -608,6 +592,8 @@ Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallA
 }
 
 Result<bool> ApplyTest(std::string_view name, const Value& input, const CallArgs& args) {
+  if (!IsKnownTest(name))
+    return UnsupportedError("No test named '" + std::string(name) + "' found.");
   auto arg = [&]() -> Result<const Value*> {
     if (args.positional.size() != 1 || !args.keyword.empty()) {
       return TypeError("test '" + std::string(name) + "' takes exactly one argument");
@@ -628,7 +614,9 @@ Result<bool> ApplyTest(std::string_view name, const Value& input, const CallArgs
   if (name == "iterable") {
     return input.is_undefined() || input.is_string() || input.is_list() || input.is_dict();
   }
-  if (name == "sequence") return input.is_string() || input.is_list() || input.is_dict();
+  if (name == "sequence") {
+    return input.is_string() || (input.is_list() && !input.is_generator()) || input.is_dict();
+  }
   if (name == "callable") return input.is_callable();
   if (name == "escaped") return false;
   if (name == "lower") return PyIsLower(ToStr(input));
@@ -658,8 +646,10 @@ Result<bool> ApplyTest(std::string_view name, const Value& input, const CallArgs
       if (!input.is_string()) return TypeError("'in <string>' requires string as left operand");
       return container->string_value().find(input.string_value()) != std::string::npos;
     }
-    if (container->is_dict())
-      return input.is_string() && container->dict().Find(input.string_value()) != nullptr;
+    if (container->is_dict()) {
+      std::optional<std::string> key = EncodeKey(input);
+      return key && container->dict().Find(*key) != nullptr;
+    }
     if (container->is_list()) {
       for (const Value& item : container->list().items) {
         if (Equals(item, input)) return true;

@@ -274,6 +274,7 @@ Value GetAttribute(const Value& obj, const std::string& name) {
       if (StrMethods().count(name)) return BoundMethod(obj, name);
       return MissingAttribute(obj, name);
     case ValueKind::kList:
+      if (obj.is_generator()) return MissingAttribute(obj, name);
       if (ListMethods().count(name)) return BoundMethod(obj, name);
       if (ListMutators().count(name)) return Unsafe(obj, name);
       return MissingAttribute(obj, name);
@@ -283,6 +284,7 @@ Value GetAttribute(const Value& obj, const std::string& name) {
 }
 
 Value GetItem(const Value& obj, const Value& key) {
+  if (obj.is_generator()) return Value::Undefined("'generator' object is not subscriptable");
   if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     int64_t index = key.int_value();
     if (obj.is_list()) {
@@ -302,9 +304,12 @@ Value GetItem(const Value& obj, const Value& key) {
     return Value::Undefined(ObjectTypeRepr(obj) + " has no element " +
                             std::to_string(key.int_value()));
   }
-  if (obj.is_dict() && key.is_string()) {
-    const Value* v = obj.dict().Find(key.string_value());
-    return v != nullptr ? *v : MissingAttribute(obj, key.string_value());
+  if (obj.is_dict()) {
+    std::optional<std::string> encoded = EncodeKey(key);
+    const Value* v = encoded ? obj.dict().Find(*encoded) : nullptr;
+    if (v != nullptr) return *v;
+    if (!key.is_string())
+      return Value::Undefined(ObjectTypeRepr(obj) + " has no element " + Repr(key));
   }
   // Jinja falls back to attribute lookup for string keys (e.g. ns['attr'], s['upper']).
   if (key.is_string()) return GetAttribute(obj, key.string_value());
@@ -320,7 +325,7 @@ Result<Value> GetSlice(const Value& obj, const Value& start, const Value& stop,
   }
   int64_t step = (step_v.is_none() || step_v.is_undefined()) ? 1 : step_v.int_value();
   if (step == 0) return InvalidArgumentError("slice step cannot be zero");
-  if (!obj.is_list() && !obj.is_string()) {
+  if ((!obj.is_list() && !obj.is_string()) || obj.is_generator()) {
     return Value::Undefined(ObjectTypeRepr(obj) + " cannot be sliced");
   }
   std::vector<size_t> offsets;
@@ -358,7 +363,8 @@ Result<Value> CallMethod(const Value& obj, std::string_view name, const CallArgs
     if (name == "get") {
       PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"key", "default"}));
       if (a[0] == nullptr) return InvalidArgumentError("get expected at least 1 argument, got 0");
-      const Value* v = a[0]->is_string() ? obj.dict().Find(a[0]->string_value()) : nullptr;
+      std::optional<std::string> key = EncodeKey(*a[0]);
+      const Value* v = key ? obj.dict().Find(*key) : nullptr;
       if (v != nullptr) return *v;
       return a[1] != nullptr ? *a[1] : Value::None();
     }
@@ -369,11 +375,11 @@ Result<Value> CallMethod(const Value& obj, std::string_view name, const CallArgs
     std::vector<Value> out;
     for (const auto& [key, value] : obj.dict().entries()) {
       if (name == "keys") {
-        out.push_back(Value::String(key));
+        out.push_back(DecodeKey(key));
       } else if (name == "values") {
         out.push_back(value);
       } else {
-        out.push_back(Value::List({Value::String(key), value}, /*is_tuple=*/true));
+        out.push_back(Value::List({DecodeKey(key), value}, /*is_tuple=*/true));
       }
     }
     return Value::List(std::move(out));

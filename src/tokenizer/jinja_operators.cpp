@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "tokenizer/jinja_string.h"
+
 namespace pier::tokenizer::jinja {
 namespace {
 
@@ -63,13 +65,22 @@ Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b, size
   if (b.is_undefined()) return UndefinedError(b);
 
   if (op == "+") {
+    if (a.is_string() && b.is_string() && (a.is_markup() || b.is_markup())) {
+      std::string out = (a.is_markup() ? a.string_value() : HtmlEscape(a.string_value())) +
+                        (b.is_markup() ? b.string_value() : HtmlEscape(b.string_value()));
+      if (out.size() > max_bytes) {
+        return ResourceExhaustedError("chat template built a string larger than the render limit");
+      }
+      return Value::Markup(std::move(out));
+    }
     if (a.is_string() && b.is_string()) {
       if (a.string_value().size() + b.string_value().size() > max_bytes) {
         return ResourceExhaustedError("chat template built a string larger than the render limit");
       }
       return Value::String(a.string_value() + b.string_value());
     }
-    if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple) {
+    if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple && !a.is_generator() &&
+        !b.is_generator()) {
       std::vector<Value> items = a.list().items;
       items.insert(items.end(), b.list().items.begin(), b.list().items.end());
       return Value::List(std::move(items), a.list().is_tuple);
@@ -83,7 +94,7 @@ Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b, size
                                   "\") to list");
     }
   }
-  if (op == "*") {
+  if (op == "*" && !a.is_generator() && !b.is_generator()) {
     if ((a.is_string() || a.is_list()) && IsIntLike(b)) return Repeat(a, b.int_value(), max_bytes);
     if ((b.is_string() || b.is_list()) && IsIntLike(a)) return Repeat(b, a.int_value(), max_bytes);
   }
@@ -191,8 +202,10 @@ Result<bool> Contains(const Value& haystack, const Value& needle) {
       }
       return false;
     case ValueKind::kDict:
-    case ValueKind::kNamespace:
-      return needle.is_string() && haystack.dict().Find(needle.string_value()) != nullptr;
+    case ValueKind::kNamespace: {
+      std::optional<std::string> key = EncodeKey(needle);
+      return key && haystack.dict().Find(*key) != nullptr;
+    }
     case ValueKind::kUndefined:
       return false;
     default:

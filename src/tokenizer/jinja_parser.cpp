@@ -714,9 +714,6 @@ class Parser {
 
   Result<ExprPtr> ParseCall(ExprPtr callee) {
     const Token& at = Cur();
-    if (callee->kind == ExprKind::kGetAttr && !IsKnownMethod(callee->name)) {
-      return UnsupportedAt(at, "the method '" + callee->name + "()'");
-    }
     auto call = NewExpr(ExprKind::kCall, at);
     call->args.push_back(std::move(callee));
     PIER_RETURN_IF_ERROR(ParseCallArgs(call.get()));
@@ -730,7 +727,6 @@ class Parser {
       start_inline = false;
       const Token& at = Cur();
       PIER_ASSIGN_OR_RETURN(std::string name, ExpectName());
-      if (!IsKnownFilter(name)) return UnsupportedAt(at, "the filter '" + name + "'");
       auto e = NewExpr(ExprKind::kFilter, at);
       e->name = name;
       e->args.push_back(std::move(node));
@@ -746,7 +742,8 @@ class Parser {
     e->negated = SkipName("not");
     const Token& at = Cur();
     PIER_ASSIGN_OR_RETURN(e->name, ExpectName());
-    if (!IsKnownTest(e->name)) return UnsupportedAt(at, "the test '" + e->name + "'");
+    e->line = at.line;
+    e->column = at.column;
     e->args.push_back(std::move(node));
     if (IsOp("(")) {
       PIER_RETURN_IF_ERROR(ParseCallArgs(e.get()));
@@ -768,12 +765,76 @@ class Parser {
   int loop_depth_ = 0;
 };
 
+Status UnsupportedAtNode(const Expr& e, const std::string& what) {
+  return UnsupportedError("chat template uses " + what + " at " + std::to_string(e.line) + ":" +
+                          std::to_string(e.column) +
+                          ", which Pier's template engine does not support");
+}
+
+// Rejects filters, tests and methods the engine lacks. As Jinja2's compiler does, a name used
+// inside an `if` (its test and branches) or an inline if-expression is only an error when
+// reached at render time (templates guard optional features that way); `for`, macro and
+// block bodies start a new, strict frame again.
+Status ValidateExpr(const Expr& e, bool soft) {
+  if (e.kind == ExprKind::kCondition) soft = true;
+  if (!soft) {
+    if (e.kind == ExprKind::kFilter && !IsKnownFilter(e.name)) {
+      return UnsupportedAtNode(e, "the filter '" + e.name + "'");
+    }
+    if (e.kind == ExprKind::kTest && !IsKnownTest(e.name)) {
+      return UnsupportedAtNode(e, "the test '" + e.name + "'");
+    }
+    if (e.kind == ExprKind::kCall && e.args[0]->kind == ExprKind::kGetAttr &&
+        !IsKnownMethod(e.args[0]->name)) {
+      return UnsupportedAtNode(e, "the method '" + e.args[0]->name + "()'");
+    }
+  }
+  for (const auto& arg : e.args) {
+    if (arg) PIER_RETURN_IF_ERROR(ValidateExpr(*arg, soft));
+  }
+  for (const auto& kwarg : e.kwargs) PIER_RETURN_IF_ERROR(ValidateExpr(*kwarg.second, soft));
+  return Status::Ok();
+}
+
+Status ValidateBody(const Body& body, bool soft) {
+  for (const auto& stmt : body) {
+    const Stmt& s = *stmt;
+    if (s.expr) PIER_RETURN_IF_ERROR(ValidateExpr(*s.expr, soft));
+    if (s.filter) PIER_RETURN_IF_ERROR(ValidateExpr(*s.filter, false));
+    switch (s.kind) {
+      case StmtKind::kIf:
+        for (const auto& [cond, branch] : s.branches) {
+          PIER_RETURN_IF_ERROR(ValidateExpr(*cond, true));
+          PIER_RETURN_IF_ERROR(ValidateBody(branch, true));
+        }
+        PIER_RETURN_IF_ERROR(ValidateBody(s.else_body, true));
+        break;
+      case StmtKind::kFor:
+        if (s.condition) PIER_RETURN_IF_ERROR(ValidateExpr(*s.condition, false));
+        PIER_RETURN_IF_ERROR(ValidateBody(s.body, false));
+        PIER_RETURN_IF_ERROR(ValidateBody(s.else_body, soft));
+        break;
+      case StmtKind::kMacro:
+        for (const auto& d : s.defaults) {
+          if (d) PIER_RETURN_IF_ERROR(ValidateExpr(*d, false));
+        }
+        PIER_RETURN_IF_ERROR(ValidateBody(s.body, false));
+        break;
+      default:
+        PIER_RETURN_IF_ERROR(ValidateBody(s.body, false));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<TemplateAst> ParseTemplate(std::string_view source) {
   PIER_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(source));
   Parser parser(std::move(tokens));
-  return parser.Run();
+  PIER_ASSIGN_OR_RETURN(TemplateAst ast, parser.Run());
+  PIER_RETURN_IF_ERROR(ValidateBody(ast.body, false));
+  return ast;
 }
 
 }  // namespace pier::tokenizer::jinja

@@ -4,7 +4,8 @@
 // unpacking, `ns.attr`, block set), macro, filter, break/continue (loopcontrols), raw (in the
 // lexer), generation (transformers' extension). Anything else, and any filter, test or method
 // name the engine does not implement, is rejected here with UNSUPPORTED naming the construct
-// and its line:column, so a template never renders silently wrong. Syntax errors are
+// and its line:column, so a template never renders silently wrong; as in Jinja2, a filter or
+// test inside an `if` or inline-if only fails when reached at render time. Syntax errors are
 // INVALID_ARGUMENT. Nesting deeper than kMaxParseDepth is refused (hostile templates).
 // Stateless; thread-safe.
 #pragma once

@@ -53,6 +53,9 @@ std::string PyReplace(std::string_view text, std::string_view old_text, std::str
 int64_t PyFind(std::string_view text, std::string_view needle, bool from_right);
 int64_t PyCount(std::string_view text, std::string_view needle);
 
+// markupsafe.escape: & < > " ' as &amp; &lt; &gt; &#34; &#39;.
+std::string HtmlEscape(std::string_view text);
+
 // Appends one code point as UTF-8.
 void AppendUtf8(uint32_t cp, std::string* out);
 

@@ -44,10 +44,57 @@ void DictData::Set(std::string key, Value value) {
   }
 }
 
+// Tagged keys start with '\0' and a type letter; a str key starting with '\0' gets one more.
+namespace {
+std::string KeyTag(char type) { return std::string(1, '\0') + type; }
+}  // namespace
+
+std::string EncodeStringKey(std::string key) {
+  if (!key.empty() && key[0] == '\0') key.insert(key.begin(), '\0');
+  return key;
+}
+
+std::optional<std::string> EncodeKey(const Value& key) {
+  switch (key.kind()) {
+    case ValueKind::kString:
+      return EncodeStringKey(key.string_value());
+    case ValueKind::kBool:
+    case ValueKind::kInt:
+      return KeyTag('i') + std::to_string(key.int_value());
+    case ValueKind::kFloat: {
+      double d = key.float_value();
+      if (std::isfinite(d) && d == std::floor(d) && std::abs(d) < 9e18) {
+        return KeyTag('i') + std::to_string(static_cast<int64_t>(d));
+      }
+      return KeyTag('f') + FormatFloat(d);
+    }
+    case ValueKind::kNone:
+      return KeyTag('n');
+    default:
+      return std::nullopt;
+  }
+}
+
+Value DecodeKey(const std::string& encoded) {
+  if (encoded.empty() || encoded[0] != '\0') return Value::String(encoded);
+  if (encoded.size() >= 2 && encoded[1] == '\0') return Value::String(encoded.substr(1));
+  if (encoded.size() >= 2 && encoded[1] == 'i') return Value::Int(std::stoll(encoded.substr(2)));
+  if (encoded.size() >= 2 && encoded[1] == 'f')
+    return Value::Float(std::strtod(encoded.c_str() + 2, nullptr));
+  return Value::None();
+}
+
 Value Value::List(std::vector<Value> items, bool is_tuple) {
   auto data = std::make_shared<ListData>();
   data->items = std::move(items);
   data->is_tuple = is_tuple;
+  return Make<6>(std::shared_ptr<const ListData>(std::move(data)));
+}
+
+Value Value::Generator(std::vector<Value> items) {
+  auto data = std::make_shared<ListData>();
+  data->items = std::move(items);
+  data->is_generator = true;
   return Make<6>(std::shared_ptr<const ListData>(std::move(data)));
 }
 
@@ -128,7 +175,7 @@ std::string_view TypeName(const Value& value) {
     case ValueKind::kString:
       return "str";
     case ValueKind::kList:
-      return value.list().is_tuple ? "tuple" : "list";
+      return value.list().is_generator ? "generator" : (value.list().is_tuple ? "tuple" : "list");
     case ValueKind::kDict:
       return "dict";
     case ValueKind::kNamespace:
@@ -153,7 +200,7 @@ bool Truthy(const Value& value) {
     case ValueKind::kString:
       return !value.string_value().empty();
     case ValueKind::kList:
-      return !value.list().items.empty();
+      return value.list().is_generator || !value.list().items.empty();
     case ValueKind::kDict:
       return value.dict().size() != 0;
     case ValueKind::kNamespace:
@@ -334,6 +381,7 @@ Status AppendJson(const Value& value, int indent, bool sort_keys, int depth, std
       AppendJsonString(value.string_value(), out);
       return Status::Ok();
     case ValueKind::kList: {
+      if (value.list().is_generator) break;
       const auto& items = value.list().items;
       if (items.empty()) {
         *out += "[]";
@@ -364,7 +412,14 @@ Status AppendJson(const Value& value, int indent, bool sort_keys, int depth, std
       for (size_t i = 0; i < entries.size(); ++i) {
         if (i > 0) *out += indent >= 0 ? "," : ", ";
         if (indent >= 0) newline(depth + 1);
-        AppendJsonString(entries[i]->first, out);
+        Value key = DecodeKey(entries[i]->first);
+        if (key.is_string()) {
+          AppendJsonString(key.string_value(), out);
+        } else if (key.is_none()) {
+          *out += "\"null\"";
+        } else {
+          AppendJsonString(ToStr(key), out);
+        }
         *out += ": ";
         PIER_RETURN_IF_ERROR(AppendJson(entries[i]->second, indent, sort_keys, depth + 1, out));
       }
@@ -391,6 +446,7 @@ std::string Repr(const Value& value) {
       return "Undefined";
     case ValueKind::kList: {
       const ListData& list = value.list();
+      if (list.is_generator) return "<generator object>";
       std::string out = list.is_tuple ? "(" : "[";
       for (size_t i = 0; i < list.items.size(); ++i) {
         if (i > 0) out += ", ";
@@ -406,7 +462,7 @@ std::string Repr(const Value& value) {
       for (const auto& [key, item] : value.dict().entries()) {
         if (!first) out += ", ";
         first = false;
-        out += ReprString(key) + ": " + Repr(item);
+        out += Repr(DecodeKey(key)) + ": " + Repr(item);
       }
       return out + "}";
     }
@@ -464,6 +520,7 @@ bool Equals(const Value& a, const Value& b) {
     case ValueKind::kList: {
       const ListData& x = a.list();
       const ListData& y = b.list();
+      if (x.is_generator || y.is_generator) return &x == &y;
       if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
       for (size_t i = 0; i < x.items.size(); ++i) {
         if (!Equals(x.items[i], y.items[i])) return false;
@@ -504,7 +561,8 @@ Result<int> Compare(const Value& a, const Value& b) {
     int c = a.string_value().compare(b.string_value());
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }
-  if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple) {
+  if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple && !a.is_generator() &&
+      !b.is_generator()) {
     const auto& x = a.list().items;
     const auto& y = b.list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -560,7 +618,7 @@ Result<Value> FromJsonAt(const nlohmann::ordered_json& json, int depth) {
       DictData dict;
       for (const auto& [key, item] : json.items()) {
         PIER_ASSIGN_OR_RETURN(Value v, FromJsonAt(item, depth + 1));
-        dict.Set(key, std::move(v));
+        dict.Set(EncodeStringKey(key), std::move(v));
       }
       return Value::Dict(std::move(dict));
     }

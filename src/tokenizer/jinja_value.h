@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -31,9 +32,14 @@ class Value;
 struct ListData {
   std::vector<Value> items;
   bool is_tuple = false;  // only changes how it prints: (1, 2)
+  // The lazy iterator a filter such as select/map returns in Jinja: iterable, always truthy,
+  // but without len(), indexing or JSON form. Materialized here; the flag keeps those rules.
+  bool is_generator = false;
 };
 
-// Insertion-ordered string-keyed map (Python dict semantics for str keys).
+// Insertion-ordered map with Python dict semantics. Keys are stored encoded as strings:
+// a str key as itself, other hashable keys (int, float, bool, None) in a tagged form that no
+// str key has (see EncodeKey / DecodeKey). Names (attributes, variables) are plain strings.
 class DictData {
  public:
   const Value* Find(std::string_view key) const;
@@ -90,7 +96,17 @@ class Value {
   static Value Int(int64_t i) { return Make<3>(i); }
   static Value Float(double d) { return Make<4>(d); }
   static Value String(std::string s) { return Make<5>(std::move(s)); }
+  // A string marked safe (markupsafe.Markup, from |safe or |escape): `+` with a plain string
+  // HTML-escapes the plain side, as in Jinja2.
+  static Value Markup(std::string s) {
+    Value v = Make<5>(std::move(s));
+    v.markup_ = true;
+    return v;
+  }
+  bool is_markup() const { return markup_; }
   static Value List(std::vector<Value> items, bool is_tuple = false);
+  static Value Generator(std::vector<Value> items);
+  bool is_generator() const { return is_list() && list().is_generator; }
   static Value Dict(DictData dict);
   static Value Namespace(DictData attributes);
   static Value Function(std::string name, std::function<Result<Value>(CallArgs&&)> fn);
@@ -133,7 +149,13 @@ class Value {
   }
 
   Data data_;
+  bool markup_ = false;
 };
+
+// Dict key encoding. EncodeKey: nullopt for unhashable values (list, dict, undefined...).
+std::optional<std::string> EncodeKey(const Value& key);
+std::string EncodeStringKey(std::string key);
+Value DecodeKey(const std::string& encoded);
 
 // Python type names, as they appear in error messages: 'str', 'int', 'list', 'dict'...
 std::string_view TypeName(const Value& value);

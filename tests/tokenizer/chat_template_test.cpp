@@ -47,16 +47,28 @@ TEST(ChatTemplateTest, MatchesTransformersOnEveryFixtureCase) {
   const ordered_json& fixture = Fixture();
   ASSERT_TRUE(fixture.contains("cases"));
   std::map<std::string, ChatTemplate> parsed;
+  std::map<std::string, Status> unparsable;
   int compared = 0;
   for (const ordered_json& c : fixture["cases"]) {
     const std::string name = c["template"].get<std::string>();
     SCOPED_TRACE(name + " / " + c["conversation"].get<std::string>() + " / add_generation_prompt=" +
                  (c["add_generation_prompt"].get<bool>() ? "1" : "0") +
                  " / kwargs=" + c["kwargs"].dump());
-    if (!parsed.count(name)) {
+    if (!parsed.count(name) && !unparsable.count(name)) {
       Result<ChatTemplate> t = ChatTemplate::Parse(TemplateSource(name));
-      ASSERT_TRUE(t.ok()) << t.status().ToString();
-      parsed.emplace(name, std::move(t).value());
+      if (t.ok()) {
+        parsed.emplace(name, std::move(t).value());
+      } else {
+        unparsable.emplace(name, t.status());
+      }
+    }
+    if (unparsable.count(name)) {
+      // Only acceptable where Jinja2 itself refuses to compile the template.
+      EXPECT_TRUE(c.contains("error") &&
+                  (c["error"] == "TemplateAssertionError" || c["error"] == "TemplateSyntaxError"))
+          << unparsable.at(name).ToString();
+      ++compared;
+      continue;
     }
     ChatTemplateOptions options;
     options.add_generation_prompt = c["add_generation_prompt"].get<bool>();
@@ -91,7 +103,7 @@ TEST(ChatTemplateTest, MatchesTransformersOnEveryFixtureCase) {
     }
     ++compared;
   }
-  EXPECT_GE(compared, 200);
+  EXPECT_GE(compared, 400);
 }
 
 TEST(ChatTemplateTest, SmolLm2TemplateRendersChatMl) {
@@ -163,7 +175,7 @@ TEST(ChatTemplateTest, UnsupportedConstructsFailAtParseWithLocation) {
     const char* needle;
   };
   for (const Case& c : {Case{"ok\n  {{ x | frobnicate }}", "filter 'frobnicate' at 2:10"},
-                        Case{"{% if x is prime %}{% endif %}", "test 'prime' at 1:12"},
+                        Case{"{{ x is prime }}", "test 'prime' at 1:9"},
                         Case{"\n\n{% include 'other.jinja' %}", "tag 'include' at 3:4"},
                         Case{"{{ 'a'.encode() }}", "method 'encode()'"},
                         Case{"{% for x in y recursive %}{% endfor %}", "recursive"}}) {
@@ -172,6 +184,21 @@ TEST(ChatTemplateTest, UnsupportedConstructsFailAtParseWithLocation) {
     EXPECT_EQ(t.status().code(), StatusCode::kUnsupported) << t.status().ToString();
     EXPECT_NE(t.status().message().find(c.needle), std::string::npos) << t.status().ToString();
   }
+}
+
+TEST(ChatTemplateTest, UnknownFilterInsideIfFailsOnlyWhenReached) {
+  // Jinja2 compiles this (DeepSeek-V3.2 guards `from_json` this way); it fails when reached.
+  Result<ChatTemplate> t = ChatTemplate::Parse(
+      "{% if messages[0].content is string %}ok{% else %}{{ x | from_json }}{% endif %}");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  Result<std::string> ok = t->Apply(ordered_json::parse(R"([{"role": "user", "content": "x"}])"));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, "ok");
+  Result<std::string> reached =
+      t->Apply(ordered_json::parse(R"([{"role": "user", "content": [1]}])"));
+  ASSERT_FALSE(reached.ok());
+  EXPECT_EQ(reached.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(reached.status().message().find("from_json"), std::string::npos);
 }
 
 TEST(ChatTemplateTest, SyntaxErrorsNameLineAndColumn) {
