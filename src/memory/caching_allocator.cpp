@@ -128,7 +128,12 @@ Result<AllocatedBlock> CachingAllocator::Allocate(size_t bytes, Stream stream, u
   const bool small = size <= options_.small_block_max_bytes;
   BlockNode* node = FindFree(size, small, stream);
   if (node == nullptr) {
-    Result<BlockNode*> fresh = NewSegment(SegmentBytesFor(bytes), small, stream);
+    const size_t segment_bytes = SegmentBytesFor(bytes);
+    // Wholly free large segments too small for this request would sit idle beside the new
+    // one; return them first so that growing buffers (workspace sized by the batch) do not
+    // pile up cached segments.
+    if (!small) ReleaseFreeSegmentsBelow(segment_bytes);
+    Result<BlockNode*> fresh = NewSegment(segment_bytes, small, stream);
     if (!fresh.ok()) {
       // Give cached segments back and ask for no more than this request needs.
       Trim();
@@ -275,6 +280,18 @@ void CachingAllocator::MakeFree(BlockNode* node) {
   }
   set.insert(node);
   ++stats_.free_blocks;
+}
+
+void CachingAllocator::ReleaseFreeSegmentsBelow(size_t bytes) {
+  std::vector<Segment*> idle;
+  for (auto& [base, segment] : segments_) {
+    BlockNode* first = segment->first;
+    if (!segment->small && segment->size < bytes && !first->allocated && !first->pending &&
+        first->next == nullptr) {
+      idle.push_back(segment.get());
+    }
+  }
+  for (Segment* segment : idle) ReleaseSegment(segment);
 }
 
 size_t CachingAllocator::Trim() {

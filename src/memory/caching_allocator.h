@@ -9,7 +9,8 @@
 // pool by (stream, size, address): lookup is best fit (the smallest free block that fits,
 // lowest address on ties) in O(log n). A block is split when the rest is worth keeping (any
 // remainder in the small pool, more than `small_block_max_bytes` in the large pool); a freed
-// block is coalesced at once with free neighbours in its segment.
+// block is coalesced at once with free neighbours in its segment. When the large pool needs a
+// new segment, wholly free large segments too small for the request are returned first.
 //
 // Stream-ordered reuse: a segment belongs to the stream it was first allocated for and its
 // blocks are reused only by requests on that stream. A block also used on other streams
@@ -178,6 +179,8 @@ class CachingAllocator {
   BlockNode* FindFree(size_t size, bool small, Stream stream);
   Result<BlockNode*> NewSegment(size_t size, bool small, Stream stream);
   void ReleaseSegment(Segment* segment);
+  // Returns wholly free large-pool segments smaller than `bytes`.
+  void ReleaseFreeSegmentsBelow(size_t bytes);
   void MakeFree(BlockNode* node);  // coalesces and indexes
   void UpdatePeaks();
 

@@ -61,6 +61,18 @@ TEST(PinnedHostPoolTest, FallsBackWhenTheOsRefusesToLock) {
   setrlimit(RLIMIT_MEMLOCK, &old);
 }
 
+TEST(PinnedHostPoolTest, ReportsUnlockedSegmentsFromADeviceThatCannotPin) {
+  FakeDevice device;  // hands out ordinary pages, locked = false
+  PinnedHostPool pool(&device, {.limit_bytes = 4 * kMiB, .pool = testing::SmallPool()});
+  Result<PinnedBuffer> buffer = pool.Allocate(10 * kKiB);
+  ASSERT_TRUE(buffer.ok());
+  PinnedHostStats stats = pool.Stats();
+  EXPECT_TRUE(stats.lock_refused);
+  EXPECT_EQ(stats.locked_bytes, 0u);
+  EXPECT_EQ(stats.unlocked_bytes, stats.pool.reserved_bytes);
+  EXPECT_GT(stats.unlocked_bytes, 0u);
+}
+
 TEST(PinnedHostPoolTest, RefusesPastItsLimit) {
   auto device = MakeCpu();
   PinnedHostPool pool(device.get(), {.limit_bytes = 1 * kMiB, .pool = testing::SmallPool()});
