@@ -9,7 +9,6 @@
 // A string is uint64 length + bytes; an array is uint32 element type + uint64 count + elements.
 #include <limits>
 #include <string>
-#include <unordered_set>
 
 #include "model/byte_reader.h"
 #include "model/gguf_file.h"
