@@ -3,7 +3,7 @@
 
     python3 tools/gen_forward_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
                                          [--out tests/fixtures/engine/forward_reference.json]
-                                         [--check]
+                                         [--check] [--simulate-q8]
 
 Reads the GGUF with the `gguf` package (GGUFReader + gguf.quants.dequantize), dequantizes every
 tensor once, and runs the Llama architecture as llama.cpp runs `general.architecture == llama`
@@ -26,6 +26,10 @@ installed here). The ids are written into the fixture, so the C++ test needs no 
     gguf.quants.dequantize on two tensors: must be bit-identical;
   * the RoPE layout: undo llama.cpp's Q/K row permutation (back to the Hugging Face layout) and run
     the first prompt with HF's rotate_half ("neox") RoPE: the logits must equal ours to ~1e-9.
+
+--simulate-q8 writes nothing: it reruns the prompts with every matmul input rounded to 8-bit
+blocks of 32 (what llama.cpp's Q4_1/Q8_0 dot products see) and prints how far that lands from
+the fixture, which sizes the tolerance a C++ test can justify.
 """
 
 import argparse
@@ -151,6 +155,26 @@ def rope_neox(x, pos, n_rot, theta):
     return out
 
 
+def q8_round(x):
+    # Rounds activations the way llama.cpp feeds them to Q4_1/Q8_0 dot products (Q8_1/Q8_0
+    # blocks of 32: scale = max|x| / 127, values rounded to int8). Used only by --simulate-q8.
+    n_tok, n = x.shape
+    b = x.reshape(n_tok, n // 32, 32).astype(np.float32)
+    d = np.abs(b).max(axis=-1, keepdims=True) / 127.0
+    q = np.round(b / np.where(d == 0, 1, d))
+    return (q * d).reshape(n_tok, n).astype(np.float64)
+
+
+SIMULATE_Q8 = False  # set by --simulate-q8
+
+
+def linear(x, weight):
+    # x: [n_tok, n_in], weight: [n_out, n_in] -> [n_tok, n_out]
+    if SIMULATE_Q8:
+        x = q8_round(x)
+    return x @ weight.T
+
+
 def new_cache(cfg):
     # Per layer K and V of all positions so far: [n_pos, n_head_kv, head_dim] each.
     shape = (0, cfg["n_head_kv"], cfg["head_dim"])
@@ -173,9 +197,10 @@ def forward(cfg, w, tokens, cache, rope=rope_norm):
         p = f"blk.{il}."
         # --- attention
         h = rmsnorm(x, w[p + "attn_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
-        q = (h @ w[p + "attn_q.weight"].T).reshape(n_tok, n_head, hd)  # [n_tok, n_head, hd]
-        k = (h @ w[p + "attn_k.weight"].T).reshape(n_tok, n_head_kv, hd)  # [n_tok, n_head_kv, hd]
-        v = (h @ w[p + "attn_v.weight"].T).reshape(n_tok, n_head_kv, hd)  # [n_tok, n_head_kv, hd]
+        # q: [n_tok, n_head, hd]; k, v: [n_tok, n_head_kv, hd]
+        q = linear(h, w[p + "attn_q.weight"]).reshape(n_tok, n_head, hd)
+        k = linear(h, w[p + "attn_k.weight"]).reshape(n_tok, n_head_kv, hd)
+        v = linear(h, w[p + "attn_v.weight"]).reshape(n_tok, n_head_kv, hd)
         q = rope(q, pos, cfg["n_rot"], cfg["rope_theta"])
         k = rope(k, pos, cfg["n_rot"], cfg["rope_theta"])
         cache[il]["k"] = np.concatenate([cache[il]["k"], k])  # [n_pos, n_head_kv, hd]
@@ -193,17 +218,17 @@ def forward(cfg, w, tokens, cache, rope=rope_norm):
             prob = np.exp(scores)
             prob /= prob.sum(axis=-1, keepdims=True)  # softmax over positions
             att_out[:, hq, :] = prob @ vv[:, hk, :]  # [n_tok, hd]
-        x = x + att_out.reshape(n_tok, n_head * hd) @ w[p + "attn_output.weight"].T
+        x = x + linear(att_out.reshape(n_tok, n_head * hd), w[p + "attn_output.weight"])
 
         # --- feed-forward (SwiGLU)
         h = rmsnorm(x, w[p + "ffn_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
-        gate = h @ w[p + "ffn_gate.weight"].T  # [n_tok, n_ff]
-        up = h @ w[p + "ffn_up.weight"].T  # [n_tok, n_ff]
+        gate = linear(h, w[p + "ffn_gate.weight"])  # [n_tok, n_ff]
+        up = linear(h, w[p + "ffn_up.weight"])  # [n_tok, n_ff]
         act = gate / (1.0 + np.exp(-gate)) * up  # silu(gate) * up
-        x = x + act @ w[p + "ffn_down.weight"].T  # [n_tok, n_embd]
+        x = x + linear(act, w[p + "ffn_down.weight"])  # [n_tok, n_embd]
 
     x = rmsnorm(x, w["output_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
-    return x @ w["output.weight"].T  # [n_tok, n_vocab]
+    return linear(x, w["output.weight"])  # [n_tok, n_vocab]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,7 +274,7 @@ def own_dequant(t):
         d = blk[:, 0:2].copy().view(np.float16).astype(np.float32)
         q = blk[:, 2:].copy().view(np.int8).astype(np.float32)
         out = d * q
-    elif name == "Q4_1":  # block of 32: f16 d, f16 m, 16 bytes; low nibbles = x[0:16], high = x[16:32]
+    elif name == "Q4_1":  # block of 32: f16 d, f16 m, 16 bytes: low nibbles x[0:16], high x[16:32]
         blk = raw.reshape(-1, 20)
         d = blk[:, 0:2].copy().view(np.float16).astype(np.float32)
         m = blk[:, 2:4].copy().view(np.float16).astype(np.float32)
@@ -321,12 +346,49 @@ def greedy(cfg, w, ids, cache, last_logits):
     return steps
 
 
+def simulate_q8(args):
+    """How far an engine that quantizes activations (as llama.cpp does) lands from the fixture."""
+    global SIMULATE_Q8
+    with open(args.out) as f:
+        fixture = json.load(f)
+    reader, cfg, w = load_model(args.model)
+    subset = fixture["subset_ids"]
+    SIMULATE_Q8 = True
+    for ref in fixture["prompts"]:
+        cache = new_cache(cfg)
+        logits = forward(cfg, w, ref["ids"], cache)
+        max_abs, max_rel, flips = 0.0, 0.0, []
+        for i, (row, pos) in enumerate(zip(logits, ref["positions"])):
+            d = np.abs(row[subset] - np.asarray(pos["subset_logits"])).max()
+            d = max(d, np.abs(row[pos["top_ids"]] - np.asarray(pos["top_logits"])).max())
+            rms = pos["l2_norm"] / np.sqrt(cfg["n_vocab"])
+            max_abs, max_rel = max(max_abs, d), max(max_rel, d / rms)
+            if int(np.argmax(row)) != pos["argmax"]:
+                flips.append((i, pos["top_logits"][0] - pos["top_logits"][1]))
+        row = logits[-1]
+        diverged = None
+        for j, step in enumerate(ref["greedy"]):
+            t = int(np.argmax(row))
+            if t != step["id"]:
+                diverged = (j, step["gap"])
+                break
+            row = forward(cfg, w, [t], cache)[0]
+        print(f"{ref['name']}: max |d logit| {max_abs:.4f} (max relative to the row's RMS logit "
+              f"{max_rel:.4f}); argmax flips at (position, reference top-2 gap): {flips}; "
+              f"greedy first divergence (step, reference gap): {diverged}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--check", action="store_true", help="run the cross-checks too")
+    ap.add_argument("--simulate-q8", action="store_true",
+                    help="do not write: compare the fixture at --out with a run whose matmul "
+                         "inputs are rounded to 8-bit blocks as llama.cpp's kernels do")
     args = ap.parse_args()
+    if args.simulate_q8:
+        return simulate_q8(args)
 
     t_start = time.time()
     with open(args.model, "rb") as f:
