@@ -105,10 +105,9 @@ QuantLayout MakeQuantLayout(int64_t n_cols) {
   QuantLayout layout;
   layout.n_cols = n_cols;
   layout.n_blocks = n_cols / kBlock;
-  layout.n_halves_padded = static_cast<int64_t>(RoundUp(2 * layout.n_blocks, kLanes));
   layout.d_offset = RoundUp(n_cols, 64);
   layout.s_offset = layout.d_offset + RoundUp(4 * layout.n_blocks, 32);
-  layout.row_stride = RoundUp(layout.s_offset + 4 * layout.n_halves_padded, 64);
+  layout.row_stride = RoundUp(layout.s_offset + 4 * kLanes * layout.n_blocks, 64);
   return layout;
 }
 
@@ -116,7 +115,7 @@ UnpackLayout MakeUnpackLayout(const QuantLayout& layout) {
   UnpackLayout unpack;
   unpack.dw_offset = RoundUp(layout.n_cols, 64);
   unpack.mw_offset = unpack.dw_offset + 4 * kLanes * layout.n_blocks;
-  unpack.row_stride = RoundUp(unpack.mw_offset + 4 * layout.n_halves_padded, 64);
+  unpack.row_stride = RoundUp(unpack.mw_offset + 4 * kLanes * layout.n_blocks, 64);
   return unpack;
 }
 

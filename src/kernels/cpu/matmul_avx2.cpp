@@ -15,6 +15,7 @@
 
 #define PIER_X86_VNNI 0
 #define PIER_X86_TILE_TOKENS 2
+#define PIER_X86_TILE_ROWS 2
 
 namespace pier::kernels::internal::avx2 {
 #include "kernels/cpu/matmul_x86.inc"

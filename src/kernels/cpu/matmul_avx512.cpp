@@ -15,6 +15,7 @@
 
 #define PIER_X86_VNNI 1
 #define PIER_X86_TILE_TOKENS 4
+#define PIER_X86_TILE_ROWS 4
 
 namespace pier::kernels::internal::avx512 {
 #include "kernels/cpu/matmul_x86.inc"

@@ -2,17 +2,16 @@
 //
 // The canonical computation (every path produces these exact bits):
 //  * Activations X[t, :] are quantized per block of 32: d = amax / 127,
-//    q = round-half-even(x * (1 / d)), and per half-block of 16 s = d * sum(q).
-//  * Each weight row is unpacked per block of 32 into small integers q_w (u8, or
-//    s8 for Q8_0), an 8-lane scale vector dw (lanes 0-3 scale elements 0-15,
-//    lanes 4-7 elements 16-31) and a per-half-block offset coefficient mw, so
-//    that w[k] = dw[lane(k)] * q_w[k] + mw[half(k)].
-//  * Lane l of a block holds the exact integer sum of q_w * q_x over elements
-//    4l..4l+3; acc[l] = fma(float(isum_l) * d_x, dw[l], acc[l]) over blocks in order.
-//  * The offset term is sum over half-blocks h of mw[h] * s[h], accumulated the
-//    same way in 8 lanes (h mod 8), zero-padded to a multiple of 8.
-//  * y = Hsum8(acc) + Hsum8(acc_min) (the second term only for types with offsets),
-//    Hsum8 adding lanes (l, l+4), then (l, l+2), then (0, 1).
+//    q = round-half-even(x * (1 / d)), and per lane l (elements 4l..4l+3 of the
+//    block) sx[l] = float(sum of those 4 q) * d.
+//  * Each weight row is read per block of 32 as small integers q_w (u8, or s8
+//    for Q8_0) and two 8-lane vectors dw and mw, constant over lanes 0-3 (elements
+//    0-15) and over lanes 4-7 (elements 16-31), so that w[k] = dw * q_w[k] + mw.
+//  * Lane l of a block holds the exact integer sum isum_l of q_w * q_x over
+//    elements 4l..4l+3; per block, in order:
+//      acc[l] = fma(float(isum_l) * d_x, dw[l], acc[l])
+//      acc[l] = fma(mw[l], sx[l], acc[l])      (types with offsets only)
+//  * y = Hsum8(acc): lanes (l, l+4) added, then (l, l+2), then (0, 1).
 // Integer sums are exact, so the SIMD paths (which form them with maddubs/madd or
 // VNNI) agree bit for bit with the scalar path. Float weights (F32/F16/BF16) use
 // the same 8 lanes: acc[k mod 8] = fma(w[k], x[k], acc[k mod 8]), zero-padded.
@@ -43,11 +42,10 @@ constexpr int kLanes = 8;        // canonical accumulator lanes
 constexpr int64_t kRowTile = 4;  // rows unpacked together and reused across tokens
 
 // Byte layout of one quantized activation row inside MatMul's scratch:
-//   qs [n_cols] int8 | d [n_blocks] f32 | s [n_halves_padded] f32 (zeros past 2*n_blocks)
+//   qs [n_cols] int8 | d [n_blocks] f32 | sx [n_blocks][8] f32
 struct QuantLayout {
   int64_t n_cols = 0;
   int64_t n_blocks = 0;
-  int64_t n_halves_padded = 0;  // 2 * n_blocks rounded up to kLanes
   size_t d_offset = 0;
   size_t s_offset = 0;
   size_t row_stride = 0;  // multiple of 64
@@ -58,7 +56,7 @@ QuantLayout MakeQuantLayout(int64_t n_cols);
 void QuantizeRowScalar(const float* x, const QuantLayout& layout, std::byte* row);
 
 // Weight rows unpacked by UnpackRowScalar:
-//   q [n_cols] u8 (s8 for Q8_0) | dw [n_blocks][8] f32 | mw [n_halves_padded] f32
+//   q [n_cols] u8 (s8 for Q8_0) | dw [n_blocks][8] f32 | mw [n_blocks][8] f32
 struct UnpackLayout {
   size_t dw_offset = 0;
   size_t mw_offset = 0;

@@ -42,17 +42,10 @@ void QuantRowsScalar(const QuantJob& job, int64_t row_begin, int64_t row_end) {
           }
           const float f = static_cast<float>(isum) * xd[b];
           acc[l] = std::fma(f, dw[kLanes * b + l], acc[l]);
+          if (has_offsets) acc[l] = std::fma(mw[kLanes * b + l], xs[kLanes * b + l], acc[l]);
         }
       }
-      float result = Hsum8(acc);
-      if (has_offsets) {
-        float acc_min[kLanes] = {};
-        for (int64_t h = 0; h < lay.n_halves_padded; ++h) {
-          acc_min[h % kLanes] = std::fma(mw[h], xs[h], acc_min[h % kLanes]);
-        }
-        result += Hsum8(acc_min);
-      }
-      job.y[t * job.ldy + r] = result;
+      job.y[t * job.ldy + r] = Hsum8(acc);
     }
   }
 }
@@ -108,17 +101,15 @@ void QuantizeRowScalar(const float* x, const QuantLayout& layout, std::byte* row
     for (int i = 0; i < kBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    int32_t sums[2] = {0, 0};
+    int32_t sums[kLanes] = {};
     for (int i = 0; i < kBlock; ++i) {
       const int32_t q = static_cast<int32_t>(std::nearbyint(xb[i] * id));
       qs[kBlock * b + i] = static_cast<int8_t>(q);
-      sums[i / 16] += q;
+      sums[i / 4] += q;
     }
     d_out[b] = d;
-    s_out[2 * b] = d * static_cast<float>(sums[0]);
-    s_out[2 * b + 1] = d * static_cast<float>(sums[1]);
+    for (int l = 0; l < kLanes; ++l) s_out[kLanes * b + l] = static_cast<float>(sums[l]) * d;
   }
-  for (int64_t h = 2 * layout.n_blocks; h < layout.n_halves_padded; ++h) s_out[h] = 0.0f;
 }
 
 const IsaKernels& ScalarKernels() {

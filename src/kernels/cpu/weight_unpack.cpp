@@ -22,7 +22,7 @@ uint32_t LoadU32(const uint8_t* p) {
 }
 float LoadHalf(const uint8_t* p) { return Fp16ToFp32(LoadU16(p)); }
 
-// Destination of one unpacked block of 32: q [32], dw [8], mw [2].
+// Destination of one unpacked block of 32: q [32], dw [8], mw [8].
 struct BlockOut {
   uint8_t* q;
   float* dw;
@@ -32,9 +32,9 @@ struct BlockOut {
     for (int l = 0; l < 4; ++l) {
       dw[l] = d0;
       dw[l + 4] = d1;
+      mw[l] = m0;
+      mw[l + 4] = m1;
     }
-    mw[0] = m0;
-    mw[1] = m1;
   }
 };
 
@@ -195,8 +195,9 @@ void UnpackRowScalar(DType type, const uint8_t* src, const QuantLayout& layout,
   float* dw = reinterpret_cast<float*>(dst + unpack.dw_offset);
   float* mw = reinterpret_cast<float*>(dst + unpack.mw_offset);
   const int64_t nb = layout.n_blocks;
-  for (int64_t h = 2 * nb; h < layout.n_halves_padded; ++h) mw[h] = 0.0f;
-  auto block = [&](int64_t i) { return BlockOut{q + kBlock * i, dw + kLanes * i, mw + 2 * i}; };
+  auto block = [&](int64_t i) {
+    return BlockOut{q + kBlock * i, dw + kLanes * i, mw + kLanes * i};
+  };
   switch (type) {
     case DType::kQ4_0:
       for (int64_t i = 0; i < nb; ++i) UnpackQ4_0(src + 18 * i, block(i));

@@ -163,7 +163,8 @@ Reference ComputeReference(const WeightMatrix& w, const std::vector<float>& x, i
       const float* mw = reinterpret_cast<const float*>(buf.data() + unpack.mw_offset);
       for (int64_t k = 0; k < n; ++k) {
         const double qk = internal::HasSignedWeights(w.type) ? static_cast<int8_t>(q[k]) : q[k];
-        wmag[k] = std::fabs(dw[(k / 32) * 8 + (k % 32) / 4] * qk) + std::fabs(mw[k / 16]);
+        wmag[k] = std::fabs(dw[(k / 32) * 8 + (k % 32) / 4] * qk) +
+                  std::fabs(mw[(k / 32) * 8 + (k % 32) / 4]);
       }
     }
     for (int64_t t = 0; t < n_tokens; ++t) {
