@@ -197,8 +197,9 @@ class BpeTokenizer final : public Tokenizer {
 
     std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
     const auto push_pair = [&](int32_t left) {
+      if (left < 0) return;
       const int32_t right = symbols[left].next;
-      if (left < 0 || right < 0) return;
+      if (right < 0) return;
       const Merge* merge = FindMerge(symbols[left].id, symbols[right].id);
       if (merge != nullptr) {
         queue.push({merge->rank, left, symbols[left].id, symbols[right].id, merge->result});
