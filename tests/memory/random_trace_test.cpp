@@ -69,7 +69,8 @@ TEST(RandomTraceTest, HundredThousandOperationsKeepEveryInvariant) {
   std::vector<Live> live;
   std::map<uintptr_t, size_t> intervals;  // start -> size of live blocks
   uint64_t model_total = 0;
-  int refusals = 0, quota_refusals = 0, budget_refusals = 0, frees = 0, allocs = 0;
+  int refusals = 0, quota_refusals = 0, budget_refusals = 0, device_refusals = 0, frees = 0,
+      allocs = 0;
 
   auto headroom = [&](size_t index) {
     uint64_t others = 0;
@@ -124,6 +125,7 @@ TEST(RandomTraceTest, HundredThousandOperationsKeepEveryInvariant) {
         } else {
           // Fragmentation can make the physical budget refuse what the accounting allows.
           ASSERT_EQ(e.kind, MemoryErrorKind::kDeviceOutOfMemory) << block.status().ToString();
+          ++device_refusals;
         }
       } else {
         ASSERT_LE(charged, headroom(owner_index)) << "granted past the budget at step " << step;
@@ -170,8 +172,8 @@ TEST(RandomTraceTest, HundredThousandOperationsKeepEveryInvariant) {
   EXPECT_GT(frees, kSteps / 3);
   EXPECT_GT(quota_refusals, 0);
   EXPECT_GT(budget_refusals, 0);
-  std::printf("trace: %d allocations, %d frees, %d refusals (%d quota, %d budget)\n", allocs, frees,
-              refusals, quota_refusals, budget_refusals);
+  std::printf("trace: %d allocations, %d frees, %d refusals (%d quota, %d budget, %d device)\n",
+              allocs, frees, refusals, quota_refusals, budget_refusals, device_refusals);
 
   for (Live& item : live) ASSERT_TRUE(StampIntact(item.block, item.stamp));
   live.clear();
