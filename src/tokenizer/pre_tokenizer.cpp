@@ -31,6 +31,7 @@ constexpr std::string_view kQwen35Regex =
 
 // StarCoder / SmolLM: `Digits(individual_digits=true)` then GPT-2's split.
 constexpr std::string_view kEachDigitRegex = R"(\p{N})";
+constexpr std::string_view kDigitRunRegex = R"(\p{N}+)";
 
 // Falcon: `Punctuation(contiguous)` (Unicode punctuation plus ASCII punctuation
 // that Unicode files under symbols), GPT-2's split, then groups of 3 ASCII digits.
@@ -40,9 +41,36 @@ constexpr std::string_view kEachDigitRegex = R"(\p{N})";
 constexpr std::string_view kFalconPunctuationRegex = R"([\p{P}\$\+<=>\^~\|`]+)";
 constexpr std::string_view kThreeDigitsRegex = R"([0-9][0-9][0-9])";
 
+// DeepSeek LLM / Coder: the `Split` chain of their tokenizer.json files. Newlines
+// alone, letter runs (DeepSeek LLM lists its Latin, Greek, Cyrillic... letters
+// explicitly), punctuation runs, CJK runs, then numbers.
+constexpr std::string_view kNewlineRegex = R"([\r\n])";
+constexpr std::string_view kCjkRegex = R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)";
+constexpr std::string_view kDeepseekLlmLettersRegex =
+    R"(\s?[A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF}\x{1C4}-\x{293})"
+    R"(\x{295}-\x{2AF}\x{370}-\x{373}\x{376}\x{377}\x{37B}-\x{37D}\x{37F}\x{386}\x{388}-\x{38A})"
+    R"(\x{38C}\x{38E}-\x{3A1}\x{3A3}-\x{3F5}\x{3F7}-\x{481}\x{48A}-\x{52F}\x{531}-\x{556})"
+    R"(\x{10A0}-\x{10C5}\x{13A0}-\x{13F5}\x{13F8}-\x{13FD}\x{1C90}-\x{1CBA}\x{1CBD}-\x{1CBF})"
+    R"(\x{1D00}-\x{1D2B}\x{1D6B}-\x{1D77}\x{1D79}-\x{1D9A}\x{1E00}-\x{1F15}\x{1F18}-\x{1F1D})"
+    R"(\x{1F20}-\x{1F45}\x{1F48}-\x{1F4D}\x{1F50}-\x{1F57}\x{1F59}\x{1F5B}\x{1F5D}\x{1F5F}-\x{1F7D})"
+    R"(\x{1F80}-\x{1FB4}\x{1FB6}-\x{1FBC}\x{1FBE}\x{1FC2}-\x{1FC4}\x{1FC6}-\x{1FCC}\x{1FD0}-\x{1FD3})"
+    R"(\x{1FD6}-\x{1FDB}\x{1FE0}-\x{1FEC}\x{1FF2}-\x{1FF4}\x{1FF6}-\x{1FFC}\x{2102}\x{2107})"
+    R"(\x{210A}-\x{2113}\x{2115}\x{2119}-\x{211D}\x{2124}\x{2126}\x{2128}\x{212A}-\x{212D})"
+    R"(\x{212F}-\x{2134}\x{2139}\x{213C}-\x{213F}\x{2145}-\x{2149}\x{214E}\x{2183}\x{2184})"
+    R"(\x{2C00}-\x{2C7B}\x{2C7E}-\x{2CE4}\x{2CEB}-\x{2CEE}\x{2CF2}\x{2CF3}\x{A640}-\x{A66D})"
+    R"(\x{A680}-\x{A69B}\x{A722}-\x{A76F}\x{A771}-\x{A787}\x{A78B}-\x{A78E}\x{AB70}-\x{ABBF})"
+    R"(\x{FB00}-\x{FB06}\x{FB13}-\x{FB17}\x{FF21}-\x{FF3A}\x{FF41}-\x{FF5A}\x{10400}-\x{1044F})"
+    R"(\x{104B0}-\x{104D3}\x{104D8}-\x{104FB}\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2})"
+    R"(\x{118A0}-\x{118DF}\x{1E900}-\x{1E943}]+)";
+constexpr std::string_view kDeepseekLlmPunctuationRegex =
+    R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)";
+constexpr std::string_view kTrailingSpaceRegex = R"(\s+$)";
+constexpr std::string_view kDeepseekCoderLettersRegex = R"(\s?\p{L}+)";
+constexpr std::string_view kDeepseekCoderPunctuationRegex = R"(\s?\p{P}+)";
+
 struct Recipe {
   std::string_view name;
-  std::array<std::string_view, 4> regexes;  // empty entries unused
+  std::array<std::string_view, 6> regexes;  // empty entries unused
   bool ignore_merges = false;
   bool add_bos_by_default = false;
 };
@@ -65,6 +93,12 @@ constexpr Recipe kRecipes[] = {
     {"command-r", {kEachDigitRegex, kGpt2Regex}},
     {"codeshell", {kEachDigitRegex, kGpt2Regex}},
     {"falcon", {kFalconPunctuationRegex, kGpt2Regex, kThreeDigitsRegex}},
+    {"deepseek-llm",
+     {kNewlineRegex, kDeepseekLlmLettersRegex, kDeepseekLlmPunctuationRegex, kTrailingSpaceRegex,
+      kCjkRegex, kDigitRunRegex}},
+    {"deepseek-coder",
+     {kNewlineRegex, kDeepseekCoderLettersRegex, kDeepseekCoderPunctuationRegex, kCjkRegex,
+      kEachDigitRegex}},
 };
 
 std::string Pcre2ErrorText(int code) {

@@ -91,7 +91,8 @@ TEST_P(LlamaCppVocabTest, EncodesEveryInputLikeLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(ByteLevelBpe, LlamaCppVocabTest,
                          ::testing::Values("llama-bpe", "qwen2", "gpt-2", "starcoder", "refact",
-                                           "mpt", "command-r", "falcon", "qwen35"),
+                                           "mpt", "command-r", "falcon", "qwen35", "deepseek-llm",
+                                           "deepseek-coder"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {
