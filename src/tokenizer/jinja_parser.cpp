@@ -2,8 +2,8 @@
 
 #include <initializer_list>
 
-#include "tokenizer/jinja_builtins.h"
 #include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja_validate.h"
 
 namespace pier::tokenizer::jinja {
 namespace {
@@ -765,75 +765,13 @@ class Parser {
   int loop_depth_ = 0;
 };
 
-Status UnsupportedAtNode(const Expr& e, const std::string& what) {
-  return UnsupportedError("chat template uses " + what + " at " + std::to_string(e.line) + ":" +
-                          std::to_string(e.column) +
-                          ", which Pier's template engine does not support");
-}
-
-// Rejects filters, tests and methods the engine lacks. As Jinja2's compiler does, a name used
-// inside an `if` (its test and branches) or an inline if-expression is only an error when
-// reached at render time (templates guard optional features that way); `for`, macro and
-// block bodies start a new, strict frame again.
-Status ValidateExpr(const Expr& e, bool soft) {
-  if (e.kind == ExprKind::kCondition) soft = true;
-  if (!soft) {
-    if (e.kind == ExprKind::kFilter && !IsKnownFilter(e.name)) {
-      return UnsupportedAtNode(e, "the filter '" + e.name + "'");
-    }
-    if (e.kind == ExprKind::kTest && !IsKnownTest(e.name)) {
-      return UnsupportedAtNode(e, "the test '" + e.name + "'");
-    }
-    if (e.kind == ExprKind::kCall && e.args[0]->kind == ExprKind::kGetAttr &&
-        !IsKnownMethod(e.args[0]->name)) {
-      return UnsupportedAtNode(e, "the method '" + e.args[0]->name + "()'");
-    }
-  }
-  for (const auto& arg : e.args) {
-    if (arg) PIER_RETURN_IF_ERROR(ValidateExpr(*arg, soft));
-  }
-  for (const auto& kwarg : e.kwargs) PIER_RETURN_IF_ERROR(ValidateExpr(*kwarg.second, soft));
-  return Status::Ok();
-}
-
-Status ValidateBody(const Body& body, bool soft) {
-  for (const auto& stmt : body) {
-    const Stmt& s = *stmt;
-    if (s.expr) PIER_RETURN_IF_ERROR(ValidateExpr(*s.expr, soft));
-    if (s.filter) PIER_RETURN_IF_ERROR(ValidateExpr(*s.filter, false));
-    switch (s.kind) {
-      case StmtKind::kIf:
-        for (const auto& [cond, branch] : s.branches) {
-          PIER_RETURN_IF_ERROR(ValidateExpr(*cond, true));
-          PIER_RETURN_IF_ERROR(ValidateBody(branch, true));
-        }
-        PIER_RETURN_IF_ERROR(ValidateBody(s.else_body, true));
-        break;
-      case StmtKind::kFor:
-        if (s.condition) PIER_RETURN_IF_ERROR(ValidateExpr(*s.condition, false));
-        PIER_RETURN_IF_ERROR(ValidateBody(s.body, false));
-        PIER_RETURN_IF_ERROR(ValidateBody(s.else_body, soft));
-        break;
-      case StmtKind::kMacro:
-        for (const auto& d : s.defaults) {
-          if (d) PIER_RETURN_IF_ERROR(ValidateExpr(*d, false));
-        }
-        PIER_RETURN_IF_ERROR(ValidateBody(s.body, false));
-        break;
-      default:
-        PIER_RETURN_IF_ERROR(ValidateBody(s.body, false));
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<TemplateAst> ParseTemplate(std::string_view source) {
   PIER_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(source));
   Parser parser(std::move(tokens));
   PIER_ASSIGN_OR_RETURN(TemplateAst ast, parser.Run());
-  PIER_RETURN_IF_ERROR(ValidateBody(ast.body, false));
+  PIER_RETURN_IF_ERROR(ValidateTemplate(ast));
   return ast;
 }
 

@@ -51,6 +51,10 @@ bool IsNumeric(int32_t cp) {
   return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
 }
 
+constexpr int32_t kSharpS = 0xDF;  // ß: Python upper-cases it to "SS", title-cases to "Ss"
+constexpr int32_t kToSS = -2;      // map() result meaning "SS"
+constexpr int32_t kToSs = -3;      // map() result meaning "Ss"
+
 // Applies `map` to every valid code point; invalid bytes pass through.
 template <typename Map>
 std::string MapCodepoints(std::string_view text, Map map) {
@@ -63,7 +67,14 @@ std::string MapCodepoints(std::string_view text, Map map) {
     if (cp < 0) {
       out.append(text.substr(pos, len));
     } else {
-      AppendUtf8(static_cast<uint32_t>(map(cp)), &out);
+      int32_t mapped = map(cp);
+      if (mapped == kToSS) {
+        out += "SS";
+      } else if (mapped == kToSs) {
+        out += "Ss";
+      } else {
+        AppendUtf8(static_cast<uint32_t>(mapped), &out);
+      }
     }
     pos += len;
   }
@@ -187,7 +198,8 @@ std::string PyStrip(std::string_view text, const std::optional<std::string>& cha
 }
 
 std::string PyUpper(std::string_view text) {
-  return MapCodepoints(text, [](int32_t cp) { return utf8proc_toupper(cp); });
+  return MapCodepoints(text,
+                       [](int32_t cp) { return cp == kSharpS ? kToSS : utf8proc_toupper(cp); });
 }
 
 std::string PyLower(std::string_view text) {
@@ -196,6 +208,7 @@ std::string PyLower(std::string_view text) {
 
 std::string PySwapCase(std::string_view text) {
   return MapCodepoints(text, [](int32_t cp) {
+    if (cp == kSharpS) return kToSS;
     int32_t upper = utf8proc_toupper(cp);
     return upper != cp ? upper : utf8proc_tolower(cp);
   });
@@ -204,7 +217,8 @@ std::string PySwapCase(std::string_view text) {
 std::string PyTitle(std::string_view text) {
   bool previous_cased = false;
   return MapCodepoints(text, [&](int32_t cp) {
-    int32_t mapped = previous_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp);
+    int32_t mapped =
+        previous_cased ? utf8proc_tolower(cp) : (cp == kSharpS ? kToSs : utf8proc_totitle(cp));
     previous_cased = IsCased(cp);
     return mapped;
   });
@@ -213,7 +227,7 @@ std::string PyTitle(std::string_view text) {
 std::string PyCapitalize(std::string_view text) {
   bool first = true;
   return MapCodepoints(text, [&](int32_t cp) {
-    int32_t mapped = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp);
+    int32_t mapped = first ? (cp == kSharpS ? kToSs : utf8proc_totitle(cp)) : utf8proc_tolower(cp);
     first = false;
     return mapped;
   });

@@ -3,7 +3,8 @@
 // Python strings are sequences of code points, so length, indexing, slicing and the case
 // and whitespace functions here work on code points. Invalid UTF-8 bytes count as one code
 // point each and pass through unchanged. Case mapping uses utf8proc's simple (one-to-one)
-// mappings; Python's few one-to-many mappings (e.g. "ß".upper() == "SS") are not reproduced.
+// mappings plus Python's "ß" -> "SS"; Python's other one-to-many mappings (ligatures such as
+// "ﬁ".upper() == "FI") are not reproduced.
 // Stateless free functions; thread-safe.
 #pragma once
 
