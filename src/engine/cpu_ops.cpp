@@ -1,0 +1,64 @@
+#include "engine/cpu_ops.h"
+
+#include <cmath>
+
+namespace pier::engine::ops {
+namespace {
+
+constexpr int kLanes = 8;
+
+float Hsum8(const float* v) {
+  const float a0 = v[0] + v[4], a1 = v[1] + v[5], a2 = v[2] + v[6], a3 = v[3] + v[7];
+  return (a0 + a2) + (a1 + a3);
+}
+
+}  // namespace
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  for (int l = 0; i + l < n; ++l) acc[l] += a[i + l] * b[i + l];
+  return Hsum8(acc);
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
+  const float sum_sq = Dot(x, x, n);
+  const float scale = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void Axpy(float a, const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Add(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void Rope(RopeStyle style, float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+          const float* cos_sin) {
+  const int64_t half = n_rot / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      float* p0 = style == RopeStyle::kNormal ? v + 2 * i : v + i;
+      float* p1 = style == RopeStyle::kNormal ? v + 2 * i + 1 : v + i + half;
+      const float x0 = *p0, x1 = *p1;
+      *p0 = x0 * c - x1 * s;
+      *p1 = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace pier::engine::ops

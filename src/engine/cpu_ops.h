@@ -1,0 +1,40 @@
+// Small per-token CPU operations of the transformer forward pass (RMSNorm, RoPE,
+// SwiGLU, dot products), written so that every result depends only on the
+// token's own row: each reduction runs in one fixed order (eight interleaved
+// float lanes summed pairwise, as the quantized MatMul does), by one thread.
+// Callers parallelize over rows, never inside a reduction.
+//
+// Thread-safety: pure functions over caller buffers.
+#pragma once
+
+#include <cstdint>
+
+namespace pier::engine::ops {
+
+// sum_i a[i] * b[i]: lane l accumulates i = l mod 8; lanes summed in a fixed tree.
+float Dot(const float* a, const float* b, int64_t n);
+
+// y = x / sqrt(mean(x^2) + eps) * weight, for one row of n.  x, y, weight: [n]; y may be x.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y);
+
+// y[i] += a * x[i] for i < n.
+void Axpy(float a, const float* x, int64_t n, float* y);
+
+// gate[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, for i < n.
+void SiluMul(float* gate, const float* up, int64_t n);
+
+// y[i] += x[i] for i < n.
+void Add(const float* x, int64_t n, float* y);
+
+// How RoPE pairs the dimensions of a head.
+enum class RopeStyle : uint8_t {
+  kNormal,  // adjacent pairs (x[2i], x[2i+1]) (llama GGUFs, whose Q/K rows are permuted)
+  kNeox,    // halves (x[i], x[i + n_rot/2]) (qwen2, Hugging Face's rotate_half)
+};
+
+// Rotates the first n_rot dimensions of each of n_heads heads of one token.
+//   x: [n_heads, head_dim]; cos_sin: [n_rot/2][2] (cos, sin) of this token's angles.
+void Rope(RopeStyle style, float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+          const float* cos_sin);
+
+}  // namespace pier::engine::ops

@@ -1,0 +1,30 @@
+#include "engine/cpu_runner.h"
+
+#include <string>
+
+#include "engine/llama_model.h"
+#include "model/model_info.h"
+
+namespace pier::engine {
+
+Result<KvLayout> KvLayoutFor(const model::GgufFile& file, int64_t block_size) {
+  PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
+  if (block_size < 1) return InvalidArgumentError("KV block size must be positive");
+  KvLayout layout;
+  layout.n_layer = info.block_count;
+  layout.block_size = block_size;
+  layout.n_kv_head = info.head_count_kv;
+  layout.head_dim = info.head_dim;
+  return layout;
+}
+
+Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const model::GgufFile& file,
+                                                          const CpuRunnerOptions& options) {
+  PIER_ASSIGN_OR_RETURN(std::string_view arch, file.GetString("general.architecture"));
+  if (arch == "llama") return CreateLlamaRunner(file, options);
+  if (arch == "qwen2") return CreateQwen2Runner(file, options);
+  return UnsupportedError(file.path() + ": no CPU runner for architecture '" + std::string(arch) +
+                          "' (supported: llama, qwen2)");
+}
+
+}  // namespace pier::engine

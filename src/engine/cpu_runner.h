@@ -1,0 +1,47 @@
+// Creating a CPU model runner for a GGUF file.
+//
+// CreateCpuModelRunner reads `general.architecture` and builds the runner of that
+// architecture (llama_model.cpp for llama and SmolLM2, qwen2_model.cpp for
+// qwen2). Weights are used in place from the file's mapping and charged to the
+// governor as an external charge; the few small tensors (norm weights, biases)
+// are converted to f32 in a governor block; activations come from a workspace
+// block; K/V live in the caller's KvStore.
+//
+// Ownership: the runner borrows everything in CpuRunnerOptions and the GgufFile;
+// all must outlive it. Thread-safety: see model_runner.h.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "engine/kv_store.h"
+#include "engine/model_runner.h"
+#include "memory/memory_governor.h"
+#include "model/gguf_file.h"
+
+namespace pier {
+class ThreadPool;
+}
+
+namespace pier::engine {
+
+struct CpuRunnerOptions {
+  MemoryGovernor* governor = nullptr;
+  OwnerId weights_owner;    // the mapped weight bytes and converted small tensors
+  OwnerId workspace_owner;  // activations, kernel scratch and logits
+  KvStore* kv = nullptr;    // its layout must be KvLayoutFor(the model)
+  ThreadPool* pool = nullptr;
+};
+
+// The KV layout a model needs, with `block_size` positions per block. Errors as
+// ReadModelInfo's.
+[[nodiscard]] Result<KvLayout> KvLayoutFor(const model::GgufFile& file, int64_t block_size);
+
+// UNSUPPORTED for an architecture without a runner, a weight type without a CPU kernel or
+// unsupported RoPE scaling; NOT_FOUND / INVALID_ARGUMENT for missing or misshapen tensors;
+// INVALID_ARGUMENT when the KV store's layout does not fit the model; the governor's
+// refusal when memory is short.
+[[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(
+    const model::GgufFile& file, const CpuRunnerOptions& options);
+
+}  // namespace pier::engine

@@ -1,0 +1,35 @@
+#include "engine/kv_store.h"
+
+#include <cstring>
+#include <string>
+
+#include "common/check.h"
+
+namespace pier::engine {
+
+Result<std::unique_ptr<PooledKvStore>> PooledKvStore::Create(const KvLayout& layout,
+                                                             int64_t n_blocks,
+                                                             MemoryGovernor& governor,
+                                                             OwnerId owner) {
+  if (layout.n_layer < 1 || layout.block_size < 1 || layout.n_kv_head < 1 || layout.head_dim < 1) {
+    return InvalidArgumentError("KV store: every layout dimension must be positive");
+  }
+  if (n_blocks < 1 || n_blocks > (int64_t{1} << 31) - 1) {
+    return InvalidArgumentError("KV store: block count " + std::to_string(n_blocks) +
+                                " is out of range");
+  }
+  const size_t bytes = layout.bytes_per_block() * static_cast<size_t>(n_blocks);
+  MemoryResult<Block> memory = governor.Allocate(owner, bytes);
+  if (!memory.ok()) return memory.status();
+  // Zeroed so that an unwritten slot never holds NaNs from an earlier owner of the memory.
+  std::memset(memory->data(), 0, bytes);
+  return std::unique_ptr<PooledKvStore>(
+      new PooledKvStore(layout, n_blocks, std::move(memory).value()));
+}
+
+std::byte* PooledKvStore::BlockData(int32_t block) const {
+  PIER_CHECK(block >= 0 && block < n_blocks_, "KV block id out of range");
+  return memory_.as<std::byte>() + static_cast<size_t>(block) * layout().bytes_per_block();
+}
+
+}  // namespace pier::engine

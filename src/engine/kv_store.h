@@ -1,0 +1,89 @@
+// KvStore: the K/V of every cached position, in fixed-size blocks.
+//
+// A block holds `block_size` consecutive positions of one sequence for every
+// layer. Its bytes are laid out as
+//   [n_layer][2 (K, V)][block_size][n_kv_head][head_dim] f32
+// so one layer's K (or V) seen across blocks is
+//   [n_blocks][block_size][n_kv_head][head_dim] with a block stride of bytes_per_block,
+// and a whole block is one contiguous range (a unit to copy, swap or hand back).
+// Sequences reach their blocks through block tables (see batch.h); the store
+// knows nothing about sequences. How blocks are allocated is the caller's
+// policy: KvStore only maps a block id to its memory.
+//
+// Ownership: PooledKvStore owns one memory-governor block holding all its KV
+// blocks. Thread-safety: the store hands out raw pointers; the engine thread
+// owns it and orders reads and writes (one Step at a time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "memory/memory_governor.h"
+
+namespace pier::engine {
+
+struct KvLayout {
+  int64_t n_layer = 0;
+  int64_t block_size = 16;  // positions per block
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
+
+  // Floats of one position of one layer's K (or V): n_kv_head * head_dim.
+  int64_t row_floats() const { return n_kv_head * head_dim; }
+  // Floats of one layer's K (or V) in one block.
+  int64_t plane_floats() const { return block_size * row_floats(); }
+  size_t bytes_per_block() const {
+    return static_cast<size_t>(n_layer) * 2 * static_cast<size_t>(plane_floats()) * sizeof(float);
+  }
+  friend bool operator==(const KvLayout&, const KvLayout&) = default;
+};
+
+class KvStore {
+ public:
+  explicit KvStore(KvLayout layout) : layout_(layout) {}
+  virtual ~KvStore() = default;
+  KvStore(const KvStore&) = delete;
+  KvStore& operator=(const KvStore&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  virtual int64_t num_blocks() const = 0;
+
+  // Start of block `block` (0 <= block < num_blocks()): bytes_per_block() bytes.
+  virtual std::byte* BlockData(int32_t block) const = 0;
+
+  // K (V) of layer `layer` in block `block`: [block_size][n_kv_head][head_dim].
+  float* Keys(int64_t layer, int32_t block) const {
+    return reinterpret_cast<float*>(BlockData(block)) + (2 * layer) * layout_.plane_floats();
+  }
+  float* Values(int64_t layer, int32_t block) const {
+    return reinterpret_cast<float*>(BlockData(block)) + (2 * layer + 1) * layout_.plane_floats();
+  }
+
+ private:
+  KvLayout layout_;
+};
+
+// The simple store: `n_blocks` blocks in one block of the governor's pool, charged to `owner`.
+class PooledKvStore final : public KvStore {
+ public:
+  // INVALID_ARGUMENT for a bad layout or n_blocks < 1; the governor's refusal (with its
+  // numbers) when the memory is not available.
+  [[nodiscard]] static Result<std::unique_ptr<PooledKvStore>> Create(const KvLayout& layout,
+                                                                     int64_t n_blocks,
+                                                                     MemoryGovernor& governor,
+                                                                     OwnerId owner);
+
+  int64_t num_blocks() const override { return n_blocks_; }
+  std::byte* BlockData(int32_t block) const override;
+
+ private:
+  PooledKvStore(const KvLayout& layout, int64_t n_blocks, Block memory)
+      : KvStore(layout), n_blocks_(n_blocks), memory_(std::move(memory)) {}
+
+  int64_t n_blocks_;
+  Block memory_;  // [n_blocks][bytes_per_block]
+};
+
+}  // namespace pier::engine

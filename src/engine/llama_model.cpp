@@ -1,0 +1,452 @@
+#include "engine/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/thread_pool.h"
+#include "engine/paged_attention.h"
+#include "engine/workspace.h"
+#include "kernels/cpu/matmul.h"
+#include "model/model_info.h"
+#include "tensor/dequantize.h"
+
+namespace pier::engine {
+namespace {
+
+using kernels::WeightMatrix;
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  WeightMatrix wq, wk, wv, wo;  // [n_head*hd, n_embd], [n_kv*hd, n_embd] x2, [n_embd, n_head*hd]
+  const float* bq = nullptr;    // [n_head*hd] or null
+  const float* bk = nullptr;    // [n_kv*hd] or null
+  const float* bv = nullptr;    // [n_kv*hd] or null
+  const float* ffn_norm = nullptr;  // [n_embd]
+  WeightMatrix gate, up, down;      // [n_ff, n_embd] x2, [n_embd, n_ff]
+};
+
+struct Hyper {
+  int64_t n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_kv = 0, hd = 0, n_rot = 0;
+  int64_t n_vocab = 0, n_ctx = 0;
+  float eps = 0;
+};
+
+// Offsets of one step's buffers in the workspace.
+struct StepBuffers {
+  size_t x, h, q, k, v, attn, gate, up, cos_sin, att_scratch, mm_scratch, out_x, logits;
+  size_t mm_scratch_bytes = 0;
+  int64_t att_slots = 0;
+};
+
+class LlamaRunner final : public ModelRunner {
+ public:
+  LlamaRunner(const model::GgufFile& file, const LlamaVariant& variant,
+              const CpuRunnerOptions& options)
+      : file_(file),
+        variant_(variant),
+        options_(options),
+        workspace_(*options.governor, options.workspace_owner) {}
+
+  Status Init();
+  const ModelShape& shape() const override { return shape_; }
+  Result<StepOutput> Step(const Batch& batch) override;
+
+ private:
+  // A 2-D weight [rows, cols] by name; checks shape and that MatMul has a kernel for it.
+  Result<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
+  Status ValidateBatch(const Batch& batch, int64_t* n_tokens, int64_t* max_context) const;
+  Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+                const StepBuffers& b);
+  // Runs `fn(t)` for every t < n on the pool.
+  void ForEachRow(int64_t n, const std::function<void(int64_t)>& fn);
+
+  const model::GgufFile& file_;
+  const LlamaVariant variant_;
+  const CpuRunnerOptions options_;
+  Hyper hp_;
+  ModelShape shape_;
+  std::vector<LayerWeights> layers_;
+  const model::GgufTensorInfo* token_embd_ = nullptr;  // [n_vocab, n_embd], any dequantizable type
+  WeightMatrix output_;                                // [n_vocab, n_embd]
+  const float* output_norm_ = nullptr;                 // [n_embd]
+  std::vector<double> inv_freq_;                       // [n_rot/2] angle per position
+  ExternalCharge weights_charge_;                      // the mapped weights
+  Block small_weights_;  // f32 copies of norms, biases: [sum of their sizes]
+  Workspace workspace_;
+};
+
+Result<WeightMatrix> LlamaRunner::Matrix(const std::string& name, int64_t rows, int64_t cols) {
+  const model::GgufTensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) return NotFoundError(file_.path() + ": tensor '" + name + "' is missing");
+  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+    return InvalidArgumentError(file_.path() + ": tensor '" + name + "' should be [" +
+                                std::to_string(cols) + ", " + std::to_string(rows) +
+                                "] (ggml order)");
+  }
+  WeightMatrix w{t->type, rows, cols, t->data, *RowBytes(t->type, cols)};
+  // A zero-token product checks the type and shape without touching memory.
+  Status supported = kernels::MatMul(w, nullptr, 0, nullptr, rows, {}, *options_.pool);
+  if (!supported.ok()) {
+    return supported.WithContext(file_.path() + ": tensor '" + name + "'");
+  }
+  return w;
+}
+
+Status LlamaRunner::Init() {
+  PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file_));
+  hp_.n_embd = info.embedding_length;
+  hp_.n_layer = info.block_count;
+  hp_.n_ff = info.feed_forward_length;
+  hp_.n_head = info.head_count;
+  hp_.n_kv = info.head_count_kv;
+  hp_.hd = info.head_dim;
+  hp_.n_rot = info.rope_dimension_count;
+  hp_.n_ctx = info.context_length;
+  hp_.eps = static_cast<float>(info.rms_norm_eps);
+  if (hp_.n_rot % 2 != 0 || hp_.n_rot > hp_.hd) {
+    return InvalidArgumentError(file_.path() + ": RoPE dimension count " +
+                                std::to_string(hp_.n_rot) + " must be even and <= head size");
+  }
+
+  token_embd_ = file_.FindTensor("token_embd.weight");
+  if (token_embd_ == nullptr || token_embd_->dims.size() != 2 ||
+      token_embd_->dims[0] != hp_.n_embd) {
+    return InvalidArgumentError(file_.path() + ": token_embd.weight missing or not [n_embd, *]");
+  }
+  if (!CanDequantize(token_embd_->type)) {
+    return UnsupportedError(file_.path() + ": token_embd.weight has unsupported type " +
+                            std::string(DTypeName(token_embd_->type)));
+  }
+  hp_.n_vocab = token_embd_->dims[1];
+  const bool tied = file_.FindTensor("output.weight") == nullptr;
+  PIER_ASSIGN_OR_RETURN(
+      output_, Matrix(tied ? "token_embd.weight" : "output.weight", hp_.n_vocab, hp_.n_embd));
+
+  // RoPE: angle(pos, i) = pos * freq_scale * base^(-2i/n_rot) / freq_factor[i].
+  double freq_scale = 1.0;
+  if (info.rope_scaling) {
+    if (info.rope_scaling->type != "linear") {
+      return UnsupportedError(file_.path() + ": RoPE scaling '" + info.rope_scaling->type +
+                              "' is not supported (linear is)");
+    }
+    if (!(info.rope_scaling->factor > 0)) {
+      return InvalidArgumentError(file_.path() + ": RoPE scaling factor must be positive");
+    }
+    freq_scale = 1.0 / info.rope_scaling->factor;
+  }
+
+  // Small tensors: norms, biases, RoPE frequency factors, copied to f32 in one block.
+  struct SmallTensor {
+    const model::GgufTensorInfo* tensor;
+    const float** target;
+  };
+  std::vector<SmallTensor> small;
+  auto vec = [&](const std::string& name, int64_t n, bool required,
+                 const float** target) -> Status {
+    const model::GgufTensorInfo* t = file_.FindTensor(name);
+    if (t == nullptr) {
+      if (!required) return Status::Ok();
+      return NotFoundError(file_.path() + ": tensor '" + name + "' is missing");
+    }
+    if (t->element_count != n || t->row_count() != 1) {
+      return InvalidArgumentError(file_.path() + ": tensor '" + name + "' should have " +
+                                  std::to_string(n) + " elements in one row");
+    }
+    if (!CanDequantize(t->type)) {
+      return UnsupportedError(file_.path() + ": tensor '" + name + "' has unsupported type " +
+                              std::string(DTypeName(t->type)));
+    }
+    small.push_back({t, target});
+    return Status::Ok();
+  };
+
+  const int64_t q_dim = hp_.n_head * hp_.hd, kv_dim = hp_.n_kv * hp_.hd;
+  layers_.resize(hp_.n_layer);
+  for (int64_t il = 0; il < hp_.n_layer; ++il) {
+    LayerWeights& l = layers_[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    PIER_RETURN_IF_ERROR(vec(p + "attn_norm.weight", hp_.n_embd, true, &l.attn_norm));
+    PIER_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", hp_.n_embd, true, &l.ffn_norm));
+    PIER_RETURN_IF_ERROR(vec(p + "attn_q.bias", q_dim, variant_.qkv_bias, &l.bq));
+    PIER_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv_dim, variant_.qkv_bias, &l.bk));
+    PIER_RETURN_IF_ERROR(vec(p + "attn_v.bias", kv_dim, variant_.qkv_bias, &l.bv));
+    PIER_ASSIGN_OR_RETURN(l.wq, Matrix(p + "attn_q.weight", q_dim, hp_.n_embd));
+    PIER_ASSIGN_OR_RETURN(l.wk, Matrix(p + "attn_k.weight", kv_dim, hp_.n_embd));
+    PIER_ASSIGN_OR_RETURN(l.wv, Matrix(p + "attn_v.weight", kv_dim, hp_.n_embd));
+    PIER_ASSIGN_OR_RETURN(l.wo, Matrix(p + "attn_output.weight", hp_.n_embd, q_dim));
+    PIER_ASSIGN_OR_RETURN(l.gate, Matrix(p + "ffn_gate.weight", hp_.n_ff, hp_.n_embd));
+    PIER_ASSIGN_OR_RETURN(l.up, Matrix(p + "ffn_up.weight", hp_.n_ff, hp_.n_embd));
+    PIER_ASSIGN_OR_RETURN(l.down, Matrix(p + "ffn_down.weight", hp_.n_embd, hp_.n_ff));
+  }
+  PIER_RETURN_IF_ERROR(vec("output_norm.weight", hp_.n_embd, true, &output_norm_));
+  const float* freq_factors = nullptr;
+  PIER_RETURN_IF_ERROR(vec("rope_freqs.weight", hp_.n_rot / 2, false, &freq_factors));
+
+  int64_t small_floats = 0;
+  for (const SmallTensor& s : small) small_floats += s.tensor->element_count;
+  MemoryResult<Block> block = options_.governor->Allocate(
+      options_.weights_owner, static_cast<size_t>(std::max<int64_t>(small_floats, 1)) * 4);
+  if (!block.ok()) return block.status();
+  small_weights_ = std::move(block).value();
+  float* dst = small_weights_.as<float>();
+  for (const SmallTensor& s : small) {
+    PIER_RETURN_IF_ERROR(
+        DequantizeRow(s.tensor->type, s.tensor->data, dst, s.tensor->element_count));
+    *s.target = dst;
+    dst += s.tensor->element_count;
+  }
+
+  inv_freq_.resize(hp_.n_rot / 2);
+  for (int64_t i = 0; i < hp_.n_rot / 2; ++i) {
+    inv_freq_[i] = freq_scale * std::pow(info.rope_freq_base, -2.0 * static_cast<double>(i) /
+                                                                  static_cast<double>(hp_.n_rot));
+    if (freq_factors != nullptr) inv_freq_[i] /= static_cast<double>(freq_factors[i]);
+  }
+
+  MemoryResult<ExternalCharge> charge =
+      options_.governor->ChargeExternal(options_.weights_owner, info.weight_bytes);
+  if (!charge.ok()) return charge.status();
+  weights_charge_ = std::move(charge).value();
+
+  shape_.n_vocab = hp_.n_vocab;
+  shape_.n_embd = hp_.n_embd;
+  shape_.context_length = hp_.n_ctx;
+  shape_.kv.n_layer = hp_.n_layer;
+  shape_.kv.n_kv_head = hp_.n_kv;
+  shape_.kv.head_dim = hp_.hd;
+  shape_.kv.block_size = options_.kv->layout().block_size;
+  if (!(options_.kv->layout() == shape_.kv)) {
+    return InvalidArgumentError(file_.path() +
+                                ": the KV store's layout does not match the model (layers, "
+                                "K/V heads, head size)");
+  }
+  return Status::Ok();
+}
+
+Status LlamaRunner::ValidateBatch(const Batch& batch, int64_t* n_tokens,
+                                  int64_t* max_context) const {
+  *n_tokens = 0;
+  *max_context = 0;
+  const int64_t bs = shape_.kv.block_size;
+  const int64_t n_blocks = options_.kv->num_blocks();
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSpan& seq = batch.sequences[s];
+    const std::string where =
+        "batch sequence " + std::to_string(s) + " (id " + std::to_string(seq.sequence_id) + "): ";
+    if (seq.tokens.empty()) return InvalidArgumentError(where + "no tokens");
+    if (seq.first_position < 0) return InvalidArgumentError(where + "negative position");
+    const int64_t end = seq.first_position + static_cast<int64_t>(seq.tokens.size());
+    if (end > hp_.n_ctx) {
+      return InvalidArgumentError(where + "position " + std::to_string(end - 1) +
+                                  " is past the model's context length " +
+                                  std::to_string(hp_.n_ctx));
+    }
+    for (int32_t id : seq.tokens) {
+      if (id < 0 || id >= hp_.n_vocab) {
+        return InvalidArgumentError(where + "token id " + std::to_string(id) +
+                                    " is outside the vocabulary of " + std::to_string(hp_.n_vocab));
+      }
+    }
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
+      return InvalidArgumentError(where + "block table has " +
+                                  std::to_string(seq.block_table.size()) + " blocks, needs " +
+                                  std::to_string(blocks_needed));
+    }
+    for (int64_t i = 0; i < blocks_needed; ++i) {
+      if (seq.block_table[i] < 0 || seq.block_table[i] >= n_blocks) {
+        return InvalidArgumentError(where + "block id " + std::to_string(seq.block_table[i]) +
+                                    " is not in the KV store of " + std::to_string(n_blocks) +
+                                    " blocks");
+      }
+    }
+    *n_tokens += static_cast<int64_t>(seq.tokens.size());
+    *max_context = std::max(*max_context, end);
+  }
+  return Status::Ok();
+}
+
+void LlamaRunner::ForEachRow(int64_t n, const std::function<void(int64_t)>& fn) {
+  options_.pool->ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) fn(t);
+  });
+}
+
+Status LlamaRunner::MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+                           const StepBuffers& b) {
+  return kernels::MatMul(
+      w, x, n_tokens, y, w.n_rows,
+      std::span<std::byte>(workspace_.At<std::byte>(b.mm_scratch), b.mm_scratch_bytes),
+      *options_.pool);
+}
+
+Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
+  int64_t n_tok = 0, max_context = 0;
+  PIER_RETURN_IF_ERROR(ValidateBatch(batch, &n_tok, &max_context));
+  StepOutput output;
+  output.n_vocab = hp_.n_vocab;
+  if (n_tok == 0) return output;
+
+  // Token rows, their positions, attention spans and the rows that produce logits.
+  std::vector<int64_t> positions(n_tok);  // [T]
+  std::vector<int32_t> ids(n_tok);        // [T]
+  std::vector<AttentionSpan> spans(batch.sequences.size());
+  std::vector<int64_t> logit_rows;  // [R] rows of x whose logits are wanted
+  int64_t row = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSpan& seq = batch.sequences[s];
+    const int64_t n = static_cast<int64_t>(seq.tokens.size());
+    spans[s] = {seq.block_table.data(), seq.first_position, n, row};
+    for (int64_t i = 0; i < n; ++i) {
+      positions[row + i] = seq.first_position + i;
+      ids[row + i] = seq.tokens[i];
+      if (seq.logits == LogitsWanted::kAll || (seq.logits == LogitsWanted::kLast && i == n - 1)) {
+        logit_rows.push_back(row + i);
+        output.rows.push_back({static_cast<int32_t>(s), seq.first_position + i});
+      }
+    }
+    row += n;
+  }
+  const int64_t n_out = static_cast<int64_t>(logit_rows.size());
+
+  const int64_t E = hp_.n_embd, q_dim = hp_.n_head * hp_.hd, kv_dim = hp_.n_kv * hp_.hd;
+  const int64_t half_rot = hp_.n_rot / 2;
+  StepBuffers b;
+  WorkspacePlan plan;
+  b.x = plan.Add<float>(n_tok * E);                   // [T, n_embd] residual stream
+  b.h = plan.Add<float>(n_tok * E);                   // [T, n_embd] normed / projected
+  b.q = plan.Add<float>(n_tok * q_dim);               // [T, n_head, hd]
+  b.k = plan.Add<float>(n_tok * kv_dim);              // [T, n_kv, hd]
+  b.v = plan.Add<float>(n_tok * kv_dim);              // [T, n_kv, hd]
+  b.attn = plan.Add<float>(n_tok * q_dim);            // [T, n_head, hd]
+  b.gate = plan.Add<float>(n_tok * hp_.n_ff);         // [T, n_ff]
+  b.up = plan.Add<float>(n_tok * hp_.n_ff);           // [T, n_ff]
+  b.cos_sin = plan.Add<float>(n_tok * half_rot * 2);  // [T, n_rot/2, 2]
+  b.att_slots = 4 * options_.pool->num_threads();
+  b.att_scratch =
+      plan.Add<float>(PagedAttentionScratchFloats(shape_.kv, hp_.n_head, max_context, b.att_slots));
+  b.mm_scratch_bytes = 0;
+  for (const LayerWeights& l : layers_) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) {
+      b.mm_scratch_bytes = std::max(b.mm_scratch_bytes, kernels::MatMulScratchBytes(*w, n_tok));
+    }
+  }
+  b.mm_scratch_bytes = std::max(b.mm_scratch_bytes, kernels::MatMulScratchBytes(output_, n_out));
+  b.mm_scratch = plan.Add<std::byte>(static_cast<int64_t>(b.mm_scratch_bytes));
+  b.out_x = plan.Add<float>(n_out * E);             // [R, n_embd]
+  b.logits = plan.Add<float>(n_out * hp_.n_vocab);  // [R, n_vocab]
+  PIER_RETURN_IF_ERROR(workspace_.Reserve(plan.bytes()));
+
+  float* x = workspace_.At<float>(b.x);
+  float* h = workspace_.At<float>(b.h);
+  float* q = workspace_.At<float>(b.q);
+  float* k = workspace_.At<float>(b.k);
+  float* v = workspace_.At<float>(b.v);
+  float* attn = workspace_.At<float>(b.attn);
+  float* gate = workspace_.At<float>(b.gate);
+  float* up = workspace_.At<float>(b.up);
+  float* cos_sin = workspace_.At<float>(b.cos_sin);
+  float* att_scratch = workspace_.At<float>(b.att_scratch);
+  float* out_x = workspace_.At<float>(b.out_x);
+  float* logits = workspace_.At<float>(b.logits);
+
+  // Embeddings and RoPE angles, per token.
+  const size_t embd_row_bytes = *RowBytes(token_embd_->type, E);
+  Status embd_status;
+  ForEachRow(n_tok, [&](int64_t t) {
+    Status s = DequantizeRow(token_embd_->type,
+                             token_embd_->data + static_cast<size_t>(ids[t]) * embd_row_bytes,
+                             x + t * E, E);
+    PIER_CHECK(s.ok(), "token embedding: " + s.ToString());
+    float* cs = cos_sin + t * half_rot * 2;
+    for (int64_t i = 0; i < half_rot; ++i) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq_[i];
+      cs[2 * i] = static_cast<float>(std::cos(angle));
+      cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+    }
+  });
+
+  const int64_t bs = shape_.kv.block_size;
+  KvStore& kv = *options_.kv;
+  for (int64_t il = 0; il < hp_.n_layer; ++il) {
+    const LayerWeights& l = layers_[il];
+    // Attention block.
+    ForEachRow(n_tok,
+               [&](int64_t t) { ops::RmsNorm(x + t * E, l.attn_norm, E, hp_.eps, h + t * E); });
+    PIER_RETURN_IF_ERROR(MatMul(l.wq, h, n_tok, q, b));
+    PIER_RETURN_IF_ERROR(MatMul(l.wk, h, n_tok, k, b));
+    PIER_RETURN_IF_ERROR(MatMul(l.wv, h, n_tok, v, b));
+    ForEachRow(n_tok, [&](int64_t t) {
+      float* qt = q + t * q_dim;
+      float* kt = k + t * kv_dim;
+      float* vt = v + t * kv_dim;
+      if (l.bq != nullptr) ops::Add(l.bq, q_dim, qt);
+      if (l.bk != nullptr) ops::Add(l.bk, kv_dim, kt);
+      if (l.bv != nullptr) ops::Add(l.bv, kv_dim, vt);
+      const float* cs = cos_sin + t * half_rot * 2;
+      ops::Rope(variant_.rope_style, qt, hp_.n_head, hp_.hd, hp_.n_rot, cs);
+      ops::Rope(variant_.rope_style, kt, hp_.n_kv, hp_.hd, hp_.n_rot, cs);
+    });
+    // K/V of this step's tokens into their blocks, before any token attends.
+    for (const AttentionSpan& span : spans) {
+      for (int64_t i = 0; i < span.n_tokens; ++i) {
+        const int64_t pos = span.first_position + i;
+        const int32_t block = span.block_table[pos / bs];
+        const int64_t slot = pos % bs;
+        std::memcpy(kv.Keys(il, block) + slot * kv_dim, k + (span.first_row + i) * kv_dim,
+                    kv_dim * sizeof(float));
+        std::memcpy(kv.Values(il, block) + slot * kv_dim, v + (span.first_row + i) * kv_dim,
+                    kv_dim * sizeof(float));
+      }
+    }
+    PagedAttention(kv, il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
+                   *options_.pool);
+    PIER_RETURN_IF_ERROR(MatMul(l.wo, attn, n_tok, h, b));
+    ForEachRow(n_tok, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
+
+    // Feed-forward block (SwiGLU).
+    ForEachRow(n_tok,
+               [&](int64_t t) { ops::RmsNorm(x + t * E, l.ffn_norm, E, hp_.eps, h + t * E); });
+    PIER_RETURN_IF_ERROR(MatMul(l.gate, h, n_tok, gate, b));
+    PIER_RETURN_IF_ERROR(MatMul(l.up, h, n_tok, up, b));
+    ForEachRow(n_tok,
+               [&](int64_t t) { ops::SiluMul(gate + t * hp_.n_ff, up + t * hp_.n_ff, hp_.n_ff); });
+    PIER_RETURN_IF_ERROR(MatMul(l.down, gate, n_tok, h, b));
+    ForEachRow(n_tok, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
+  }
+
+  // Output head, only for the rows that want logits.
+  if (n_out > 0) {
+    ForEachRow(n_out, [&](int64_t r) {
+      ops::RmsNorm(x + logit_rows[r] * E, output_norm_, E, hp_.eps, out_x + r * E);
+    });
+    PIER_RETURN_IF_ERROR(MatMul(output_, out_x, n_out, logits, b));
+  }
+  output.logits = std::span<const float>(logits, static_cast<size_t>(n_out * hp_.n_vocab));
+  return output;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ModelRunner>> CreateLlamaFamilyRunner(const model::GgufFile& file,
+                                                             const LlamaVariant& variant,
+                                                             const CpuRunnerOptions& options) {
+  if (options.governor == nullptr || options.kv == nullptr || options.pool == nullptr) {
+    return InvalidArgumentError("CPU runner: governor, KV store and thread pool are required");
+  }
+  auto runner = std::make_unique<LlamaRunner>(file, variant, options);
+  PIER_RETURN_IF_ERROR(runner->Init());
+  return std::unique_ptr<ModelRunner>(std::move(runner));
+}
+
+Result<std::unique_ptr<ModelRunner>> CreateLlamaRunner(const model::GgufFile& file,
+                                                       const CpuRunnerOptions& options) {
+  return CreateLlamaFamilyRunner(file, LlamaVariant{}, options);
+}
+
+}  // namespace pier::engine
