@@ -142,9 +142,11 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   PIER_CHECK(!s.busy.exchange(true, std::memory_order_acquire),
              "ThreadPool::ParallelFor called from two threads at once (or from inside itself)");
 
-  // One chunk per thread (rounded up to min_chunk): kernels here are balanced, and
-  // contiguous ranges keep each thread's weight rows together.
-  const int64_t chunk = std::max(min_chunk, (n + threads - 1) / threads);
+  // A few contiguous chunks per thread, claimed dynamically: when another process
+  // takes a core for a while, the other threads pick up its share.
+  constexpr int64_t kChunksPerThread = 4;
+  const int64_t chunk =
+      std::max(min_chunk, (n + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
   const int64_t num_chunks = (n + chunk - 1) / chunk;
   PIER_CHECK(num_chunks < (int64_t{1} << 31), "too many chunks");
   s.fn = &fn;
