@@ -1,0 +1,227 @@
+// Batch invariance on the default model: a token's logits (and the K/V it
+// writes) are bitwise identical whatever batch it runs in, however its prompt
+// is chunked, and whether the K/V it reads came from a prefill or from decoding.
+//
+// The prompt is ~300 tokens (the fixture's prompts, concatenated). Its one-step
+// prefill is the reference. Chunkings: several whole-prompt chunkings (chunk
+// size 1 is decoding one token at a time), then chunk sizes 1..64 (all) and up
+// to 300 (sampled) at random split points: the K/V before the split are copied from
+// the reference run (so only the chunk itself is computed), and the chunk's
+// logits and the K/V it writes must equal the reference's bits. Batches: a
+// chunk of the prompt in batches of 2..64 with other sequences (prompt pieces
+// and decode tokens at other positions, in other blocks).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/local_model.h"
+
+namespace pier::engine {
+namespace {
+
+constexpr int64_t kPromptTokens = 300;
+constexpr int64_t kBlock = 16;
+constexpr int64_t kPromptBlocks = (kPromptTokens + kBlock - 1) / kBlock;  // 19
+
+std::vector<int32_t> Prompt() {
+  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
+  const nlohmann::json fixture = nlohmann::json::parse(in);
+  std::vector<int32_t> tokens;
+  while (static_cast<int64_t>(tokens.size()) < kPromptTokens) {
+    for (const auto& p : fixture["prompts"]) {
+      for (int32_t id : p["ids"].get<std::vector<int32_t>>()) tokens.push_back(id);
+    }
+  }
+  tokens.resize(kPromptTokens);
+  return tokens;
+}
+
+std::vector<int32_t> Range(int32_t first, int64_t n) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+class BatchInvarianceTest : public ::testing::Test {
+ protected:
+  // Blocks [0, 19): the reference prompt. [19, 38): chunk scratch. [38, ...): companions.
+  static constexpr int32_t kReferenceBlock = 0;
+  static constexpr int32_t kScratchBlock = kPromptBlocks;
+  static constexpr int32_t kCompanionBlock = 2 * kPromptBlocks;
+
+  static void SetUpTestSuite() {
+    LocalModelOptions options;
+    options.path = PIER_DEFAULT_MODEL_PATH;
+    options.threads = 2;
+    options.block_size = kBlock;
+    options.kv_tokens = (kCompanionBlock + 64 * 2) * kBlock;
+    auto model = LocalModel::Open(options);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = std::move(model).value().release();
+    prompt_ = new std::vector<int32_t>(Prompt());
+    const auto start = std::chrono::steady_clock::now();
+    SequenceSpan span;
+    span.tokens = *prompt_;
+    span.block_table = Range(kReferenceBlock, kPromptBlocks);
+    span.logits = LogitsWanted::kAll;
+    auto out = model_->runner().Step(Batch{{span}});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    reference_ = new std::vector<float>(out->logits.begin(), out->logits.end());
+    std::printf("reference prefill of %lld tokens: %.2f s\n", static_cast<long long>(kPromptTokens),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete prompt_;
+    delete reference_;
+  }
+
+  static int64_t n_vocab() { return model_->runner().shape().n_vocab; }
+  static std::span<const float> ReferenceRows(int64_t first, int64_t n) {
+    return std::span<const float>(*reference_).subspan(first * n_vocab(), n * n_vocab());
+  }
+
+  // Copies positions [0, n) of the reference run's K/V into the scratch blocks.
+  static void CopyReferencePrefix(int64_t n) {
+    KvStore& kv = model_->kv();
+    const size_t bytes = kv.layout().bytes_per_block();
+    for (int64_t b = 0; b * kBlock < n; ++b) {
+      std::memcpy(kv.BlockData(kScratchBlock + b), kv.BlockData(kReferenceBlock + b), bytes);
+    }
+  }
+
+  // Whether positions [first, first + n) of the scratch blocks hold the reference's K/V bits.
+  static bool ScratchKvMatchesReference(int64_t first, int64_t n) {
+    const KvStore& kv = model_->kv();
+    const KvLayout& l = kv.layout();
+    const size_t row = l.row_floats() * sizeof(float);
+    for (int64_t layer = 0; layer < l.n_layer; ++layer) {
+      for (int64_t p = first; p < first + n; ++p) {
+        const int32_t b = static_cast<int32_t>(p / kBlock);
+        const int64_t off = (p % kBlock) * l.row_floats();
+        if (std::memcmp(kv.Keys(layer, kScratchBlock + b) + off,
+                        kv.Keys(layer, kReferenceBlock + b) + off, row) != 0 ||
+            std::memcmp(kv.Values(layer, kScratchBlock + b) + off,
+                        kv.Values(layer, kReferenceBlock + b) + off, row) != 0) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Runs prompt positions [first, first + n) as one span in the scratch blocks.
+  static SequenceSpan Chunk(int64_t first, int64_t n, LogitsWanted logits) {
+    SequenceSpan span;
+    span.sequence_id = 1;
+    span.tokens.assign(prompt_->begin() + first, prompt_->begin() + first + n);
+    span.first_position = first;
+    span.block_table = Range(kScratchBlock, kPromptBlocks);
+    span.logits = logits;
+    return span;
+  }
+
+  static bool SameBits(std::span<const float> a, std::span<const float> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  }
+
+  static LocalModel* model_;
+  static std::vector<int32_t>* prompt_;
+  static std::vector<float>* reference_;  // [kPromptTokens, n_vocab]
+};
+LocalModel* BatchInvarianceTest::model_ = nullptr;
+std::vector<int32_t>* BatchInvarianceTest::prompt_ = nullptr;
+std::vector<float>* BatchInvarianceTest::reference_ = nullptr;
+
+TEST_F(BatchInvarianceTest, WholePromptChunkingsGiveIdenticalLogits) {
+  // Chunk size 1 is decoding one token at a time, each reading K/V written by earlier steps.
+  for (int64_t c : {1, 3, 16, 17, 100}) {
+    int mismatches = 0;
+    for (int64_t first = 0; first < kPromptTokens; first += c) {
+      const int64_t n = std::min(c, kPromptTokens - first);
+      auto out = model_->runner().Step(Batch{{Chunk(first, n, LogitsWanted::kAll)}});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      if (!SameBits(out->logits, ReferenceRows(first, n))) ++mismatches;
+    }
+    EXPECT_EQ(mismatches, 0) << "chunk size " << c;
+    EXPECT_TRUE(ScratchKvMatchesReference(0, kPromptTokens)) << "chunk size " << c;
+  }
+}
+
+TEST_F(BatchInvarianceTest, EveryChunkSizeAtSampledSplitsGivesIdenticalBits) {
+  // Every chunk size 1..64 at two random split points; above 64, every 16th size and the
+  // largest (one split each): all sizes would cost 45,000 tokens, too slow for a test.
+  std::mt19937 rng(17);
+  int checked = 0;
+  for (int64_t c = 1; c <= kPromptTokens; ++c) {
+    if (c > 64 && c % 16 != 0 && c != kPromptTokens) continue;
+    const int splits = c <= 64 ? 2 : 1;
+    for (int i = 0; i < splits; ++i) {
+      const int64_t first = rng() % (kPromptTokens - c + 1);
+      CopyReferencePrefix(first);
+      auto out = model_->runner().Step(Batch{{Chunk(first, c, LogitsWanted::kLast)}});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      EXPECT_TRUE(SameBits(out->logits, ReferenceRows(first + c - 1, 1)))
+          << "chunk of " << c << " at " << first;
+      EXPECT_TRUE(ScratchKvMatchesReference(first, c)) << "chunk of " << c << " at " << first;
+      ++checked;
+    }
+  }
+  std::printf("%d chunks checked\n", checked);
+}
+
+TEST_F(BatchInvarianceTest, CompanySequencesDoNotChangeBits) {
+  // The target: prompt positions [200, 208) with logits at every position, after a prefix
+  // copied from the reference. Companions: spans of 1..6 tokens (mostly single decode
+  // tokens) at random positions, each writing its own blocks and reading the reference's.
+  const int64_t first = 200, n = 8;
+  std::mt19937 rng(23);
+  for (int b = 2; b <= 64; ++b) {
+    CopyReferencePrefix(first);
+    Batch batch;
+    const int target_index = static_cast<int>(rng() % b);
+    for (int s = 0; s < b; ++s) {
+      if (s == target_index) {
+        batch.sequences.push_back(Chunk(first, n, LogitsWanted::kAll));
+        continue;
+      }
+      SequenceSpan other;
+      other.sequence_id = 100 + s;
+      const int64_t len = rng() % 4 == 0 ? 1 + rng() % 6 : 1;
+      const int64_t pos = rng() % (kPromptTokens - len);
+      for (int64_t i = 0; i < len; ++i) other.tokens.push_back((*prompt_)[rng() % kPromptTokens]);
+      other.first_position = pos;
+      other.block_table = Range(kReferenceBlock, kPromptBlocks);
+      // The blocks this span writes are its own; earlier ones are read from the reference.
+      const int32_t own = kCompanionBlock + 2 * (s % 64);
+      other.block_table[pos / kBlock] = own;
+      if ((pos + len - 1) / kBlock != pos / kBlock) {
+        other.block_table[(pos + len - 1) / kBlock] = own + 1;
+      }
+      other.logits = static_cast<LogitsWanted>(rng() % 3);
+      batch.sequences.push_back(std::move(other));
+    }
+    auto out = model_->runner().Step(batch);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<float> got;
+    for (size_t r = 0; r < out->rows.size(); ++r) {
+      if (out->rows[r].sequence_index == target_index) {
+        got.insert(got.end(), out->Row(r).begin(), out->Row(r).end());
+      }
+    }
+    EXPECT_TRUE(SameBits(got, ReferenceRows(first, n)))
+        << "batch of " << b << ", target at " << target_index;
+    EXPECT_TRUE(ScratchKvMatchesReference(first, n)) << "batch of " << b;
+  }
+}
+
+}  // namespace
+}  // namespace pier::engine
