@@ -97,6 +97,21 @@ TEST(CliErrorsTest, InvalidUtf8IsRefused) {
   EXPECT_THAT(result.output, HasSubstr("UTF-8"));
 }
 
+TEST(DevicesCliTest, ReportsCpuCapacityAndWhyCudaIsOrIsNotUsed) {
+  CommandResult result = RunPier("devices --json");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json got = nlohmann::json::parse(result.output);
+  EXPECT_GT(got["cpu"]["capacity_bytes"].get<uint64_t>(), 0u);
+  EXPECT_LE(got["cpu"]["capacity_bytes"].get<uint64_t>(),
+            got["cpu"]["mem_total_bytes"].get<uint64_t>());
+  const std::string availability = got["cuda"]["availability"];
+  if (availability == "usable") {
+    EXPECT_GT(got["cuda"]["devices"].get<int>(), 0);
+  } else {
+    EXPECT_FALSE(got["cuda"]["reason"].get<std::string>().empty()) << availability;
+  }
+}
+
 TEST(CliErrorsTest, UnknownSubcommandFails) {
   CommandResult result = RunPier("frobnicate", /*merge_stderr=*/true);
   EXPECT_NE(result.exit_code, 0);

@@ -1,0 +1,66 @@
+// `pier devices [--json]`: the devices Pier would use and why.
+//
+// Shows the CPU device's capacity (MemAvailable capped by the cgroup memory
+// limit, the default budget base of the memory governor) and whether the CUDA
+// plugin is usable; when it is not, the one-line reason (no plugin, no driver,
+// no device). Exits 0 either way: running on the CPU is not an error.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "device/cpu/cpu_device.h"
+#include "device/cuda/cuda_plugin.h"
+#include "memory/byte_size.h"
+
+namespace pier::cli {
+namespace {
+
+int RunDevices(bool json) {
+  auto cpu = CpuDevice::Create();
+  if (!cpu.ok()) {
+    std::fprintf(stderr, "pier devices: %s\n", cpu.status().ToString().c_str());
+    return 1;
+  }
+  const SystemMemory& memory = (*cpu)->system_memory();
+  const cuda::CudaStatus& gpu = cuda::GetCudaStatus();
+  if (json) {
+    nlohmann::ordered_json out;
+    out["cpu"] = {{"capacity_bytes", (*cpu)->TotalBytes()},
+                  {"mem_total_bytes", memory.mem_total_bytes},
+                  {"mem_available_bytes", memory.mem_available_bytes}};
+    if (memory.cgroup) {
+      out["cpu"]["cgroup_limit_bytes"] = memory.cgroup->limit_bytes;
+      out["cpu"]["cgroup_path"] = memory.cgroup->path;
+    }
+    out["cuda"] = {{"availability", std::string(cuda::CudaAvailabilityName(gpu.availability))},
+                   {"reason", gpu.reason},
+                   {"plugin", gpu.plugin_path},
+                   {"devices", gpu.device_count}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf(
+      "cpu:   capacity %s (MemAvailable %s of %s", FormatBytes((*cpu)->TotalBytes()).c_str(),
+      FormatBytes(memory.mem_available_bytes).c_str(), FormatBytes(memory.mem_total_bytes).c_str());
+  if (memory.cgroup) {
+    std::printf(", cgroup v%d limit %s at %s", memory.cgroup->version,
+                FormatBytes(memory.cgroup->limit_bytes).c_str(), memory.cgroup->path.c_str());
+  }
+  std::printf(")\ncuda:  %s\n", gpu.Summary().c_str());
+  return 0;
+}
+
+void RegisterDevices(CLI::App& app, int& exit_code) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* command = app.add_subcommand("devices", "Show the CPU and GPU devices Pier can use");
+  command->add_flag("--json", *json, "Print JSON");
+  command->callback([json, &exit_code] { exit_code = RunDevices(*json); });
+}
+
+}  // namespace
+
+PIER_REGISTER_COMMAND(devices, RegisterDevices);
+
+}  // namespace pier::cli
