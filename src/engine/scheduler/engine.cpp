@@ -1,0 +1,449 @@
+#include "engine/scheduler/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/stop_matcher.h"
+#include "tokenizer/incremental_decoder.h"
+
+namespace pier::engine {
+
+// ---- RequestHandle ----------------------------------------------------------------------------
+
+std::optional<Event> RequestHandle::Next(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] { return !events_.empty() || choices_left_ == 0; });
+  if (events_.empty()) return std::nullopt;
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+std::vector<Event> RequestHandle::WaitAll() {
+  std::vector<Event> all;
+  while (std::optional<Event> e = Next()) all.push_back(std::move(*e));
+  return all;
+}
+
+std::vector<Event> RequestHandle::Drain() {
+  std::lock_guard lock(mutex_);
+  std::vector<Event> all(std::make_move_iterator(events_.begin()),
+                         std::make_move_iterator(events_.end()));
+  events_.clear();
+  return all;
+}
+
+bool RequestHandle::finished() const {
+  std::lock_guard lock(mutex_);
+  return choices_left_ == 0;
+}
+
+void RequestHandle::Push(Event event) {
+  {
+    std::lock_guard lock(mutex_);
+    if (event.finish.has_value()) {
+      PIER_CHECK(choices_left_ > 0, "a choice finished twice");
+      --choices_left_;
+    }
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+// ---- Engine state -----------------------------------------------------------------------------
+
+struct Engine::Choice {
+  int32_t index = 0;
+  int64_t sequence_id = 0;
+  sampling::Sampler sampler;
+  sampling::StopMatcher stop;
+  std::optional<tokenizer::IncrementalDecoder> decoder;
+  int64_t generated = 0;
+  TimestampUs first_token_us = 0;
+  bool started = false;  // its sequence was queued
+  bool done = false;
+};
+
+struct Engine::Live {
+  Request request;
+  std::shared_ptr<RequestHandle> handle;
+  std::vector<Choice> choices;
+  int64_t cached_prompt_tokens = 0;
+};
+
+Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
+               const tokenizer::Tokenizer* tokenizer)
+    : options_(options),
+      runner_(runner),
+      kv_(kv),
+      tokenizer_(tokenizer),
+      max_request_tokens_(
+          std::min(runner->shape().context_length, kv->num_blocks() * kv->layout().block_size)),
+      blocks_(kv->num_blocks(), kv->layout().block_size),
+      scheduler_(options.scheduler, &blocks_),
+      logits_scratch_(static_cast<size_t>(runner->shape().n_vocab)) {
+  stats_.kv_blocks_total = blocks_.num_blocks();
+  stats_.kv_block_size = blocks_.block_size();
+  stats_.max_request_tokens = max_request_tokens_;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, ModelRunner* runner,
+                                               KvStore* kv, const tokenizer::Tokenizer* tokenizer) {
+  if (runner == nullptr || kv == nullptr) {
+    return InvalidArgumentError("engine: a model runner and a KV store are required");
+  }
+  if (!(kv->layout() == runner->shape().kv)) {
+    return InvalidArgumentError("engine: the KV store's layout does not match the model's");
+  }
+  if (kv->num_blocks() < 1) return InvalidArgumentError("engine: the KV store has no blocks");
+  if (options.scheduler.max_batched_tokens < 1 || options.scheduler.max_seqs < 1) {
+    return InvalidArgumentError("engine: max_batched_tokens and max_seqs must be at least 1");
+  }
+  if (options.max_n < 1) return InvalidArgumentError("engine: max_n must be at least 1");
+  if (tokenizer != nullptr && tokenizer->vocab_size() > runner->shape().n_vocab) {
+    return InvalidArgumentError("engine: the tokenizer's vocabulary is larger than the model's");
+  }
+  std::unique_ptr<Engine> engine(new Engine(options, runner, kv, tokenizer));
+  if (options.start_thread) engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  TakeInbox();
+  std::vector<std::string> ids;
+  for (const auto& [id, live] : live_) ids.push_back(id);
+  for (const std::string& id : ids) AbortLive(id);
+}
+
+Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
+  const ModelShape& shape = runner_->shape();
+  if (request.id.empty()) return InvalidArgumentError("request id is empty");
+  if (request.prompt_tokens.empty()) return InvalidArgumentError("prompt is empty");
+  for (int32_t t : request.prompt_tokens) {
+    if (t < 0 || t >= shape.n_vocab) {
+      return InvalidArgumentError("prompt token " + std::to_string(t) +
+                                  " is outside the vocabulary [0, " +
+                                  std::to_string(shape.n_vocab) + ")");
+    }
+  }
+  PIER_RETURN_IF_ERROR(request.sampling.Validate());
+  if (request.n < 1 || request.n > options_.max_n) {
+    return InvalidArgumentError("n must be in [1, " + std::to_string(options_.max_n) + "], got " +
+                                std::to_string(request.n));
+  }
+  if (request.max_tokens < 1) {
+    return InvalidArgumentError("max_tokens must be at least 1, got " +
+                                std::to_string(request.max_tokens));
+  }
+  for (const std::string& s : request.stop) {
+    if (s.empty()) return InvalidArgumentError("stop strings must not be empty");
+  }
+  const int64_t total = static_cast<int64_t>(request.prompt_tokens.size()) + request.max_tokens;
+  if (total > max_request_tokens_) {
+    return InvalidArgumentError(
+        "prompt (" + std::to_string(request.prompt_tokens.size()) + " tokens) plus max_tokens (" +
+        std::to_string(request.max_tokens) + ") is " + std::to_string(total) +
+        " tokens; this model instance holds at most " + std::to_string(max_request_tokens_) +
+        " tokens per sequence (KV capacity " + std::to_string(blocks_.num_blocks()) +
+        " blocks of " + std::to_string(blocks_.block_size()) + ", context length " +
+        std::to_string(shape.context_length) + ")");
+  }
+  if (request.arrival_us == 0) request.arrival_us = NowUs();
+  auto handle = std::make_shared<RequestHandle>(request.id, request.n);
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return UnavailableError("engine is shutting down");
+    if (!ids_in_use_.insert(request.id).second) {
+      return InvalidArgumentError("request id '" + request.id + "' is already in use");
+    }
+    inbox_.emplace_back(std::move(request), handle);
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+void Engine::Abort(const std::string& id) {
+  {
+    std::lock_guard lock(mutex_);
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Engine::Loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !aborts_.empty() || scheduler_.HasWork();
+      });
+      if (stopping_) return;
+    }
+    RunStep();
+  }
+}
+
+bool Engine::RunStep() {
+  TakeInbox();
+  if (!scheduler_.HasWork()) {
+    PublishStats(0, 0);
+    return false;
+  }
+  Step();
+  return true;
+}
+
+void Engine::TakeInbox() {
+  std::vector<std::pair<Request, std::shared_ptr<RequestHandle>>> inbox;
+  std::vector<std::string> aborts;
+  {
+    std::lock_guard lock(mutex_);
+    inbox.swap(inbox_);
+    aborts.swap(aborts_);
+  }
+  for (auto& [request, handle] : inbox) StartRequest(std::move(request), std::move(handle));
+  for (const std::string& id : aborts) AbortLive(id);
+}
+
+void Engine::StartRequest(Request request, std::shared_ptr<RequestHandle> handle) {
+  auto live = std::make_unique<Live>();
+  live->request = std::move(request);
+  live->handle = std::move(handle);
+  const Request& r = live->request;
+  std::vector<int32_t> eog = r.stop_token_ids;
+  if (!r.ignore_eos) {
+    const std::vector<int32_t>& model_eog = tokenizer_ != nullptr
+                                                ? tokenizer_->end_of_generation_ids()
+                                                : options_.end_of_generation_ids;
+    eog.insert(eog.end(), model_eog.begin(), model_eog.end());
+  }
+  const auto n_vocab = static_cast<int32_t>(runner_->shape().n_vocab);
+  for (int32_t i = 0; i < r.n; ++i) {
+    sampling::SamplingParams params = r.sampling;
+    params.seed = r.sampling.seed + static_cast<uint64_t>(i);
+    Result<sampling::Sampler> sampler = sampling::Sampler::Create(params, n_vocab);
+    Result<sampling::StopMatcher> stop = sampling::StopMatcher::Create(r.stop, eog);
+    PIER_CHECK(sampler.ok() && stop.ok(), "validated at Submit");
+    Status added = sampler->AddPromptTokens(r.prompt_tokens);
+    PIER_CHECK(added.ok(), "validated at Submit");
+    Choice c{.index = i,
+             .sampler = std::move(sampler).value(),
+             .stop = std::move(stop).value(),
+             .decoder = std::nullopt};
+    if (tokenizer_ != nullptr) c.decoder.emplace(*tokenizer_);
+    live->choices.push_back(std::move(c));
+  }
+  const std::string id = r.id;
+  Live& ref = *live;
+  live_.emplace(id, std::move(live));
+  AddChoiceSequence(ref, 0);
+}
+
+void Engine::AddChoiceSequence(Live& live, int32_t index) {
+  Choice& c = live.choices[index];
+  c.sequence_id = next_sequence_id_++;
+  c.started = true;
+  SequenceSpec spec;
+  spec.id = c.sequence_id;
+  spec.tokens = live.request.prompt_tokens;
+  spec.priority = live.request.priority;
+  spec.deadline_us = live.request.deadline_us;
+  spec.arrival_us = live.request.arrival_us;
+  scheduler_.Add(std::move(spec));
+  by_sequence_[c.sequence_id] = {&live, index};
+}
+
+void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reason) {
+  if (c.started) {
+    if (c.generated == 0 && scheduler_.Contains(c.sequence_id)) {
+      live.cached_prompt_tokens =
+          std::max(live.cached_prompt_tokens, scheduler_.CachedTokens(c.sequence_id));
+    }
+    scheduler_.Remove(c.sequence_id);
+    by_sequence_.erase(c.sequence_id);
+  }
+  c.done = true;
+  event.choice = c.index;
+  event.finish = reason;
+  event.usage.prompt_tokens = static_cast<int64_t>(live.request.prompt_tokens.size());
+  event.usage.completion_tokens = c.generated;
+  event.usage.cached_prompt_tokens = live.cached_prompt_tokens;
+  event.times.queued_us = live.request.arrival_us;
+  event.times.first_token_us = c.first_token_us;
+  event.times.finished_us = NowUs();
+  live.handle->Push(std::move(event));
+}
+
+void Engine::FinishRequestIfDone(const std::string& id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  for (const Choice& c : it->second->choices) {
+    if (!c.done) return;
+  }
+  live_.erase(it);
+  std::lock_guard lock(mutex_);
+  ids_in_use_.erase(id);
+  ++stats_.requests_finished;
+}
+
+void Engine::AbortLive(const std::string& id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  Live& live = *it->second;
+  for (Choice& c : live.choices) {
+    if (!c.done) FinishChoice(live, c, Event{}, FinishReason::kAbort);
+  }
+  FinishRequestIfDone(id);
+}
+
+void Engine::Step() {
+  const TimestampUs start = NowUs();
+  const StepPlan plan = scheduler_.Plan();
+  const Batch batch = scheduler_.Apply(plan);
+  if (batch.sequences.empty()) {
+    // Everything was preempted or nothing fits this step; Commit advances the step counter.
+    (void)scheduler_.Commit(plan);
+    PublishStats(0, NowUs() - start);
+    return;
+  }
+  Result<StepOutput> output = runner_->Step(batch);
+  if (!output.ok()) {
+    // The whole batch fails with the runner's reason; nothing else is touched.
+    const std::string message = output.status().ToString();
+    std::set<std::string> ids;
+    for (const SequenceSpan& span : batch.sequences) {
+      auto it = by_sequence_.find(span.sequence_id);
+      if (it != by_sequence_.end()) ids.insert(it->second.first->request.id);
+    }
+    (void)scheduler_.Commit(plan);
+    for (const std::string& id : ids) {
+      Live& live = *live_.at(id);
+      for (Choice& c : live.choices) {
+        if (c.done) continue;
+        Event e;
+        e.error = message;
+        FinishChoice(live, c, std::move(e), FinishReason::kError);
+      }
+      FinishRequestIfDone(id);
+    }
+    PublishStats(0, NowUs() - start);
+    return;
+  }
+  const std::vector<StepResult> results = scheduler_.Commit(plan);
+  const StepOutput& out = *output;
+  // Rows come back in batch order; each sampling span has exactly one (kLast).
+  std::vector<int64_t> row_of(batch.sequences.size(), -1);
+  for (size_t r = 0; r < out.rows.size(); ++r)
+    row_of[out.rows[r].sequence_index] = static_cast<int64_t>(r);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].samples) continue;
+    PIER_CHECK(row_of[i] >= 0, "the runner returned no logits for a sampling span");
+    auto it = by_sequence_.find(results[i].id);
+    if (it == by_sequence_.end()) continue;
+    Live& live = *it->second.first;
+    Choice& c = live.choices[it->second.second];
+    std::span<const float> row = out.Row(static_cast<size_t>(row_of[i]));
+    std::copy(row.begin(), row.end(), logits_scratch_.begin());
+    const std::string id = live.request.id;
+    HandleToken(live, c, logits_scratch_);
+    FinishRequestIfDone(id);
+  }
+  PublishStats(plan.num_tokens(), NowUs() - start);
+}
+
+void Engine::HandleToken(Live& live, Choice& c, std::span<float> logits) {
+  if (c.generated == 0) {
+    live.cached_prompt_tokens =
+        std::max(live.cached_prompt_tokens, scheduler_.CachedTokens(c.sequence_id));
+    // The prompt is in the cache now: the other choices can share its full blocks.
+    if (c.index == 0) {
+      for (int32_t i = 1; i < live.request.n; ++i) AddChoiceSequence(live, i);
+    }
+  }
+  Result<sampling::SampleResult> sampled = c.sampler.Sample(logits);
+  if (!sampled.ok()) {
+    Event e;
+    e.error = sampled.status().ToString();
+    FinishChoice(live, c, std::move(e), FinishReason::kError);
+    return;
+  }
+  ++c.generated;
+  if (c.first_token_us == 0) c.first_token_us = NowUs();
+  Event e;
+  e.token = sampled->token;
+  e.logprob = sampled->logprob;
+  e.top_logprobs = std::move(sampled->top_logprobs);
+  auto flush_text = [&]() {
+    std::string text;
+    if (c.decoder.has_value()) {
+      sampling::StopResult r = c.stop.Feed(c.decoder->Flush());
+      text += r.emit;
+      if (r.stop_index.has_value()) return std::make_pair(text, true);
+    }
+    text += c.stop.Flush();
+    return std::make_pair(text, false);
+  };
+  if (c.stop.IsEndOfGeneration(e.token)) {
+    e.text = flush_text().first;
+    FinishChoice(live, c, std::move(e), FinishReason::kStop);
+    return;
+  }
+  if (c.decoder.has_value()) {
+    sampling::StopResult r = c.stop.Feed(c.decoder->Push(e.token));
+    e.text = std::move(r.emit);
+    if (r.stop_index.has_value()) {
+      FinishChoice(live, c, std::move(e), FinishReason::kStop);
+      return;
+    }
+  }
+  const int64_t length =
+      static_cast<int64_t>(scheduler_.Tokens(c.sequence_id).size()) + 1;  // with this token
+  if (c.generated >= live.request.max_tokens || length >= max_request_tokens_) {
+    auto [tail, stopped] = flush_text();
+    e.text += tail;
+    FinishChoice(live, c, std::move(e), stopped ? FinishReason::kStop : FinishReason::kLength);
+    return;
+  }
+  scheduler_.AppendToken(c.sequence_id, e.token);
+  e.choice = c.index;
+  live.handle->Push(std::move(e));
+}
+
+void Engine::PublishStats(int64_t tokens, int64_t step_us) {
+  const SchedulerStats s = scheduler_.Stats();
+  std::lock_guard lock(mutex_);
+  if (step_us > 0 || tokens > 0) {
+    ++stats_.steps;
+    total_tokens_ += tokens;
+    stats_.tokens_last_step = tokens;
+    stats_.tokens_per_step = static_cast<double>(total_tokens_) / static_cast<double>(stats_.steps);
+    stats_.last_step_us = step_us;
+  }
+  stats_.last_step_at_us = NowUs();
+  stats_.running = s.running;
+  stats_.waiting = s.waiting;
+  stats_.kv_blocks_used = blocks_.num_used();
+  stats_.kv_blocks_cached = blocks_.num_cached();
+  stats_.preemptions = s.preemptions;
+  stats_.prompt_tokens_cached = s.prompt_tokens_cached;
+  stats_.prefix_hit_rate = s.prompt_tokens_admitted > 0
+                               ? static_cast<double>(s.prompt_tokens_cached) /
+                                     static_cast<double>(s.prompt_tokens_admitted)
+                               : 0.0;
+}
+
+}  // namespace pier::engine

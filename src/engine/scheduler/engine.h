@@ -1,0 +1,169 @@
+// Engine: one model instance serving many requests at once.
+//
+// Submit() validates a Request and queues it; the engine thread turns it into sequences (one
+// per choice), and every step asks the Scheduler for a plan, applies it, runs the ModelRunner
+// on the resulting ragged batch, samples the sequences that reached their last token, detokenizes
+// (UTF-8 safe), matches stop strings (held back, never streamed in part) and pushes Events to
+// the request's RequestHandle. Finished and aborted requests free their KV blocks between steps.
+//
+// n > 1: choice 0 is queued first; choices 1..n-1 are queued when choice 0's prompt has been
+// computed, so they take the prompt's full blocks from the prefix cache and compute only the
+// partial last block. Each choice samples with seed + index.
+//
+// Ownership: the engine borrows the ModelRunner, its KvStore and the Tokenizer (optional), which
+// must outlive it; it owns the BlockManager, the Scheduler and the request state.
+// Thread-safety: Submit, Abort and Stats may be called from any thread. With
+// EngineOptions::start_thread (the default) one engine thread owns the runner, the KV cache and
+// the scheduler; without it the caller drives the engine with RunStep() from one thread (tests).
+// RequestHandle methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/kv_store.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler/block_manager.h"
+#include "engine/scheduler/request.h"
+#include "engine/scheduler/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pier::engine {
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  int32_t max_n = 8;  // largest Request::n accepted
+  // End-of-generation tokens when no tokenizer is given (with one, its set is used).
+  std::vector<int32_t> end_of_generation_ids;
+  bool start_thread = true;
+};
+
+// The events of one request, in order. Written by the engine, read by any thread.
+class RequestHandle {
+ public:
+  RequestHandle(std::string id, int32_t n) : id_(std::move(id)), choices_left_(n) {}
+
+  const std::string& id() const { return id_; }
+  // The next event; waits for one. nullopt once every choice has finished and all events
+  // were read, or when `timeout` passes first.
+  std::optional<Event> Next(std::chrono::milliseconds timeout = std::chrono::hours(24));
+  // Every event until all choices have finished (waits).
+  std::vector<Event> WaitAll();
+  // Every event available now (does not wait).
+  std::vector<Event> Drain();
+  bool finished() const;
+
+  // Engine side.
+  void Push(Event event);
+
+ private:
+  const std::string id_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;  // guarded by mutex_
+  int32_t choices_left_;      // guarded by mutex_
+};
+
+struct EngineStats {
+  int64_t running = 0;  // sequences holding KV blocks
+  int64_t waiting = 0;  // sequences queued or preempted
+  int64_t swapped = 0;  // always 0: preemption is by recompute
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_cached = 0;  // free but holding a reusable prefix
+  int64_t kv_block_size = 0;
+  double prefix_hit_rate = 0;  // prompt tokens served from the prefix cache / admitted
+  int64_t prompt_tokens_cached = 0;
+  int64_t steps = 0;
+  int64_t tokens_last_step = 0;
+  double tokens_per_step = 0;  // mean over all steps
+  int64_t preemptions = 0;
+  int64_t last_step_us = 0;         // duration of the latest step
+  TimestampUs last_step_at_us = 0;  // when it ended (a heartbeat)
+  // Largest prompt + max_tokens one request may ask for (KV capacity and context length).
+  int64_t max_request_tokens = 0;
+  int64_t requests_finished = 0;
+};
+
+class Engine {
+ public:
+  // INVALID_ARGUMENT when the KV store's layout or the options do not fit the runner.
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> Create(
+      const EngineOptions& options, ModelRunner* runner, KvStore* kv,
+      const tokenizer::Tokenizer* tokenizer = nullptr);
+  // Stops the engine thread; unfinished requests end with finish reason abort.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues. INVALID_ARGUMENT for an empty prompt or id, an id in use, a token
+  // outside the vocabulary, bad sampling parameters, n outside [1, max_n], max_tokens < 1, an
+  // empty stop string, or prompt + max_tokens above max_request_tokens (named in the message);
+  // UNAVAILABLE after shutdown began.
+  [[nodiscard]] Result<std::shared_ptr<RequestHandle>> Submit(Request request);
+  // Ends the request (every choice gets a final abort event) and frees its blocks before the
+  // next step. Unknown or finished ids are ignored.
+  void Abort(const std::string& id);
+  EngineStats Stats() const;
+
+  // Without an engine thread: takes queued submissions and aborts, then runs one step if any
+  // sequence is live. Returns whether a step ran.
+  bool RunStep();
+  // KV-cache consistency (for tests; engine thread or RunStep caller only).
+  [[nodiscard]] Status CheckConsistency() const { return blocks_.CheckConsistency(); }
+
+ private:
+  struct Choice;
+  struct Live;
+
+  Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
+         const tokenizer::Tokenizer* tokenizer);
+  void Loop();
+  void TakeInbox();
+  void StartRequest(Request request, std::shared_ptr<RequestHandle> handle);
+  void AddChoiceSequence(Live& live, int32_t index);
+  void FinishChoice(Live& live, Choice& choice, Event event, FinishReason reason);
+  void FinishRequestIfDone(const std::string& id);
+  void AbortLive(const std::string& id);
+  void Step();
+  void HandleToken(Live& live, Choice& choice, std::span<float> logits);
+  void PublishStats(int64_t tokens, int64_t step_us);
+
+  const EngineOptions options_;
+  ModelRunner* runner_;                    // not owned
+  KvStore* kv_;                            // not owned
+  const tokenizer::Tokenizer* tokenizer_;  // not owned; may be null
+  const int64_t max_request_tokens_;
+
+  // Engine-thread state.
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::map<std::string, std::unique_ptr<Live>> live_;
+  std::map<int64_t, std::pair<Live*, int32_t>> by_sequence_;  // sequence id -> (request, choice)
+  int64_t next_sequence_id_ = 1;
+  int64_t total_tokens_ = 0;
+  std::vector<float> logits_scratch_;  // [n_vocab]
+
+  // Shared with submitting threads.
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::pair<Request, std::shared_ptr<RequestHandle>>> inbox_;  // guarded by mutex_
+  std::vector<std::string> aborts_;                                        // guarded by mutex_
+  std::set<std::string> ids_in_use_;                                       // guarded by mutex_
+  bool stopping_ = false;                                                  // guarded by mutex_
+  EngineStats stats_;                                                      // guarded by mutex_
+  std::thread thread_;
+};
+
+}  // namespace pier::engine

@@ -1,0 +1,97 @@
+// Request and Event: the contract between the engine and whoever feeds it (HTTP layer, CLI,
+// later a worker process).
+//
+// Both are plain, copyable, serializable values: no callbacks, no pointers into engine state,
+// so the same types can cross a process boundary. A Request is submitted once; the engine
+// streams Events for it, per choice (0 .. n-1), and ends each choice with exactly one Event
+// carrying a finish reason, usage counts and timestamps.
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace pier::engine {
+
+// Admission order: a lower value is served first. Aging moves a waiting request up a class
+// at a time (see SchedulerOptions::aging_steps).
+enum class Priority : uint8_t {
+  kCritical = 0,
+  kHigh = 1,
+  kNormal = 2,
+  kLow = 3,
+};
+
+// "critical", "high", "normal", "low"; INVALID_ARGUMENT naming the accepted values otherwise.
+[[nodiscard]] Result<Priority> ParsePriority(std::string_view name);
+std::string_view PriorityName(Priority priority);
+
+// Microseconds on the engine's steady clock (std::chrono::steady_clock since its epoch).
+using TimestampUs = int64_t;
+TimestampUs NowUs();
+
+struct Request {
+  // Unique among live requests of one engine; chosen by the caller (Abort uses it).
+  std::string id;
+  std::vector<int32_t> prompt_tokens;  // [n_prompt], n_prompt >= 1
+  sampling::SamplingParams sampling;
+  // Parallel samples sharing the prompt's KV (full prompt blocks are shared through the prefix
+  // cache). Choice i samples with seed sampling.seed + i.
+  int32_t n = 1;
+  int32_t max_tokens = 16;              // generated tokens per choice, >= 1
+  std::vector<std::string> stop;        // stop strings (never streamed, not even in part)
+  std::vector<int32_t> stop_token_ids;  // end generation like an end-of-generation token
+  bool ignore_eos = false;              // keep going past the model's end-of-generation tokens
+  Priority priority = Priority::kNormal;
+  // Served before requests of the same class with a later (or no) deadline.
+  std::optional<TimestampUs> deadline_us;
+  std::string tenant;
+  // Set by Submit when 0.
+  TimestampUs arrival_us = 0;
+};
+
+enum class FinishReason : uint8_t {
+  kStop,    // an end-of-generation token, a stop token or a stop string
+  kLength,  // max_tokens or the context length reached
+  kAbort,   // Abort() or engine shutdown
+  kError,   // see Event::error
+};
+std::string_view FinishReasonName(FinishReason reason);
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+struct Timestamps {
+  TimestampUs queued_us = 0;
+  TimestampUs first_token_us = 0;  // 0 when no token was produced
+  TimestampUs finished_us = 0;
+};
+
+struct Event {
+  int32_t choice = 0;
+  // The sampled token; -1 on a final event that carries no token (abort, error, stop string
+  // matched by text already counted).
+  int32_t token = -1;
+  // UTF-8-safe text that may be shown now (empty without a tokenizer, or while held back).
+  std::string text;
+  std::optional<float> logprob;  // when sampling.logprobs is set
+  std::vector<sampling::TokenLogprob> top_logprobs;
+  // Set on the last event of a choice, with usage and timestamps.
+  std::optional<FinishReason> finish;
+  std::string error;  // the reason when finish == kError
+  Usage usage;
+  Timestamps times;
+};
+
+}  // namespace pier::engine

@@ -1,0 +1,316 @@
+#include "engine/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
+namespace pier::engine {
+namespace {
+
+// The plan's view of the block manager: reference counts and available blocks as they will be
+// once the plan's releases and acquisitions are applied. Net effects do not depend on the order
+// Apply performs them in (releases, then acquisitions, then allocations).
+class SimulatedBlocks {
+ public:
+  explicit SimulatedBlocks(const BlockManager& blocks)
+      : blocks_(blocks), available_(blocks.num_available()) {}
+
+  int64_t available() const { return available_; }
+  void Allocate(int64_t n) {
+    PIER_CHECK(n <= available_, "plan allocates more blocks than available");
+    available_ -= n;
+  }
+  void ReleaseAll(std::span<const int32_t> table) {
+    for (int32_t b : table) {
+      if (--delta_[b] + blocks_.ref_count(b) == 0) ++available_;
+    }
+  }
+  // Blocks of `table` that acquiring would take out of the available ones.
+  int64_t AcquireCost(std::span<const int32_t> table) const {
+    int64_t cost = 0;
+    for (int32_t b : table) cost += Ref(b) == 0 ? 1 : 0;
+    return cost;
+  }
+  void AcquireAll(std::span<const int32_t> table) {
+    for (int32_t b : table) {
+      if (Ref(b) == 0) --available_;
+      ++delta_[b];
+    }
+  }
+
+ private:
+  int32_t Ref(int32_t b) const {
+    auto it = delta_.find(b);
+    return blocks_.ref_count(b) + (it == delta_.end() ? 0 : it->second);
+  }
+
+  const BlockManager& blocks_;
+  int64_t available_;
+  std::unordered_map<int32_t, int32_t> delta_;
+};
+
+}  // namespace
+
+int64_t StepPlan::num_tokens() const {
+  int64_t n = 0;
+  for (const ScheduledSequence& s : sequences) n += s.n_tokens;
+  return n;
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks)
+    : options_(options), blocks_(blocks) {
+  PIER_CHECK(blocks_ != nullptr, "scheduler needs a block manager");
+  PIER_CHECK(options_.max_batched_tokens > 0 && options_.max_seqs > 0, "empty step limits");
+}
+
+void Scheduler::Add(SequenceSpec spec) {
+  PIER_CHECK(!spec.tokens.empty(), "sequence without tokens");
+  PIER_CHECK(!sequences_.contains(spec.id), "sequence id in use");
+  Sequence s;
+  s.tokens = std::move(spec.tokens);
+  s.spec = std::move(spec);
+  s.arrival_order = next_arrival_++;
+  s.arrival_step = step_;
+  const int64_t bs = blocks_->block_size();
+  ExtendBlockHashes(s.tokens, bs, static_cast<int64_t>(s.tokens.size()) / bs, &s.hashes);
+  const int64_t id = s.spec.id;
+  sequences_.emplace(id, std::move(s));
+}
+
+void Scheduler::Remove(int64_t id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return;
+  blocks_->ReleaseAll(it->second.block_table);
+  sequences_.erase(it);
+}
+
+Scheduler::Sequence& Scheduler::Get(int64_t id) {
+  auto it = sequences_.find(id);
+  PIER_CHECK(it != sequences_.end(), "unknown sequence");
+  return it->second;
+}
+
+const Scheduler::Sequence& Scheduler::Get(int64_t id) const {
+  auto it = sequences_.find(id);
+  PIER_CHECK(it != sequences_.end(), "unknown sequence");
+  return it->second;
+}
+
+int Scheduler::EffectiveClass(const Sequence& s) const {
+  int cls = static_cast<int>(s.spec.priority);
+  if (options_.aging_steps > 0) {
+    const int64_t raised = (step_ - s.arrival_step) / options_.aging_steps;
+    cls = static_cast<int>(std::max<int64_t>(0, cls - raised));
+  }
+  return cls;
+}
+
+Scheduler::RankKey Scheduler::Rank(const Sequence& s) const {
+  return RankKey{EffectiveClass(s),
+                 s.spec.deadline_us.value_or(std::numeric_limits<TimestampUs>::max()),
+                 s.spec.arrival_us, s.arrival_order};
+}
+
+int64_t Scheduler::BlocksFor(int64_t n_tokens) const {
+  const int64_t bs = blocks_->block_size();
+  return (n_tokens + bs - 1) / bs;
+}
+
+StepPlan Scheduler::Plan() const {
+  StepPlan plan;
+  plan.step = step_;
+  std::vector<const Sequence*> order;
+  order.reserve(sequences_.size());
+  for (const auto& [id, s] : sequences_) order.push_back(&s);
+  std::vector<RankKey> keys(order.size());
+  std::vector<size_t> idx(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    keys[i] = Rank(*order[i]);
+    idx[i] = i;
+  }
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+
+  SimulatedBlocks sim(*blocks_);
+  std::vector<bool> victim(order.size(), false);
+  std::vector<bool> scheduled(order.size(), false);
+  int64_t running = 0;
+  for (const Sequence* s : order) running += s->running ? 1 : 0;
+  int64_t budget = options_.max_batched_tokens;
+  const int64_t bs = blocks_->block_size();
+
+  // Preempts the lowest-ranked running sequence ranked after position `pos`, of an effective
+  // class above `min_class` (pass -1 for any). False when there is none.
+  auto preempt_one = [&](size_t pos, int min_class) {
+    for (size_t j = idx.size(); j-- > pos + 1;) {
+      const size_t k = idx[j];
+      if (!order[k]->running || victim[k] || scheduled[k]) continue;
+      if (keys[k].effective_class <= min_class) continue;
+      victim[k] = true;
+      sim.ReleaseAll(order[k]->block_table);
+      --running;
+      plan.preempted.push_back(order[k]->spec.id);
+      return true;
+    }
+    return false;
+  };
+  auto chunk = [&](int64_t remaining) {
+    int64_t n = std::min(remaining, budget);
+    if (options_.max_prefill_chunk > 0 && remaining > 1)
+      n = std::min(n, options_.max_prefill_chunk);
+    return n;
+  };
+
+  bool admission_closed = false;
+  for (size_t pos = 0; pos < idx.size() && budget > 0; ++pos) {
+    const size_t k = idx[pos];
+    if (victim[k]) continue;
+    const Sequence& s = *order[k];
+    const int64_t len = static_cast<int64_t>(s.tokens.size());
+    if (s.running) {
+      const int64_t n = chunk(len - s.num_computed);
+      const int64_t need = std::max<int64_t>(
+          0, BlocksFor(s.num_computed + n) - static_cast<int64_t>(s.block_table.size()));
+      while (sim.available() < need && preempt_one(pos, -1)) {
+      }
+      if (sim.available() < need) {  // nobody below it: it yields itself
+        victim[k] = true;
+        sim.ReleaseAll(s.block_table);
+        --running;
+        plan.preempted.push_back(s.spec.id);
+        continue;
+      }
+      sim.Allocate(need);
+      scheduled[k] = true;
+      budget -= n;
+      plan.sequences.push_back({.id = s.spec.id,
+                                .n_tokens = n,
+                                .admit = false,
+                                .cached_blocks = {},
+                                .new_blocks = need});
+      continue;
+    }
+    if (admission_closed) continue;
+    const int cls = keys[k].effective_class;
+    while (running >= options_.max_seqs && preempt_one(pos, cls)) {
+    }
+    if (running >= options_.max_seqs) {
+      admission_closed = true;
+      continue;
+    }
+    std::vector<int32_t> cached;
+    if (options_.enable_prefix_caching) cached = blocks_->MatchPrefix(s.hashes, (len - 1) / bs);
+    const int64_t start = static_cast<int64_t>(cached.size()) * bs;
+    const int64_t n = chunk(len - start);
+    const int64_t need = BlocksFor(start + n) - static_cast<int64_t>(cached.size());
+    while (sim.available() < need + sim.AcquireCost(cached) && preempt_one(pos, cls)) {
+    }
+    if (sim.available() < need + sim.AcquireCost(cached)) {
+      // Strict order: nothing ranked below it is admitted ahead of it.
+      admission_closed = true;
+      continue;
+    }
+    sim.AcquireAll(cached);
+    sim.Allocate(need);
+    scheduled[k] = true;
+    ++running;
+    budget -= n;
+    plan.sequences.push_back({.id = s.spec.id,
+                              .n_tokens = n,
+                              .admit = true,
+                              .cached_blocks = std::move(cached),
+                              .new_blocks = need});
+  }
+  return plan;
+}
+
+void Scheduler::Preempt(Sequence& s) {
+  blocks_->ReleaseAll(s.block_table);
+  s.block_table.clear();
+  s.num_computed = 0;
+  s.num_registered = 0;
+  s.running = false;
+  ++preemptions_;
+}
+
+Batch Scheduler::Apply(const StepPlan& plan) {
+  PIER_CHECK(plan.step == step_, "applying a stale plan");
+  for (int64_t id : plan.preempted) Preempt(Get(id));
+  for (const ScheduledSequence& ss : plan.sequences) {
+    if (!ss.admit) continue;
+    Sequence& s = Get(ss.id);
+    PIER_CHECK(!s.running && s.block_table.empty(), "admitting a running sequence");
+    for (int32_t b : ss.cached_blocks) blocks_->Acquire(b);
+    s.block_table = ss.cached_blocks;
+    s.num_registered = static_cast<int64_t>(ss.cached_blocks.size());
+    s.num_computed = s.num_registered * blocks_->block_size();
+    s.cached_tokens = s.num_computed;
+    s.running = true;
+    prompt_tokens_admitted_ += static_cast<int64_t>(s.tokens.size());
+    prompt_tokens_cached_ += s.cached_tokens;
+  }
+  Batch batch;
+  batch.sequences.reserve(plan.sequences.size());
+  for (const ScheduledSequence& ss : plan.sequences) {
+    Sequence& s = Get(ss.id);
+    for (int64_t i = 0; i < ss.new_blocks; ++i) {
+      Result<int32_t> block = blocks_->Allocate();
+      PIER_CHECK(block.ok(), "the plan promised a block");
+      s.block_table.push_back(*block);
+    }
+    SequenceSpan span;
+    span.sequence_id = ss.id;
+    span.first_position = s.num_computed;
+    span.tokens.assign(s.tokens.begin() + s.num_computed,
+                       s.tokens.begin() + s.num_computed + ss.n_tokens);
+    span.block_table = s.block_table;
+    const bool ends = s.num_computed + ss.n_tokens == static_cast<int64_t>(s.tokens.size());
+    span.logits = ends ? LogitsWanted::kLast : LogitsWanted::kNone;
+    batch.sequences.push_back(std::move(span));
+  }
+  return batch;
+}
+
+std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
+  PIER_CHECK(plan.step == step_, "committing a stale plan");
+  std::vector<StepResult> results;
+  results.reserve(plan.sequences.size());
+  const int64_t bs = blocks_->block_size();
+  for (const ScheduledSequence& ss : plan.sequences) {
+    auto it = sequences_.find(ss.id);
+    if (it == sequences_.end()) continue;
+    Sequence& s = it->second;
+    s.num_computed += ss.n_tokens;
+    const int64_t full = s.num_computed / bs;
+    for (; s.num_registered < full; ++s.num_registered) {
+      blocks_->Register(s.block_table[s.num_registered], s.hashes[s.num_registered]);
+    }
+    results.push_back(
+        {.id = ss.id, .samples = s.num_computed == static_cast<int64_t>(s.tokens.size())});
+  }
+  ++step_;
+  return results;
+}
+
+void Scheduler::AppendToken(int64_t id, int32_t token) {
+  Sequence& s = Get(id);
+  s.tokens.push_back(token);
+  const int64_t bs = blocks_->block_size();
+  ExtendBlockHashes(s.tokens, bs, static_cast<int64_t>(s.tokens.size()) / bs, &s.hashes);
+}
+
+bool Scheduler::IsRunning(int64_t id) const { return Get(id).running; }
+std::span<const int32_t> Scheduler::Tokens(int64_t id) const { return Get(id).tokens; }
+int64_t Scheduler::NumComputed(int64_t id) const { return Get(id).num_computed; }
+std::span<const int32_t> Scheduler::BlockTable(int64_t id) const { return Get(id).block_table; }
+int64_t Scheduler::CachedTokens(int64_t id) const { return Get(id).cached_tokens; }
+
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats stats;
+  for (const auto& [id, s] : sequences_) (s.running ? stats.running : stats.waiting) += 1;
+  stats.preemptions = preemptions_;
+  stats.prompt_tokens_admitted = prompt_tokens_admitted_;
+  stats.prompt_tokens_cached = prompt_tokens_cached_;
+  return stats;
+}
+
+}  // namespace pier::engine

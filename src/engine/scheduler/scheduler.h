@@ -1,0 +1,157 @@
+// Scheduler: decides, step by step, which sequences run and with how many tokens.
+//
+// Iteration-level continuous batching. A sequence is a token list (prompt, then generated
+// tokens) of which the first `num_computed` have K/V in the cache. Each step:
+//   1. Plan() (const) orders every live sequence by rank -- effective priority class (the
+//      request's class raised one class per `aging_steps` steps since arrival), then deadline,
+//      then arrival -- and walks that order under the token budget (max_batched_tokens) and
+//      the running limit (max_seqs). A running sequence gets its remaining tokens up to the
+//      budget (a decode is 1 token; a prompt is ingested in chunks, so running streams keep
+//      producing while a long prompt is read). A waiting sequence is admitted when its first
+//      chunk's blocks are available, reusing the cached blocks of its longest cached prefix.
+//      When blocks run short, running sequences are preempted by recompute, lowest rank
+//      (latest arrival) first; a waiting sequence may preempt only running ones of a strictly
+//      lower effective class (no thrashing between equals). The plan is exact: Apply never
+//      runs out of blocks.
+//   2. Apply(plan) mutates: preempted sequences release their blocks (their full blocks stay in
+//      the prefix cache) and go back to waiting with num_computed = 0; admitted ones take their
+//      cached blocks; then new blocks are allocated. It returns the model-runner Batch.
+//   3. Commit(plan) after the runner's step: advances num_computed, names newly full blocks in
+//      the prefix index and says which sequences reached the end of their tokens (and so
+//      sample). The engine then AppendToken()s or Finish()es them.
+// A preempted sequence keeps its tokens; recomputing them gives the same K/V (batch
+// invariance of the runner), so it resumes with exactly the tokens it would have produced.
+//
+// Ownership: owns the sequences' block tables; borrows the BlockManager (which must outlive
+// it). Thread-safety: none; the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/batch.h"
+#include "engine/scheduler/block_manager.h"
+#include "engine/scheduler/request.h"
+
+namespace pier::engine {
+
+struct SchedulerOptions {
+  int64_t max_batched_tokens = 512;  // tokens computed per step, all sequences together
+  int64_t max_seqs = 64;             // running sequences at once
+  int64_t max_prefill_chunk = 0;     // tokens of one prompt per step; 0: up to the budget
+  int64_t aging_steps = 256;         // steps a sequence waits per class it is raised; 0: none
+  bool enable_prefix_caching = true;
+};
+
+struct SequenceSpec {
+  int64_t id = 0;               // unique among live sequences
+  std::vector<int32_t> tokens;  // [n_prompt] (or prompt plus tokens already generated)
+  Priority priority = Priority::kNormal;
+  std::optional<TimestampUs> deadline_us;
+  // Earlier is served first among equals; the scheduler's own arrival counter breaks ties.
+  TimestampUs arrival_us = 0;
+};
+
+struct ScheduledSequence {
+  int64_t id = 0;
+  int64_t n_tokens = 0;                // tokens computed this step, from num_computed
+  bool admit = false;                  // was waiting
+  std::vector<int32_t> cached_blocks;  // admit: prefix-cache blocks taken over
+  int64_t new_blocks = 0;              // blocks allocated for this step
+};
+
+struct StepPlan {
+  int64_t step = 0;
+  std::vector<ScheduledSequence> sequences;  // in rank order
+  std::vector<int64_t> preempted;            // ids, preempted before the step
+  int64_t num_tokens() const;
+  bool empty() const { return sequences.empty() && preempted.empty(); }
+};
+
+// What a sequence computed in a step (Commit's answer), in plan order.
+struct StepResult {
+  int64_t id = 0;
+  // The span reached the sequence's last token: the logits row(s) give its next token.
+  bool samples = false;
+};
+
+struct SchedulerStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t preemptions = 0;
+  int64_t prompt_tokens_admitted = 0;  // counting recomputed ones
+  int64_t prompt_tokens_cached = 0;    // of which served by the prefix cache
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& options, BlockManager* blocks);
+
+  // Queues a new sequence (waiting). PIER_CHECK: id unused, tokens non-empty.
+  void Add(SequenceSpec spec);
+  // Drops a sequence in any state and releases every block it holds. No-op when unknown.
+  void Remove(int64_t id);
+
+  [[nodiscard]] StepPlan Plan() const;
+  // Mutates per the plan (preempt, take cached blocks, allocate) and returns the batch the
+  // runner computes: one span per scheduled sequence, in plan order.
+  [[nodiscard]] Batch Apply(const StepPlan& plan);
+  // The runner computed `plan`'s batch.
+  std::vector<StepResult> Commit(const StepPlan& plan);
+  // Appends the token sampled for sequence `id` (to be computed next step).
+  void AppendToken(int64_t id, int32_t token);
+
+  bool HasWork() const { return !sequences_.empty(); }
+  bool IsRunning(int64_t id) const;
+  bool Contains(int64_t id) const { return sequences_.contains(id); }
+  std::span<const int32_t> Tokens(int64_t id) const;
+  int64_t NumComputed(int64_t id) const;
+  std::span<const int32_t> BlockTable(int64_t id) const;
+  // Prompt tokens served from the prefix cache at the sequence's latest admission.
+  int64_t CachedTokens(int64_t id) const;
+  SchedulerStats Stats() const;
+  int64_t step() const { return step_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Sequence {
+    SequenceSpec spec;
+    std::vector<int32_t> tokens;
+    int64_t arrival_order = 0;
+    int64_t arrival_step = 0;
+    int64_t num_computed = 0;
+    bool running = false;
+    std::vector<int32_t> block_table;
+    std::vector<BlockHash> hashes;  // chained hashes of the full blocks of tokens
+    int64_t num_registered = 0;     // leading blocks of block_table named in the index
+    int64_t cached_tokens = 0;
+  };
+  struct RankKey {
+    int effective_class;
+    TimestampUs deadline;
+    TimestampUs arrival_us;
+    int64_t arrival_order;
+    auto operator<=>(const RankKey&) const = default;
+  };
+  RankKey Rank(const Sequence& s) const;
+  int EffectiveClass(const Sequence& s) const;
+  int64_t BlocksFor(int64_t n_tokens) const;
+  Sequence& Get(int64_t id);
+  const Sequence& Get(int64_t id) const;
+  void Preempt(Sequence& s);
+
+  SchedulerOptions options_;
+  BlockManager* blocks_;  // not owned
+  std::map<int64_t, Sequence> sequences_;
+  int64_t next_arrival_ = 0;
+  int64_t step_ = 0;
+  int64_t preemptions_ = 0;
+  int64_t prompt_tokens_admitted_ = 0;
+  int64_t prompt_tokens_cached_ = 0;
+};
+
+}  // namespace pier::engine

@@ -1,0 +1,185 @@
+// Test doubles for the engine core: a KV store in a vector, a fake model runner and a fake
+// tokenizer.
+//
+// FakeRunner writes, for every computed position p of a span, K = token and V = p into the
+// block the span's block table names, then computes each requested logits row from the K/V it
+// reads back through the block table for positions 0..p. So the logits depend on the whole
+// prefix *as stored in the KV cache*: a wrong block table, a reused block with other content or
+// a missing copy-on-write changes the tokens. The values are a fixed hash of that prefix:
+// deterministic, instant, independent of what else is in the batch. It also checks that no two
+// spans of a step write the same (block, slot) and records each step's composition.
+//
+// FakeTokenizer maps token t to one byte 'a' + t % 26 (tokens >= 26 map to upper-case
+// letters, then digits), so texts are easy to predict. Thread-safety: none (tests).
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/kv_store.h"
+#include "engine/model_runner.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pier::engine::testing {
+
+class VectorKvStore final : public KvStore {
+ public:
+  VectorKvStore(const KvLayout& layout, int64_t n_blocks)
+      : KvStore(layout), n_blocks_(n_blocks), bytes_(layout.bytes_per_block() * n_blocks) {}
+  int64_t num_blocks() const override { return n_blocks_; }
+  std::byte* BlockData(int32_t block) const override {
+    return const_cast<std::byte*>(bytes_.data()) + layout().bytes_per_block() * block;
+  }
+
+ private:
+  int64_t n_blocks_;
+  std::vector<std::byte> bytes_;  // [n_blocks][bytes_per_block]
+};
+
+inline KvLayout FakeLayout(int64_t block_size) {
+  return KvLayout{.n_layer = 1, .block_size = block_size, .n_kv_head = 1, .head_dim = 1};
+}
+
+struct StepRecord {
+  // (sequence id, tokens computed, first position) per span.
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> spans;
+  int64_t num_tokens() const {
+    int64_t n = 0;
+    for (const auto& s : spans) n += std::get<1>(s);
+    return n;
+  }
+  bool Has(int64_t id) const {
+    return std::any_of(spans.begin(), spans.end(),
+                       [&](const auto& s) { return std::get<0>(s) == id; });
+  }
+};
+
+class FakeRunner final : public ModelRunner {
+ public:
+  FakeRunner(KvStore* kv, int64_t n_vocab, int64_t context_length) : kv_(kv) {
+    shape_.n_vocab = n_vocab;
+    shape_.n_embd = 8;
+    shape_.context_length = context_length;
+    shape_.kv = kv->layout();
+  }
+  const ModelShape& shape() const override { return shape_; }
+
+  Result<StepOutput> Step(const Batch& batch) override {
+    const int64_t bs = shape_.kv.block_size;
+    StepRecord record;
+    std::set<std::pair<int32_t, int64_t>> written;
+    for (const SequenceSpan& span : batch.sequences) {
+      if (span.tokens.empty()) return InvalidArgumentError("empty span");
+      const int64_t last = span.first_position + static_cast<int64_t>(span.tokens.size()) - 1;
+      if (last >= shape_.context_length) return InvalidArgumentError("past the context");
+      if (static_cast<int64_t>(span.block_table.size()) * bs <= last) {
+        return InvalidArgumentError("block table too short");
+      }
+      for (int32_t b : span.block_table) {
+        if (b < 0 || b >= kv_->num_blocks()) return InvalidArgumentError("bad block id");
+      }
+      for (size_t i = 0; i < span.tokens.size(); ++i) {
+        const int64_t p = span.first_position + static_cast<int64_t>(i);
+        const int32_t block = span.block_table[p / bs];
+        if (!written.insert({block, p % bs}).second) {
+          return InternalError("two spans write the same KV slot");
+        }
+      }
+      record.spans.emplace_back(span.sequence_id, static_cast<int64_t>(span.tokens.size()),
+                                span.first_position);
+    }
+    // Write every span's K/V before any read (as the real runner does).
+    for (const SequenceSpan& span : batch.sequences) {
+      for (size_t i = 0; i < span.tokens.size(); ++i) {
+        const int64_t p = span.first_position + static_cast<int64_t>(i);
+        const int32_t block = span.block_table[p / bs];
+        kv_->Keys(0, block)[p % bs] = static_cast<float>(span.tokens[i]);
+        kv_->Values(0, block)[p % bs] = static_cast<float>(p);
+      }
+    }
+    StepOutput out;
+    out.n_vocab = shape_.n_vocab;
+    logits_.clear();
+    for (size_t si = 0; si < batch.sequences.size(); ++si) {
+      const SequenceSpan& span = batch.sequences[si];
+      if (span.logits == LogitsWanted::kNone) continue;
+      const int64_t last = span.first_position + static_cast<int64_t>(span.tokens.size()) - 1;
+      const int64_t from = span.logits == LogitsWanted::kAll ? span.first_position : last;
+      for (int64_t p = from; p <= last; ++p) {
+        out.rows.push_back({.sequence_index = static_cast<int32_t>(si), .position = p});
+        const uint64_t h = PrefixHash(span.block_table, p);
+        for (int64_t v = 0; v < shape_.n_vocab; ++v) {
+          logits_.push_back(static_cast<float>(Mix(h, static_cast<uint64_t>(v)) % 1000) / 100.0f);
+        }
+      }
+    }
+    out.logits = logits_;
+    steps_.push_back(std::move(record));
+    return out;
+  }
+
+  const std::vector<StepRecord>& steps() const { return steps_; }
+
+ private:
+  static uint64_t Mix(uint64_t a, uint64_t b) {
+    uint64_t z = a * 0x9E3779B97F4A7C15ULL + b + 0x632BE59BD9B4E019ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  // Hash of the (K, V) read back for positions 0..p; PIER-style check that V == position.
+  uint64_t PrefixHash(const std::vector<int32_t>& table, int64_t p) const {
+    const int64_t bs = shape_.kv.block_size;
+    uint64_t h = 1;
+    for (int64_t q = 0; q <= p; ++q) {
+      const int32_t block = table[q / bs];
+      const float k = kv_->Keys(0, block)[q % bs];
+      const float v = kv_->Values(0, block)[q % bs];
+      h = Mix(h, static_cast<uint64_t>(k) * 1000003u + (v == static_cast<float>(q) ? 0 : 77));
+    }
+    return h;
+  }
+
+  KvStore* kv_;
+  ModelShape shape_;
+  std::vector<float> logits_;  // [rows, n_vocab]
+  std::vector<StepRecord> steps_;
+};
+
+class FakeTokenizer final : public tokenizer::Tokenizer {
+ public:
+  explicit FakeTokenizer(int32_t vocab_size, std::vector<int32_t> eog = {})
+      : vocab_size_(vocab_size), eog_(std::move(eog)) {}
+  Result<std::vector<tokenizer::TokenId>> Encode(std::string_view text,
+                                                 const tokenizer::EncodeOptions&) const override {
+    std::vector<tokenizer::TokenId> ids;
+    for (char c : text) ids.push_back(c - 'a');
+    return ids;
+  }
+  std::string TokenBytes(tokenizer::TokenId id) const override {
+    static const std::string kChars =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    return std::string(1, kChars[static_cast<size_t>(id) % kChars.size()]);
+  }
+  std::string_view Piece(tokenizer::TokenId) const override { return "?"; }
+  tokenizer::TokenType Type(tokenizer::TokenId) const override {
+    return tokenizer::TokenType::kNormal;
+  }
+  int32_t vocab_size() const override { return vocab_size_; }
+  tokenizer::TokenId bos_id() const override { return -1; }
+  tokenizer::TokenId eos_id() const override { return eog_.empty() ? -1 : eog_[0]; }
+  bool add_bos() const override { return false; }
+  bool add_eos() const override { return false; }
+  const std::vector<tokenizer::TokenId>& end_of_generation_ids() const override { return eog_; }
+
+ private:
+  int32_t vocab_size_;
+  std::vector<int32_t> eog_;
+};
+
+}  // namespace pier::engine::testing
