@@ -175,14 +175,22 @@ TEST(SchedulerTest, CriticalRequestPreemptsALowerClassWithinOneStep) {
 }
 
 TEST(SchedulerTest, EqualClassWaitingDoesNotPreemptRunning) {
-  Harness h({.max_batched_tokens = 64, .max_seqs = 1}, 16, 4);
-  h.Add(1, 4, Priority::kNormal, 5);
-  h.Step();
-  h.Add(2, 4, Priority::kNormal, 1);
-  for (int i = 0; i < 3; ++i) {
-    StepPlan plan = h.Step();
-    EXPECT_TRUE(plan.preempted.empty());
-    EXPECT_EQ(Find(plan, 2), nullptr);
+  // A waiting request of the same class never preempts, even one ranked ahead by its deadline:
+  // neither for a sequence slot nor for blocks (no thrashing between equals).
+  Harness slots({.max_batched_tokens = 64, .max_seqs = 1}, 16, 4);
+  Harness blocks({.max_batched_tokens = 64, .max_seqs = 4}, 2, 4);
+  for (Harness* h : {&slots, &blocks}) {
+    h->Add(1, 5, Priority::kNormal, 3);
+    h->Step();
+    h->Add(2, 3, Priority::kNormal, 1, TimestampUs{10});
+    for (int i = 0; i < 2; ++i) {
+      StepPlan plan = h->Step();
+      EXPECT_TRUE(plan.preempted.empty());
+      EXPECT_EQ(Find(plan, 2), nullptr);
+    }
+    // Once the running one finishes, the waiting one runs.
+    h->Step();
+    EXPECT_EQ(h->finished(), (std::vector<int64_t>{1, 2}));
   }
 }
 
