@@ -20,16 +20,33 @@ void ExtendBlockHashes(std::span<const int32_t> tokens, int64_t block_size, int6
   }
 }
 
-BlockManager::BlockManager(int64_t num_blocks, int64_t block_size)
+BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, int64_t capacity)
     : block_size_(block_size),
+      capacity_(capacity < 0 ? num_blocks : capacity),
       ref_counts_(static_cast<size_t>(num_blocks), 0),
       block_hashes_(static_cast<size_t>(num_blocks)),
       lru_pos_(static_cast<size_t>(num_blocks)),
       in_lru_(static_cast<size_t>(num_blocks), false) {
   PIER_CHECK(num_blocks > 0 && block_size > 0, "empty KV cache");
-  free_.reserve(static_cast<size_t>(num_blocks));
-  // Lowest ids are handed out first.
-  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+  PIER_CHECK(capacity_ <= num_blocks, "capacity past the block ids");
+  for (int64_t b = 0; b < capacity_; ++b) free_.insert(free_.end(), static_cast<int32_t>(b));
+}
+
+void BlockManager::SetCapacity(int64_t capacity) {
+  PIER_CHECK(capacity >= 0 && capacity <= num_blocks(), "capacity out of range");
+  for (int64_t b = capacity_; b < capacity; ++b) free_.insert(static_cast<int32_t>(b));
+  for (int64_t b = capacity; b < capacity_; ++b) {
+    PIER_CHECK(ref_counts_[b] == 0, "shrinking away a block that is still held");
+    if (in_lru_[b]) {
+      lru_.erase(lru_pos_[b]);
+      in_lru_[b] = false;
+      Unindex(static_cast<int32_t>(b));
+      ++evictions_;
+    } else {
+      free_.erase(static_cast<int32_t>(b));
+    }
+  }
+  capacity_ = capacity;
 }
 
 int32_t BlockManager::ref_count(int32_t block) const {
@@ -51,7 +68,7 @@ std::vector<int32_t> BlockManager::MatchPrefix(std::span<const BlockHash> hashes
 }
 
 void BlockManager::Acquire(int32_t block) {
-  PIER_CHECK(block >= 0 && block < num_blocks(), "block id out of range");
+  PIER_CHECK(block >= 0 && block < capacity_, "block id out of range");
   if (ref_counts_[block] == 0) {
     PIER_CHECK(in_lru_[block], "acquiring a free block that is not cached");
     lru_.erase(lru_pos_[block]);
@@ -63,8 +80,8 @@ void BlockManager::Acquire(int32_t block) {
 Result<int32_t> BlockManager::Allocate() {
   int32_t block = -1;
   if (!free_.empty()) {
-    block = free_.back();
-    free_.pop_back();
+    block = *free_.begin();
+    free_.erase(free_.begin());
   } else if (!lru_.empty()) {
     block = lru_.front();
     lru_.pop_front();
@@ -72,7 +89,7 @@ Result<int32_t> BlockManager::Allocate() {
     Unindex(block);
     ++evictions_;
   } else {
-    return ResourceExhaustedError("KV cache: all " + std::to_string(num_blocks()) +
+    return ResourceExhaustedError("KV cache: all " + std::to_string(capacity_) +
                                   " blocks are in use");
   }
   ref_counts_[block] = 1;
@@ -87,7 +104,7 @@ void BlockManager::Release(int32_t block) {
     lru_pos_[block] = lru_.insert(lru_.end(), block);
     in_lru_[block] = true;
   } else {
-    free_.push_back(block);
+    free_.insert(block);
   }
 }
 
@@ -129,6 +146,12 @@ Status BlockManager::CheckConsistency() const {
   for (int64_t b = 0; b < num_blocks(); ++b) {
     if (ref_counts_[b] < 0)
       return InternalError("negative ref count on block " + std::to_string(b));
+    if (b >= capacity_) {
+      if (ref_counts_[b] != 0 || in_lru_[b] || block_hashes_[b].has_value() || free_.contains(b)) {
+        return InternalError("block " + std::to_string(b) + " past the capacity is in use");
+      }
+      continue;
+    }
     if (ref_counts_[b] == 0) ++zero_refs;
     if (in_lru_[b] && (ref_counts_[b] != 0 || !block_hashes_[b].has_value())) {
       return InternalError("cached block " + std::to_string(b) + " is held or unnamed");

@@ -8,6 +8,12 @@
 //   - free:    ref_count == 0, content meaningless.
 // "Available" blocks (what an allocation can get) are free + cached.
 //
+// Capacity: ids run over [0, num_blocks) but only [0, capacity) are usable (an elastic KV
+// arena maps chunks of blocks at the end of the range). SetCapacity grows or shrinks it; a
+// shrink requires the blocks it drops to be unreferenced (the caller preempts their holders
+// first) and evicts the cached ones. Allocation takes the lowest free id, so high chunks empty
+// out first.
+//
 // Prefix index: a full block is named by a chained hash, xxh3-64 of its block_size token ids
 // seeded with the hash of the block before it (kRootBlockHash for the first), so equal tokens
 // after different prefixes get different names. A hash maps to one block; registering a hash
@@ -24,6 +30,7 @@
 #include <cstdint>
 #include <list>
 #include <optional>
+#include <set>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -50,13 +57,18 @@ struct CopyOnWrite {
 
 class BlockManager {
  public:
-  BlockManager(int64_t num_blocks, int64_t block_size);
+  // `capacity` < 0: all num_blocks usable.
+  BlockManager(int64_t num_blocks, int64_t block_size, int64_t capacity = -1);
 
   int64_t num_blocks() const { return static_cast<int64_t>(ref_counts_.size()); }
+  int64_t capacity() const { return capacity_; }
   int64_t block_size() const { return block_size_; }
   // Blocks an allocation can get now (free + cached).
   int64_t num_available() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
-  int64_t num_used() const { return num_blocks() - num_available(); }
+  int64_t num_used() const { return capacity_ - num_available(); }
+  // Grows or shrinks the usable range to [0, capacity). PIER_CHECK: 0 <= capacity <=
+  // num_blocks and no block at or past `capacity` is referenced.
+  void SetCapacity(int64_t capacity);
   int64_t num_cached() const { return static_cast<int64_t>(lru_.size()); }
   int32_t ref_count(int32_t block) const;
   bool IsIndexed(int32_t block) const;
@@ -95,9 +107,10 @@ class BlockManager {
   void Unindex(int32_t block);
 
   int64_t block_size_;
+  int64_t capacity_;
   std::vector<int32_t> ref_counts_;                     // [num_blocks]
   std::vector<std::optional<BlockHash>> block_hashes_;  // [num_blocks] name when indexed
-  std::vector<int32_t> free_;                           // stack of free blocks
+  std::set<int32_t> free_;                              // free usable blocks, lowest first
   std::list<int32_t> lru_;                              // cached blocks, oldest release first
   std::vector<std::list<int32_t>::iterator> lru_pos_;   // [num_blocks] valid when cached
   std::vector<bool> in_lru_;                            // [num_blocks]

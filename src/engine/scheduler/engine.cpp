@@ -79,14 +79,20 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
     : options_(options),
       runner_(runner),
       kv_(kv),
+      elastic_(dynamic_cast<LeasedKvStore*>(kv)),
       tokenizer_(tokenizer),
       max_request_tokens_(
           std::min(runner->shape().context_length, kv->num_blocks() * kv->layout().block_size)),
-      blocks_(kv->num_blocks(), kv->layout().block_size),
+      blocks_(kv->num_blocks(), kv->layout().block_size,
+              elastic_ != nullptr ? elastic_->usable_blocks() : -1),
       scheduler_(options.scheduler, &blocks_),
       logits_scratch_(static_cast<size_t>(runner->shape().n_vocab)) {
-  stats_.kv_blocks_total = blocks_.num_blocks();
+  stats_.kv_blocks_total = blocks_.capacity();
+  stats_.kv_blocks_max = blocks_.num_blocks();
   stats_.kv_block_size = blocks_.block_size();
+  if (elastic_ != nullptr) {
+    elastic_->SetShrinkHandler([this](const ShrinkRequest& r) { ShrinkKv(r.chunks); });
+  }
   stats_.max_request_tokens = max_request_tokens_;
 }
 
@@ -107,11 +113,13 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
     return InvalidArgumentError("engine: the tokenizer's vocabulary is larger than the model's");
   }
   std::unique_ptr<Engine> engine(new Engine(options, runner, kv, tokenizer));
+  engine->UpdateIdle();
   if (options.start_thread) engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
 }
 
 Engine::~Engine() {
+  if (elastic_ != nullptr) elastic_->SetShrinkHandler({});
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -184,12 +192,78 @@ EngineStats Engine::Stats() const {
   return stats_;
 }
 
+void Engine::ShrinkKv(size_t chunks) {
+  if (elastic_ == nullptr) return;
+  {
+    std::lock_guard lock(mutex_);
+    shrink_chunks_ += chunks;
+  }
+  cv_.notify_all();
+}
+
+void Engine::ApplyShrink() {
+  size_t chunks = 0;
+  {
+    std::lock_guard lock(mutex_);
+    std::swap(chunks, shrink_chunks_);
+  }
+  if (elastic_ == nullptr || chunks == 0) return;
+  Lease& lease = elastic_->lease();
+  chunks = std::min(chunks, lease.chunks());
+  if (chunks == 0) return;
+  const int64_t limit =
+      static_cast<int64_t>(lease.chunks() - chunks) * elastic_->blocks_per_chunk();
+  scheduler_.PreemptHoldingBlocksFrom(static_cast<int32_t>(limit));
+  blocks_.SetCapacity(limit);
+  Status shrunk = lease.Shrink(chunks);
+  PIER_CHECK(shrunk.ok(), shrunk.ToString());
+  // Do not grow straight back into what was just given away.
+  grow_backoff_until_step_ = scheduler_.step() + 16;
+  std::lock_guard lock(mutex_);
+  ++stats_.kv_shrinks;
+}
+
+bool Engine::NeedsMoreBlocks(const StepPlan& plan) const {
+  if (!plan.preempted.empty()) return true;
+  int64_t admitted = 0;
+  for (const ScheduledSequence& s : plan.sequences) admitted += s.admit ? 1 : 0;
+  const int64_t running = scheduler_.Stats().running + admitted;
+  return scheduler_.NumWaiting() > admitted &&
+         plan.num_tokens() < options_.scheduler.max_batched_tokens &&
+         running < options_.scheduler.max_seqs;
+}
+
+bool Engine::TryGrow() {
+  if (elastic_ == nullptr || scheduler_.step() < grow_backoff_until_step_) return false;
+  Lease& lease = elastic_->lease();
+  if (lease.chunks() >= lease.max_chunks()) return false;
+  MemoryStatus grown = lease.Grow(1);
+  if (!grown.ok()) {
+    grow_backoff_until_step_ = scheduler_.step() + 16;
+    return false;
+  }
+  blocks_.SetCapacity(elastic_->usable_blocks());
+  std::lock_guard lock(mutex_);
+  ++stats_.kv_grows;
+  return true;
+}
+
+void Engine::UpdateIdle() {
+  if (elastic_ == nullptr) return;
+  const bool idle = !scheduler_.HasWork();
+  if (idle != lease_idle_) {
+    elastic_->lease().SetIdle(idle);
+    lease_idle_ = idle;
+  }
+}
+
 void Engine::Loop() {
   while (true) {
     {
       std::unique_lock lock(mutex_);
       cv_.wait(lock, [&] {
-        return stopping_ || !inbox_.empty() || !aborts_.empty() || scheduler_.HasWork();
+        return stopping_ || !inbox_.empty() || !aborts_.empty() || shrink_chunks_ > 0 ||
+               scheduler_.HasWork();
       });
       if (stopping_) return;
     }
@@ -199,11 +273,14 @@ void Engine::Loop() {
 
 bool Engine::RunStep() {
   TakeInbox();
+  ApplyShrink();
+  UpdateIdle();
   if (!scheduler_.HasWork()) {
     PublishStats(0, 0);
     return false;
   }
   Step();
+  UpdateIdle();
   return true;
 }
 
@@ -312,7 +389,10 @@ void Engine::AbortLive(const std::string& id) {
 
 void Engine::Step() {
   const TimestampUs start = NowUs();
-  const StepPlan plan = scheduler_.Plan();
+  StepPlan plan = scheduler_.Plan();
+  for (int tries = 0; tries < 4 && NeedsMoreBlocks(plan) && TryGrow(); ++tries) {
+    plan = scheduler_.Plan();
+  }
   const Batch batch = scheduler_.Apply(plan);
   if (batch.sequences.empty()) {
     // Everything was preempted or nothing fits this step; Commit advances the step counter.
@@ -437,6 +517,7 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.running = s.running;
   stats_.waiting = s.waiting;
   stats_.kv_blocks_used = blocks_.num_used();
+  stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_cached = blocks_.num_cached();
   stats_.preemptions = s.preemptions;
   stats_.prompt_tokens_cached = s.prompt_tokens_cached;

@@ -10,6 +10,13 @@
 // computed, so they take the prompt's full blocks from the prefix cache and compute only the
 // partial last block. Each choice samples with seed + index.
 //
+// Elastic KV: when the KV store is a LeasedKvStore, the block manager's capacity follows the
+// lease. Before a step whose plan leaves sequences waiting for blocks (or preempts), the engine
+// grows the lease by a chunk (backing off for a few steps after a refusal). A shrink request
+// from the governor (or ShrinkKv) is honoured between steps: sequences holding blocks of the
+// last chunks are preempted by recompute, those blocks leave the cache, then the chunks go
+// back. The lease is marked idle while no sequence is live, so the governor reclaims it first.
+//
 // Ownership: the engine borrows the ModelRunner, its KvStore and the Tokenizer (optional), which
 // must outlive it; it owns the BlockManager, the Scheduler and the request state.
 // Thread-safety: Submit, Abort and Stats may be called from any thread. With
@@ -35,6 +42,7 @@
 #include "engine/kv_store.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler/block_manager.h"
+#include "engine/scheduler/leased_kv_store.h"
 #include "engine/scheduler/request.h"
 #include "engine/scheduler/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -83,6 +91,9 @@ struct EngineStats {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_cached = 0;  // free but holding a reusable prefix
   int64_t kv_block_size = 0;
+  int64_t kv_blocks_max = 0;   // with an elastic KV arena: its largest size
+  int64_t kv_grows = 0;        // chunks added to the elastic arena
+  int64_t kv_shrinks = 0;      // shrinks honoured
   double prefix_hit_rate = 0;  // prompt tokens served from the prefix cache / admitted
   int64_t prompt_tokens_cached = 0;
   int64_t steps = 0;
@@ -116,6 +127,9 @@ class Engine {
   // next step. Unknown or finished ids are ignored.
   void Abort(const std::string& id);
   EngineStats Stats() const;
+  // Asks the engine to give `chunks` chunks of its elastic KV arena back (no-op without one);
+  // done before the next step. Thread-safe. The governor's shrink requests arrive here too.
+  void ShrinkKv(size_t chunks);
 
   // Without an engine thread: takes queued submissions and aborts, then runs one step if any
   // sequence is live. Returns whether a step ran.
@@ -139,10 +153,15 @@ class Engine {
   void Step();
   void HandleToken(Live& live, Choice& choice, std::span<float> logits);
   void PublishStats(int64_t tokens, int64_t step_us);
+  void ApplyShrink();
+  bool NeedsMoreBlocks(const StepPlan& plan) const;
+  bool TryGrow();
+  void UpdateIdle();
 
   const EngineOptions options_;
   ModelRunner* runner_;                    // not owned
   KvStore* kv_;                            // not owned
+  LeasedKvStore* elastic_;                 // kv_ when it is elastic, else null
   const tokenizer::Tokenizer* tokenizer_;  // not owned; may be null
   const int64_t max_request_tokens_;
 
@@ -154,6 +173,8 @@ class Engine {
   int64_t next_sequence_id_ = 1;
   int64_t total_tokens_ = 0;
   std::vector<float> logits_scratch_;  // [n_vocab]
+  int64_t grow_backoff_until_step_ = 0;
+  bool lease_idle_ = false;
 
   // Shared with submitting threads.
   mutable std::mutex mutex_;
@@ -162,6 +183,7 @@ class Engine {
   std::vector<std::string> aborts_;                                        // guarded by mutex_
   std::set<std::string> ids_in_use_;                                       // guarded by mutex_
   bool stopping_ = false;                                                  // guarded by mutex_
+  size_t shrink_chunks_ = 0;                                               // guarded by mutex_
   EngineStats stats_;                                                      // guarded by mutex_
   std::thread thread_;
 };

@@ -291,6 +291,24 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
   return results;
 }
 
+std::vector<int64_t> Scheduler::PreemptHoldingBlocksFrom(int32_t first_block) {
+  std::vector<int64_t> ids;
+  for (auto& [id, s] : sequences_) {
+    if (std::any_of(s.block_table.begin(), s.block_table.end(),
+                    [&](int32_t b) { return b >= first_block; })) {
+      Preempt(s);
+      ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+int64_t Scheduler::NumWaiting() const {
+  int64_t n = 0;
+  for (const auto& [id, s] : sequences_) n += s.running ? 0 : 1;
+  return n;
+}
+
 void Scheduler::AppendToken(int64_t id, int32_t token) {
   Sequence& s = Get(id);
   s.tokens.push_back(token);

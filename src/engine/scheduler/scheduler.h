@@ -102,6 +102,11 @@ class Scheduler {
   [[nodiscard]] Batch Apply(const StepPlan& plan);
   // The runner computed `plan`'s batch.
   std::vector<StepResult> Commit(const StepPlan& plan);
+  // Between steps: preempts (by recompute) every running sequence holding a block with id >=
+  // first_block, so a KV arena can drop its last chunks. Returns their ids.
+  std::vector<int64_t> PreemptHoldingBlocksFrom(int32_t first_block);
+  // Waiting sequences.
+  int64_t NumWaiting() const;
   // Appends the token sampled for sequence `id` (to be computed next step).
   void AppendToken(int64_t id, int32_t token);
 

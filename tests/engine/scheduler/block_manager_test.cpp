@@ -158,6 +158,30 @@ TEST(BlockManagerTest, CopyOnWriteFailsCleanlyWhenNoBlockIsLeft) {
   EXPECT_EQ(bm.ref_count(a), 2);
 }
 
+TEST(BlockManagerTest, CapacityGrowsAndShrinksFromTheEnd) {
+  BlockManager bm(8, 2, 4);
+  EXPECT_EQ(bm.capacity(), 4);
+  EXPECT_EQ(bm.num_available(), 4);
+  std::vector<int32_t> got;
+  for (int i = 0; i < 4; ++i) got.push_back(*bm.Allocate());
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 2, 3}));  // lowest ids first
+  EXPECT_FALSE(bm.Allocate().ok());
+  bm.SetCapacity(8);
+  EXPECT_EQ(bm.num_available(), 4);
+  int32_t high = *bm.Allocate();
+  EXPECT_EQ(high, 4);
+  bm.Register(high, 99);
+  bm.Release(high);    // cached
+  bm.Release(got[3]);  // free
+  bm.SetCapacity(3);   // drops 3..7: block 3 is free, 4 cached, the rest free
+  EXPECT_EQ(bm.capacity(), 3);
+  EXPECT_FALSE(bm.IsIndexed(4));
+  EXPECT_TRUE(bm.MatchPrefix(std::vector<BlockHash>{99}, 1).empty());
+  EXPECT_EQ(bm.num_available(), 0);
+  EXPECT_EQ(bm.num_used(), 3);
+  EXPECT_TRUE(bm.CheckConsistency().ok()) << bm.CheckConsistency().ToString();
+}
+
 TEST(BlockManagerTest, RandomOperationsKeepCountsConsistent) {
   const int64_t n_blocks = 16;
   BlockManager bm(n_blocks, 2);
