@@ -62,8 +62,10 @@ class LlamaRunner final : public ModelRunner {
   Status ValidateBatch(const Batch& batch, int64_t* n_tokens, int64_t* max_context) const;
   Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
                 const StepBuffers& b);
-  // Runs `fn(t)` for every t < n on the pool.
-  void ForEachRow(int64_t n, const std::function<void(int64_t)>& fn);
+  // Runs `fn(t)` for every t < n on the pool; `row_cost` (about the floats a row touches)
+  // sets how many rows a thread takes at least, so that cheap rows are not handed out one
+  // by one.
+  void ForEachRow(int64_t n, int64_t row_cost, const std::function<void(int64_t)>& fn);
 
   const model::GgufFile& file_;
   const LlamaVariant variant_;
@@ -271,8 +273,10 @@ Status LlamaRunner::ValidateBatch(const Batch& batch, int64_t* n_tokens,
   return Status::Ok();
 }
 
-void LlamaRunner::ForEachRow(int64_t n, const std::function<void(int64_t)>& fn) {
-  options_.pool->ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+void LlamaRunner::ForEachRow(int64_t n, int64_t row_cost, const std::function<void(int64_t)>& fn) {
+  constexpr int64_t kMinChunkCost = 1 << 14;
+  const int64_t min_rows = std::max<int64_t>(1, kMinChunkCost / std::max<int64_t>(1, row_cost));
+  options_.pool->ParallelFor(n, min_rows, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) fn(t);
   });
 }
@@ -358,7 +362,7 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   // Embeddings and RoPE angles, per token.
   const size_t embd_row_bytes = *RowBytes(token_embd_->type, E);
   Status embd_status;
-  ForEachRow(n_tok, [&](int64_t t) {
+  ForEachRow(n_tok, 4 * E, [&](int64_t t) {
     Status s = DequantizeRow(token_embd_->type,
                              token_embd_->data + static_cast<size_t>(ids[t]) * embd_row_bytes,
                              x + t * E, E);
@@ -376,12 +380,12 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
     const LayerWeights& l = layers_[il];
     // Attention block.
-    ForEachRow(n_tok,
+    ForEachRow(n_tok, E,
                [&](int64_t t) { ops::RmsNorm(x + t * E, l.attn_norm, E, hp_.eps, h + t * E); });
     PIER_RETURN_IF_ERROR(MatMul(l.wq, h, n_tok, q, b));
     PIER_RETURN_IF_ERROR(MatMul(l.wk, h, n_tok, k, b));
     PIER_RETURN_IF_ERROR(MatMul(l.wv, h, n_tok, v, b));
-    ForEachRow(n_tok, [&](int64_t t) {
+    ForEachRow(n_tok, 4 * (q_dim + kv_dim), [&](int64_t t) {
       float* qt = q + t * q_dim;
       float* kt = k + t * kv_dim;
       float* vt = v + t * kv_dim;
@@ -407,22 +411,22 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
     PagedAttention(kv, il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
                    *options_.pool);
     PIER_RETURN_IF_ERROR(MatMul(l.wo, attn, n_tok, h, b));
-    ForEachRow(n_tok, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
+    ForEachRow(n_tok, E, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
 
     // Feed-forward block (SwiGLU).
-    ForEachRow(n_tok,
+    ForEachRow(n_tok, E,
                [&](int64_t t) { ops::RmsNorm(x + t * E, l.ffn_norm, E, hp_.eps, h + t * E); });
     PIER_RETURN_IF_ERROR(MatMul(l.gate, h, n_tok, gate, b));
     PIER_RETURN_IF_ERROR(MatMul(l.up, h, n_tok, up, b));
-    ForEachRow(n_tok,
+    ForEachRow(n_tok, 8 * hp_.n_ff,
                [&](int64_t t) { ops::SiluMul(gate + t * hp_.n_ff, up + t * hp_.n_ff, hp_.n_ff); });
     PIER_RETURN_IF_ERROR(MatMul(l.down, gate, n_tok, h, b));
-    ForEachRow(n_tok, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
+    ForEachRow(n_tok, E, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
   }
 
   // Output head, only for the rows that want logits.
   if (n_out > 0) {
-    ForEachRow(n_out, [&](int64_t r) {
+    ForEachRow(n_out, E, [&](int64_t r) {
       ops::RmsNorm(x + logit_rows[r] * E, output_norm_, E, hp_.eps, out_x + r * E);
     });
     PIER_RETURN_IF_ERROR(MatMul(output_, out_x, n_out, logits, b));

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/check.h"
 #include "common/thread_pool.h"
-#include "engine/cpu_ops.h"
 
 namespace pier::engine {
 
@@ -16,6 +16,36 @@ int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int6
 
 namespace {
 
+// The attention loops are compiled for AVX-512 and AVX2 as well as the baseline, chosen at
+// load time. Every clone evaluates the same operations in the same order (eight explicit
+// lanes, no fused multiply-adds: -ffp-contract=off), so the results are the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PIER_ATTENTION_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PIER_ATTENTION_CLONES
+#endif
+
+constexpr int kLanes = 8;
+constexpr int64_t kMaxGroup = 64;  // query heads per K/V head (checked by PagedAttention)
+
+// sum_i a[i] * b[i], lane l accumulating i = l mod 8, lanes summed in a fixed tree.
+inline float Dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  for (int l = 0; i + l < n; ++l) acc[l] += a[i + l] * b[i + l];
+  const float a0 = acc[0] + acc[4], a1 = acc[1] + acc[5], a2 = acc[2] + acc[6],
+              a3 = acc[3] + acc[7];
+  return (a0 + a2) + (a1 + a3);
+}
+
+// y[i] += a * x[i].
+inline void Axpy(float a, const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 struct Item {
   const AttentionSpan* span;
   int64_t token;    // index in the span
@@ -24,8 +54,9 @@ struct Item {
 
 // One query token, one group of query heads sharing a K/V head.
 //   scores: [group][max_context] scratch.
-void AttendOne(const KvStore& kv, int64_t layer, const Item& item, int64_t n_head, const float* q,
-               float* out, int64_t max_context, float* scores) {
+PIER_ATTENTION_CLONES void AttendOne(const KvStore& kv, int64_t layer, const Item& item,
+                                     int64_t n_head, const float* q, float* out,
+                                     int64_t max_context, float* scores) {
   const KvLayout& layout = kv.layout();
   const int64_t hd = layout.head_dim;
   const int64_t n_kv = layout.n_kv_head;
@@ -37,13 +68,23 @@ void AttendOne(const KvStore& kv, int64_t layer, const Item& item, int64_t n_hea
   float* out_row = out + (row * n_head + item.kv_head * group) * hd;    // [group][hd]
   const int32_t* table = item.span->block_table;
 
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    const float* k = kv.Keys(layer, table[p / layout.block_size]) +
-                     ((p % layout.block_size) * n_kv + item.kv_head) * hd;
-    for (int64_t j = 0; j < group; ++j) {
-      scores[j * max_context + p] = ops::Dot(q_row + j * hd, k, hd) * scale;
+  const int64_t bs = layout.block_size;
+  const int64_t row_stride = n_kv * hd;  // floats between positions in a block
+  const int64_t head_offset = item.kv_head * hd;
+
+  // Scores, position by position; block addresses resolved once per block.
+  for (int64_t first = 0; first < n_ctx; first += bs) {
+    const float* k_block = kv.Keys(layer, table[first / bs]) + head_offset;
+    const int64_t n = std::min(bs, n_ctx - first);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* k = k_block + i * row_stride;
+      for (int64_t j = 0; j < group; ++j) {
+        scores[j * max_context + first + i] = Dot(q_row + j * hd, k, hd) * scale;
+      }
     }
   }
+  // Softmax per head: max, then exp and a sequential sum in position order.
+  float inv_sum[kMaxGroup];
   for (int64_t j = 0; j < group; ++j) {
     float* s = scores + j * max_context;
     float mx = s[0];
@@ -53,15 +94,22 @@ void AttendOne(const KvStore& kv, int64_t layer, const Item& item, int64_t n_hea
       s[p] = std::exp(s[p] - mx);
       sum += s[p];
     }
-    float* o = out_row + j * hd;
-    std::fill(o, o + hd, 0.0f);
-    for (int64_t p = 0; p < n_ctx; ++p) {
-      const float* v = kv.Values(layer, table[p / layout.block_size]) +
-                       ((p % layout.block_size) * n_kv + item.kv_head) * hd;
-      ops::Axpy(s[p], v, hd, o);
+    inv_sum[j] = 1.0f / sum;
+    std::fill(out_row + j * hd, out_row + (j + 1) * hd, 0.0f);
+  }
+  // Weighted V rows in position order; each V row read once for the group.
+  for (int64_t first = 0; first < n_ctx; first += bs) {
+    const float* v_block = kv.Values(layer, table[first / bs]) + head_offset;
+    const int64_t n = std::min(bs, n_ctx - first);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* v = v_block + i * row_stride;
+      for (int64_t j = 0; j < group; ++j) {
+        Axpy(scores[j * max_context + first + i], v, hd, out_row + j * hd);
+      }
     }
-    const float inv = 1.0f / sum;
-    for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+  }
+  for (int64_t j = 0; j < group; ++j) {
+    for (int64_t d = 0; d < hd; ++d) out_row[j * hd + d] *= inv_sum[j];
   }
 }
 
@@ -72,6 +120,8 @@ void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionS
                     int64_t n_slots, ThreadPool& pool) {
   const int64_t n_kv = kv.layout().n_kv_head;
   const int64_t group = n_head / n_kv;
+  PIER_CHECK(group >= 1 && group <= kMaxGroup && group * n_kv == n_head,
+             "attention: query heads must be a multiple (up to 64) of K/V heads");
   std::vector<Item> items;
   for (const AttentionSpan& span : spans) {
     for (int64_t t = 0; t < span.n_tokens; ++t) {
