@@ -352,6 +352,13 @@ void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reaso
     }
     scheduler_.Remove(c.sequence_id);
     by_sequence_.erase(c.sequence_id);
+    // Readers who see the final event also see the blocks freed.
+    const SchedulerStats s = scheduler_.Stats();
+    std::lock_guard lock(mutex_);
+    stats_.kv_blocks_used = blocks_.num_used();
+    stats_.kv_blocks_cached = blocks_.num_cached();
+    stats_.running = s.running;
+    stats_.waiting = s.waiting;
   }
   c.done = true;
   event.choice = c.index;
