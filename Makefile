@@ -12,12 +12,13 @@ build: bootstrap
 	@test -f build/CMakeCache.txt || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build -j$(JOBS)
 
-# The main job. Until `pier serve` exists (issue: HTTP server) and the forward
-# pass generates text (issue: CPU forward pass), it shows what the default model
-# is and how a chat turn is rendered and tokenized for it.
+# The main job. Until `pier serve` exists (issue: HTTP server), it shows the
+# default model and runs one chat turn with it on the CPU.
+SERVE_PROMPT ?= Write a haiku about the sea.
 serve: build
 	./build/pier inspect
-	./build/pier prompt --system "You are a helpful assistant." "What is the capital of France?"
+	./build/pier devices
+	echo "$(SERVE_PROMPT)" | ./build/pier run --chat -n 128
 
 # Every test, through ctest.
 test: build
