@@ -1,7 +1,9 @@
 #include "engine/scheduler/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -72,6 +74,7 @@ struct Engine::Live {
   std::shared_ptr<RequestHandle> handle;
   std::vector<Choice> choices;
   int64_t cached_prompt_tokens = 0;
+  std::vector<PromptTokenLogprob> prompt_logprobs;  // [positions recorded so far]
 };
 
 Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
@@ -151,6 +154,12 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
   if (request.max_tokens < 1) {
     return InvalidArgumentError("max_tokens must be at least 1, got " +
                                 std::to_string(request.max_tokens));
+  }
+  if (request.prompt_logprobs.has_value() &&
+      (*request.prompt_logprobs < 0 || *request.prompt_logprobs > sampling::kMaxLogprobs)) {
+    return InvalidArgumentError("prompt_logprobs must be in [0, " +
+                                std::to_string(sampling::kMaxLogprobs) + "], got " +
+                                std::to_string(*request.prompt_logprobs));
   }
   for (const std::string& s : request.stop) {
     if (s.empty()) return InvalidArgumentError("stop strings must not be empty");
@@ -340,6 +349,7 @@ void Engine::AddChoiceSequence(Live& live, int32_t index) {
   spec.priority = live.request.priority;
   spec.deadline_us = live.request.deadline_us;
   spec.arrival_us = live.request.arrival_us;
+  spec.prompt_logits = index == 0 && live.request.prompt_logprobs.has_value();
   scheduler_.Add(std::move(spec));
   by_sequence_[c.sequence_id] = {&live, index};
 }
@@ -432,10 +442,17 @@ void Engine::Step() {
   }
   const std::vector<StepResult> results = scheduler_.Commit(plan);
   const StepOutput& out = *output;
-  // Rows come back in batch order; each sampling span has exactly one (kLast).
+  // Rows come back in batch order, positions ascending: a span's last row is its last
+  // position, the one a sampling span samples from.
   std::vector<int64_t> row_of(batch.sequences.size(), -1);
-  for (size_t r = 0; r < out.rows.size(); ++r)
-    row_of[out.rows[r].sequence_index] = static_cast<int64_t>(r);
+  for (size_t r = 0; r < out.rows.size(); ++r) {
+    const LogitsRow& row = out.rows[r];
+    row_of[row.sequence_index] = static_cast<int64_t>(r);
+    if (batch.sequences[row.sequence_index].logits == LogitsWanted::kAll) {
+      RecordPromptLogprob(batch.sequences[row.sequence_index].sequence_id, row.position,
+                          out.Row(r));
+    }
+  }
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].samples) continue;
     PIER_CHECK(row_of[i] >= 0, "the runner returned no logits for a sampling span");
@@ -450,6 +467,44 @@ void Engine::Step() {
     FinishRequestIfDone(id);
   }
   PublishStats(plan.num_tokens(), NowUs() - start);
+}
+
+void Engine::RecordPromptLogprob(int64_t sequence_id, int64_t position,
+                                 std::span<const float> logits) {
+  auto it = by_sequence_.find(sequence_id);
+  if (it == by_sequence_.end()) return;
+  Live& live = *it->second.first;
+  const std::vector<int32_t>& prompt = live.request.prompt_tokens;
+  // Position p's logits score prompt token p + 1; a recompute after preemption repeats rows
+  // already recorded.
+  if (position + 1 >= static_cast<int64_t>(prompt.size()) ||
+      position != static_cast<int64_t>(live.prompt_logprobs.size())) {
+    return;
+  }
+  double max_logit = -std::numeric_limits<double>::infinity();
+  for (float x : logits) max_logit = std::max(max_logit, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  auto logprob = [&](int32_t id) {
+    return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_z);
+  };
+  PromptTokenLogprob lp;
+  lp.position = position + 1;
+  lp.token = prompt[static_cast<size_t>(position + 1)];
+  lp.logprob = logprob(lp.token);
+  const auto k = static_cast<size_t>(
+      std::min<int64_t>(*live.request.prompt_logprobs, static_cast<int64_t>(logits.size())));
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  for (size_t i = 0; i < k; ++i) {
+    lp.top_logprobs.push_back({.token = ids[i], .logprob = logprob(ids[i])});
+  }
+  live.prompt_logprobs.push_back(std::move(lp));
 }
 
 void Engine::HandleToken(Live& live, Choice& c, std::span<float> logits) {
@@ -471,6 +526,9 @@ void Engine::HandleToken(Live& live, Choice& c, std::span<float> logits) {
   ++c.generated;
   if (c.first_token_us == 0) c.first_token_us = NowUs();
   Event e;
+  if (c.index == 0 && c.generated == 1 && live.request.prompt_logprobs.has_value()) {
+    e.prompt_logprobs = std::move(live.prompt_logprobs);
+  }
   e.token = sampled->token;
   e.logprob = sampled->logprob;
   e.top_logprobs = std::move(sampled->top_logprobs);

@@ -119,9 +119,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Validates and queues. INVALID_ARGUMENT for an empty prompt or id, an id in use, a token
-  // outside the vocabulary, bad sampling parameters, n outside [1, max_n], max_tokens < 1, an
-  // empty stop string, or prompt + max_tokens above max_request_tokens (named in the message);
-  // UNAVAILABLE after shutdown began.
+  // outside the vocabulary, bad sampling parameters, prompt_logprobs outside [0, 20], n outside [1,
+  // max_n], max_tokens < 1, an empty stop string, or prompt + max_tokens above max_request_tokens
+  // (named in the message); UNAVAILABLE after shutdown began.
   [[nodiscard]] Result<std::shared_ptr<RequestHandle>> Submit(Request request);
   // Ends the request (every choice gets a final abort event) and frees its blocks before the
   // next step. Unknown or finished ids are ignored.
@@ -152,6 +152,7 @@ class Engine {
   void AbortLive(const std::string& id);
   void Step();
   void HandleToken(Live& live, Choice& choice, std::span<float> logits);
+  void RecordPromptLogprob(int64_t sequence_id, int64_t position, std::span<const float> logits);
   void PublishStats(int64_t tokens, int64_t step_us);
   void ApplyShrink();
   bool NeedsMoreBlocks(const StepPlan& plan) const;

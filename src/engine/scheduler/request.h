@@ -49,7 +49,11 @@ struct Request {
   int32_t max_tokens = 16;              // generated tokens per choice, >= 1
   std::vector<std::string> stop;        // stop strings (never streamed, not even in part)
   std::vector<int32_t> stop_token_ids;  // end generation like an end-of-generation token
-  bool ignore_eos = false;              // keep going past the model's end-of-generation tokens
+  bool ignore_eos = false;
+  // When set (0..20): the logprob of every prompt token after the first, given the tokens
+  // before it, with that many most likely alternatives. Such a request does not read the
+  // prefix cache (cached positions have no logits).
+  std::optional<int32_t> prompt_logprobs;  // keep going past the model's end-of-generation tokens
   Priority priority = Priority::kNormal;
   // Served before requests of the same class with a later (or no) deadline.
   std::optional<TimestampUs> deadline_us;
@@ -78,6 +82,15 @@ struct Timestamps {
   TimestampUs finished_us = 0;
 };
 
+// Prompt token `token` at position `position` (>= 1) and its logprob given the positions
+// before it (log-softmax of the raw logits), with the most likely alternatives.
+struct PromptTokenLogprob {
+  int64_t position = 0;
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<sampling::TokenLogprob> top_logprobs;
+};
+
 struct Event {
   int32_t choice = 0;
   // The sampled token; -1 on a final event that carries no token (abort, error, stop string
@@ -87,6 +100,8 @@ struct Event {
   std::string text;
   std::optional<float> logprob;  // when sampling.logprobs is set
   std::vector<sampling::TokenLogprob> top_logprobs;
+  // On choice 0's first event, when Request::prompt_logprobs is set.
+  std::vector<PromptTokenLogprob> prompt_logprobs;
   // Set on the last event of a choice, with usage and timestamps.
   std::optional<FinishReason> finish;
   std::string error;  // the reason when finish == kError

@@ -68,6 +68,7 @@ void Scheduler::Add(SequenceSpec spec) {
   PIER_CHECK(!sequences_.contains(spec.id), "sequence id in use");
   Sequence s;
   s.tokens = std::move(spec.tokens);
+  s.num_prompt = static_cast<int64_t>(s.tokens.size());
   s.spec = std::move(spec);
   s.arrival_order = next_arrival_++;
   s.arrival_step = step_;
@@ -198,7 +199,8 @@ StepPlan Scheduler::Plan() const {
       continue;
     }
     std::vector<int32_t> cached;
-    if (options_.enable_prefix_caching) cached = blocks_->MatchPrefix(s.hashes, (len - 1) / bs);
+    if (options_.enable_prefix_caching && !s.spec.prompt_logits)
+      cached = blocks_->MatchPrefix(s.hashes, (len - 1) / bs);
     const int64_t start = static_cast<int64_t>(cached.size()) * bs;
     const int64_t n = chunk(len - start);
     const int64_t need = BlocksFor(start + n) - static_cast<int64_t>(cached.size());
@@ -265,6 +267,7 @@ Batch Scheduler::Apply(const StepPlan& plan) {
     span.block_table = s.block_table;
     const bool ends = s.num_computed + ss.n_tokens == static_cast<int64_t>(s.tokens.size());
     span.logits = ends ? LogitsWanted::kLast : LogitsWanted::kNone;
+    if (s.spec.prompt_logits && s.num_computed < s.num_prompt - 1) span.logits = LogitsWanted::kAll;
     batch.sequences.push_back(std::move(span));
   }
   return batch;

@@ -54,6 +54,9 @@ struct SequenceSpec {
   std::optional<TimestampUs> deadline_us;
   // Earlier is served first among equals; the scheduler's own arrival counter breaks ties.
   TimestampUs arrival_us = 0;
+  // Every prompt position's logits are wanted (prompt logprobs): spans over the prompt ask
+  // for all rows, and the prefix cache is not read.
+  bool prompt_logits = false;
 };
 
 struct ScheduledSequence {
@@ -126,6 +129,7 @@ class Scheduler {
   struct Sequence {
     SequenceSpec spec;
     std::vector<int32_t> tokens;
+    int64_t num_prompt = 0;
     int64_t arrival_order = 0;
     int64_t arrival_step = 0;
     int64_t num_computed = 0;

@@ -283,6 +283,54 @@ TEST(EngineTest, ParallelSamplesShareThePromptAndMatchSeparateSeeds) {
   EXPECT_EQ(rig.engine->Stats().kv_blocks_used, 0);
 }
 
+TEST(EngineTest, PromptLogprobsMatchTheSamplersLogprobsOfEachPrefix) {
+  const std::vector<int32_t> prompt = Prompt(23, 17);
+  Request r = Greedy("plp", prompt, 2);
+  r.prompt_logprobs = 5;
+  // Chunked prefill (8 tokens a step) and a warm prefix cache that must not be used.
+  Rig rig(64, 4, {.max_batched_tokens = 8, .max_seqs = 4});
+  ASSERT_TRUE(rig.engine->Submit(Greedy("warm", prompt, 1)).ok());
+  rig.RunToIdle();
+  auto h = *rig.engine->Submit(r);
+  rig.RunToIdle();
+  std::vector<Event> events = h->Drain();
+  ASSERT_FALSE(events.empty());
+  const std::vector<PromptTokenLogprob>& lps = events.front().prompt_logprobs;
+  ASSERT_EQ(lps.size(), prompt.size() - 1);
+  for (size_t i = 0; i < lps.size(); ++i) {
+    const PromptTokenLogprob& lp = lps[i];
+    EXPECT_EQ(lp.position, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(lp.token, prompt[i + 1]);
+    ASSERT_EQ(lp.top_logprobs.size(), 5u);
+    // The distribution after prompt[0..i] is what a request with that prompt samples from.
+    Request prefix =
+        Greedy("prefix", std::vector<int32_t>(prompt.begin(), prompt.begin() + i + 1), 1);
+    prefix.sampling.logprobs = 5;
+    Rig alone(64, 4);
+    auto ph = *alone.engine->Submit(prefix);
+    alone.RunToIdle();
+    const Event first = ph->Drain().front();
+    ASSERT_EQ(first.top_logprobs.size(), 5u);
+    bool in_top = false;
+    for (size_t k = 0; k < 5; ++k) {
+      EXPECT_EQ(lp.top_logprobs[k].token, first.top_logprobs[k].token) << "position " << i + 1;
+      EXPECT_NEAR(lp.top_logprobs[k].logprob, first.top_logprobs[k].logprob, 1e-5);
+      if (lp.top_logprobs[k].token == lp.token) {
+        in_top = true;
+        EXPECT_FLOAT_EQ(lp.logprob, lp.top_logprobs[k].logprob);
+      }
+    }
+    if (!in_top) {
+      EXPECT_LE(lp.logprob, lp.top_logprobs[4].logprob);
+    }
+    EXPECT_LT(lp.logprob, 0.0f);
+  }
+  EXPECT_EQ(events.back().usage.cached_prompt_tokens, 0);
+  Request bad = Greedy("bad", prompt, 1);
+  bad.prompt_logprobs = 21;
+  EXPECT_FALSE(rig.engine->Submit(bad).ok());
+}
+
 TEST(EngineTest, CriticalRequestIsAdmittedAtOnceAndFinishesFirstUnderLowLoad) {
   Rig rig(32, 4, {.max_batched_tokens = 16, .max_seqs = 4});
   std::vector<std::shared_ptr<RequestHandle>> low;
