@@ -55,6 +55,38 @@ void RequestHandle::Push(Event event) {
   cv_.notify_all();
 }
 
+// ---- Swap space ------------------------------------------------------------------------------
+
+namespace {
+
+// Swapped K/V in host memory: [n_slots][bytes_per_block]. On the CPU device the "device" KV is
+// host memory too, so a swap is a memcpy each way.
+class HostSwapSpace final : public SwapSpace {
+ public:
+  HostSwapSpace(KvStore* kv, int64_t n_slots)
+      : kv_(kv),
+        bytes_per_block_(kv->layout().bytes_per_block()),
+        n_slots_(n_slots),
+        bytes_(static_cast<size_t>(n_slots) * bytes_per_block_) {}
+  int64_t num_slots() const override { return n_slots_; }
+  void CopyOut(int32_t block, int64_t slot) override {
+    std::memcpy(bytes_.data() + static_cast<size_t>(slot) * bytes_per_block_, kv_->BlockData(block),
+                bytes_per_block_);
+  }
+  void CopyIn(int64_t slot, int32_t block) override {
+    std::memcpy(kv_->BlockData(block), bytes_.data() + static_cast<size_t>(slot) * bytes_per_block_,
+                bytes_per_block_);
+  }
+
+ private:
+  KvStore* kv_;
+  size_t bytes_per_block_;
+  int64_t n_slots_;
+  std::vector<std::byte> bytes_;  // [n_slots][bytes_per_block]
+};
+
+}  // namespace
+
 // ---- Engine state -----------------------------------------------------------------------------
 
 struct Engine::Choice {
@@ -86,9 +118,11 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       tokenizer_(tokenizer),
       max_request_tokens_(
           std::min(runner->shape().context_length, kv->num_blocks() * kv->layout().block_size)),
+      swap_(options.swap_blocks > 0 ? std::make_unique<HostSwapSpace>(kv, options.swap_blocks)
+                                    : nullptr),
       blocks_(kv->num_blocks(), kv->layout().block_size,
               elastic_ != nullptr ? elastic_->usable_blocks() : -1),
-      scheduler_(options.scheduler, &blocks_),
+      scheduler_(options.scheduler, &blocks_, swap_.get()),
       logits_scratch_(static_cast<size_t>(runner->shape().n_vocab)) {
   stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_max = blocks_.num_blocks();
@@ -110,6 +144,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
   if (kv->num_blocks() < 1) return InvalidArgumentError("engine: the KV store has no blocks");
   if (options.scheduler.max_batched_tokens < 1 || options.scheduler.max_seqs < 1) {
     return InvalidArgumentError("engine: max_batched_tokens and max_seqs must be at least 1");
+  }
+  if (options.swap_blocks < 0) return InvalidArgumentError("engine: swap_blocks must be >= 0");
+  if (options.scheduler.preempt_by_swap && options.swap_blocks == 0) {
+    return InvalidArgumentError("engine: preempt_by_swap needs swap_blocks > 0");
   }
   if (options.max_n < 1) return InvalidArgumentError("engine: max_n must be at least 1");
   if (tokenizer != nullptr && tokenizer->vocab_size() > runner->shape().n_vocab) {
@@ -233,7 +271,7 @@ void Engine::ApplyShrink() {
 }
 
 bool Engine::NeedsMoreBlocks(const StepPlan& plan) const {
-  if (!plan.preempted.empty()) return true;
+  if (!plan.preempted.empty() || !plan.swapped_out.empty()) return true;
   int64_t admitted = 0;
   for (const ScheduledSequence& s : plan.sequences) admitted += s.admit ? 1 : 0;
   const int64_t running = scheduler_.Stats().running + admitted;
@@ -581,6 +619,8 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.last_step_at_us = NowUs();
   stats_.running = s.running;
   stats_.waiting = s.waiting;
+  stats_.swapped = s.swapped;
+  stats_.swap_outs = s.swap_outs;
   stats_.kv_blocks_used = blocks_.num_used();
   stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_cached = blocks_.num_cached();

@@ -55,6 +55,8 @@ struct EngineOptions {
   // End-of-generation tokens when no tokenizer is given (with one, its set is used).
   std::vector<int32_t> end_of_generation_ids;
   bool start_thread = true;
+  // Host memory for preemption by swap (with scheduler.preempt_by_swap), in KV blocks.
+  int64_t swap_blocks = 0;
 };
 
 // The events of one request, in order. Written by the engine, read by any thread.
@@ -84,9 +86,10 @@ class RequestHandle {
 };
 
 struct EngineStats {
-  int64_t running = 0;  // sequences holding KV blocks
-  int64_t waiting = 0;  // sequences queued or preempted
-  int64_t swapped = 0;  // always 0: preemption is by recompute
+  int64_t running = 0;    // sequences holding KV blocks
+  int64_t waiting = 0;    // sequences queued or preempted
+  int64_t swapped = 0;    // sequences whose K/V wait in host memory
+  int64_t swap_outs = 0;  // preemptions by swap (counted in preemptions too)
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_cached = 0;  // free but holding a reusable prefix
@@ -167,6 +170,7 @@ class Engine {
   const int64_t max_request_tokens_;
 
   // Engine-thread state.
+  std::unique_ptr<SwapSpace> swap_;  // with swap_blocks > 0
   BlockManager blocks_;
   Scheduler scheduler_;
   std::map<std::string, std::unique_ptr<Live>> live_;

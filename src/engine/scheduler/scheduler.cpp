@@ -57,8 +57,11 @@ int64_t StepPlan::num_tokens() const {
   return n;
 }
 
-Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks)
-    : options_(options), blocks_(blocks) {
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks, SwapSpace* swap)
+    : options_(options), blocks_(blocks), swap_(options.preempt_by_swap ? swap : nullptr) {
+  if (swap_ != nullptr) {
+    for (int64_t slot = swap_->num_slots() - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+  }
   PIER_CHECK(blocks_ != nullptr, "scheduler needs a block manager");
   PIER_CHECK(options_.max_batched_tokens > 0 && options_.max_seqs > 0, "empty step limits");
 }
@@ -82,6 +85,7 @@ void Scheduler::Remove(int64_t id) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return;
   blocks_->ReleaseAll(it->second.block_table);
+  for (int64_t slot : it->second.host_slots) free_slots_.push_back(slot);
   sequences_.erase(it);
 }
 
@@ -132,6 +136,9 @@ StepPlan Scheduler::Plan() const {
   std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
 
   SimulatedBlocks sim(*blocks_);
+  // Host slots left for swap-outs planned in this step (slots freed by this step's swap-ins
+  // are not reused before the next step).
+  auto host_free = static_cast<int64_t>(free_slots_.size());
   std::vector<bool> victim(order.size(), false);
   std::vector<bool> scheduled(order.size(), false);
   int64_t running = 0;
@@ -139,6 +146,19 @@ StepPlan Scheduler::Plan() const {
   int64_t budget = options_.max_batched_tokens;
   const int64_t bs = blocks_->block_size();
 
+  auto preempt = [&](size_t k) {
+    const Sequence& v = *order[k];
+    victim[k] = true;
+    sim.ReleaseAll(v.block_table);
+    --running;
+    const auto n_blocks = static_cast<int64_t>(v.block_table.size());
+    if (swap_ != nullptr && n_blocks > 0 && n_blocks <= host_free) {
+      host_free -= n_blocks;
+      plan.swapped_out.push_back(v.spec.id);
+    } else {
+      plan.preempted.push_back(v.spec.id);
+    }
+  };
   // Preempts the lowest-ranked running sequence ranked after position `pos`, of an effective
   // class above `min_class` (pass -1 for any). False when there is none.
   auto preempt_one = [&](size_t pos, int min_class) {
@@ -146,10 +166,7 @@ StepPlan Scheduler::Plan() const {
       const size_t k = idx[j];
       if (!order[k]->running || victim[k] || scheduled[k]) continue;
       if (keys[k].effective_class <= min_class) continue;
-      victim[k] = true;
-      sim.ReleaseAll(order[k]->block_table);
-      --running;
-      plan.preempted.push_back(order[k]->spec.id);
+      preempt(k);
       return true;
     }
     return false;
@@ -174,10 +191,7 @@ StepPlan Scheduler::Plan() const {
       while (sim.available() < need && preempt_one(pos, -1)) {
       }
       if (sim.available() < need) {  // nobody below it: it yields itself
-        victim[k] = true;
-        sim.ReleaseAll(s.block_table);
-        --running;
-        plan.preempted.push_back(s.spec.id);
+        preempt(k);
         continue;
       }
       sim.Allocate(need);
@@ -198,10 +212,11 @@ StepPlan Scheduler::Plan() const {
       admission_closed = true;
       continue;
     }
+    const bool swap_in = !s.host_slots.empty();
     std::vector<int32_t> cached;
-    if (options_.enable_prefix_caching && !s.spec.prompt_logits)
+    if (options_.enable_prefix_caching && !s.spec.prompt_logits && !swap_in)
       cached = blocks_->MatchPrefix(s.hashes, (len - 1) / bs);
-    const int64_t start = static_cast<int64_t>(cached.size()) * bs;
+    const int64_t start = swap_in ? s.num_computed : static_cast<int64_t>(cached.size()) * bs;
     const int64_t n = chunk(len - start);
     const int64_t need = BlocksFor(start + n) - static_cast<int64_t>(cached.size());
     while (sim.available() < need + sim.AcquireCost(cached) && preempt_one(pos, cls)) {
@@ -219,10 +234,27 @@ StepPlan Scheduler::Plan() const {
     plan.sequences.push_back({.id = s.spec.id,
                               .n_tokens = n,
                               .admit = true,
+                              .swap_in = swap_in,
                               .cached_blocks = std::move(cached),
                               .new_blocks = need});
   }
   return plan;
+}
+
+void Scheduler::SwapOut(Sequence& s) {
+  PIER_CHECK(swap_ != nullptr && free_slots_.size() >= s.block_table.size(), "no swap room");
+  for (int32_t block : s.block_table) {
+    const int64_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    swap_->CopyOut(block, slot);
+    s.host_slots.push_back(slot);
+  }
+  blocks_->ReleaseAll(s.block_table);
+  s.block_table.clear();
+  s.num_registered = 0;
+  s.running = false;
+  ++preemptions_;
+  ++swap_outs_;
 }
 
 void Scheduler::Preempt(Sequence& s) {
@@ -236,11 +268,16 @@ void Scheduler::Preempt(Sequence& s) {
 
 Batch Scheduler::Apply(const StepPlan& plan) {
   PIER_CHECK(plan.step == step_, "applying a stale plan");
+  for (int64_t id : plan.swapped_out) SwapOut(Get(id));
   for (int64_t id : plan.preempted) Preempt(Get(id));
   for (const ScheduledSequence& ss : plan.sequences) {
     if (!ss.admit) continue;
     Sequence& s = Get(ss.id);
     PIER_CHECK(!s.running && s.block_table.empty(), "admitting a running sequence");
+    if (ss.swap_in) {  // its blocks are allocated and filled below
+      s.running = true;
+      continue;
+    }
     for (int32_t b : ss.cached_blocks) blocks_->Acquire(b);
     s.block_table = ss.cached_blocks;
     s.num_registered = static_cast<int64_t>(ss.cached_blocks.size());
@@ -258,6 +295,14 @@ Batch Scheduler::Apply(const StepPlan& plan) {
       Result<int32_t> block = blocks_->Allocate();
       PIER_CHECK(block.ok(), "the plan promised a block");
       s.block_table.push_back(*block);
+    }
+    if (ss.swap_in) {
+      PIER_CHECK(s.block_table.size() >= s.host_slots.size(), "swap-in without room");
+      for (size_t i = 0; i < s.host_slots.size(); ++i) {
+        swap_->CopyIn(s.host_slots[i], s.block_table[i]);
+        free_slots_.push_back(s.host_slots[i]);
+      }
+      s.host_slots.clear();
     }
     SequenceSpan span;
     span.sequence_id = ss.id;
@@ -327,7 +372,10 @@ int64_t Scheduler::CachedTokens(int64_t id) const { return Get(id).cached_tokens
 
 SchedulerStats Scheduler::Stats() const {
   SchedulerStats stats;
-  for (const auto& [id, s] : sequences_) (s.running ? stats.running : stats.waiting) += 1;
+  for (const auto& [id, s] : sequences_) {
+    (s.running ? stats.running : !s.host_slots.empty() ? stats.swapped : stats.waiting) += 1;
+  }
+  stats.swap_outs = swap_outs_;
   stats.preemptions = preemptions_;
   stats.prompt_tokens_admitted = prompt_tokens_admitted_;
   stats.prompt_tokens_cached = prompt_tokens_cached_;

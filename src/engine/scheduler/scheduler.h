@@ -39,12 +39,25 @@
 
 namespace pier::engine {
 
+// Host memory for swapped-out K/V, in block-sized slots. The engine implements it over the
+// KvStore; the scheduler decides which slots hold what.
+class SwapSpace {
+ public:
+  virtual ~SwapSpace() = default;
+  virtual int64_t num_slots() const = 0;
+  // Copies KV block `block` into host slot `slot`, and back.
+  virtual void CopyOut(int32_t block, int64_t slot) = 0;
+  virtual void CopyIn(int64_t slot, int32_t block) = 0;
+};
+
 struct SchedulerOptions {
   int64_t max_batched_tokens = 512;  // tokens computed per step, all sequences together
   int64_t max_seqs = 64;             // running sequences at once
   int64_t max_prefill_chunk = 0;     // tokens of one prompt per step; 0: up to the budget
   int64_t aging_steps = 256;         // steps a sequence waits per class it is raised; 0: none
   bool enable_prefix_caching = true;
+  // Preempt by swapping K/V to the SwapSpace when it has room (else by recompute).
+  bool preempt_by_swap = false;
 };
 
 struct SequenceSpec {
@@ -63,6 +76,7 @@ struct ScheduledSequence {
   int64_t id = 0;
   int64_t n_tokens = 0;                // tokens computed this step, from num_computed
   bool admit = false;                  // was waiting
+  bool swap_in = false;                // admit: its K/V come back from host slots (no recompute)
   std::vector<int32_t> cached_blocks;  // admit: prefix-cache blocks taken over
   int64_t new_blocks = 0;              // blocks allocated for this step
 };
@@ -70,9 +84,10 @@ struct ScheduledSequence {
 struct StepPlan {
   int64_t step = 0;
   std::vector<ScheduledSequence> sequences;  // in rank order
-  std::vector<int64_t> preempted;            // ids, preempted before the step
+  std::vector<int64_t> preempted;            // ids, preempted by recompute before the step
+  std::vector<int64_t> swapped_out;          // ids, preempted by swap before the step
   int64_t num_tokens() const;
-  bool empty() const { return sequences.empty() && preempted.empty(); }
+  bool empty() const { return sequences.empty() && preempted.empty() && swapped_out.empty(); }
 };
 
 // What a sequence computed in a step (Commit's answer), in plan order.
@@ -84,7 +99,9 @@ struct StepResult {
 
 struct SchedulerStats {
   int64_t running = 0;
-  int64_t waiting = 0;
+  int64_t waiting = 0;  // not counting swapped
+  int64_t swapped = 0;
+  int64_t swap_outs = 0;
   int64_t preemptions = 0;
   int64_t prompt_tokens_admitted = 0;  // counting recomputed ones
   int64_t prompt_tokens_cached = 0;    // of which served by the prefix cache
@@ -92,7 +109,8 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerOptions& options, BlockManager* blocks);
+  // `swap` (optional, borrowed) is used when options.preempt_by_swap.
+  Scheduler(const SchedulerOptions& options, BlockManager* blocks, SwapSpace* swap = nullptr);
 
   // Queues a new sequence (waiting). PIER_CHECK: id unused, tokens non-empty.
   void Add(SequenceSpec spec);
@@ -138,6 +156,7 @@ class Scheduler {
     std::vector<BlockHash> hashes;  // chained hashes of the full blocks of tokens
     int64_t num_registered = 0;     // leading blocks of block_table named in the index
     int64_t cached_tokens = 0;
+    std::vector<int64_t> host_slots;  // swapped out: block i of the table is in host_slots[i]
   };
   struct RankKey {
     int effective_class;
@@ -152,13 +171,17 @@ class Scheduler {
   Sequence& Get(int64_t id);
   const Sequence& Get(int64_t id) const;
   void Preempt(Sequence& s);
+  void SwapOut(Sequence& s);
 
   SchedulerOptions options_;
-  BlockManager* blocks_;  // not owned
+  BlockManager* blocks_;             // not owned
+  SwapSpace* swap_;                  // not owned; may be null
+  std::vector<int64_t> free_slots_;  // host slots not holding a swapped block
   std::map<int64_t, Sequence> sequences_;
   int64_t next_arrival_ = 0;
   int64_t step_ = 0;
   int64_t preemptions_ = 0;
+  int64_t swap_outs_ = 0;
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
 };

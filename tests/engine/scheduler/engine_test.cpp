@@ -27,11 +27,12 @@ constexpr int64_t kVocab = 40;
 // A fake model and an engine over it, driven with RunStep() (no engine thread).
 struct Rig {
   Rig(int64_t n_blocks, int64_t block_size, SchedulerOptions sched = {},
-      const tokenizer::Tokenizer* tok = nullptr, int64_t context = 4096)
+      const tokenizer::Tokenizer* tok = nullptr, int64_t context = 4096, int64_t swap_blocks = 0)
       : kv(FakeLayout(block_size), n_blocks), runner(&kv, kVocab, context) {
     EngineOptions options;
     options.scheduler = sched;
     options.start_thread = false;
+    options.swap_blocks = swap_blocks;
     options.end_of_generation_ids = {kVocab - 1};
     auto e = Engine::Create(options, &runner, &kv, tok);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -146,22 +147,28 @@ TEST(EngineTest, ConcurrentRequestsProduceTheSameTokensAsAlone) {
 }
 
 TEST(EngineTest, PreemptedRequestsResumeWithExactlyTheirTokens) {
-  // 12 blocks of 4 tokens: four requests of up to 40 tokens each cannot all stay.
-  std::vector<Request> requests;
-  for (int i = 0; i < 4; ++i)
-    requests.push_back(Greedy("p" + std::to_string(i), Prompt(10, 50 + i), 30));
-  Rig rig(12, 4, {.max_batched_tokens = 32, .max_seqs = 4});
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (const Request& r : requests) handles.push_back(*rig.engine->Submit(r));
-  rig.RunToIdle();
-  EXPECT_GT(rig.engine->Stats().preemptions, 0);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    Output out = Collect(handles[i]->Drain());
-    EXPECT_EQ(out.tokens.size(), 30u);
-    EXPECT_EQ(out.tokens, RunAlone(requests[i])) << "request " << i;
+  for (bool swap : {false, true}) {
+    SCOPED_TRACE(swap ? "swap" : "recompute");
+    // 12 blocks of 4 tokens: four requests of up to 40 tokens each cannot all stay.
+    std::vector<Request> requests;
+    for (int i = 0; i < 4; ++i)
+      requests.push_back(Greedy("p" + std::to_string(i), Prompt(10, 50 + i), 30));
+    Rig rig(12, 4, {.max_batched_tokens = 32, .max_seqs = 4, .preempt_by_swap = swap}, nullptr,
+            4096, swap ? 64 : 0);
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (const Request& r : requests) handles.push_back(*rig.engine->Submit(r));
+    rig.RunToIdle();
+    EXPECT_GT(rig.engine->Stats().preemptions, 0);
+    EXPECT_EQ(rig.engine->Stats().swap_outs > 0, swap);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      Output out = Collect(handles[i]->Drain());
+      EXPECT_EQ(out.tokens.size(), 30u);
+      EXPECT_EQ(out.tokens, RunAlone(requests[i])) << "request " << i;
+    }
+    EXPECT_EQ(rig.engine->Stats().kv_blocks_used, 0);
+    EXPECT_EQ(rig.engine->Stats().swapped, 0);
+    EXPECT_TRUE(rig.engine->CheckConsistency().ok());
   }
-  EXPECT_EQ(rig.engine->Stats().kv_blocks_used, 0);
-  EXPECT_TRUE(rig.engine->CheckConsistency().ok());
 }
 
 TEST(EngineTest, PrefixCacheHitGivesTheSameOutputAsAColdRun) {

@@ -22,8 +22,8 @@ std::vector<int32_t> Tokens(int64_t n, int32_t first = 1) {
 // token 5; a sequence is removed once it has `finish_after` generated tokens.
 class Harness {
  public:
-  Harness(SchedulerOptions options, int64_t n_blocks, int64_t block_size)
-      : blocks_(n_blocks, block_size), scheduler_(options, &blocks_) {}
+  Harness(SchedulerOptions options, int64_t n_blocks, int64_t block_size, SwapSpace* swap = nullptr)
+      : blocks_(n_blocks, block_size), scheduler_(options, &blocks_, swap) {}
 
   void Add(int64_t id, int64_t n_tokens, Priority p = Priority::kNormal, int finish_after = 1000,
            std::optional<TimestampUs> deadline = std::nullopt, int32_t first_token = 1) {
@@ -212,6 +212,69 @@ TEST(SchedulerTest, PreemptsTheLatestArrivalWhenBlocksRunOut) {
   for (int i = 0; i < 20 && h.scheduler().HasWork(); ++i) h.Step();
   EXPECT_EQ(h.finished(), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(h.blocks().num_used(), 0);
+}
+
+// Records which block each host slot holds.
+class RecordingSwap final : public SwapSpace {
+ public:
+  explicit RecordingSwap(int64_t slots) : slots_(slots) {}
+  int64_t num_slots() const override { return slots_; }
+  void CopyOut(int32_t block, int64_t slot) override {
+    EXPECT_FALSE(held_.contains(slot)) << "slot " << slot << " overwritten";
+    held_[slot] = block;
+    ++outs_;
+  }
+  void CopyIn(int64_t slot, int32_t block) override {
+    EXPECT_TRUE(held_.contains(slot));
+    held_.erase(slot);
+    ins_.push_back(block);
+  }
+  int outs_ = 0;
+  std::vector<int32_t> ins_;
+  std::map<int64_t, int32_t> held_;
+
+ private:
+  int64_t slots_;
+};
+
+TEST(SchedulerTest, SwapPreemptionKeepsComputedTokensAndResumesWithoutRecompute) {
+  RecordingSwap swap(8);
+  Harness h({.max_batched_tokens = 64, .max_seqs = 4, .preempt_by_swap = true}, 4, 2, &swap);
+  h.Add(1, 3, Priority::kNormal, 4);
+  h.Add(2, 3, Priority::kNormal, 4);
+  h.Step();
+  h.Step();
+  StepPlan plan = h.Step();  // position 4 needs a 3rd block for both
+  EXPECT_EQ(plan.swapped_out, std::vector<int64_t>{2});
+  EXPECT_TRUE(plan.preempted.empty());
+  EXPECT_EQ(swap.outs_, 2);
+  EXPECT_EQ(h.scheduler().NumComputed(2), 4);
+  EXPECT_EQ(h.scheduler().Stats().swapped, 1);
+  for (int i = 0; i < 5 && Find(plan, 2) == nullptr; ++i) plan = h.Step();  // 1 finishes first
+  ASSERT_NE(Find(plan, 2), nullptr);
+  EXPECT_TRUE(Find(plan, 2)->swap_in);
+  EXPECT_EQ(Find(plan, 2)->n_tokens, 1);  // only the token not yet computed
+  EXPECT_EQ(swap.ins_.size(), 2u);
+  EXPECT_TRUE(swap.held_.empty());
+  std::span<const int32_t> table = h.scheduler().BlockTable(2);
+  EXPECT_EQ(std::vector<int32_t>(table.begin(), table.begin() + 2), swap.ins_);
+  for (int i = 0; i < 10 && h.scheduler().HasWork(); ++i) h.Step();
+  EXPECT_EQ(h.finished(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(h.scheduler().Stats().swap_outs, 1);
+  EXPECT_EQ(h.blocks().num_used(), 0);
+}
+
+TEST(SchedulerTest, SwapFallsBackToRecomputeWhenHostSlotsRunShort) {
+  RecordingSwap swap(1);
+  Harness h({.max_batched_tokens = 64, .max_seqs = 4, .preempt_by_swap = true}, 4, 2, &swap);
+  h.Add(1, 3, Priority::kNormal, 4);
+  h.Add(2, 3, Priority::kNormal, 4);
+  h.Step();
+  h.Step();
+  StepPlan plan = h.Step();
+  EXPECT_EQ(plan.preempted, std::vector<int64_t>{2});
+  EXPECT_TRUE(plan.swapped_out.empty());
+  EXPECT_EQ(swap.outs_, 0);
 }
 
 TEST(SchedulerTest, PrefixCacheSkipsCachedBlocksOnAdmission) {
