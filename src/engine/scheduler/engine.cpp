@@ -85,6 +85,17 @@ class HostSwapSpace final : public SwapSpace {
   std::vector<std::byte> bytes_;  // [n_slots][bytes_per_block]
 };
 
+class KvBlockCopier final : public BlockCopier {
+ public:
+  explicit KvBlockCopier(KvStore* kv) : kv_(kv) {}
+  void CopyBlock(int32_t from, int32_t to) override {
+    std::memcpy(kv_->BlockData(to), kv_->BlockData(from), kv_->layout().bytes_per_block());
+  }
+
+ private:
+  KvStore* kv_;
+};
+
 }  // namespace
 
 // ---- Engine state -----------------------------------------------------------------------------
@@ -120,9 +131,10 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
           std::min(runner->shape().context_length, kv->num_blocks() * kv->layout().block_size)),
       swap_(options.swap_blocks > 0 ? std::make_unique<HostSwapSpace>(kv, options.swap_blocks)
                                     : nullptr),
+      copier_(std::make_unique<KvBlockCopier>(kv)),
       blocks_(kv->num_blocks(), kv->layout().block_size,
               elastic_ != nullptr ? elastic_->usable_blocks() : -1),
-      scheduler_(options.scheduler, &blocks_, swap_.get()),
+      scheduler_(options.scheduler, &blocks_, swap_.get(), copier_.get()),
       logits_scratch_(static_cast<size_t>(runner->shape().n_vocab)) {
   stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_max = blocks_.num_blocks();
@@ -498,10 +510,8 @@ void Engine::Step() {
     if (it == by_sequence_.end()) continue;
     Live& live = *it->second.first;
     Choice& c = live.choices[it->second.second];
-    std::span<const float> row = out.Row(static_cast<size_t>(row_of[i]));
-    std::copy(row.begin(), row.end(), logits_scratch_.begin());
     const std::string id = live.request.id;
-    HandleToken(live, c, logits_scratch_);
+    HandleToken(live, c, out.Row(static_cast<size_t>(row_of[i])));
     FinishRequestIfDone(id);
   }
   PublishStats(plan.num_tokens(), NowUs() - start);
@@ -545,15 +555,29 @@ void Engine::RecordPromptLogprob(int64_t sequence_id, int64_t position,
   live.prompt_logprobs.push_back(std::move(lp));
 }
 
-void Engine::HandleToken(Live& live, Choice& c, std::span<float> logits) {
-  if (c.generated == 0) {
+void Engine::HandleToken(Live& live, Choice& c, std::span<const float> logits) {
+  if (c.generated == 0 && c.index == 0) {
     live.cached_prompt_tokens =
         std::max(live.cached_prompt_tokens, scheduler_.CachedTokens(c.sequence_id));
-    // The prompt is in the cache now: the other choices can share its full blocks.
-    if (c.index == 0) {
-      for (int32_t i = 1; i < live.request.n; ++i) AddChoiceSequence(live, i);
+    // The prompt is computed: the other choices fork from it (before it appends its token)
+    // and sample their first tokens from the same logits.
+    for (int32_t i = 1; i < live.request.n; ++i) {
+      Choice& child = live.choices[i];
+      child.sequence_id = next_sequence_id_++;
+      child.started = true;
+      scheduler_.Fork(c.sequence_id, child.sequence_id);
+      by_sequence_[child.sequence_id] = {&live, i};
     }
+    SampleChoice(live, c, logits);
+    for (int32_t i = 1; i < live.request.n; ++i) SampleChoice(live, live.choices[i], logits);
+    return;
   }
+  SampleChoice(live, c, logits);
+}
+
+void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
+  std::copy(row.begin(), row.end(), logits_scratch_.begin());
+  std::span<float> logits(logits_scratch_);
   Result<sampling::SampleResult> sampled = c.sampler.Sample(logits);
   if (!sampled.ok()) {
     Event e;
@@ -621,6 +645,7 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.waiting = s.waiting;
   stats_.swapped = s.swapped;
   stats_.swap_outs = s.swap_outs;
+  stats_.cow_copies = s.cow_copies;
   stats_.kv_blocks_used = blocks_.num_used();
   stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_cached = blocks_.num_cached();

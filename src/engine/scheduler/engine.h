@@ -6,9 +6,9 @@
 // (UTF-8 safe), matches stop strings (held back, never streamed in part) and pushes Events to
 // the request's RequestHandle. Finished and aborted requests free their KV blocks between steps.
 //
-// n > 1: choice 0 is queued first; choices 1..n-1 are queued when choice 0's prompt has been
-// computed, so they take the prompt's full blocks from the prefix cache and compute only the
-// partial last block. Each choice samples with seed + index.
+// n > 1: choice 0 is queued alone; when its prompt has been computed, choices 1..n-1 are forked
+// from it: they share every prompt block (a shared block is copied before its first write) and
+// each samples its first token from the same logits, with seed + index.
 //
 // Elastic KV: when the KV store is a LeasedKvStore, the block manager's capacity follows the
 // lease. Before a step whose plan leaves sequences waiting for blocks (or preempts), the engine
@@ -86,10 +86,11 @@ class RequestHandle {
 };
 
 struct EngineStats {
-  int64_t running = 0;    // sequences holding KV blocks
-  int64_t waiting = 0;    // sequences queued or preempted
-  int64_t swapped = 0;    // sequences whose K/V wait in host memory
-  int64_t swap_outs = 0;  // preemptions by swap (counted in preemptions too)
+  int64_t running = 0;     // sequences holding KV blocks
+  int64_t waiting = 0;     // sequences queued or preempted
+  int64_t swapped = 0;     // sequences whose K/V wait in host memory
+  int64_t swap_outs = 0;   // preemptions by swap (counted in preemptions too)
+  int64_t cow_copies = 0;  // shared KV blocks copied before a write (n > 1)
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_cached = 0;  // free but holding a reusable prefix
@@ -154,7 +155,8 @@ class Engine {
   void FinishRequestIfDone(const std::string& id);
   void AbortLive(const std::string& id);
   void Step();
-  void HandleToken(Live& live, Choice& choice, std::span<float> logits);
+  void HandleToken(Live& live, Choice& choice, std::span<const float> logits);
+  void SampleChoice(Live& live, Choice& choice, std::span<const float> logits);
   void RecordPromptLogprob(int64_t sequence_id, int64_t position, std::span<const float> logits);
   void PublishStats(int64_t tokens, int64_t step_us);
   void ApplyShrink();
@@ -171,6 +173,7 @@ class Engine {
 
   // Engine-thread state.
   std::unique_ptr<SwapSpace> swap_;  // with swap_blocks > 0
+  std::unique_ptr<BlockCopier> copier_;
   BlockManager blocks_;
   Scheduler scheduler_;
   std::map<std::string, std::unique_ptr<Live>> live_;

@@ -31,6 +31,9 @@ class SimulatedBlocks {
     for (int32_t b : table) cost += Ref(b) == 0 ? 1 : 0;
     return cost;
   }
+  // A holder gives up its reference without freeing the block (copy-on-write).
+  void Drop(int32_t b) { --delta_[b]; }
+  int32_t RefNow(int32_t b) const { return Ref(b); }
   void AcquireAll(std::span<const int32_t> table) {
     for (int32_t b : table) {
       if (Ref(b) == 0) --available_;
@@ -57,8 +60,12 @@ int64_t StepPlan::num_tokens() const {
   return n;
 }
 
-Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks, SwapSpace* swap)
-    : options_(options), blocks_(blocks), swap_(options.preempt_by_swap ? swap : nullptr) {
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks, SwapSpace* swap,
+                     BlockCopier* copier)
+    : options_(options),
+      blocks_(blocks),
+      swap_(options.preempt_by_swap ? swap : nullptr),
+      copier_(copier) {
   if (swap_ != nullptr) {
     for (int64_t slot = swap_->num_slots() - 1; slot >= 0; --slot) free_slots_.push_back(slot);
   }
@@ -79,6 +86,17 @@ void Scheduler::Add(SequenceSpec spec) {
   ExtendBlockHashes(s.tokens, bs, static_cast<int64_t>(s.tokens.size()) / bs, &s.hashes);
   const int64_t id = s.spec.id;
   sequences_.emplace(id, std::move(s));
+}
+
+void Scheduler::Fork(int64_t parent, int64_t child) {
+  PIER_CHECK(!sequences_.contains(child), "sequence id in use");
+  const Sequence& p = Get(parent);
+  PIER_CHECK(p.running, "forking a sequence that is not running");
+  Sequence s = p;
+  s.spec.id = child;
+  s.arrival_order = next_arrival_++;
+  blocks_->Fork(s.block_table);
+  sequences_.emplace(child, std::move(s));
 }
 
 void Scheduler::Remove(int64_t id) {
@@ -186,8 +204,17 @@ StepPlan Scheduler::Plan() const {
     const int64_t len = static_cast<int64_t>(s.tokens.size());
     if (s.running) {
       const int64_t n = chunk(len - s.num_computed);
-      const int64_t need = std::max<int64_t>(
-          0, BlocksFor(s.num_computed + n) - static_cast<int64_t>(s.block_table.size()));
+      // Shared blocks this step writes are copied first: one new block each.
+      int64_t cow = 0;
+      const auto table_size = static_cast<int64_t>(s.block_table.size());
+      for (int64_t i = s.num_computed / bs; i <= (s.num_computed + n - 1) / bs && i < table_size;
+           ++i) {
+        if (sim.RefNow(s.block_table[i]) > 1) {
+          sim.Drop(s.block_table[i]);
+          ++cow;
+        }
+      }
+      const int64_t need = cow + std::max<int64_t>(0, BlocksFor(s.num_computed + n) - table_size);
       while (sim.available() < need && preempt_one(pos, -1)) {
       }
       if (sim.available() < need) {  // nobody below it: it yields itself
@@ -200,8 +227,9 @@ StepPlan Scheduler::Plan() const {
       plan.sequences.push_back({.id = s.spec.id,
                                 .n_tokens = n,
                                 .admit = false,
+                                .swap_in = false,
                                 .cached_blocks = {},
-                                .new_blocks = need});
+                                .new_blocks = need - cow});
       continue;
     }
     if (admission_closed) continue;
@@ -291,6 +319,18 @@ Batch Scheduler::Apply(const StepPlan& plan) {
   batch.sequences.reserve(plan.sequences.size());
   for (const ScheduledSequence& ss : plan.sequences) {
     Sequence& s = Get(ss.id);
+    const auto table_size = static_cast<int64_t>(s.block_table.size());
+    const int64_t bs = blocks_->block_size();
+    for (int64_t i = s.num_computed / bs;
+         i <= (s.num_computed + ss.n_tokens - 1) / bs && i < table_size; ++i) {
+      int32_t& block = s.block_table[static_cast<size_t>(i)];
+      if (blocks_->ref_count(block) == 1) continue;
+      Result<CopyOnWrite> w = blocks_->PrepareWrite(block);
+      PIER_CHECK(w.ok() && w->copy_from >= 0 && copier_ != nullptr, "the plan promised a block");
+      copier_->CopyBlock(w->copy_from, w->block);
+      block = w->block;
+      ++cow_copies_;
+    }
     for (int64_t i = 0; i < ss.new_blocks; ++i) {
       Result<int32_t> block = blocks_->Allocate();
       PIER_CHECK(block.ok(), "the plan promised a block");
@@ -376,6 +416,7 @@ SchedulerStats Scheduler::Stats() const {
     (s.running ? stats.running : !s.host_slots.empty() ? stats.swapped : stats.waiting) += 1;
   }
   stats.swap_outs = swap_outs_;
+  stats.cow_copies = cow_copies_;
   stats.preemptions = preemptions_;
   stats.prompt_tokens_admitted = prompt_tokens_admitted_;
   stats.prompt_tokens_cached = prompt_tokens_cached_;

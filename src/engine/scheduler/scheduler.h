@@ -50,6 +50,13 @@ class SwapSpace {
   virtual void CopyIn(int64_t slot, int32_t block) = 0;
 };
 
+// Copies one KV block's contents to another (copy-on-write of shared blocks).
+class BlockCopier {
+ public:
+  virtual ~BlockCopier() = default;
+  virtual void CopyBlock(int32_t from, int32_t to) = 0;
+};
+
 struct SchedulerOptions {
   int64_t max_batched_tokens = 512;  // tokens computed per step, all sequences together
   int64_t max_seqs = 64;             // running sequences at once
@@ -102,6 +109,7 @@ struct SchedulerStats {
   int64_t waiting = 0;  // not counting swapped
   int64_t swapped = 0;
   int64_t swap_outs = 0;
+  int64_t cow_copies = 0;  // shared blocks copied before a write
   int64_t preemptions = 0;
   int64_t prompt_tokens_admitted = 0;  // counting recomputed ones
   int64_t prompt_tokens_cached = 0;    // of which served by the prefix cache
@@ -109,11 +117,16 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  // `swap` (optional, borrowed) is used when options.preempt_by_swap.
-  Scheduler(const SchedulerOptions& options, BlockManager* blocks, SwapSpace* swap = nullptr);
+  // `swap` (optional, borrowed) is used when options.preempt_by_swap; `copier` (borrowed) is
+  // needed once sequences are forked.
+  Scheduler(const SchedulerOptions& options, BlockManager* blocks, SwapSpace* swap = nullptr,
+            BlockCopier* copier = nullptr);
 
   // Queues a new sequence (waiting). PIER_CHECK: id unused, tokens non-empty.
   void Add(SequenceSpec spec);
+  // A new running sequence `child` sharing every block and token of running sequence `parent`
+  // (parallel samples of one prompt). A shared block is copied before either writes it.
+  void Fork(int64_t parent, int64_t child);
   // Drops a sequence in any state and releases every block it holds. No-op when unknown.
   void Remove(int64_t id);
 
@@ -176,12 +189,14 @@ class Scheduler {
   SchedulerOptions options_;
   BlockManager* blocks_;             // not owned
   SwapSpace* swap_;                  // not owned; may be null
+  BlockCopier* copier_;              // not owned; may be null
   std::vector<int64_t> free_slots_;  // host slots not holding a swapped block
   std::map<int64_t, Sequence> sequences_;
   int64_t next_arrival_ = 0;
   int64_t step_ = 0;
   int64_t preemptions_ = 0;
   int64_t swap_outs_ = 0;
+  int64_t cow_copies_ = 0;
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
 };

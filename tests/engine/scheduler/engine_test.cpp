@@ -285,8 +285,14 @@ TEST(EngineTest, ParallelSamplesShareThePromptAndMatchSeparateSeeds) {
     distinct.insert(out.tokens);
   }
   EXPECT_GT(distinct.size(), 1u);
-  // Choices 1 and 2 took the prompt's 5 full blocks from the prefix cache.
-  EXPECT_EQ(rig.engine->Stats().prompt_tokens_cached, 2 * 20);
+  // Choices 1 and 2 were forked after the prompt: nothing recomputed, and the shared partial
+  // last block (21 = 5 * 4 + 1 tokens) was copied before the first two writes to it.
+  EXPECT_EQ(rig.engine->Stats().cow_copies, 2);
+  int64_t prompt_tokens_computed = 0;
+  for (const auto& step : rig.runner.steps()) {
+    for (const auto& [id, n, pos] : step.spans) prompt_tokens_computed += pos < 21 ? n : 0;
+  }
+  EXPECT_EQ(prompt_tokens_computed, 21);
   EXPECT_EQ(rig.engine->Stats().kv_blocks_used, 0);
 }
 
