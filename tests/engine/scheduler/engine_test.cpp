@@ -371,34 +371,42 @@ TEST(EngineTest, CriticalRequestIsAdmittedAtOnceAndFinishesFirstUnderLowLoad) {
 }
 
 TEST(EngineTest, RandomSubmitAbortFinishReturnsEveryBlock) {
-  Rig rig(24, 4, {.max_batched_tokens = 24, .max_seqs = 6, .aging_steps = 8});
-  std::mt19937 rng(11);
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  int next = 0;
-  for (int op = 0; op < 3000; ++op) {
-    const uint32_t what = rng() % 10;
-    if (what < 4) {
-      Request r = Greedy("q" + std::to_string(next++), Prompt(1 + rng() % 40, rng()),
-                         1 + static_cast<int32_t>(rng() % 30));
-      r.priority = static_cast<Priority>(rng() % 4);
-      r.n = 1 + static_cast<int32_t>(rng() % 2);
-      r.stop_token_ids = {static_cast<int32_t>(rng() % kVocab)};
-      auto h = rig.engine->Submit(r);
-      ASSERT_TRUE(h.ok()) << h.status().ToString();
-      handles.push_back(*h);
-    } else if (what < 6 && next > 0) {
-      rig.engine->Abort("q" + std::to_string(rng() % next));
-    } else {
-      rig.engine->RunStep();
+  for (bool swap : {false, true}) {
+    SCOPED_TRACE(swap ? "swap" : "recompute");
+    Rig rig(24, 4,
+            {.max_batched_tokens = 24, .max_seqs = 6, .aging_steps = 8, .preempt_by_swap = swap},
+            nullptr, 4096, swap ? 16 : 0);
+    std::mt19937 rng(swap ? 12 : 11);
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    int next = 0;
+    for (int op = 0; op < 10000; ++op) {
+      const uint32_t what = rng() % 10;
+      if (what < 3) {
+        Request r = Greedy("q" + std::to_string(next++), Prompt(1 + rng() % 40, rng()),
+                           1 + static_cast<int32_t>(rng() % 30));
+        r.priority = static_cast<Priority>(rng() % 4);
+        r.n = 1 + static_cast<int32_t>(rng() % 3);
+        r.stop_token_ids = {static_cast<int32_t>(rng() % kVocab)};
+        auto h = rig.engine->Submit(r);
+        ASSERT_TRUE(h.ok()) << h.status().ToString();
+        handles.push_back(*h);
+      } else if (what < 5 && next > 0) {
+        rig.engine->Abort("q" + std::to_string(rng() % next));
+      } else {
+        rig.engine->RunStep();
+      }
+      ASSERT_TRUE(rig.engine->CheckConsistency().ok());
     }
-    ASSERT_TRUE(rig.engine->CheckConsistency().ok());
+    rig.RunToIdle();
+    EngineStats stats = rig.engine->Stats();
+    EXPECT_EQ(stats.kv_blocks_used, 0);
+    EXPECT_EQ(stats.running + stats.waiting, 0);
+    for (auto& h : handles) EXPECT_TRUE(h->finished());
+    EXPECT_TRUE(rig.engine->CheckConsistency().ok());
+    EXPECT_GT(stats.preemptions, 0);
+    EXPECT_GT(stats.cow_copies, 0);
+    EXPECT_EQ(stats.swap_outs > 0, swap);
   }
-  rig.RunToIdle();
-  EngineStats stats = rig.engine->Stats();
-  EXPECT_EQ(stats.kv_blocks_used, 0);
-  EXPECT_EQ(stats.running + stats.waiting, 0);
-  for (auto& h : handles) EXPECT_TRUE(h->finished());
-  EXPECT_TRUE(rig.engine->CheckConsistency().ok());
 }
 
 TEST(EngineTest, EngineThreadServesSubmissionsFromManyThreads) {
