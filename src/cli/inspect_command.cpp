@@ -1,17 +1,24 @@
 // `pier inspect [MODEL] [--json]`: what a GGUF model file holds.
+// `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--json]`: what loading it with
+// `pier run` would reserve from the memory budget (engine::EstimateMemory, the function
+// `pier run`'s admission uses): mapped and converted weights, KV per token and for the
+// context, workspace, total.
 //
 // Prints the architecture, hyper-parameters, tensor types and counts, bytes of
 // weights, KV bytes per token and whether a chat template is present; with
 // --json the same facts as one JSON object. A missing or corrupt file prints
 // the reader's message (it names the file and the problem) and exits 1.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "cli/commands.h"
+#include "engine/local_model.h"
 #include "model/gguf_file.h"
 #include "model/model_info.h"
 
@@ -21,6 +28,9 @@ namespace {
 struct InspectOptions {
   std::string model;
   bool json = false;
+  bool memory = false;
+  int64_t ctx = 4096;
+  int threads = 0;  // 0: all hardware threads, as `pier run`
 };
 
 std::string HumanBytes(uint64_t bytes) {
@@ -110,13 +120,66 @@ void PrintText(const model::GgufFile& file, const model::ModelInfo& info) {
   line("chat template", info.has_chat_template ? "present" : "absent");
 }
 
+nlohmann::json MemoryJson(const model::GgufFile& file, const engine::MemoryEstimate& e) {
+  return {{"file", file.path()},
+          {"context_tokens", e.kv_tokens},
+          {"threads", e.threads},
+          {"max_step_tokens", e.max_step_tokens},
+          {"mapped_weight_bytes", e.mapped_weight_bytes},
+          {"converted_weight_bytes", e.small_weight_bytes},
+          {"weight_bytes", e.weight_bytes()},
+          {"kv_bytes_per_token", e.kv_bytes_per_token},
+          {"kv_bytes", e.kv_bytes},
+          {"workspace_step_bytes", e.workspace_step_bytes},
+          {"workspace_bytes", e.workspace_bytes},
+          {"total_bytes", e.total_bytes()}};
+}
+
+void PrintMemory(const model::GgufFile& file, const engine::MemoryEstimate& e) {
+  auto line = [](const std::string& label, uint64_t bytes, const std::string& note = "") {
+    std::printf("%-26s %12llu bytes (%s)%s\n", (label + ":").c_str(),
+                static_cast<unsigned long long>(bytes), HumanBytes(bytes).c_str(), note.c_str());
+  };
+  std::printf("memory to load %s with %lld tokens of context (%d threads, steps of %lld tokens):\n",
+              file.path().c_str(), static_cast<long long>(e.kv_tokens), e.threads,
+              static_cast<long long>(e.max_step_tokens));
+  line("weights, mapped", e.mapped_weight_bytes, ", used in place");
+  line("weights, converted", e.small_weight_bytes, ", f32 norms and biases, pool segment");
+  line("KV cache per token", e.kv_bytes_per_token, ", f32 K and V, all layers");
+  line("KV cache for " + std::to_string(e.kv_tokens) + " tokens", e.kv_bytes);
+  line("workspace", e.workspace_bytes,
+       ", pool segment for a step of " + std::to_string(e.workspace_step_bytes) + " bytes");
+  line("total", e.total_bytes(), ", reserved before loading");
+}
+
+int Fail(const Status& status) {
+  std::cerr << "pier inspect: " << status.ToString() << "\n";
+  return 1;
+}
+
+int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file) {
+  if (options.ctx < 2) return Fail(InvalidArgumentError("--ctx must be at least 2"));
+  if (options.threads < 0) return Fail(InvalidArgumentError("--threads must be >= 1"));
+  engine::LocalModelOptions model_options;
+  model_options.threads = options.threads > 0
+                              ? options.threads
+                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  model_options.kv_tokens = engine::ClampContext(file, options.ctx);
+  auto estimate = engine::EstimateMemory(file, model_options);
+  if (!estimate.ok()) return Fail(estimate.status());
+  if (options.json) {
+    std::cout << MemoryJson(file, *estimate).dump(2) << "\n";
+  } else {
+    PrintMemory(file, *estimate);
+  }
+  return 0;
+}
+
 int RunInspect(const InspectOptions& options) {
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
   auto file = model::GgufFile::Open(path);
-  if (!file.ok()) {
-    std::cerr << "pier inspect: " << file.status().ToString() << "\n";
-    return 1;
-  }
+  if (!file.ok()) return Fail(file.status());
+  if (options.memory) return RunInspectMemory(options, **file);
   auto info = model::ReadModelInfo(**file);
   if (!info.ok()) {
     std::cerr << "pier inspect: " << info.status().ToString() << "\n";
@@ -136,6 +199,12 @@ void RegisterInspect(CLI::App& app, int& exit_code) {
   command->add_option("model", options->model,
                       "GGUF model file (default: the default model in $PIER_MODELS)");
   command->add_flag("--json", options->json, "Print one JSON object");
+  command->add_flag("--memory", options->memory,
+                    "Show what loading the model would reserve from the memory budget");
+  command->add_option("--ctx", options->ctx, "With --memory: context (KV cache) size in tokens")
+      ->capture_default_str();
+  command->add_option("--threads", options->threads,
+                      "With --memory: compute threads (default: all, as pier run)");
   command->callback([options, &exit_code] { exit_code = RunInspect(*options); });
 }
 

@@ -1,5 +1,14 @@
-// `pier run [-m MODEL] [-p PROMPT | --chat] [-n N] [--temperature T] [--seed S] [--threads N]`:
+// `pier run [-m MODEL] [-p PROMPT | --chat] [-n N] [--temperature T] [--seed S] [--threads N]
+//           [--ctx N] [--memory-budget B] [--device-memory B] [--memory-stats]`:
 // generates text with a model on the CPU and streams it to stdout.
+//
+// Memory: the model runs under a memory governor whose budget is --memory-budget (bytes with
+// a unit, "512MiB", or a percentage of the device's capacity, "80%"; default 100%) on a CPU
+// device whose capacity is --device-memory (default: available memory, capped by the
+// cgroup limit). Before the model loads, what it needs (mapped weights, KV for --ctx tokens,
+// workspace) is reserved; when it does not fit, the breakdown and the budget are printed and
+// the exit status is 1. --memory-stats prints the governor's figures at the end as one line
+// "memory: {json}" on stderr.
 //
 // With -p the prompt is tokenized as is (with the BOS the model asks for), prefilled, and
 // up to N tokens are sampled and printed as they complete (UTF-8 safe), stopping early at
@@ -48,6 +57,9 @@ struct RunOptions {
   int threads = 0;  // 0: all hardware threads
   int64_t ctx = 4096;
   bool verbose_prompt = false;
+  std::string memory_budget;  // empty: 100% of the device
+  std::string device_memory;  // empty: probed
+  bool memory_stats = false;
 };
 
 struct Speed {
@@ -164,6 +176,41 @@ int Fail(const Status& status) {
   return 1;
 }
 
+// The governor's figures for --memory-stats: budget, peaks and per-owner charges.
+nlohmann::json MemoryStatsJson(const engine::LocalModel& model, MemoryGovernor& governor) {
+  const GovernorStats stats = governor.Stats();
+  const engine::MemoryEstimate& e = model.estimate();
+  nlohmann::json owners = nlohmann::json::array();
+  for (const OwnerStats& o : stats.owners) {
+    owners.push_back({{"name", o.name},
+                      {"allocated_bytes", o.allocated_bytes},
+                      {"peak_allocated_bytes", o.peak_allocated_bytes},
+                      {"reserved_bytes", o.reserved_bytes}});
+  }
+  return {{"capacity_bytes", stats.capacity_bytes},
+          {"budget_bytes", stats.budget_bytes},
+          {"estimate_bytes", e.total_bytes()},
+          {"reserved_bytes", stats.reserved_bytes},
+          {"peak_reserved_bytes", stats.peak_reserved_bytes},
+          {"allocated_bytes", stats.allocated_bytes},
+          {"peak_allocated_bytes", stats.peak_allocated_bytes},
+          {"failure_count", stats.failure_count},
+          {"owners", owners}};
+}
+
+// --memory-budget and --device-memory into the model's options; bad values are errors.
+Status ParseMemoryFlags(const RunOptions& options, engine::LocalModelOptions* model_options) {
+  if (!options.memory_budget.empty()) {
+    PIER_ASSIGN_OR_RETURN(model_options->memory_budget,
+                          ParseBudget(options.memory_budget, "--memory-budget"));
+  }
+  if (!options.device_memory.empty()) {
+    PIER_ASSIGN_OR_RETURN(model_options->device_memory,
+                          ParseByteSize(options.device_memory, "--device-memory"));
+  }
+  return Status::Ok();
+}
+
 int RunRun(const RunOptions& options) {
   if (options.chat && !options.prompt.empty()) {
     return Fail(InvalidArgumentError("give either -p PROMPT or --chat, not both"));
@@ -184,6 +231,8 @@ int RunRun(const RunOptions& options) {
   params.repetition_penalty = options.repeat_penalty;
   params.seed = options.seed;
   if (Status s = params.Validate(); !s.ok()) return Fail(s);
+  engine::LocalModelOptions model_options;
+  if (Status s = ParseMemoryFlags(options, &model_options); !s.ok()) return Fail(s);
 
   std::string prompt = options.prompt;
   if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
@@ -199,19 +248,13 @@ int RunRun(const RunOptions& options) {
     chat_template = std::move(loaded).value();
   }
 
-  engine::LocalModelOptions model_options;
   model_options.threads = options.threads > 0
                               ? options.threads
                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  int64_t ctx = options.ctx;
-  if (const model::GgufValue* arch = (*file)->Find("general.architecture"); arch != nullptr) {
-    if (auto name = arch->AsString()) {
-      if (auto trained = (*file)->GetInt(std::string(*name) + ".context_length"); trained.ok()) {
-        ctx = std::min(ctx, *trained);
-      }
-    }
-  }
+  const int64_t ctx = engine::ClampContext(**file, options.ctx);
   model_options.kv_tokens = ctx;
+  model_options.max_step_tokens = kPrefillChunk;
+  model_options.max_logit_rows = 1;
   auto model = engine::LocalModel::Create(std::move(file).value(), model_options);
   if (!model.ok()) return Fail(model.status());
   const tokenizer::Tokenizer& tokenizer = **tok;
@@ -259,6 +302,10 @@ int RunRun(const RunOptions& options) {
                speed.prompt_seconds > 0 ? speed.prompt_tokens / speed.prompt_seconds : 0.0,
                static_cast<long long>(speed.decode_tokens),
                speed.decode_seconds > 0 ? speed.decode_tokens / speed.decode_seconds : 0.0);
+  if (options.memory_stats) {
+    std::fprintf(stderr, "memory: %s\n",
+                 MemoryStatsJson(**model, (*model)->governor()).dump().c_str());
+  }
   return 0;
 }
 
@@ -287,6 +334,14 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   command->add_option("--threads", options->threads, "Compute threads (default: all)");
   command->add_option("--ctx", options->ctx, "Context (KV cache) size in tokens")
       ->capture_default_str();
+  command->add_option("--memory-budget", options->memory_budget,
+                      "Memory budget: bytes with a unit (512MiB, 2GB) or a percentage of the "
+                      "device's capacity (80%); default 100%");
+  command->add_option("--device-memory", options->device_memory,
+                      "CPU device capacity, e.g. 1GiB (default: available memory, capped by "
+                      "the cgroup limit)");
+  command->add_flag("--memory-stats", options->memory_stats,
+                    "Print the memory governor's figures to stderr at the end");
   command->add_flag("--verbose-prompt", options->verbose_prompt,
                     "Print the prompt text and its token ids to stderr");
   command->callback([options, &exit_code] { exit_code = RunRun(*options); });

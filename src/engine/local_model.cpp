@@ -1,16 +1,142 @@
 #include "engine/local_model.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "device/cpu/cpu_device.h"
 #include "engine/cpu_runner.h"
+#include "engine/paged_attention.h"
+#include "kernels/cpu/matmul.h"
+#include "model/model_info.h"
+#include "tensor/dtype.h"
 
 namespace pier::engine {
+namespace {
+
+uint64_t RoundUp(uint64_t bytes, uint64_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+// Bytes the governor's pool holds for one block of `bytes`: the segment it is carved from
+// (a small block shares its segment, so counting the whole segment is an upper bound).
+uint64_t PoolFootprint(uint64_t bytes, const CachingAllocatorOptions& pool) {
+  const uint64_t rounded = RoundUp(std::max<uint64_t>(bytes, 1), pool.alignment);
+  if (rounded <= pool.small_block_max_bytes) return pool.small_segment_bytes;
+  if (rounded < pool.large_segment_bytes) return pool.large_segment_bytes;
+  return RoundUp(rounded, pool.large_round_bytes);
+}
+
+// One buffer of a WorkspacePlan: rounded to 64 bytes as the runner does.
+uint64_t PlanBytes(int64_t count, uint64_t element_bytes) {
+  return RoundUp(static_cast<uint64_t>(std::max<int64_t>(count, 0)) * element_bytes, 64);
+}
+
+// The workspace of a step of `n_tok` tokens, `n_out` logit rows and attention over
+// `max_context` positions, laid out as the Llama-family runner lays it out
+// (LlamaRunner::Step in llama_model.cpp).
+uint64_t StepWorkspaceBytes(const model::GgufFile& file, const model::ModelInfo& info,
+                            const KvLayout& layout, int64_t n_tok, int64_t n_out,
+                            int64_t max_context, int threads) {
+  const int64_t E = info.embedding_length, hd = info.head_dim;
+  const int64_t q_dim = info.head_count * hd, kv_dim = info.head_count_kv * hd;
+  const int64_t half_rot = info.rope_dimension_count / 2;
+  uint64_t bytes = 0;
+  bytes += 2 * PlanBytes(n_tok * E, 4);                         // x, h: [T, n_embd]
+  bytes += 2 * PlanBytes(n_tok * q_dim, 4);                     // q, attn: [T, n_head, hd]
+  bytes += 2 * PlanBytes(n_tok * kv_dim, 4);                    // k, v: [T, n_kv, hd]
+  bytes += 2 * PlanBytes(n_tok * info.feed_forward_length, 4);  // gate, up: [T, n_ff]
+  bytes += PlanBytes(n_tok * half_rot * 2, 4);                  // cos_sin: [T, n_rot/2, 2]
+  bytes += PlanBytes(
+      PagedAttentionScratchFloats(layout, info.head_count, max_context, 4 * int64_t{threads}), 4);
+  // Matmul scratch: the largest any 2-D weight needs for a step's rows (the output matrix
+  // sees only the logit rows, which are fewer).
+  size_t mm_scratch = 0;
+  for (const model::GgufTensorInfo& t : file.tensors()) {
+    if (t.dims.size() != 2) continue;
+    const std::optional<uint64_t> row_bytes = RowBytes(t.type, t.dims[0]);
+    if (!row_bytes) continue;
+    const kernels::WeightMatrix w{t.type, t.dims[1], t.dims[0], t.data,
+                                  static_cast<size_t>(*row_bytes)};
+    mm_scratch = std::max(mm_scratch, kernels::MatMulScratchBytes(w, std::max(n_tok, n_out)));
+  }
+  bytes += PlanBytes(static_cast<int64_t>(mm_scratch), 1);
+  bytes += PlanBytes(n_out * E, 4);                // out_x: [R, n_embd]
+  bytes += PlanBytes(n_out * info.vocab_size, 4);  // logits: [R, n_vocab]
+  return bytes;
+}
+
+// Reads a file's general.name, for owner names.
+std::string ModelName(const model::GgufFile& file) {
+  if (const model::GgufValue* v = file.Find("general.name"); v != nullptr) {
+    if (auto s = v->AsString(); s && !s->empty()) return std::string(*s);
+  }
+  return "model";
+}
+
+}  // namespace
+
+std::string MemoryEstimate::Breakdown() const {
+  return "weights " + FormatBytes(mapped_weight_bytes) + " mapped + " +
+         FormatBytes(small_weight_bytes) + " converted, KV cache for " + std::to_string(kv_tokens) +
+         " tokens " + FormatBytes(kv_bytes) + " (" + FormatBytes(kv_bytes_per_token) +
+         " per token), workspace " + FormatBytes(workspace_bytes) + " (steps of " +
+         std::to_string(max_step_tokens) + " tokens)";
+}
+
+Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
+                                      const LocalModelOptions& options) {
+  if (options.threads < 1) return InvalidArgumentError("threads must be at least 1");
+  if (options.kv_tokens < 1) return InvalidArgumentError("KV capacity must be at least 1 token");
+  if (options.block_size < 1) return InvalidArgumentError("KV block size must be positive");
+  if (options.max_step_tokens < 1 || options.max_logit_rows < 1) {
+    return InvalidArgumentError("the largest step must have at least 1 token and 1 logit row");
+  }
+  PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
+  PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(file, options.block_size));
+  const CachingAllocatorOptions pool = GovernorOptions{}.pool;
+
+  MemoryEstimate e;
+  e.threads = options.threads;
+  e.mapped_weight_bytes = info.weight_bytes;
+  int64_t small_floats = 0;
+  for (const model::GgufTensorInfo& t : file.tensors()) {
+    if (t.row_count() == 1) small_floats += t.element_count;
+  }
+  e.small_weight_bytes =
+      PoolFootprint(static_cast<uint64_t>(std::max<int64_t>(small_floats, 1)) * 4, pool);
+
+  const int64_t n_blocks = (options.kv_tokens + options.block_size - 1) / options.block_size;
+  e.kv_tokens = n_blocks * options.block_size;
+  e.kv_bytes_per_token = layout.bytes_per_block() / static_cast<uint64_t>(options.block_size);
+  e.kv_bytes = PoolFootprint(layout.bytes_per_block() * static_cast<uint64_t>(n_blocks), pool);
+
+  // The largest step: max_step_tokens tokens attending over the whole context.
+  const int64_t n_tok = std::min(options.max_step_tokens, e.kv_tokens);
+  const int64_t n_out = std::min(options.max_logit_rows, n_tok);
+  e.max_step_tokens = n_tok;
+  e.workspace_step_bytes =
+      StepWorkspaceBytes(file, info, layout, n_tok, n_out, e.kv_tokens, options.threads);
+  e.workspace_bytes = PoolFootprint(e.workspace_step_bytes, pool);
+  return e;
+}
+
+int64_t ClampContext(const model::GgufFile& file, int64_t requested) {
+  if (const model::GgufValue* arch = file.Find("general.architecture"); arch != nullptr) {
+    if (auto name = arch->AsString()) {
+      if (auto trained = file.GetInt(std::string(*name) + ".context_length"); trained.ok()) {
+        return std::min(requested, *trained);
+      }
+    }
+  }
+  return requested;
+}
 
 LocalModel::~LocalModel() {
   runner_.reset();
   kv_.reset();
   pool_.reset();
+  reservations_.clear();
   file_.reset();
   governor_.reset();
   device_.reset();
@@ -25,23 +151,61 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
                                                        const LocalModelOptions& options) {
   if (options.threads < 1) return InvalidArgumentError("threads must be at least 1");
   if (options.kv_tokens < 1) return InvalidArgumentError("KV capacity must be at least 1 token");
+  if (options.device_memory.has_value() && *options.device_memory == 0) {
+    return InvalidArgumentError("device memory must be more than 0 bytes");
+  }
   std::unique_ptr<LocalModel> m(new LocalModel());
-  PIER_ASSIGN_OR_RETURN(std::unique_ptr<CpuDevice> device, CpuDevice::Create());
+  CpuDeviceOptions device_options;
+  if (options.device_memory.has_value()) device_options.capacity_bytes = *options.device_memory;
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<CpuDevice> device, CpuDevice::Create(device_options));
   m->device_ = std::move(device);
-  PIER_ASSIGN_OR_RETURN(m->governor_, MemoryGovernor::Create(m->device_.get()));
+  GovernorOptions governor_options;
+  governor_options.budget = options.memory_budget;
+  auto governor = MemoryGovernor::Create(m->device_.get(), governor_options);
+  if (!governor.ok()) {
+    if (!options.device_memory.has_value()) return governor.status();
+    return governor.status().WithContext("with --device-memory " +
+                                         FormatBytes(*options.device_memory));
+  }
+  m->governor_ = std::move(governor).value();
   m->file_ = std::move(file);
 
-  std::string name = "model";
-  if (const model::GgufValue* v = m->file_->Find("general.name"); v != nullptr) {
-    if (auto s = v->AsString(); s && !s->empty()) name = std::string(*s);
-  }
+  // Admission: reserve what the model needs before any of it is allocated.
+  PIER_ASSIGN_OR_RETURN(m->estimate_, EstimateMemory(*m->file_, options));
+  const MemoryEstimate& e = m->estimate_;
+  const std::string name = ModelName(*m->file_);
   PIER_ASSIGN_OR_RETURN(OwnerId weights, m->governor_->AddOwner({.name = name + "/weights"}));
   PIER_ASSIGN_OR_RETURN(OwnerId workspace, m->governor_->AddOwner({.name = name + "/workspace"}));
   PIER_ASSIGN_OR_RETURN(OwnerId kv_owner, m->governor_->AddOwner({.name = name + "/kv"}));
+  const GovernorStats before = m->governor_->Stats();
+  const uint64_t free_bytes =
+      before.budget_bytes - std::min(before.budget_bytes, before.committed_bytes);
+  auto refuse = [&](const std::string& detail) {
+    std::string budget =
+        FormatBytes(before.budget_bytes) + " (" + std::to_string(before.budget_bytes) + " bytes";
+    if (options.memory_budget.is_percent) {
+      budget += ", " + options.memory_budget.ToString() + " of a device of " +
+                FormatBytes(before.capacity_bytes);
+    }
+    budget += ")";
+    return ResourceExhaustedError(m->file_->path() + " needs " + FormatBytes(e.total_bytes()) +
+                                  " (" + std::to_string(e.total_bytes()) +
+                                  " bytes: " + e.Breakdown() + ") but the memory budget is " +
+                                  budget + ", of which " + FormatBytes(free_bytes) + " is free" +
+                                  detail + "; lower --ctx or raise --memory-budget");
+  };
+  if (e.total_bytes() > free_bytes) return refuse("");
+  for (const auto& [owner, bytes] :
+       {std::pair{weights, e.weight_bytes()}, std::pair{workspace, e.workspace_bytes},
+        std::pair{kv_owner, e.kv_bytes}}) {
+    MemoryResult<Reservation> reservation = m->governor_->Reserve(owner, bytes);
+    if (!reservation.ok()) return refuse(" (" + reservation.status().message() + ")");
+    m->reservations_.push_back(std::move(reservation).value());
+  }
 
   m->pool_ = std::make_unique<ThreadPool>(options.threads);
   PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(*m->file_, options.block_size));
-  const int64_t n_blocks = (options.kv_tokens + options.block_size - 1) / options.block_size;
+  const int64_t n_blocks = e.kv_tokens / options.block_size;
   PIER_ASSIGN_OR_RETURN(m->kv_, PooledKvStore::Create(layout, n_blocks, *m->governor_, kv_owner));
 
   CpuRunnerOptions runner_options;

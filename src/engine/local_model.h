@@ -1,25 +1,34 @@
 // LocalModel: one model instance on the CPU with everything it runs on, for
-// `pier run`, tests and benchmarks.
+// `pier run`, tests and benchmarks (and, later, the workers of `pier serve`).
 //
-// Open() maps the GGUF file, creates the CPU device and its memory governor
-// (owners "<name>/weights", "<name>/workspace", "<name>/kv"), a thread pool, a
-// PooledKvStore of the requested size and the architecture's runner. The
-// engine (issue 5) builds its own paged KV cache on the same pieces instead.
+// Open() maps the GGUF file, creates the CPU device (its capacity probed, or given by
+// `--device-memory`) and its memory governor (budget from `--memory-budget`, owners
+// "<name>/weights", "<name>/workspace", "<name>/kv"). Then comes admission: the memory the
+// model will need (EstimateMemory: mapped weights, KV for the requested context, the
+// workspace of the largest step) is reserved from the governor before anything is
+// allocated, and a model that does not fit is refused with the breakdown and the budget
+// (RESOURCE_EXHAUSTED). Only then come a thread pool, a PooledKvStore of the requested
+// size and the architecture's runner. The engine (issue 5) builds its own paged KV cache on
+// the same pieces instead.
 //
 // Ownership: owns all of it; members are destroyed in reverse order of creation
-// (runner, KV, pool, file, governor, device), so every governor handle is gone
-// before the governor. Thread-safety: one thread uses it (see model_runner.h).
+// (runner, KV, pool, reservations, file, governor, device), so every governor handle is gone
+// before the governor. Thread-safety: one thread uses it (see model_runner.h); the
+// governor itself may be read (Stats) from any thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "device/device.h"
 #include "engine/kv_store.h"
 #include "engine/model_runner.h"
+#include "memory/byte_size.h"
 #include "memory/memory_governor.h"
 #include "model/gguf_file.h"
 
@@ -30,12 +39,55 @@ struct LocalModelOptions {
   int threads = 2;           // compute threads, counting the caller
   int64_t kv_tokens = 4096;  // KV capacity in positions (rounded up to whole blocks)
   int64_t block_size = 16;   // positions per KV block
+  // The largest step the caller will run: tokens in one batch and rows that want logits.
+  // They size the workspace that admission reserves; a larger step still runs when the
+  // budget has room for the bigger workspace, and is refused with the governor's error
+  // otherwise.
+  int64_t max_step_tokens = 512;
+  int64_t max_logit_rows = 1;
+  // `--memory-budget`: the governor's budget (bytes or a percentage of the capacity).
+  BudgetSpec memory_budget = BudgetSpec::Percent(100);
+  // `--device-memory`: the CPU device's capacity in bytes; probed when unset.
+  std::optional<uint64_t> device_memory;
 };
+
+// What loading a model reserves from its device's budget, in bytes as the governor will
+// hold them (pool allocations rounded up to the pool's segments). Shared by admission
+// (LocalModel::Create) and `pier inspect --memory`.
+struct MemoryEstimate {
+  uint64_t mapped_weight_bytes = 0;   // tensor bytes of the file, used in place (mapped)
+  uint64_t small_weight_bytes = 0;    // f32 copies of norms and biases (pool segment)
+  uint64_t kv_bytes_per_token = 0;    // K and V of one position, all layers (f32)
+  int64_t kv_tokens = 0;              // KV capacity, rounded up to whole blocks
+  uint64_t kv_bytes = 0;              // the KV store (pool segment)
+  uint64_t workspace_step_bytes = 0;  // the largest step's buffers, as the runner lays them out
+  uint64_t workspace_bytes = 0;       // the pool segment holding them
+  int64_t max_step_tokens = 0;
+  int threads = 0;
+
+  uint64_t weight_bytes() const { return mapped_weight_bytes + small_weight_bytes; }
+  uint64_t total_bytes() const { return weight_bytes() + kv_bytes + workspace_bytes; }
+  // "weights 98.2 MiB (mapped) + 2.0 MiB (converted), KV cache for 4096 tokens 180.0 MiB,
+  // workspace 20.0 MiB"
+  std::string Breakdown() const;
+};
+
+// The estimate for `file` under `options` (path, budget and device fields are ignored).
+// Errors as ReadModelInfo's, and INVALID_ARGUMENT for non-positive sizes or counts.
+[[nodiscard]] Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
+                                                    const LocalModelOptions& options);
+
+// `requested` context tokens, capped at the model's trained context length when the file
+// gives one (what `pier run --ctx` and `pier inspect --memory --ctx` use).
+int64_t ClampContext(const model::GgufFile& file, int64_t requested);
 
 class LocalModel {
  public:
-  // The file's errors, the runner's (unsupported architecture or types), or the governor's
-  // refusal; INVALID_ARGUMENT for threads < 1 or kv_tokens < 1.
+  // The file's errors, the runner's (unsupported architecture or types), bad budget or
+  // capacity values (INVALID_ARGUMENT, e.g. a budget above the device's capacity), a model
+  // that does not fit the budget (RESOURCE_EXHAUSTED: what it needs, broken down, and what
+  // there is), or the governor's later refusal; INVALID_ARGUMENT for threads < 1 or
+  // kv_tokens < 1.
   [[nodiscard]] static Result<std::unique_ptr<LocalModel>> Open(const LocalModelOptions& options);
   // The same for a file already opened (options.path is ignored), e.g. an in-memory image
   // in tests (its bytes must outlive the LocalModel).
@@ -48,6 +100,9 @@ class LocalModel {
   KvStore& kv() { return *kv_; }
   ThreadPool& pool() { return *pool_; }
   MemoryGovernor& governor() { return *governor_; }
+  Device& device() { return *device_; }
+  // What admission reserved.
+  const MemoryEstimate& estimate() const { return estimate_; }
 
  private:
   LocalModel() = default;
@@ -55,6 +110,8 @@ class LocalModel {
   std::unique_ptr<Device> device_;
   std::unique_ptr<MemoryGovernor> governor_;
   std::unique_ptr<model::GgufFile> file_;
+  MemoryEstimate estimate_;
+  std::vector<Reservation> reservations_;  // weights, workspace, KV: held for the lifetime
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<ModelRunner> runner_;
