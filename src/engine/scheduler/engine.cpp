@@ -524,8 +524,8 @@ void Engine::RecordPromptLogprob(int64_t sequence_id, int64_t position,
   Live& live = *it->second.first;
   const std::vector<int32_t>& prompt = live.request.prompt_tokens;
   // Position p's logits score prompt token p + 1; a recompute after preemption repeats rows
-  // already recorded.
-  if (position + 1 >= static_cast<int64_t>(prompt.size()) ||
+  // already recorded (or already sent with the first token).
+  if (live.choices[0].generated > 0 || position + 1 >= static_cast<int64_t>(prompt.size()) ||
       position != static_cast<int64_t>(live.prompt_logprobs.size())) {
     return;
   }

@@ -94,6 +94,7 @@ void Scheduler::Fork(int64_t parent, int64_t child) {
   PIER_CHECK(p.running, "forking a sequence that is not running");
   Sequence s = p;
   s.spec.id = child;
+  s.spec.prompt_logits = false;  // the parent's prompt logits are the ones reported
   s.arrival_order = next_arrival_++;
   blocks_->Fork(s.block_table);
   sequences_.emplace(child, std::move(s));

@@ -300,6 +300,7 @@ TEST(EngineTest, PromptLogprobsMatchTheSamplersLogprobsOfEachPrefix) {
   const std::vector<int32_t> prompt = Prompt(23, 17);
   Request r = Greedy("plp", prompt, 2);
   r.prompt_logprobs = 5;
+  r.n = 2;  // reported once, with choice 0's first token
   // Chunked prefill (8 tokens a step) and a warm prefix cache that must not be used.
   Rig rig(64, 4, {.max_batched_tokens = 8, .max_seqs = 4});
   ASSERT_TRUE(rig.engine->Submit(Greedy("warm", prompt, 1)).ok());
@@ -308,6 +309,8 @@ TEST(EngineTest, PromptLogprobsMatchTheSamplersLogprobsOfEachPrefix) {
   rig.RunToIdle();
   std::vector<Event> events = h->Drain();
   ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front().choice, 0);
+  for (size_t i = 1; i < events.size(); ++i) EXPECT_TRUE(events[i].prompt_logprobs.empty());
   const std::vector<PromptTokenLogprob>& lps = events.front().prompt_logprobs;
   ASSERT_EQ(lps.size(), prompt.size() - 1);
   for (size_t i = 0; i < lps.size(); ++i) {
