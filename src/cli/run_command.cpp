@@ -57,8 +57,8 @@ struct RunOptions {
   int threads = 0;  // 0: all hardware threads
   int64_t ctx = 4096;
   bool verbose_prompt = false;
-  std::string memory_budget;  // empty: 100% of the device
-  std::string device_memory;  // empty: probed
+  std::optional<std::string> memory_budget;  // unset: 100% of the device
+  std::optional<std::string> device_memory;  // unset: probed
   bool memory_stats = false;
 };
 
@@ -200,13 +200,13 @@ nlohmann::json MemoryStatsJson(const engine::LocalModel& model, MemoryGovernor& 
 
 // --memory-budget and --device-memory into the model's options; bad values are errors.
 Status ParseMemoryFlags(const RunOptions& options, engine::LocalModelOptions* model_options) {
-  if (!options.memory_budget.empty()) {
+  if (options.memory_budget.has_value()) {
     PIER_ASSIGN_OR_RETURN(model_options->memory_budget,
-                          ParseBudget(options.memory_budget, "--memory-budget"));
+                          ParseBudget(*options.memory_budget, "--memory-budget"));
   }
-  if (!options.device_memory.empty()) {
+  if (options.device_memory.has_value()) {
     PIER_ASSIGN_OR_RETURN(model_options->device_memory,
-                          ParseByteSize(options.device_memory, "--device-memory"));
+                          ParseByteSize(*options.device_memory, "--device-memory"));
   }
   return Status::Ok();
 }

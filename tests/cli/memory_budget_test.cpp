@@ -248,6 +248,8 @@ TEST(MemoryBudgetTest, BadValuesExitOneWithAReason) {
       {{"--memory-budget", "12 parsecs"}, "--memory-budget"},
       {{"--memory-budget", "2GiB", "--device-memory", "1GiB"}, "more than the device's capacity"},
       {{"--device-memory", "0"}, "zero"},
+      {{"--memory-budget", ""}, "--memory-budget"},
+      {{"--device-memory", ""}, "--device-memory"},
       {{"--device-memory", "-1GiB"}, "negative"},
       {{"--device-memory", "50%"}, "--device-memory"},
       {{"--device-memory", "lots"}, "--device-memory"},
