@@ -112,7 +112,7 @@ TEST_F(EngineModelTest, ConcurrentRequestsGiveTheSameGreedyTokensAsAlone) {
 }
 
 TEST_F(EngineModelTest, MixedLengthPromptsBatchedEqualSequential) {
-  // 16 prompts of 1 to 400 tokens (cut from one long token stream so lengths are exact), run
+  // 12 prompts of 1 to 300 tokens (cut from one long token stream so lengths are exact), run
   // together with chunked prefill and, in a 2048-token cache, queueing and preemption.
   // (The 32 prompts up to 700 tokens pass too but take ~100 s on 2 threads.)
   const std::string text = Repeat(
@@ -123,8 +123,8 @@ TEST_F(EngineModelTest, MixedLengthPromptsBatchedEqualSequential) {
   ASSERT_TRUE(stream.ok());
   ASSERT_GE(stream->size(), 800u);
   std::vector<Request> requests;
-  for (int i = 0; i < 16; ++i) {
-    const int64_t len = 1 + (i * 399) / 15;  // 1 .. 400
+  for (int i = 0; i < 12; ++i) {
+    const int64_t len = 1 + (i * 299) / 11;  // 1 .. 300
     const int64_t offset = (i * 13) % 90;    // different contents
     Request r;
     r.id = "m" + std::to_string(i);
@@ -153,6 +153,74 @@ TEST_F(EngineModelTest, MixedLengthPromptsBatchedEqualSequential) {
     EXPECT_EQ(Collect(handles[i]->WaitAll()).first, alone[i])
         << "prompt of " << requests[i].prompt_tokens.size() << " tokens";
   }
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineModelTest, ParallelSamplesEqualSeparateRequestsWithTheirSeeds) {
+  // n = 3 forks the prompt's blocks; the partial last block is copied before each write.
+  Request r = Greedy("n3", "Write a short poem about the sea:", 10);
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = 42;
+  r.n = 3;
+  std::unique_ptr<Engine> engine = MakeEngine();
+  auto h = engine->Submit(r);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  std::vector<Event> events = (*h)->WaitAll();
+  EXPECT_GT(engine->Stats().cow_copies, 0);
+  for (int32_t c = 0; c < 3; ++c) {
+    std::vector<int32_t> tokens;
+    for (const Event& e : events) {
+      if (e.choice == c && e.token >= 0) tokens.push_back(e.token);
+    }
+    Request alone = r;
+    alone.id = "alone" + std::to_string(c);
+    alone.n = 1;
+    alone.sampling.seed = 42 + c;
+    auto ha = engine->Submit(alone);
+    ASSERT_TRUE(ha.ok());
+    EXPECT_EQ(tokens, Collect((*ha)->WaitAll()).first) << "choice " << c;
+  }
+}
+
+TEST_F(EngineModelTest, SwapPreemptionResumesWithTheSameTokens) {
+  // Four 512-token prompts, admitted in one step, fill the 2048-token cache exactly (32 blocks
+  // each): the first decode tokens need blocks, so sequences are swapped out and back in. They
+  // share 496 tokens and differ in their last block, so the runs alone are cheap (prefix cache).
+  auto stream = tokenizer_->Encode(Repeat("Tides rise and fall; the pier stands. ", 80));
+  ASSERT_TRUE(stream.ok());
+  ASSERT_GE(stream->size(), 580u);
+  std::vector<Request> requests;
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.id = "w" + std::to_string(i);
+    r.prompt_tokens.assign(stream->begin(), stream->begin() + 496);
+    r.prompt_tokens.insert(r.prompt_tokens.end(), stream->begin() + 500 + 16 * i,
+                           stream->begin() + 516 + 16 * i);
+    r.sampling.temperature = 0;
+    r.max_tokens = 3;
+    r.ignore_eos = true;
+    requests.push_back(std::move(r));
+  }
+  EngineOptions options;
+  options.scheduler = {.max_batched_tokens = 2048,
+                       .max_seqs = 4,
+                       .enable_prefix_caching = true,
+                       .preempt_by_swap = true};
+  options.swap_blocks = 256;
+  std::vector<std::vector<int32_t>> alone;
+  {
+    auto engine = *Engine::Create(options, &model_->runner(), &model_->kv(), tokenizer_);
+    for (const Request& r : requests)
+      alone.push_back(Collect((*engine->Submit(r))->WaitAll()).first);
+  }
+  options.scheduler.enable_prefix_caching = false;
+  auto engine = *Engine::Create(options, &model_->runner(), &model_->kv(), tokenizer_);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const Request& r : requests) handles.push_back(*engine->Submit(r));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(Collect(handles[i]->WaitAll()).first, alone[i]) << "request " << i;
+  }
+  EXPECT_GT(engine->Stats().swap_outs, 0);
   EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
 }
 
