@@ -2,7 +2,8 @@
 // `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--json]`: what loading it with
 // `pier run` would reserve from the memory budget (engine::EstimateMemory, the function
 // `pier run`'s admission uses): mapped and converted weights, KV per token and for the
-// context, workspace, total.
+// context, workspace, total. With --memory-budget (and --device-memory) it also says
+// whether that fits, as `pier run` would decide.
 //
 // Prints the architecture, hyper-parameters, tensor types and counts, bytes of
 // weights, KV bytes per token and whether a chat template is present; with
@@ -18,7 +19,9 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "device/cpu/cpu_device.h"
 #include "engine/local_model.h"
+#include "memory/byte_size.h"
 #include "model/gguf_file.h"
 #include "model/model_info.h"
 
@@ -31,6 +34,8 @@ struct InspectOptions {
   bool memory = false;
   int64_t ctx = 4096;
   int threads = 0;  // 0: all hardware threads, as `pier run`
+  std::optional<std::string> memory_budget;
+  std::optional<std::string> device_memory;
 };
 
 std::string HumanBytes(uint64_t bytes) {
@@ -157,6 +162,32 @@ int Fail(const Status& status) {
   return 1;
 }
 
+struct BudgetCheck {
+  uint64_t capacity_bytes = 0;
+  uint64_t budget_bytes = 0;
+};
+
+// The budget `pier run` would have with the same --memory-budget and --device-memory.
+Result<std::optional<BudgetCheck>> ResolveBudget(const InspectOptions& options) {
+  if (!options.memory_budget.has_value() && !options.device_memory.has_value()) {
+    return std::optional<BudgetCheck>();
+  }
+  BudgetSpec spec = BudgetSpec::Percent(100);
+  if (options.memory_budget.has_value()) {
+    PIER_ASSIGN_OR_RETURN(spec, ParseBudget(*options.memory_budget, "--memory-budget"));
+  }
+  CpuDeviceOptions device_options;
+  if (options.device_memory.has_value()) {
+    PIER_ASSIGN_OR_RETURN(device_options.capacity_bytes,
+                          ParseByteSize(*options.device_memory, "--device-memory"));
+  }
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<CpuDevice> device, CpuDevice::Create(device_options));
+  BudgetCheck check;
+  check.capacity_bytes = device->TotalBytes();
+  PIER_ASSIGN_OR_RETURN(check.budget_bytes, spec.Resolve(check.capacity_bytes));
+  return std::optional<BudgetCheck>(check);
+}
+
 int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file) {
   if (options.ctx < 2) return Fail(InvalidArgumentError("--ctx must be at least 2"));
   if (options.threads < 0) return Fail(InvalidArgumentError("--threads must be >= 1"));
@@ -165,12 +196,27 @@ int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file)
                               ? options.threads
                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   model_options.kv_tokens = engine::ClampContext(file, options.ctx);
+  auto budget = ResolveBudget(options);
+  if (!budget.ok()) return Fail(budget.status());
   auto estimate = engine::EstimateMemory(file, model_options);
   if (!estimate.ok()) return Fail(estimate.status());
+  const bool fits = !budget->has_value() || estimate->total_bytes() <= (*budget)->budget_bytes;
   if (options.json) {
-    std::cout << MemoryJson(file, *estimate).dump(2) << "\n";
+    nlohmann::json j = MemoryJson(file, *estimate);
+    if (budget->has_value()) {
+      j["capacity_bytes"] = (*budget)->capacity_bytes;
+      j["budget_bytes"] = (*budget)->budget_bytes;
+      j["fits"] = fits;
+    }
+    std::cout << j.dump(2) << "\n";
   } else {
     PrintMemory(file, *estimate);
+    if (budget->has_value()) {
+      std::printf("%-26s %12llu bytes (%s) of a device of %s: %s\n",
+                  "budget:", static_cast<unsigned long long>((*budget)->budget_bytes),
+                  HumanBytes((*budget)->budget_bytes).c_str(),
+                  HumanBytes((*budget)->capacity_bytes).c_str(), fits ? "fits" : "does not fit");
+    }
   }
   return 0;
 }
@@ -205,6 +251,10 @@ void RegisterInspect(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_option("--threads", options->threads,
                       "With --memory: compute threads (default: all, as pier run)");
+  command->add_option("--memory-budget", options->memory_budget,
+                      "With --memory: say whether the model fits this budget (as pier run)");
+  command->add_option("--device-memory", options->device_memory,
+                      "With --memory: the CPU device capacity to assume (as pier run)");
   command->callback([options, &exit_code] { exit_code = RunInspect(*options); });
 }
 

@@ -135,6 +135,27 @@ TEST(MemoryBudgetTest, InspectMemoryShowsTheEstimate) {
             EstimateMemory(*file, RunOptions(4096))->kv_bytes);
 }
 
+TEST(MemoryBudgetTest, InspectMemorySaysWhetherRunWouldFit) {
+  auto file = OpenDefault();
+  const MemoryEstimate e = *EstimateMemory(*file, RunOptions());
+  for (uint64_t budget : {e.total_bytes() - 1, e.total_bytes()}) {
+    const std::string flag = std::to_string(budget);
+    const ChildResult inspect =
+        RunPier({"inspect", "--memory", "--json", "--threads", "2", "--memory-budget", flag});
+    ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+    const nlohmann::json j = nlohmann::json::parse(inspect.out);
+    EXPECT_EQ(j["budget_bytes"], budget);
+    const bool fits = j["fits"].get<bool>();
+    EXPECT_EQ(fits, budget >= e.total_bytes());
+    const ChildResult run = RunPier(RunArgs({"--memory-budget", flag}));
+    EXPECT_EQ(run.exit_code, fits ? 0 : 1) << run.err;
+  }
+  const ChildResult bad =
+      RunPier({"inspect", "--memory", "--memory-budget", "2GiB", "--device-memory", "1GiB"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("more than the device's capacity"), std::string::npos) << bad.err;
+}
+
 TEST(MemoryBudgetTest, GovernorChargesWhatInspectShows) {
   // A 512-token context filled by one 512-token step: the largest step the estimate plans
   // for, attending over the whole context.
