@@ -121,7 +121,8 @@ void PrintText(const model::GgufFile& file, const model::ModelInfo& info) {
   line("tensors", number(file.tensors().size()) + " (" + types + ")");
   line("parameters", number(info.parameter_count));
   line("weights", number(info.weight_bytes) + " bytes (" + HumanBytes(info.weight_bytes) + ")");
-  line("KV cache per token", number(info.kv_bytes_per_token) + " bytes (f16 K and V)");
+  line("KV cache per token", number(info.kv_bytes_per_token) +
+                                 " bytes (f16 K and V; the CPU runner keeps f32, see --memory)");
   line("chat template", info.has_chat_template ? "present" : "absent");
 }
 
