@@ -9,21 +9,26 @@
 //      budget (a decode is 1 token; a prompt is ingested in chunks, so running streams keep
 //      producing while a long prompt is read). A waiting sequence is admitted when its first
 //      chunk's blocks are available, reusing the cached blocks of its longest cached prefix.
-//      When blocks run short, running sequences are preempted by recompute, lowest rank
-//      (latest arrival) first; a waiting sequence may preempt only running ones of a strictly
-//      lower effective class (no thrashing between equals). The plan is exact: Apply never
-//      runs out of blocks.
-//   2. Apply(plan) mutates: preempted sequences release their blocks (their full blocks stay in
-//      the prefix cache) and go back to waiting with num_computed = 0; admitted ones take their
-//      cached blocks; then new blocks are allocated. It returns the model-runner Batch.
+//      When blocks run short, running sequences are preempted, lowest rank (latest arrival)
+//      first: by swap when a SwapSpace with room is configured, else by recompute; a waiting
+//      sequence may preempt only running ones of a strictly lower effective class (no
+//      thrashing between equals). A running sequence about to write a block it shares with a
+//      forked sibling needs one more block (copy-on-write). The plan is exact (it simulates
+//      reference counts): Apply never runs out of blocks.
+//   2. Apply(plan) mutates, in this order: swapped-out sequences copy their blocks to host slots
+//      and release them (num_computed kept); recompute victims release theirs (full blocks stay
+//      in the prefix cache) and go back to waiting with num_computed = 0; admitted ones take
+//      their cached blocks; then each scheduled sequence copies the shared blocks it will write,
+//      gets its new blocks and, if swapped in, its host slots copied back. It returns the
+//      model-runner Batch.
 //   3. Commit(plan) after the runner's step: advances num_computed, names newly full blocks in
 //      the prefix index and says which sequences reached the end of their tokens (and so
-//      sample). The engine then AppendToken()s or Finish()es them.
+//      sample). The engine then AppendToken()s or Remove()s them.
 // A preempted sequence keeps its tokens; recomputing them gives the same K/V (batch
 // invariance of the runner), so it resumes with exactly the tokens it would have produced.
 //
-// Ownership: owns the sequences' block tables; borrows the BlockManager (which must outlive
-// it). Thread-safety: none; the engine thread owns it.
+// Ownership: owns the sequences' block tables and the host-slot assignment; borrows the
+// BlockManager, SwapSpace and BlockCopier (which must outlive it). Thread-safety: none; the engine thread owns it.
 #pragma once
 
 #include <cstdint>
