@@ -28,7 +28,8 @@
 // invariance of the runner), so it resumes with exactly the tokens it would have produced.
 //
 // Ownership: owns the sequences' block tables and the host-slot assignment; borrows the
-// BlockManager, SwapSpace and BlockCopier (which must outlive it). Thread-safety: none; the engine thread owns it.
+// BlockManager, SwapSpace and BlockCopier (which must outlive it). Thread-safety: none; the engine
+// thread owns it.
 #pragma once
 
 #include <cstdint>
