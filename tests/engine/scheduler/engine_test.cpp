@@ -436,6 +436,50 @@ TEST(EngineTest, EngineThreadServesSubmissionsFromManyThreads) {
   EXPECT_GT(engine->Stats().last_step_at_us, 0);
 }
 
+// Fails one chosen step with RESOURCE_EXHAUSTED (as a runner short of workspace memory would).
+class FailingRunner final : public ModelRunner {
+ public:
+  FailingRunner(ModelRunner* inner, int fail_at) : inner_(inner), fail_at_(fail_at) {}
+  const ModelShape& shape() const override { return inner_->shape(); }
+  Result<StepOutput> Step(const Batch& batch) override {
+    if (step_++ == fail_at_) return ResourceExhaustedError("workspace: out of memory (test)");
+    return inner_->Step(batch);
+  }
+
+ private:
+  ModelRunner* inner_;
+  int fail_at_;
+  int step_ = 0;
+};
+
+TEST(EngineTest, RunnerErrorEndsTheBatchsRequestsWithTheReasonAndFreesTheirBlocks) {
+  VectorKvStore kv(FakeLayout(4), 64);
+  FakeRunner fake(&kv, kVocab, 4096);
+  FailingRunner runner(&fake, 2);
+  EngineOptions options;
+  options.start_thread = false;
+  auto engine = *Engine::Create(options, &runner, &kv);
+  auto a = *engine->Submit(Greedy("a", Prompt(6, 1), 10));
+  auto b = *engine->Submit(Greedy("b", Prompt(9, 2), 10));
+  while (engine->RunStep()) {
+  }
+  for (auto* h : {&a, &b}) {
+    std::vector<Event> events = (*h)->Drain();
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().finish, FinishReason::kError);
+    EXPECT_NE(events.back().error.find("out of memory (test)"), std::string::npos);
+    EXPECT_EQ(events.back().usage.completion_tokens, 2);
+  }
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+  EXPECT_TRUE(engine->CheckConsistency().ok());
+  // The engine goes on serving.
+  Request c = Greedy("c", Prompt(5, 3), 4);
+  auto hc = *engine->Submit(c);
+  while (engine->RunStep()) {
+  }
+  EXPECT_EQ(Collect(hc->Drain()).tokens, RunAlone(c));
+}
+
 TEST(EngineTest, ShutdownAbortsUnfinishedRequests) {
   std::shared_ptr<RequestHandle> h;
   {
