@@ -15,4 +15,9 @@ function(pier_add_test)
     set(T_LABELS unit)
   endif()
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT 600)
+  # Model tests run the forward pass on every core: ctest must not run another test beside
+  # them (two spinning thread pools on two cores slow each other down many times over).
+  if("model" IN_LIST T_LABELS)
+    set_tests_properties(${T_NAME} PROPERTIES RUN_SERIAL TRUE)
+  endif()
 endfunction()
