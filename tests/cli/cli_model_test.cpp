@@ -1,7 +1,6 @@
 // Runs the built `pier tokenize` and `pier prompt` on the default model and on bad input.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <fstream>
@@ -9,36 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "cli/pier_process.h"
+
 namespace pier::cli {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs pier with `args` (already shell-quoted); stderr is merged into output when asked.
-CommandResult RunPier(const std::string& args, bool merge_stderr = false) {
-  const std::string command =
-      std::string(PIER_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  CommandResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+using pier::testing::CommandResult;
+using pier::testing::RunPier;
+const auto& Quote = pier::testing::ShellQuote;
 
 std::vector<int> Ids(const nlohmann::json& tokenize_output) {
   std::vector<int> ids;
@@ -58,8 +37,7 @@ TEST(TokenizeCliTest, MatchesTheReferenceTokenizerOnFixtureStrings) {
     if (text.empty() || text.find('\0') != std::string::npos || text[0] == '-') continue;
     CommandResult result = RunPier("tokenize --json " + Quote(text));
     ASSERT_EQ(result.exit_code, 0) << text;
-    EXPECT_EQ(Ids(nlohmann::json::parse(result.output)), c["ids"].get<std::vector<int>>())
-        << text;
+    EXPECT_EQ(Ids(nlohmann::json::parse(result.output)), c["ids"].get<std::vector<int>>()) << text;
     if (++checked == 25) break;
   }
   EXPECT_EQ(checked, 25);

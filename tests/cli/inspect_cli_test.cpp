@@ -1,13 +1,13 @@
 // Runs the built `pier inspect` binary on the default model and on bad files.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/pier_process.h"
 #include "model/gguf_test_writer.h"
 
 namespace pier::model {
@@ -15,24 +15,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout, or stdout + stderr when merged
-};
-
-CommandResult RunPier(const std::string& args, bool merge_stderr) {
-  const std::string command =
-      std::string(PIER_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  CommandResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using pier::testing::CommandResult;
+using pier::testing::RunPier;
 
 TEST(InspectCliTest, JsonMatchesGgufPyFacts) {
   std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/model/smollm2_rows.json");
