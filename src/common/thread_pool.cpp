@@ -31,6 +31,12 @@ constexpr uint64_t MakeWord(uint32_t generation, uint32_t chunk) {
 constexpr uint32_t WordGeneration(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 constexpr uint32_t WordChunk(uint64_t word) { return static_cast<uint32_t>(word); }
 
+// The chunk field while the caller is still writing a new job's parameters: above any
+// chunk count, so nothing can be claimed, and in a new generation, so a worker still
+// holding the previous job's word fails its compare-exchange instead of claiming a
+// chunk of the previous generation with the new job's parameters.
+constexpr uint32_t kJobBeingWritten = 0xFFFFFFFFu;
+
 }  // namespace
 
 struct ThreadPool::State {
@@ -59,8 +65,16 @@ struct ThreadPool::State {
   void RunChunks(uint32_t generation) {
     uint64_t current = word.load(std::memory_order_acquire);
     while (true) {
+      if (WordGeneration(current) == generation && WordChunk(current) == kJobBeingWritten) {
+        // The caller is publishing this job's parameters: a few stores away.
+        PIER_CPU_RELAX();
+        current = word.load(std::memory_order_acquire);
+        continue;
+      }
+      // seq_cst pairs with the caller's stores in ParallelFor: a chunk count read here that
+      // belongs to a newer job implies the word already moved on, so the claim below fails.
       if (WordGeneration(current) != generation ||
-          WordChunk(current) >= num_chunks.load(std::memory_order_relaxed)) {
+          WordChunk(current) >= num_chunks.load(std::memory_order_seq_cst)) {
         return;
       }
       if (!word.compare_exchange_weak(current, current + 1, std::memory_order_acq_rel,
@@ -149,12 +163,17 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
       std::max(min_chunk, (n + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
   const int64_t num_chunks = (n + chunk - 1) / chunk;
   PIER_CHECK(num_chunks < (int64_t{1} << 31), "too many chunks");
+  // Close the previous job first (see kJobBeingWritten), then write this one's
+  // parameters, then open its chunks. Without the first step a worker that read the
+  // previous word just before the new chunk count could claim a chunk past the old
+  // job's end, run it with the new parameters and count it twice.
+  const uint32_t generation = WordGeneration(s.word.load(std::memory_order_relaxed)) + 1;
+  s.word.store(MakeWord(generation, kJobBeingWritten), std::memory_order_seq_cst);
   s.fn = &fn;
   s.n = n;
   s.chunk = chunk;
-  s.num_chunks.store(static_cast<uint32_t>(num_chunks), std::memory_order_relaxed);
+  s.num_chunks.store(static_cast<uint32_t>(num_chunks), std::memory_order_seq_cst);
   s.chunks_done.store(0, std::memory_order_relaxed);
-  const uint32_t generation = WordGeneration(s.word.load(std::memory_order_relaxed)) + 1;
   s.word.store(MakeWord(generation, 0), std::memory_order_seq_cst);
   if (s.sleepers.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard lock(s.mutex);
