@@ -21,6 +21,7 @@ namespace {
 
 using testing::FakeLayout;
 using testing::FakeRunner;
+using testing::TokensOf;
 using testing::VectorKvStore;
 
 constexpr int64_t kVocab = 40;
@@ -28,28 +29,11 @@ constexpr int64_t kBlockSize = 4;
 constexpr int64_t kBlocksPerChunk = 4;
 
 std::vector<int32_t> Prompt(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t& x : t) x = static_cast<int32_t>(rng() % (kVocab - 1));
-  return t;
+  return testing::RandomPrompt(n, seed, kVocab);
 }
 
 Request Greedy(std::string id, std::vector<int32_t> prompt, int32_t max_tokens) {
-  Request r;
-  r.id = std::move(id);
-  r.prompt_tokens = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  return r;
-}
-
-std::vector<int32_t> TokensOf(const std::vector<Event>& events) {
-  std::vector<int32_t> t;
-  for (const Event& e : events) {
-    if (e.token >= 0) t.push_back(e.token);
-  }
-  return t;
+  return testing::GreedyRequest(std::move(id), std::move(prompt), max_tokens);
 }
 
 // The same request on a plain, large KV store.

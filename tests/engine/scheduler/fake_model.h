@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 
 #include "engine/kv_store.h"
 #include "engine/model_runner.h"
+#include "engine/scheduler/request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::engine::testing {
@@ -181,5 +183,34 @@ class FakeTokenizer final : public tokenizer::Tokenizer {
   int32_t vocab_size_;
   std::vector<int32_t> eog_;
 };
+
+// `n` tokens drawn from [0, vocab - 1) with a fixed seed (vocab - 1 is left for the
+// end-of-generation token of the tests).
+inline std::vector<int32_t> RandomPrompt(int64_t n, uint32_t seed, int64_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab - 1));
+  return tokens;
+}
+
+// A greedy request that ignores end-of-generation, so it produces exactly max_tokens.
+inline Request GreedyRequest(std::string id, std::vector<int32_t> prompt, int32_t max_tokens) {
+  Request r;
+  r.id = std::move(id);
+  r.prompt_tokens = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  return r;
+}
+
+// The token ids carried by a stream of events, in order.
+inline std::vector<int32_t> TokensOf(const std::vector<Event>& events) {
+  std::vector<int32_t> tokens;
+  for (const Event& e : events) {
+    if (e.token >= 0) tokens.push_back(e.token);
+  }
+  return tokens;
+}
 
 }  // namespace pier::engine::testing
