@@ -77,6 +77,9 @@ TEST_F(CudaDeviceTest, PinnedHostMemoryIsLockedAndCopies) {
   Result<void*> dev = device_->AllocateRaw(bytes, 256);
   ASSERT_TRUE(dev.ok());
   ASSERT_TRUE(device_->CopyHostToDevice(*dev, pinned->ptr, bytes, Stream{}).ok());
+  // Copies from pinned memory are asynchronous: the host buffer may be reused only after
+  // the stream has consumed it.
+  ASSERT_TRUE(device_->Synchronize(Stream{}).ok());
   std::memset(pinned->ptr, 0, bytes);
   ASSERT_TRUE(device_->CopyDeviceToHost(pinned->ptr, *dev, bytes, Stream{}).ok());
   ASSERT_TRUE(device_->Synchronize(Stream{}).ok());
@@ -141,6 +144,7 @@ TEST_F(CudaDeviceTest, ArenaGrowsAndShrinksInChunksAtAFixedAddress) {
       << "mapping over a mapped chunk is refused";
   ASSERT_TRUE(device_->UnmapChunk(*range, g, 2 * g).ok());
   ASSERT_TRUE(device_->MapChunk(*range, g, g).ok());
+  ASSERT_TRUE(device_->MapChunk(*range, 2 * g, g).ok());  // fills the hole the shrink left
   ASSERT_TRUE(device_->MapChunk(*range, 4 * g, 2 * g).ok());
   ASSERT_TRUE(device_->Memset(range->base, 0x01, 6 * g, Stream{}).ok());
   uint8_t last = 0;
