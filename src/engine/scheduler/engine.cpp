@@ -43,7 +43,25 @@ bool RequestHandle::finished() const {
   return choices_left_ == 0;
 }
 
+size_t RequestHandle::pending() const {
+  std::lock_guard lock(mutex_);
+  return events_.size();
+}
+
+void RequestHandle::SetListener(std::function<void()> on_event) {
+  std::shared_ptr<std::function<void()>> listener;
+  bool call_now = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (on_event) listener = std::make_shared<std::function<void()>>(std::move(on_event));
+    listener_ = listener;
+    call_now = listener && (!events_.empty() || choices_left_ == 0);
+  }
+  if (call_now) (*listener)();
+}
+
 void RequestHandle::Push(Event event) {
+  std::shared_ptr<std::function<void()>> listener;
   {
     std::lock_guard lock(mutex_);
     if (event.finish.has_value()) {
@@ -51,8 +69,10 @@ void RequestHandle::Push(Event event) {
       --choices_left_;
     }
     events_.push_back(std::move(event));
+    listener = listener_;  // a copy: called without the lock, so it may read the handle
   }
   cv_.notify_all();
+  if (listener) (*listener)();
 }
 
 // ---- Swap space ------------------------------------------------------------------------------

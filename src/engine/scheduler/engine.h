@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,13 @@ class RequestHandle {
   // Every event available now (does not wait).
   std::vector<Event> Drain();
   bool finished() const;
+  // Events pushed and not yet read (a slow reader's backlog).
+  size_t pending() const;
+  // `on_event` is called after every Push (from the engine thread, without the handle's lock
+  // held), and once at once when events are already pending: an asynchronous reader (the HTTP
+  // server's event loop) uses it to wake up and Drain(). It must be quick and must not call
+  // back into the engine. Replaces any earlier listener; an empty function removes it.
+  void SetListener(std::function<void()> on_event);
 
   // Engine side.
   void Push(Event event);
@@ -83,6 +91,7 @@ class RequestHandle {
   std::condition_variable cv_;
   std::deque<Event> events_;  // guarded by mutex_
   int32_t choices_left_;      // guarded by mutex_
+  std::shared_ptr<std::function<void()>> listener_;  // guarded by mutex_
 };
 
 struct EngineStats {

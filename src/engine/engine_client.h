@@ -1,0 +1,54 @@
+// EngineClient: how the serving front end (HTTP routes, `pier bench`, later the supervisor)
+// talks to one model instance's engine, without knowing where that engine runs.
+//
+// It carries the engine's plain Request and Event types. Two implementations are planned
+// (see docs/architecture.md): InProcessEngineClient below, which calls an Engine in this
+// process, and a worker-process client for `pier serve` with one process per instance.
+// Tokenization and chat templates stay in the front end (the caller submits token ids), so a
+// worker only ever sees tokens.
+//
+// Thread-safety: every method may be called from any thread. Submit must not block on the
+// model (it validates and queues); events are read from the returned handle, synchronously
+// (Next/WaitAll) or asynchronously (SetListener + Drain).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "engine/scheduler/engine.h"
+#include "engine/scheduler/request.h"
+
+namespace pier::engine {
+
+class EngineClient {
+ public:
+  virtual ~EngineClient() = default;
+
+  // The engine's Submit: INVALID_ARGUMENT for a request it refuses (message says why),
+  // UNAVAILABLE when it is shutting down or gone, RESOURCE_EXHAUSTED when its queue is full.
+  [[nodiscard]] virtual Result<std::shared_ptr<RequestHandle>> Submit(Request request) = 0;
+  // Ends a request at once (its choices finish with kAbort); unknown ids are ignored.
+  virtual void Abort(const std::string& id) = 0;
+  // A snapshot; last_step_at_us is the engine's heartbeat.
+  virtual EngineStats Stats() const = 0;
+};
+
+// Calls an Engine in this process. Borrows the engine, which must outlive the client.
+// `max_waiting`: Submit answers RESOURCE_EXHAUSTED ("queue full") while that many sequences
+// already wait (0: no limit).
+class InProcessEngineClient final : public EngineClient {
+ public:
+  explicit InProcessEngineClient(Engine* engine, int64_t max_waiting = 0)
+      : engine_(engine), max_waiting_(max_waiting) {}
+
+  Result<std::shared_ptr<RequestHandle>> Submit(Request request) override;
+  void Abort(const std::string& id) override { engine_->Abort(id); }
+  EngineStats Stats() const override { return engine_->Stats(); }
+
+ private:
+  Engine* engine_;  // not owned
+  const int64_t max_waiting_;
+};
+
+}  // namespace pier::engine

@@ -1,0 +1,65 @@
+// ServingMetrics: what `pier serve` counts and measures, rendered in Prometheus' text format
+// for GET /metrics.
+//
+// The HTTP layer records each finished request (RecordRequest) and each HTTP response
+// (RecordHttpResponse); Render() adds live figures read at scrape time from the engine
+// (EngineStats) and the memory governor (MemoryGovernor::Stats). Names use the `pier_`
+// prefix; the names vLLM dashboards and Kubernetes' Gateway API Inference Extension read
+// (`vllm:num_requests_waiting`, `vllm:num_requests_running`, `vllm:kv_cache_usage_perc`,
+// `vllm:time_to_first_token_seconds`, ...) are exposed too, as aliases with the same values.
+// docs/api.md lists every name.
+//
+// Thread-safety: every method may be called from any thread (I/O threads record, a scrape
+// renders).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/scheduler/engine.h"
+#include "memory/memory_governor.h"
+
+namespace pier::metrics {
+
+class Registry;
+
+// One finished request as the HTTP layer saw it. Durations in seconds; a negative value means
+// "not measured" (e.g. no token was produced, so no time to first token).
+struct RequestRecord {
+  std::string_view model;
+  std::string_view finish_reason;  // "stop", "length", "abort", "error"
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  double queue_seconds = -1;          // arrival -> first scheduled (engine timestamps)
+  double time_to_first_token = -1;    // arrival -> first token
+  double time_per_output_token = -1;  // (last token - first token) / (tokens - 1)
+  double e2e_seconds = -1;            // arrival -> finished
+};
+
+class ServingMetrics {
+ public:
+  explicit ServingMetrics(std::string model_name);
+  ~ServingMetrics();
+  ServingMetrics(const ServingMetrics&) = delete;
+  ServingMetrics& operator=(const ServingMetrics&) = delete;
+
+  void RecordRequest(const RequestRecord& record);
+  // Every inter-token gap of a stream as it is sent (seconds).
+  void RecordInterTokenLatency(double seconds);
+  // Every HTTP response, by status code (200, 400, 429, ...) and route ("/v1/completions").
+  void RecordHttpResponse(int status, std::string_view route);
+  // Requests aborted because the client went away or read too slowly.
+  void RecordClientAbort(std::string_view reason);
+
+  // The full exposition (text format 0.0.4). `governor` may be null.
+  std::string Render(const engine::EngineStats& engine, const MemoryGovernor* governor) const;
+
+ private:
+  const std::string model_name_;
+  std::unique_ptr<Registry> registry_;
+};
+
+}  // namespace pier::metrics
