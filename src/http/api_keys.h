@@ -1,0 +1,56 @@
+// ApiKeys: who may call the API and as whom. Loaded from the YAML file of `--api-keys`:
+//
+//   keys:
+//     - key: "sk-team-a-1"        # required, unique, non-empty
+//       tenant: "team-a"          # required
+//       max_priority: high        # optional ceiling: critical|high|normal|low (default critical)
+//
+// A request presents its key as "Authorization: Bearer <key>" (what the openai client sends)
+// or "X-API-Key: <key>". Without a keys file the API is open (tenant "default", no ceiling).
+// Keys are compared in constant time per key and never logged.
+//
+// Thread-safety: immutable after Load/Parse; Authenticate may run on any thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/scheduler/request.h"
+#include "http/http_types.h"
+
+namespace pier::http {
+
+struct Principal {
+  std::string tenant = "default";
+  engine::Priority max_priority = engine::Priority::kCritical;  // highest class allowed
+};
+
+class ApiKeys {
+ public:
+  // An empty set: every request is allowed as the default principal.
+  ApiKeys() = default;
+  // INVALID_ARGUMENT naming the file and the entry for bad YAML, a missing key or tenant, an
+  // unknown priority or a duplicate key; NOT_FOUND when the file cannot be read.
+  [[nodiscard]] static Result<ApiKeys> Load(const std::string& path);
+  [[nodiscard]] static Result<ApiKeys> Parse(std::string_view yaml_text,
+                                             std::string_view source_name = "api keys");
+
+  bool enabled() const { return !entries_.empty(); }
+  size_t size() const { return entries_.size(); }
+  // The principal, or a 401 response in OpenAI's error shape ("missing API key" / "invalid
+  // API key"; the key itself is never echoed).
+  std::variant<Principal, HttpResponse> Authenticate(const HttpRequest& request) const;
+
+ private:
+  struct Entry {
+    std::string key;
+    Principal principal;
+  };
+  std::vector<Entry> entries_;
+};
+
+}  // namespace pier::http

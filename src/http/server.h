@@ -1,0 +1,88 @@
+// HttpServer: the HTTP/1.1 server of `pier serve` (Boost.Beast + Asio with C++20 coroutines;
+// Asio stays inside server*.cpp). A few I/O threads serve thousands of connections: no thread
+// per connection, no thread blocked on a client or on the engine.
+//
+// Per connection: keep-alive; the request head must arrive within header_timeout and the
+// whole request within request_timeout (a client sending byte by byte holds no thread and is
+// cut off with 408); a body announced or grown beyond max_body_bytes gets 413 as soon as that
+// is known; an idle keep-alive connection closes after idle_timeout. Each request goes to the
+// Router; a response with a ResponseStream is waited for asynchronously (see http_types.h):
+// while it runs, the server watches the socket, and a client that disconnects has its stream
+// cancelled at once (the engine request is aborted). A slow reader: when the stream's
+// backlog() passes max_stream_backlog, or one write takes longer than write_timeout, the
+// stream is cancelled with a logged reason and the connection closed; the engine never waits.
+// Connections beyond max_connections get 503 and are closed.
+//
+// Shutdown(grace): stop accepting; requests arriving on open connections get 503 ("shutting
+// down"); in-flight responses may finish until the grace period ends; then remaining streams
+// are cancelled and connections closed; I/O threads are joined.
+//
+// Ownership: owns its I/O threads and sockets; shares the Router. Thread-safety: Shutdown,
+// Stats and port may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "http/http_types.h"
+
+namespace pier::http {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: any free port (read it back with port())
+  int io_threads = 1;
+  size_t max_body_bytes = size_t{4} << 20;
+  size_t max_header_bytes = size_t{16} << 10;
+  std::chrono::milliseconds header_timeout{10'000};   // first byte -> end of the head
+  std::chrono::milliseconds request_timeout{30'000};  // first byte -> end of the body
+  std::chrono::milliseconds idle_timeout{60'000};     // keep-alive wait for the next request
+  std::chrono::milliseconds write_timeout{30'000};    // one write to the client
+  size_t max_stream_backlog = 4096;                   // ResponseStream::backlog() limit
+  size_t max_connections = 4096;
+  // Called on an I/O thread after every response is complete (or abandoned: status as sent,
+  // or 499 when the client went away first). For metrics and access logs; must be quick.
+  std::function<void(const HttpRequest& request, int status)> on_response;
+};
+
+struct HttpServerStats {
+  int64_t connections_open = 0;
+  int64_t connections_accepted = 0;
+  int64_t connections_refused = 0;  // over max_connections
+  int64_t requests = 0;             // handled (any status)
+  int64_t streams_active = 0;       // responses waiting on a ResponseStream
+  int64_t client_disconnects = 0;   // streams cancelled because the client went away
+  int64_t slow_client_aborts = 0;   // streams cancelled for a slow reader
+  int64_t timeouts = 0;             // 408s and idle closes
+};
+
+class HttpServer {
+ public:
+  // Binds and listens, then starts the I/O threads. INVALID_ARGUMENT for a bad host or
+  // option, UNAVAILABLE when the address cannot be bound (message names it and the reason,
+  // e.g. "127.0.0.1:8080: address already in use").
+  [[nodiscard]] static Result<std::unique_ptr<HttpServer>> Start(
+      const HttpServerOptions& options, std::shared_ptr<const Router> router);
+  // Shutdown with no grace period if it was not called.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  uint16_t port() const;
+  // Graceful shutdown (see above); returns when the I/O threads have ended. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace);
+  bool shutting_down() const;
+  HttpServerStats Stats() const;
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pier::http
