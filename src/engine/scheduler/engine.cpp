@@ -434,9 +434,11 @@ void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reaso
     by_sequence_.erase(c.sequence_id);
     // Readers who see the final event also see the blocks freed.
     const SchedulerStats s = scheduler_.Stats();
+    const int64_t kv_tokens_used = CountKvTokensUsed();
     std::lock_guard lock(mutex_);
     stats_.kv_blocks_used = blocks_.num_used();
     stats_.kv_blocks_cached = blocks_.num_cached();
+    stats_.kv_tokens_used = kv_tokens_used;
     stats_.running = s.running;
     stats_.waiting = s.waiting;
   }
@@ -650,8 +652,33 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   live.handle->Push(std::move(e));
 }
 
+int64_t Engine::CountKvTokensUsed() const {
+  const int64_t bs = blocks_.block_size();
+  int64_t used = 0;
+  // Blocks held by several tables (forks, shared prefixes): filled slots as the fullest
+  // holder sees them, counted once.
+  std::map<int32_t, int64_t> shared;
+  for (const auto& [id, owner] : by_sequence_) {
+    if (!scheduler_.Contains(id) || !scheduler_.IsRunning(id)) continue;
+    const int64_t computed = scheduler_.NumComputed(id);
+    const std::span<const int32_t> table = scheduler_.BlockTable(id);
+    for (size_t i = 0; i < table.size(); ++i) {
+      const int64_t filled = std::clamp<int64_t>(computed - static_cast<int64_t>(i) * bs, 0, bs);
+      if (blocks_.ref_count(table[i]) > 1) {
+        int64_t& f = shared[table[i]];
+        f = std::max(f, filled);
+      } else {
+        used += filled;
+      }
+    }
+  }
+  for (const auto& [block, filled] : shared) used += filled;
+  return used;
+}
+
 void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   const SchedulerStats s = scheduler_.Stats();
+  const int64_t kv_tokens_used = CountKvTokensUsed();
   std::lock_guard lock(mutex_);
   if (step_us > 0 || tokens > 0) {
     ++stats_.steps;
@@ -669,6 +696,7 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.kv_blocks_used = blocks_.num_used();
   stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_cached = blocks_.num_cached();
+  stats_.kv_tokens_used = kv_tokens_used;
   stats_.preemptions = s.preemptions;
   stats_.prompt_tokens_cached = s.prompt_tokens_cached;
   stats_.prefix_hit_rate = s.prompt_tokens_admitted > 0

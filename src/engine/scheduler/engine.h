@@ -89,8 +89,8 @@ class RequestHandle {
   const std::string id_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<Event> events_;  // guarded by mutex_
-  int32_t choices_left_;      // guarded by mutex_
+  std::deque<Event> events_;                         // guarded by mutex_
+  int32_t choices_left_;                             // guarded by mutex_
   std::shared_ptr<std::function<void()>> listener_;  // guarded by mutex_
 };
 
@@ -104,6 +104,10 @@ struct EngineStats {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_cached = 0;  // free but holding a reusable prefix
   int64_t kv_block_size = 0;
+  // Positions whose K/V the running sequences' blocks hold (a block shared by forked sequences
+  // counted once). kv_blocks_used * kv_block_size - kv_tokens_used slots are allocated but
+  // empty (KV waste: mostly the unfilled tail of each sequence's last block).
+  int64_t kv_tokens_used = 0;
   int64_t kv_blocks_max = 0;   // with an elastic KV arena: its largest size
   int64_t kv_grows = 0;        // chunks added to the elastic arena
   int64_t kv_shrinks = 0;      // shrinks honoured
@@ -168,6 +172,7 @@ class Engine {
   void SampleChoice(Live& live, Choice& choice, std::span<const float> logits);
   void RecordPromptLogprob(int64_t sequence_id, int64_t position, std::span<const float> logits);
   void PublishStats(int64_t tokens, int64_t step_us);
+  int64_t CountKvTokensUsed() const;
   void ApplyShrink();
   bool NeedsMoreBlocks(const StepPlan& plan) const;
   bool TryGrow();
