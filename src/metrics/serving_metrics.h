@@ -7,7 +7,7 @@
 // prefix; the names vLLM dashboards and Kubernetes' Gateway API Inference Extension read
 // (`vllm:num_requests_waiting`, `vllm:num_requests_running`, `vllm:kv_cache_usage_perc`,
 // `vllm:time_to_first_token_seconds`, ...) are exposed too, as aliases with the same values.
-// docs/api.md lists every name.
+// docs/metrics.md lists every name, its type, labels and meaning.
 //
 // Thread-safety: every method may be called from any thread (I/O threads record, a scrape
 // renders).
@@ -58,8 +58,11 @@ class ServingMetrics {
   std::string Render(const engine::EngineStats& engine, const MemoryGovernor* governor) const;
 
  private:
+  struct Instruments;  // the recorded families and the children hot paths use
+
   const std::string model_name_;
   std::unique_ptr<Registry> registry_;
+  std::unique_ptr<Instruments> instruments_;
 };
 
 }  // namespace pier::metrics

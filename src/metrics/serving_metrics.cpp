@@ -1,0 +1,353 @@
+#include "metrics/serving_metrics.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "metrics/registry.h"
+
+namespace pier::metrics {
+namespace {
+
+// Bucket bounds as vLLM uses them, so that dashboards and recording rules written for vLLM
+// read Pier's histograms unchanged.
+const std::vector<double>& TimeToFirstTokenBuckets() {
+  static const std::vector<double> bounds = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                             0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                             20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+  return bounds;
+}
+
+const std::vector<double>& PerTokenBuckets() {
+  static const std::vector<double> bounds = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                             0.3,  0.4,   0.5,  0.75,  1.0, 2.5,  5.0,
+                                             7.5,  10.0,  20.0, 40.0,  80.0};
+  return bounds;
+}
+
+const std::vector<double>& RequestLatencyBuckets() {
+  static const std::vector<double> bounds = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                             5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                             60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+  return bounds;
+}
+
+const std::vector<double>& TokenCountBuckets() {
+  static const std::vector<double> bounds = OneTwoFiveBuckets(1e6);
+  return bounds;
+}
+
+const std::vector<std::string> kModel = {"model"};
+const std::vector<std::string> kModelName = {"model_name"};
+
+// Records a duration or count unless it was not measured (negative or NaN).
+void ObserveMeasured(Histogram& histogram, double value) {
+  if (value >= 0) histogram.Observe(value);
+}
+
+}  // namespace
+
+struct ServingMetrics::Instruments {
+  Family<Counter>* requests = nullptr;
+  Family<Counter>* http_responses = nullptr;
+  Family<Counter>* prompt_tokens = nullptr;
+  Family<Counter>* generation_tokens = nullptr;
+  Family<Counter>* prefix_queries = nullptr;
+  Family<Counter>* prefix_hits = nullptr;
+  Family<Counter>* client_aborts = nullptr;
+  Family<Histogram>* ttft = nullptr;
+  Family<Histogram>* tpot = nullptr;
+  Family<Histogram>* itl = nullptr;
+  Family<Histogram>* e2e = nullptr;
+  Family<Histogram>* queue = nullptr;
+  Family<Histogram>* prompt_length = nullptr;
+  Family<Histogram>* generation_length = nullptr;
+  Histogram* itl_child = nullptr;  // model = model_name_, the per-token hot path
+};
+
+ServingMetrics::ServingMetrics(std::string model_name)
+    : model_name_(std::move(model_name)),
+      registry_(std::make_unique<Registry>()),
+      instruments_(std::make_unique<Instruments>()) {
+  Registry& r = *registry_;
+  Instruments& in = *instruments_;
+  in.requests = &r.AddCounter("pier_requests_total", "Requests finished, by finish reason.",
+                              {"model", "finish_reason"});
+  in.http_responses =
+      &r.AddCounter("pier_http_responses_total", "HTTP responses sent, by status code and route.",
+                    {"model", "code", "route"});
+  in.prompt_tokens =
+      &r.AddCounter("pier_prompt_tokens_total", "Prompt tokens of finished requests.", kModel);
+  in.generation_tokens = &r.AddCounter("pier_generation_tokens_total",
+                                       "Tokens generated for finished requests.", kModel);
+  in.prefix_queries = &r.AddCounter(
+      "pier_prefix_cache_queries_total",
+      "Prompt tokens looked up in the prefix cache (every prompt token of a finished request).",
+      kModel);
+  in.prefix_hits = &r.AddCounter("pier_prefix_cache_hits_total",
+                                 "Prompt tokens served from the prefix cache.", kModel);
+  in.client_aborts =
+      &r.AddCounter("pier_client_aborts_total",
+                    "Requests aborted because the client went away or read too slowly, by reason.",
+                    {"model", "reason"});
+  in.ttft = &r.AddHistogram("pier_time_to_first_token_seconds",
+                            "Time from arrival to the first generated token.", kModel,
+                            TimeToFirstTokenBuckets());
+  in.tpot = &r.AddHistogram("pier_time_per_output_token_seconds",
+                            "Per request: (last token - first token) / (generated tokens - 1).",
+                            kModel, PerTokenBuckets());
+  in.itl = &r.AddHistogram("pier_inter_token_latency_seconds",
+                           "Every gap between two tokens of a stream as they were sent.", kModel,
+                           PerTokenBuckets());
+  in.e2e = &r.AddHistogram("pier_e2e_request_latency_seconds",
+                           "Time from arrival to the end of the request.", kModel,
+                           RequestLatencyBuckets());
+  in.queue = &r.AddHistogram("pier_request_queue_time_seconds",
+                             "Time from arrival to the first scheduled step.", kModel,
+                             RequestLatencyBuckets());
+  in.prompt_length =
+      &r.AddHistogram("pier_request_prompt_tokens", "Prompt tokens per finished request.", kModel,
+                      TokenCountBuckets());
+  in.generation_length =
+      &r.AddHistogram("pier_request_generation_tokens", "Generated tokens per finished request.",
+                      kModel, TokenCountBuckets());
+  in.itl_child = &in.itl->WithLabels({{"model", model_name_}});
+
+  // vLLM's names for the same series (label model_name, as vLLM writes it).
+  r.AddAlias(*in.prompt_tokens, "vllm:prompt_tokens_total", "Number of prefill tokens processed.",
+             kModelName);
+  r.AddAlias(*in.generation_tokens, "vllm:generation_tokens_total",
+             "Number of generation tokens processed.", kModelName);
+  r.AddAlias(*in.requests, "vllm:request_success_total",
+             "Count of finished requests, by finish reason.", {"model_name", "finished_reason"});
+  r.AddAlias(*in.prefix_queries, "vllm:prefix_cache_queries_total",
+             "Prefix cache queries, in terms of number of queried tokens.", kModelName);
+  r.AddAlias(*in.prefix_hits, "vllm:prefix_cache_hits_total",
+             "Prefix cache hits, in terms of number of cached tokens.", kModelName);
+  r.AddAlias(*in.ttft, "vllm:time_to_first_token_seconds",
+             "Histogram of time to first token in seconds.", kModelName);
+  // vLLM (v1) writes the per-token gaps under both names, and the per-request mean under
+  // request_time_per_output_token.
+  r.AddAlias(*in.itl, "vllm:inter_token_latency_seconds",
+             "Histogram of inter-token latency in seconds.", kModelName);
+  r.AddAlias(*in.itl, "vllm:time_per_output_token_seconds",
+             "Histogram of time per output token in seconds (inter-token gaps, as vLLM v1).",
+             kModelName);
+  r.AddAlias(*in.tpot, "vllm:request_time_per_output_token_seconds",
+             "Histogram of time per output token in seconds, one observation per request.",
+             kModelName);
+  r.AddAlias(*in.e2e, "vllm:e2e_request_latency_seconds",
+             "Histogram of end to end request latency in seconds.", kModelName);
+  r.AddAlias(*in.queue, "vllm:request_queue_time_seconds",
+             "Histogram of time spent in the waiting queue in seconds.", kModelName);
+  r.AddAlias(*in.prompt_length, "vllm:request_prompt_tokens",
+             "Number of prefill tokens processed, per request.", kModelName);
+  r.AddAlias(*in.generation_length, "vllm:request_generation_tokens",
+             "Number of generation tokens processed, per request.", kModelName);
+}
+
+ServingMetrics::~ServingMetrics() = default;
+
+void ServingMetrics::RecordRequest(const RequestRecord& record) {
+  Instruments& in = *instruments_;
+  const std::string model = record.model.empty() ? model_name_ : std::string(record.model);
+  const Labels labels = {{"model", model}};
+  in.requests->WithLabels({{"model", model}, {"finish_reason", std::string(record.finish_reason)}})
+      .Increment();
+  const double prompt = static_cast<double>(std::max<int64_t>(record.prompt_tokens, 0));
+  const double generated = static_cast<double>(std::max<int64_t>(record.generation_tokens, 0));
+  const double cached =
+      std::clamp<double>(static_cast<double>(record.cached_prompt_tokens), 0, prompt);
+  in.prompt_tokens->WithLabels(labels).Increment(prompt);
+  in.generation_tokens->WithLabels(labels).Increment(generated);
+  in.prefix_queries->WithLabels(labels).Increment(prompt);
+  in.prefix_hits->WithLabels(labels).Increment(cached);
+  in.prompt_length->WithLabels(labels).Observe(prompt);
+  in.generation_length->WithLabels(labels).Observe(generated);
+  ObserveMeasured(in.queue->WithLabels(labels), record.queue_seconds);
+  ObserveMeasured(in.ttft->WithLabels(labels), record.time_to_first_token);
+  ObserveMeasured(in.tpot->WithLabels(labels), record.time_per_output_token);
+  ObserveMeasured(in.e2e->WithLabels(labels), record.e2e_seconds);
+}
+
+void ServingMetrics::RecordInterTokenLatency(double seconds) {
+  ObserveMeasured(*instruments_->itl_child, seconds);
+}
+
+void ServingMetrics::RecordHttpResponse(int status, std::string_view route) {
+  instruments_->http_responses
+      ->WithLabels(
+          {{"model", model_name_}, {"code", std::to_string(status)}, {"route", std::string(route)}})
+      .Increment();
+}
+
+void ServingMetrics::RecordClientAbort(std::string_view reason) {
+  instruments_->client_aborts->WithLabels({{"model", model_name_}, {"reason", std::string(reason)}})
+      .Increment();
+}
+
+namespace {
+
+// Figures read at scrape time, registered in a registry that lives for one Render().
+class LiveFigures {
+ public:
+  explicit LiveFigures(const std::string& model) : model_(model) {}
+
+  Family<Gauge>& AddGauge(std::string name, std::string help, double value) {
+    Family<Gauge>& family = registry_.AddGauge(std::move(name), std::move(help), kModel);
+    family.WithLabels({{"model", model_}}).Set(value);
+    return family;
+  }
+  Family<Counter>& AddCounter(std::string name, std::string help, double value) {
+    Family<Counter>& family = registry_.AddCounter(std::move(name), std::move(help), kModel);
+    family.WithLabels({{"model", model_}}).Increment(std::max(value, 0.0));
+    return family;
+  }
+  void Alias(const FamilyBase& target, std::string name, std::string help) {
+    registry_.AddAlias(target, std::move(name), std::move(help), kModelName);
+  }
+  Registry& registry() { return registry_; }
+
+ private:
+  const std::string& model_;
+  Registry registry_;
+};
+
+void AddEngineFigures(const engine::EngineStats& e, LiveFigures& live) {
+  const double usage = e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) /
+                                                   static_cast<double>(e.kv_blocks_total)
+                                             : 0.0;
+  const double heartbeat_age =
+      e.last_step_at_us > 0
+          ? std::max<double>(static_cast<double>(engine::NowUs() - e.last_step_at_us) / 1e6, 0)
+          : 0.0;
+  auto& running = live.AddGauge("pier_num_requests_running",
+                                "Sequences holding KV blocks (one per choice of a request).",
+                                static_cast<double>(e.running));
+  auto& waiting = live.AddGauge("pier_num_requests_waiting", "Sequences queued or preempted.",
+                                static_cast<double>(e.waiting));
+  auto& swapped =
+      live.AddGauge("pier_num_requests_swapped", "Sequences whose KV blocks wait in host memory.",
+                    static_cast<double>(e.swapped));
+  auto& kv_usage = live.AddGauge("pier_kv_cache_usage_ratio",
+                                 "KV blocks used / KV blocks in the cache (0..1).", usage);
+  live.AddGauge("pier_kv_blocks_used", "KV blocks held by sequences.",
+                static_cast<double>(e.kv_blocks_used));
+  live.AddGauge("pier_kv_blocks_total", "KV blocks in the cache now (follows an elastic arena).",
+                static_cast<double>(e.kv_blocks_total));
+  live.AddGauge("pier_kv_blocks_cached", "Free KV blocks still holding a reusable prefix.",
+                static_cast<double>(e.kv_blocks_cached));
+  auto& preemptions =
+      live.AddCounter("pier_preemptions_total", "Sequences preempted (by recompute or by swap).",
+                      static_cast<double>(e.preemptions));
+  live.AddCounter("pier_engine_steps_total", "Engine steps run.", static_cast<double>(e.steps));
+  live.AddGauge("pier_engine_tokens_per_step", "Mean tokens per engine step since the start.",
+                e.tokens_per_step);
+  live.AddGauge("pier_engine_last_step_seconds", "Duration of the latest engine step.",
+                static_cast<double>(e.last_step_us) / 1e6);
+  live.AddGauge("pier_engine_heartbeat_age_seconds",
+                "Seconds since the latest engine step ended (0 before the first step).",
+                heartbeat_age);
+
+  live.Alias(running, "vllm:num_requests_running",
+             "Number of requests in model execution batches.");
+  live.Alias(waiting, "vllm:num_requests_waiting", "Number of requests waiting to be processed.");
+  live.Alias(swapped, "vllm:num_requests_swapped", "Number of requests swapped to CPU.");
+  live.Alias(kv_usage, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.");
+  live.Alias(kv_usage, "vllm:gpu_cache_usage_perc",
+             "GPU KV-cache usage. 1 means 100 percent usage (older name).");
+  live.Alias(preemptions, "vllm:num_preemptions_total", "Cumulative number of preemptions.");
+}
+
+void AddGovernorFigures(const GovernorStats& g, const std::string& model, Registry& r) {
+  const std::vector<std::string> device_labels = {"model", "device"};
+  const Labels device = {{"model", model}, {"device", g.device}};
+  auto gauge = [&](std::string name, std::string help, double value) {
+    r.AddGauge(std::move(name), std::move(help), device_labels).WithLabels(device).Set(value);
+  };
+  auto counter = [&](std::string name, std::string help, double value) {
+    r.AddCounter(std::move(name), std::move(help), device_labels)
+        .WithLabels(device)
+        .Increment(value);
+  };
+  auto bytes = [](uint64_t value) { return static_cast<double>(value); };
+  gauge("pier_memory_capacity_bytes", "Device memory capacity.", bytes(g.capacity_bytes));
+  gauge("pier_memory_budget_bytes", "Device memory Pier may use (after the reserve).",
+        bytes(g.budget_bytes));
+  gauge("pier_memory_reserve_bytes", "Device memory kept free, never handed out.",
+        bytes(g.reserve_bytes));
+  gauge("pier_memory_used_bytes",
+        "Bytes charged to owners (pool blocks, external charges, KV arena chunks).",
+        bytes(g.allocated_bytes));
+  gauge("pier_memory_peak_bytes", "Highest pier_memory_used_bytes since the start.",
+        bytes(g.peak_allocated_bytes));
+  gauge("pier_memory_committed_bytes",
+        "Budget promised to owners: max(charged, guaranteed, reserved), summed.",
+        bytes(g.committed_bytes));
+  gauge("pier_memory_held_bytes",
+        "Bytes physically held from the device: pool segments, arena chunks, external.",
+        bytes(g.reserved_bytes));
+  gauge("pier_memory_peak_held_bytes", "Highest pier_memory_held_bytes since the start.",
+        bytes(g.peak_reserved_bytes));
+  gauge("pier_memory_arena_bytes", "Mapped elastic KV arena chunks.", bytes(g.arena_bytes));
+  gauge("pier_memory_external_bytes", "Memory counted but not allocated by Pier (mapped files).",
+        bytes(g.external_bytes));
+  gauge("pier_memory_pool_free_bytes", "Free bytes cached in the pool's segments.",
+        bytes(g.pool.free_bytes));
+  gauge("pier_memory_pool_largest_free_block_bytes", "Largest free block in the pool.",
+        bytes(g.pool.largest_free_block_bytes));
+  gauge("pier_memory_fragmentation_ratio",
+        "Pool external fragmentation: 1 - largest free block / free bytes (0 when none free).",
+        g.pool.external_fragmentation);
+  counter("pier_memory_alloc_failures_total", "Allocations refused for lack of memory.",
+          bytes(g.failure_count));
+  counter("pier_memory_shrink_requests_total", "Requests sent to owners to shrink their leases.",
+          bytes(g.shrink_requests));
+  counter("pier_memory_deadline_misses_total", "Shrink requests not honoured by their deadline.",
+          bytes(g.deadline_misses));
+
+  const std::vector<std::string> owner_labels = {"model", "device", "owner"};
+  auto& used =
+      r.AddGauge("pier_memory_owner_used_bytes",
+                 "Bytes charged to the owner (blocks, external, lease chunks).", owner_labels);
+  auto& peak =
+      r.AddGauge("pier_memory_owner_peak_bytes",
+                 "Highest pier_memory_owner_used_bytes since the owner was added.", owner_labels);
+  auto& committed =
+      r.AddGauge("pier_memory_owner_committed_bytes",
+                 "The owner's share of the budget: max(used, guaranteed, reserved).", owner_labels);
+  auto& guaranteed = r.AddGauge("pier_memory_owner_guaranteed_bytes",
+                                "Bytes always available to the owner.", owner_labels);
+  auto& quota =
+      r.AddGauge("pier_memory_owner_quota_bytes",
+                 "Bytes the owner may never exceed (absent when unlimited).", owner_labels);
+  auto& unresponsive = r.AddGauge(
+      "pier_memory_owner_unresponsive",
+      "1 while the owner has missed a shrink deadline (it may not grow), else 0.", owner_labels);
+  for (const OwnerStats& o : g.owners) {
+    const Labels labels = {{"model", model}, {"device", g.device}, {"owner", o.name}};
+    used.WithLabels(labels).Set(bytes(o.allocated_bytes));
+    peak.WithLabels(labels).Set(bytes(o.peak_allocated_bytes));
+    committed.WithLabels(labels).Set(bytes(o.committed_bytes));
+    guaranteed.WithLabels(labels).Set(bytes(o.guaranteed_bytes));
+    if (o.max_bytes != std::numeric_limits<uint64_t>::max()) {
+      quota.WithLabels(labels).Set(bytes(o.max_bytes));
+    }
+    unresponsive.WithLabels(labels).Set(o.unresponsive ? 1 : 0);
+  }
+}
+
+}  // namespace
+
+std::string ServingMetrics::Render(const engine::EngineStats& engine,
+                                   const MemoryGovernor* governor) const {
+  LiveFigures live(model_name_);
+  AddEngineFigures(engine, live);
+  if (governor != nullptr) AddGovernorFigures(governor->Stats(), model_name_, live.registry());
+  std::string out;
+  live.registry().RenderTo(&out);
+  registry_->RenderTo(&out);
+  return out;
+}
+
+}  // namespace pier::metrics
