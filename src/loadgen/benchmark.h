@@ -1,0 +1,61 @@
+// `pier bench serve`'s engine: sends a synthetic workload to an OpenAI-compatible server at
+// a request rate (Poisson or gamma arrivals) and/or a fixed concurrency, and measures every
+// request (see metrics.h for the definitions, which follow `vllm bench serve`).
+//
+// RunBenchmark runs on the calling thread, which dispatches requests at their arrival
+// times; a pool of worker threads (one per in-flight request, at most --max-concurrency,
+// else kMaxWorkers) sends them over blocking sockets. The run is capped by the number of
+// prompts and by `timeout_s`: requests still running at the cap fail with a timeout, and
+// requests not sent by then are counted apart. Results are written to per-request slots
+// that only one worker touches, and read after every worker has joined.
+#pragma once
+
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "loadgen/metrics.h"
+#include "loadgen/workload.h"
+
+namespace pier::loadgen {
+
+struct BenchmarkConfig {
+  std::string base_url = "http://127.0.0.1:8080";
+  std::string endpoint = "/v1/completions";
+  std::string model;    // empty: the first id from GET /v1/models
+  std::string api_key;  // empty: no Authorization header
+  double request_rate = std::numeric_limits<double>::infinity();  // requests/s
+  double burstiness = 1.0;                                        // gamma shape
+  size_t max_concurrency = 0;                                     // 0: no limit
+  WorkloadOptions workload;  // num_prompts, lengths, prompt format and seed
+  bool ignore_eos = false;
+  double temperature = 0.0;
+  nlohmann::json extra_body = nlohmann::json::object();
+  double timeout_s = 600;          // the whole run
+  double request_timeout_s = 300;  // each request
+  SloTargets slos;
+  std::vector<double> percentiles = {50, 90, 99};
+  // Progress lines (start, every 10% of requests done); may be empty.
+  std::function<void(const std::string& line)> log;
+};
+
+struct BenchmarkResult {
+  BenchmarkConfig config;
+  std::string model;                    // the model the requests named
+  std::vector<RequestResult> requests;  // the requests that were sent, in workload order
+  size_t max_in_flight = 0;             // the most requests in flight at once
+  bool time_cap_reached = false;
+  BenchmarkMetrics metrics;
+};
+
+// Most worker threads (and so requests in flight) one run uses.
+inline constexpr size_t kMaxWorkers = 1024;
+
+// Runs the benchmark. Fails only before the first request: a bad option, an unreachable
+// server when the model must be looked up. Request failures are counted in the result.
+Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config);
+
+}  // namespace pier::loadgen
