@@ -1,0 +1,664 @@
+// One HTTP/1.1 connection: read a request, dispatch it, send the response (plain or from a
+// ResponseStream), repeat while keep-alive. See server_connection.h and server.h.
+#include "http/server_connection.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/status.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <limits>
+
+namespace pier::http::server_internal {
+
+namespace {
+
+namespace bhttp = beast::http;
+using boost::system::error_code;
+
+constexpr size_t kReadSize = 4096;
+// After an error response or "Connection: close": how long and how much of the client's
+// remaining input is read and discarded before the socket closes (see LingeringClose).
+constexpr auto kLingerTime = std::chrono::milliseconds(1000);
+constexpr size_t kLingerMaxBytes = size_t{1} << 20;
+
+auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+int64_t Millis(std::chrono::milliseconds d) { return static_cast<int64_t>(d.count()); }
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Header text from handlers must not be able to split the response.
+std::string Sanitize(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  return out;
+}
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return beast::iequals(beast::string_view(a.data(), a.size()),
+                        beast::string_view(b.data(), b.size()));
+}
+
+std::string_view View(beast::string_view s) { return std::string_view(s.data(), s.size()); }
+
+// 1xx, 204 and 304 responses carry no body and no Content-Length.
+bool BodylessStatus(int status) { return status < 200 || status == 204 || status == 304; }
+
+// "HTTP/1.1 200 OK\r\n" and the headers, without the framing header and the blank line.
+std::string ResponseHead(int status, const HttpResponse& response, bool keep_alive) {
+  std::string_view reason = View(bhttp::obsolete_reason(static_cast<bhttp::status>(status)));
+  if (reason.empty() || reason.front() == '<') reason = "Unknown";
+  std::string head = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
+  if (!response.content_type.empty() && !BodylessStatus(status)) {
+    head += "Content-Type: " + Sanitize(response.content_type) + "\r\n";
+  }
+  for (const auto& [name, value] : response.headers) {
+    // The server owns framing and connection management.
+    if (IEquals(name, "content-length") || IEquals(name, "transfer-encoding") ||
+        IEquals(name, "connection")) {
+      continue;
+    }
+    head += Sanitize(name) + ": " + Sanitize(value) + "\r\n";
+  }
+  head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  return head;
+}
+
+std::string ChunkFrame(std::string_view data) {
+  char size[20];
+  const int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  std::string frame;
+  frame.reserve(static_cast<size_t>(n) + data.size() + 2);
+  frame.append(size, static_cast<size_t>(n));
+  frame.append(data);
+  frame.append("\r\n");
+  return frame;
+}
+
+void FillHead(const bhttp::request<bhttp::string_body>& message, HttpRequest& request) {
+  request.method = std::string(message.method_string());
+  request.target = std::string(message.target());
+  const size_t question = request.target.find('?');
+  request.path = request.target.substr(0, question);
+  request.query = question == std::string::npos ? "" : request.target.substr(question + 1);
+  for (const auto& field : message) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    request.headers.emplace_back(std::move(name), std::string(Trim(View(field.value()))));
+  }
+}
+
+std::string FormatEndpoint(const tcp::endpoint& endpoint) {
+  const std::string address = endpoint.address().to_string();
+  const std::string port = std::to_string(endpoint.port());
+  return endpoint.address().is_v6() ? "[" + address + "]:" + port : address + ":" + port;
+}
+
+}  // namespace
+
+Connection::Connection(std::shared_ptr<ServerState> state, tcp::socket socket)
+    : state_(std::move(state)),
+      executor_(socket.get_executor()),
+      socket_(std::move(socket)),
+      deadline_timer_(executor_),
+      wake_timer_(executor_) {
+  error_code ec;
+  const tcp::endpoint endpoint = socket_.remote_endpoint(ec);
+  remote_ = ec ? "unknown" : FormatEndpoint(endpoint);
+  socket_.set_option(tcp::no_delay(true), ec);  // SSE chunks must not wait for Nagle
+}
+
+Connection::~Connection() { DisableWake(); }
+
+void Connection::DisableWake() {
+  if (wake_signal_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(wake_signal_->mu);
+  wake_signal_->post = nullptr;
+}
+
+void Connection::Close() {
+  asio::post(executor_, [self = shared_from_this()] {
+    self->AbortStream(Abort::kShutdown, "server shutting down");
+    self->CloseSocket();
+  });
+}
+
+asio::awaitable<void> Connection::Run(std::shared_ptr<Connection> self) {
+  // Unregisters also when the frame is destroyed unfinished (io_context teardown).
+  struct Unregister {
+    Connection* connection;
+    ~Unregister() {
+      connection->CloseSocket();
+      connection->state_->Unregister(connection);
+    }
+  } unregister{self.get()};
+  try {
+    co_await self->Serve();
+  } catch (const std::exception& e) {
+    spdlog::warn("HTTP connection {} failed: {}", self->remote_, e.what());
+  }
+}
+
+asio::awaitable<void> Connection::RunRefused(std::shared_ptr<Connection> self) {
+  HttpRequest request;
+  request.remote_address = self->remote_;
+  const int64_t limit = static_cast<int64_t>(self->state_->options.max_connections);
+  HttpResponse response =
+      ErrorResponse(503, "the server has reached its limit of " + std::to_string(limit) +
+                             " open connections; retry later");
+  response.headers.emplace_back("Retry-After", "1");
+  try {
+    co_await self->SendPlain(request, response, /*keep_alive=*/false);
+    co_await self->LingeringClose();
+  } catch (const std::exception& e) {
+    spdlog::warn("HTTP connection {} failed: {}", self->remote_, e.what());
+  }
+  self->CloseSocket();
+  self->state_->ReportResponse(request, 503);
+}
+
+asio::awaitable<void> Connection::Serve() {
+  HttpRequest request;
+  bool keep_alive = false;
+  for (bool first = true; !closed_; first = false) {
+    const ReadResult read = co_await ReadRequest(first, request, keep_alive);
+    if (read != ReadResult::kRequest) co_return;
+    bool keep_open = false;
+    {
+      // Shutdown's grace period waits for this count; the lingering close below is not part
+      // of the response.
+      struct InFlight {
+        ServerState* state;
+        explicit InFlight(ServerState* s) : state(s) { state->BeginRequest(); }
+        ~InFlight() { state->EndRequest(); }
+      } in_flight(state_.get());
+      const Outcome outcome = co_await Respond(request, keep_alive);
+      keep_open = outcome.keep_open;
+    }
+    if (!keep_open) {
+      co_await LingeringClose();
+      co_return;
+    }
+  }
+}
+
+asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, HttpRequest& request,
+                                                                bool& keep_alive) {
+  const HttpServerOptions& options = state_->options;
+  error_code ec;
+  request = HttpRequest{};
+  request.remote_address = remote_;
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(
+      std::min<size_t>(options.max_header_bytes, std::numeric_limits<uint32_t>::max())));
+  parser_->body_limit(options.max_body_bytes);
+
+  // Wait for the first byte: a fresh connection gets header_timeout, a keep-alive one
+  // idle_timeout; either closes silently when nothing comes.
+  if (buffer_.size() == 0) {
+    ArmDeadline(Clock::now() + (first ? options.header_timeout : options.idle_timeout));
+    const size_t n = co_await socket_.async_read_some(buffer_.prepare(kReadSize), Await(ec));
+    DisarmDeadline();
+    if (ec) {
+      if (timed_out_) {
+        ++state_->timeouts;
+        spdlog::debug("HTTP {}: closing idle connection", remote_);
+      }
+      co_return ReadResult::kClosed;
+    }
+    buffer_.commit(n);
+  }
+
+  const Clock::time_point start = Clock::now();
+  ArmDeadline(start + options.header_timeout);
+  co_await bhttp::async_read_header(socket_, buffer_, *parser_, Await(ec));
+  DisarmDeadline();
+  const bool head_done = !ec;
+  // A too-large Content-Length fails the head read after the whole head was parsed.
+  if (head_done || ec == bhttp::error::body_limit) FillHead(parser_->get(), request);
+  if (head_done) {
+    const auto& message = parser_->get();
+    http11_ = message.version() >= 11;
+    if (!parser_->is_done()) {
+      // Clients such as curl wait for this before sending a large body.
+      if (IEquals(View(message[bhttp::field::expect]), "100-continue")) {
+        const bool written = co_await Write("HTTP/1.1 100 Continue\r\n\r\n");
+        if (!written) co_return ReadResult::kClosed;
+      }
+      ArmDeadline(start + options.request_timeout);
+      co_await bhttp::async_read(socket_, buffer_, *parser_, Await(ec));
+      DisarmDeadline();
+    }
+  }
+  if (!ec) {
+    keep_alive = parser_->get().keep_alive();
+    request.body = std::move(parser_->get().body());
+    co_return ReadResult::kRequest;
+  }
+
+  // Note: g++ 12 mishandles non-trivial temporaries inside co_await expressions (double
+  // destruction), so every argument below is a named local.
+  int status = 0;
+  std::string message;
+  if (timed_out_) {
+    ++state_->timeouts;
+    status = 408;
+    message = head_done ? "request body not received within " +
+                              std::to_string(Millis(options.request_timeout)) + " ms"
+                        : "request head not received within " +
+                              std::to_string(Millis(options.header_timeout)) + " ms";
+  } else if (ec == bhttp::error::body_limit) {
+    status = 413;
+    const auto length = parser_->content_length();
+    message =
+        "request body exceeds the limit of " + std::to_string(options.max_body_bytes) + " bytes";
+    if (length) {
+      message = "request body of " + std::to_string(*length) + " bytes exceeds the limit of " +
+                std::to_string(options.max_body_bytes) + " bytes";
+    }
+  } else if (ec == bhttp::error::header_limit) {
+    status = 431;
+    message =
+        "request head exceeds the limit of " + std::to_string(options.max_header_bytes) + " bytes";
+  } else if (ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+             ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category()) {
+    status = 400;
+    message = "malformed HTTP request: " + ec.message();
+  }
+  // Otherwise the client closed (between or within requests) or the socket failed: nobody to
+  // answer.
+  if (status == 0) co_return ReadResult::kClosed;
+  const ReadResult result = co_await Reject(request, status, message);
+  co_return result;
+}
+
+asio::awaitable<Connection::ReadResult> Connection::Reject(const HttpRequest& request, int status,
+                                                           std::string_view message) {
+  spdlog::debug("HTTP {}: {} {}", remote_, status, message);
+  const HttpResponse response = ErrorResponse(status, message);
+  co_await SendPlain(request, response, /*keep_alive=*/false);
+  state_->ReportResponse(request, status);
+  co_await LingeringClose();
+  co_return ReadResult::kRejected;
+}
+
+asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& request,
+                                                         bool keep_alive) {
+  ++state_->requests;
+  const Clock::time_point start = Clock::now();
+  HttpResponse response;
+  if (state_->shutting_down) {
+    response = ErrorResponse(503, "server is shutting down");
+  } else {
+    try {
+      response = state_->router->Dispatch(request);
+    } catch (const std::exception& e) {
+      spdlog::warn("HTTP {} {} {}: handler threw: {}", remote_, request.method, request.target,
+                   e.what());
+      response = ErrorResponse(500, "internal server error");
+    } catch (...) {
+      spdlog::warn("HTTP {} {} {}: handler threw a non-standard exception", remote_, request.method,
+                   request.target);
+      response = ErrorResponse(500, "internal server error");
+    }
+  }
+  if (state_->shutting_down) keep_alive = false;
+
+  Outcome outcome;
+  if (response.stream != nullptr) {
+    outcome = co_await SendStream(request, response, keep_alive);
+  } else {
+    outcome = co_await SendPlain(request, response, keep_alive);
+  }
+  state_->ReportResponse(request, outcome.status);
+  spdlog::debug("HTTP {} \"{} {}\" {} {:.1f} ms", remote_, request.method, request.target,
+                outcome.status,
+                std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  co_return outcome;
+}
+
+asio::awaitable<Connection::Outcome> Connection::SendPlain(const HttpRequest& request,
+                                                           const HttpResponse& response,
+                                                           bool keep_alive) {
+  std::string out = ResponseHead(response.status, response, keep_alive);
+  const bool bodyless = BodylessStatus(response.status);
+  if (!bodyless) out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+  out += "\r\n";
+  if (!bodyless && request.method != "HEAD") out += response.body;
+  const bool ok = co_await Write(out);
+  co_return Outcome{ok && keep_alive, response.status};
+}
+
+asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& request,
+                                                            const HttpResponse& response,
+                                                            bool keep_alive) {
+  // HTTP/1.0 has no chunked encoding: collect the body instead.
+  const bool chunked = response.chunked && http11_;
+  int status = response.status;
+  bool headers_sent = false;
+  bool done = false;
+  bool failed = false;
+  std::string collected;
+
+  stream_ = response.stream;
+  abort_ = Abort::kNone;
+  wake_signal_ = std::make_shared<WakeSignal>();
+  {
+    std::lock_guard<std::mutex> lock(wake_signal_->mu);
+    wake_signal_->post = [executor = executor_, weak = weak_from_this()] {
+      asio::post(executor, [weak] {
+        if (auto self = weak.lock()) self->OnWake();
+      });
+    };
+  }
+  ++state_->streams_active;
+  // Runs also if the frame is destroyed mid-stream: nothing may post to this connection later.
+  struct StreamScope {
+    Connection* c;
+    ~StreamScope() {
+      c->DisableWake();
+      c->stream_.reset();
+      c->watching_ = false;
+      ++c->watch_generation_;
+      --c->state_->streams_active;
+    }
+  } scope{this};
+
+  auto wake = [signal = wake_signal_] {
+    signal->pending.store(true);
+    if (signal->posted.exchange(true)) return;
+    std::lock_guard<std::mutex> lock(signal->mu);
+    if (signal->post) signal->post();
+  };
+  try {
+    stream_->Start(wake);
+  } catch (const std::exception& e) {
+    spdlog::warn("HTTP {} {} {}: stream failed to start: {}", remote_, request.method,
+                 request.target, e.what());
+    failed = true;
+  }
+  WatchForDisconnect();
+  if (!failed && chunked) {
+    headers_sent = true;
+    std::string head = ResponseHead(status, response, keep_alive);
+    head += "Transfer-Encoding: chunked\r\n\r\n";
+    co_await Write(head);
+  }
+
+  error_code ec;
+  while (!failed && abort_ == Abort::kNone) {
+    wake_signal_->pending.store(false);
+    StreamChunk chunk;
+    try {
+      chunk = stream_->Poll();
+    } catch (const std::exception& e) {
+      spdlog::warn("HTTP {} {} {}: stream failed: {}", remote_, request.method, request.target,
+                   e.what());
+      failed = true;
+      break;
+    }
+    if (chunked) {
+      if (!chunk.data.empty()) {
+        const std::string frame = ChunkFrame(chunk.data);
+        const bool written = co_await Write(frame);
+        if (!written) break;
+      }
+      if (chunk.done) {
+        done = co_await Write("0\r\n\r\n");
+        break;
+      }
+    } else {
+      collected += chunk.data;
+      if (chunk.done) {
+        if (chunk.status != 0) status = chunk.status;
+        done = true;
+        break;
+      }
+    }
+    if (abort_ != Abort::kNone) break;
+    if (!wake_signal_->pending.load()) {
+      wake_timer_.expires_at(Clock::time_point::max());
+      co_await wake_timer_.async_wait(Await(ec));
+    }
+  }
+
+  // Stop watching the socket (the next request may be read from it).
+  watching_ = false;
+  ++watch_generation_;
+  if (!closed_) socket_.cancel(ec);
+  if (failed && abort_ == Abort::kNone) {
+    try {
+      stream_->Cancel("internal error");
+    } catch (...) {
+      spdlog::warn("HTTP {}: ResponseStream::Cancel threw", remote_);
+    }
+  }
+  const Abort abort = abort_;
+  stream_.reset();  // a final write below is no longer a stream write
+
+  if (done && !chunked) {
+    HttpResponse whole;
+    whole.status = status;
+    whole.content_type = response.content_type;
+    whole.headers = response.headers;
+    whole.body = std::move(collected);
+    const Outcome outcome = co_await SendPlain(request, whole, keep_alive);
+    co_return outcome;
+  }
+  if (failed && !headers_sent) {
+    const HttpResponse error = ErrorResponse(500, "internal server error");
+    const Outcome outcome = co_await SendPlain(request, error, false);
+    co_return outcome;
+  }
+  if (done) co_return Outcome{keep_alive && !closed_, status};
+  CloseSocket();
+  switch (abort) {
+    case Abort::kClientGone:
+      co_return Outcome{false, 499};
+    case Abort::kShutdown:
+      co_return Outcome{false, headers_sent ? status : 503};
+    default:
+      co_return Outcome{false, headers_sent ? status : 500};
+  }
+}
+
+asio::awaitable<bool> Connection::Write(std::string_view data) {
+  if (closed_) co_return false;
+  error_code ec;
+  ArmDeadline(Clock::now() + state_->options.write_timeout);
+  writing_ = true;
+  co_await asio::async_write(socket_, asio::buffer(data.data(), data.size()), Await(ec));
+  writing_ = false;
+  DisarmDeadline();
+  if (!ec) co_return true;
+  if (stream_ != nullptr && abort_ == Abort::kNone) {
+    if (timed_out_) {
+      AbortStream(Abort::kSlowReader, "client reads too slowly: a write did not finish within " +
+                                          std::to_string(Millis(state_->options.write_timeout)) +
+                                          " ms");
+    } else {
+      AbortStream(Abort::kClientGone, "client disconnected");
+    }
+  } else if (timed_out_) {
+    spdlog::debug("HTTP {}: write timed out", remote_);
+  }
+  CloseSocket();
+  co_return false;
+}
+
+asio::awaitable<void> Connection::LingeringClose() {
+  if (closed_) co_return;
+  error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  ArmDeadline(Clock::now() + kLingerTime);
+  std::array<char, kReadSize> scratch;
+  for (size_t total = 0; total < kLingerMaxBytes;) {
+    const size_t n = co_await socket_.async_read_some(asio::buffer(scratch), Await(ec));
+    if (ec) break;
+    total += n;
+  }
+  DisarmDeadline();
+  CloseSocket();
+}
+
+void Connection::ArmDeadline(Clock::time_point deadline) {
+  timed_out_ = false;
+  const uint64_t generation = ++deadline_generation_;
+  deadline_timer_.expires_at(deadline);
+  deadline_timer_.async_wait([self = shared_from_this(), generation](const error_code& ec) {
+    if (ec || generation != self->deadline_generation_) return;
+    self->timed_out_ = true;
+    error_code ignored;
+    self->socket_.cancel(ignored);
+  });
+}
+
+void Connection::DisarmDeadline() {
+  ++deadline_generation_;
+  deadline_timer_.cancel();
+}
+
+void Connection::OnWake() {
+  if (wake_signal_ != nullptr) wake_signal_->posted.store(false);
+  if (stream_ == nullptr || abort_ != Abort::kNone) return;
+  // A write still in progress while the engine keeps producing: the client does not keep up.
+  const size_t limit = state_->options.max_stream_backlog;
+  if (writing_) {
+    const size_t backlog = stream_->backlog();
+    if (backlog > limit) {
+      AbortStream(Abort::kSlowReader, "client reads too slowly: " + std::to_string(backlog) +
+                                          " stream events waiting (limit " + std::to_string(limit) +
+                                          ")");
+      return;
+    }
+  }
+  wake_timer_.cancel();
+}
+
+void Connection::WatchForDisconnect() {
+  if (closed_) return;
+  watching_ = true;
+  const uint64_t generation = ++watch_generation_;
+  socket_.async_wait(tcp::socket::wait_read,
+                     [self = shared_from_this(), generation](const error_code& ec) {
+                       self->OnReadable(generation, ec);
+                     });
+}
+
+void Connection::OnReadable(uint64_t generation, const error_code& ec) {
+  if (generation != watch_generation_ || !watching_ || stream_ == nullptr ||
+      abort_ != Abort::kNone || ec == asio::error::operation_aborted) {
+    return;
+  }
+  if (!ec) {
+    char byte = 0;
+    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) {
+      // A pipelined request: leave it for the next read and stop watching.
+      watching_ = false;
+      return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      WatchForDisconnect();
+      return;
+    }
+  }
+  AbortStream(Abort::kClientGone, "client disconnected");
+}
+
+void Connection::AbortStream(Abort kind, std::string_view reason) {
+  if (stream_ == nullptr || abort_ != Abort::kNone) return;
+  abort_ = kind;
+  switch (kind) {
+    case Abort::kClientGone:
+      ++state_->client_disconnects;
+      spdlog::debug("HTTP {}: {}; stream cancelled", remote_, reason);
+      break;
+    case Abort::kSlowReader:
+      ++state_->slow_client_aborts;
+      spdlog::warn("HTTP {}: {}; stream cancelled, connection closed", remote_, reason);
+      break;
+    default:
+      spdlog::debug("HTTP {}: {}; stream cancelled", remote_, reason);
+      break;
+  }
+  try {
+    stream_->Cancel(reason);
+  } catch (const std::exception& e) {
+    spdlog::warn("HTTP {}: ResponseStream::Cancel threw: {}", remote_, e.what());
+  }
+  // Ends a pending write or watch; the coroutine wakes and sees abort_.
+  CloseSocket();
+}
+
+void Connection::CloseSocket() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  deadline_timer_.cancel();
+  wake_timer_.cancel();
+}
+
+void ServerState::Register(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard<std::mutex> lock(mu);
+  connections.emplace(connection.get(), connection);
+}
+
+void ServerState::Unregister(const Connection* connection) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    connections.erase(connection);
+  }
+  changed.notify_all();
+}
+
+int64_t ServerState::ConnectionsOpen() {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int64_t>(connections.size());
+}
+
+void ServerState::BeginRequest() {
+  std::lock_guard<std::mutex> lock(mu);
+  ++in_flight;
+}
+
+void ServerState::EndRequest() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    --in_flight;
+  }
+  changed.notify_all();
+}
+
+void ServerState::ReportResponse(const HttpRequest& request, int status) {
+  if (!options.on_response) return;
+  try {
+    options.on_response(request, status);
+  } catch (const std::exception& e) {
+    spdlog::warn("HTTP on_response callback threw: {}", e.what());
+  } catch (...) {
+    spdlog::warn("HTTP on_response callback threw a non-standard exception");
+  }
+}
+
+}  // namespace pier::http::server_internal
