@@ -111,7 +111,21 @@ ServingMetrics::ServingMetrics(std::string model_name)
   in.generation_length =
       &r.AddHistogram("pier_request_generation_tokens", "Generated tokens per finished request.",
                       kModel, TokenCountBuckets());
-  in.itl_child = &in.itl->WithLabels({{"model", model_name_}});
+  // Series of this model exist from the start (at zero), so that rate() sees their first
+  // increase; finish reasons as the engine reports them.
+  const Labels model = {{"model", model_name_}};
+  for (Family<Counter>* family :
+       {in.prompt_tokens, in.generation_tokens, in.prefix_queries, in.prefix_hits}) {
+    family->WithLabels(model);
+  }
+  for (Family<Histogram>* family :
+       {in.ttft, in.tpot, in.e2e, in.queue, in.prompt_length, in.generation_length}) {
+    family->WithLabels(model);
+  }
+  for (const char* reason : {"stop", "length", "abort", "error"}) {
+    in.requests->WithLabels({{"model", model_name_}, {"finish_reason", reason}});
+  }
+  in.itl_child = &in.itl->WithLabels(model);
 
   // vLLM's names for the same series (label model_name, as vLLM writes it).
   r.AddAlias(*in.prompt_tokens, "vllm:prompt_tokens_total", "Number of prefill tokens processed.",
