@@ -1,0 +1,468 @@
+#include "http/openai_request.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "engine/sampling/sampling_params.h"
+
+namespace pier::http {
+namespace {
+
+using nlohmann::json;
+using Err = std::optional<OpenAiError>;
+
+// Returns from the enclosing function when `expr` yields an error.
+#define PIER_OPENAI_TRY(expr)       \
+  do {                              \
+    if (Err pier_err_ = (expr)) {   \
+      return *std::move(pier_err_); \
+    }                               \
+  } while (false)
+
+OpenAiError Bad(std::string param, std::string message) {
+  return OpenAiError{400, std::move(message), std::move(param), ""};
+}
+
+OpenAiError NotSupported(std::string param, std::string what) {
+  return OpenAiError{400, std::move(what) + " is not supported", std::move(param),
+                     "unsupported_parameter"};
+}
+
+// A value as JSON text for messages, shortened (client bytes are never trusted to be short).
+std::string Show(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  constexpr size_t kMax = 40;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  return text;
+}
+
+std::string TypeName(const json& value) {
+  if (value.is_number_integer()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_string()) return "a string";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return "null";
+}
+
+OpenAiError WrongType(const std::string& name, std::string_view expected, const json& value) {
+  return Bad(name, name + " must be " + std::string(expected) + ", got " + TypeName(value));
+}
+
+// The field's value when present and not null.
+const json* Field(const json& body, const std::string& name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Err ReadBool(const json& body, const std::string& name, bool* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return WrongType(name, "a boolean", *v);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// An integer in [lo, hi] (JSON integers only: 2.0 is a number, not an integer).
+Err ReadIntValue(const json& v, const std::string& name, int64_t lo, int64_t hi, int64_t* out) {
+  if (!v.is_number_integer()) return WrongType(name, "an integer", v);
+  const bool too_big =
+      v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  const int64_t x = too_big ? std::numeric_limits<int64_t>::max() : v.get<int64_t>();
+  if (too_big || x < lo || x > hi) {
+    return Bad(name, name + " must be between " + std::to_string(lo) + " and " +
+                         std::to_string(hi) + ", got " + Show(v));
+  }
+  *out = x;
+  return std::nullopt;
+}
+
+Err ReadInt(const json& body, const std::string& name, int64_t lo, int64_t hi,
+            std::optional<int64_t>* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  int64_t x = 0;
+  PIER_OPENAI_TRY(ReadIntValue(*v, name, lo, hi, &x));
+  *out = x;
+  return std::nullopt;
+}
+
+// A finite number in [lo, hi], or (lo, hi] when lo_open; `range` is how the message names it.
+Err ReadFloat(const json& body, const std::string& name, double lo, double hi, bool lo_open,
+              std::string_view range, float* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return WrongType(name, "a number", *v);
+  const double x = v->get<double>();
+  const bool in_range = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
+  if (!in_range) {
+    return Bad(name, name + " must be " + std::string(range) + ", got " + Show(*v));
+  }
+  *out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+Err ReadStop(const json& body, std::vector<std::string>* out) {
+  const json* v = Field(body, "stop");
+  if (v == nullptr) return std::nullopt;
+  if (v->is_string()) {
+    if (v->get_ref<const std::string&>().empty()) return Bad("stop", "stop must not be empty");
+    out->push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return WrongType("stop", "a string or an array of strings", *v);
+  if (v->size() > 4) {
+    return Bad("stop", "stop may list at most 4 strings, got " + std::to_string(v->size()));
+  }
+  for (const json& s : *v) {
+    if (!s.is_string()) return WrongType("stop", "a string or an array of strings", s);
+    if (s.get_ref<const std::string&>().empty()) {
+      return Bad("stop", "stop strings must not be empty");
+    }
+    out->push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+Err ReadSeed(const json& body, std::optional<uint64_t>* out) {
+  const json* v = Field(body, "seed");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) return WrongType("seed", "an integer", *v);
+  // Negative seeds are accepted as OpenAI does; they wrap to the same 64 bits.
+  *out = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
+  return std::nullopt;
+}
+
+Err ReadPriority(const json& body, std::optional<engine::Priority>* out) {
+  const json* v = Field(body, "priority");
+  if (v == nullptr) return std::nullopt;
+  std::optional<engine::Priority> p;
+  if (v->is_string()) {
+    p = ParsePriorityValue(v->get_ref<const std::string&>());
+  } else if (v->is_number_integer()) {
+    int64_t x = 0;
+    if (!ReadIntValue(*v, "priority", 0, 3, &x).has_value()) {
+      p = static_cast<engine::Priority>(x);
+    }
+  } else {
+    return WrongType("priority", "a string or an integer", *v);
+  }
+  if (!p.has_value()) {
+    return Bad("priority", "priority must be critical, high, normal, low or 0..3, got " + Show(*v));
+  }
+  *out = p;
+  return std::nullopt;
+}
+
+// Fields refused on both routes when given a meaningful value.
+Err CheckUnsupported(const json& body) {
+  for (const char* name : {"tools", "functions"}) {
+    const json* v = Field(body, name);
+    if (v != nullptr && !(v->is_array() && v->empty())) return NotSupported(name, name);
+  }
+  if (const json* v = Field(body, "tool_choice"); v != nullptr && *v != "none") {
+    return NotSupported("tool_choice", "tool_choice");
+  }
+  if (const json* v = Field(body, "function_call"); v != nullptr && *v != "none") {
+    return NotSupported("function_call", "function_call");
+  }
+  if (Field(body, "audio") != nullptr) return NotSupported("audio", "audio");
+  if (const json* v = Field(body, "response_format"); v != nullptr) {
+    if (!v->is_object()) return WrongType("response_format", "an object", *v);
+    const json* type = Field(*v, "type");
+    if (type == nullptr || !type->is_string()) {
+      return Bad("response_format", "response_format.type must be a string");
+    }
+    if (*type != "text") {
+      return NotSupported("response_format", "response_format of type " + type->get<std::string>());
+    }
+  }
+  if (const json* v = Field(body, "logit_bias"); v != nullptr) {
+    if (!v->is_object()) return WrongType("logit_bias", "an object", *v);
+    if (!v->empty()) return NotSupported("logit_bias", "logit_bias");
+  }
+  if (const json* v = Field(body, "modalities"); v != nullptr) {
+    if (!v->is_array()) return WrongType("modalities", "an array of strings", *v);
+    for (const json& m : *v) {
+      if (!m.is_string()) return WrongType("modalities", "an array of strings", m);
+      if (m != "text") return NotSupported("modalities", "modalities other than text");
+    }
+  }
+  return std::nullopt;
+}
+
+// Fields both routes share.
+Err ReadCommon(const json& body, const OpenAiRequestLimits& limits, OpenAiRequest* r) {
+  const json* model = Field(body, "model");
+  if (model == nullptr) return Bad("model", "model is required");
+  if (!model->is_string()) return WrongType("model", "a string", *model);
+  r->model = model->get<std::string>();
+
+  PIER_OPENAI_TRY(CheckUnsupported(body));
+  PIER_OPENAI_TRY(ReadBool(body, "stream", &r->stream));
+  if (const json* options = Field(body, "stream_options"); options != nullptr) {
+    if (!options->is_object()) return WrongType("stream_options", "an object", *options);
+    if (!r->stream) {
+      return Bad("stream_options", "stream_options is only allowed when stream is true");
+    }
+    if (const json* usage = Field(*options, "include_usage"); usage != nullptr) {
+      if (!usage->is_boolean()) {
+        return WrongType("stream_options", "an object whose include_usage is a boolean", *usage);
+      }
+      r->include_usage = usage->get<bool>();
+    }
+  }
+
+  std::optional<int64_t> n;
+  PIER_OPENAI_TRY(ReadInt(body, "n", 1, limits.max_n, &n));
+  r->n = static_cast<int32_t>(n.value_or(1));
+
+  constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+  std::optional<int64_t> max_tokens, max_completion_tokens;
+  PIER_OPENAI_TRY(ReadInt(body, "max_tokens", 1, kMaxTokens, &max_tokens));
+  PIER_OPENAI_TRY(ReadInt(body, "max_completion_tokens", 1, kMaxTokens, &max_completion_tokens));
+  r->max_tokens = max_completion_tokens.has_value() ? max_completion_tokens : max_tokens;
+
+  PIER_OPENAI_TRY(ReadFloat(body, "temperature", 0, 2, false, "between 0 and 2", &r->temperature));
+  PIER_OPENAI_TRY(ReadFloat(body, "top_p", 0, 1, true, "in (0, 1]", &r->top_p));
+  std::optional<int64_t> top_k;
+  PIER_OPENAI_TRY(ReadInt(body, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k));
+  r->top_k = top_k.has_value() && *top_k > 0 ? static_cast<int32_t>(*top_k) : 0;
+  PIER_OPENAI_TRY(ReadFloat(body, "min_p", 0, 1, false, "between 0 and 1", &r->min_p));
+  PIER_OPENAI_TRY(
+      ReadFloat(body, "presence_penalty", -2, 2, false, "between -2 and 2", &r->presence_penalty));
+  PIER_OPENAI_TRY(ReadFloat(body, "frequency_penalty", -2, 2, false, "between -2 and 2",
+                            &r->frequency_penalty));
+  PIER_OPENAI_TRY(ReadFloat(body, "repetition_penalty", 0, std::numeric_limits<float>::max(), true,
+                            "positive", &r->repetition_penalty));
+  PIER_OPENAI_TRY(ReadStop(body, &r->stop));
+  PIER_OPENAI_TRY(ReadSeed(body, &r->seed));
+  if (const json* user = Field(body, "user"); user != nullptr && !user->is_string()) {
+    return WrongType("user", "a string", *user);
+  }
+  PIER_OPENAI_TRY(ReadBool(body, "ignore_eos", &r->ignore_eos));
+  PIER_OPENAI_TRY(ReadPriority(body, &r->priority));
+  return std::nullopt;
+}
+
+bool IsRole(const std::string& role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool" ||
+         role == "developer";
+}
+
+Err ReadMessage(const json& m, size_t index, ChatMessage* out) {
+  const std::string at = "messages[" + std::to_string(index) + "]";
+  if (!m.is_object()) return Bad("messages", at + " must be an object, got " + TypeName(m));
+  const json* role = Field(m, "role");
+  if (role == nullptr || !role->is_string()) {
+    return Bad("messages", at + ".role must be a string");
+  }
+  out->role = role->get<std::string>();
+  if (!IsRole(out->role)) {
+    return Bad("messages",
+               at + ".role must be system, user, assistant, tool or developer, got " + Show(*role));
+  }
+  if (const json* calls = Field(m, "tool_calls");
+      calls != nullptr && !(calls->is_array() && calls->empty())) {
+    return NotSupported("messages", at + ".tool_calls");
+  }
+  if (const json* name = Field(m, "name"); name != nullptr) {
+    if (!name->is_string()) return Bad("messages", at + ".name must be a string");
+    out->name = name->get<std::string>();
+  }
+  const json* content = Field(m, "content");
+  if (content == nullptr) {
+    if (out->role == "assistant") return std::nullopt;  // e.g. a turn that only called tools
+    return Bad("messages", at + ".content is required");
+  }
+  if (content->is_string()) {
+    out->content = content->get<std::string>();
+    return std::nullopt;
+  }
+  if (!content->is_array()) {
+    return Bad("messages", at + ".content must be a string or an array of content parts");
+  }
+  bool first = true;
+  for (const json& part : *content) {
+    const json* type = part.is_object() ? Field(part, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      return Bad("messages", at + ".content parts must be objects with a string type");
+    }
+    if (*type != "text") {
+      return Bad("messages", "unsupported content part type " +
+                                 type->get<std::string>().substr(0, 40) + " in " + at);
+    }
+    const json* text = Field(part, "text");
+    if (text == nullptr || !text->is_string()) {
+      return Bad("messages", at + ".content text parts need a string text");
+    }
+    if (!first) out->content += "\n";
+    out->content += text->get_ref<const std::string&>();
+    first = false;
+  }
+  return std::nullopt;
+}
+
+Err ReadTokenList(const json& list, const std::string& at, std::vector<int32_t>* out) {
+  if (list.empty()) return Bad("prompt", at + " must not be empty");
+  for (const json& t : list) {
+    int64_t id = 0;
+    if (!t.is_number_integer()) {
+      return Bad("prompt", at + " must hold token ids (integers), got " + TypeName(t));
+    }
+    if (ReadIntValue(t, "prompt", 0, std::numeric_limits<int32_t>::max(), &id).has_value()) {
+      return Bad("prompt", at + " holds a token id out of range: " + Show(t));
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+CompletionPrompt TextPrompt(std::string text) {
+  CompletionPrompt p;
+  p.text = std::move(text);
+  return p;
+}
+
+CompletionPrompt TokenPrompt() {
+  CompletionPrompt p;
+  p.is_tokens = true;
+  return p;
+}
+
+Err ReadPrompts(const json& body, std::vector<CompletionPrompt>* out) {
+  const json* v = Field(body, "prompt");
+  if (v == nullptr) return Bad("prompt", "prompt is required");
+  if (v->is_string()) {
+    out->push_back(TextPrompt(v->get<std::string>()));
+    return std::nullopt;
+  }
+  constexpr std::string_view kForms =
+      "a string, an array of strings, an array of token ids or an array of token-id arrays";
+  if (!v->is_array()) return WrongType("prompt", kForms, *v);
+  if (v->empty()) return Bad("prompt", "prompt must not be an empty array");
+  const json& first = v->front();
+  if (first.is_number_integer()) {
+    CompletionPrompt p = TokenPrompt();
+    PIER_OPENAI_TRY(ReadTokenList(*v, "prompt", &p.tokens));
+    out->push_back(std::move(p));
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& item = (*v)[i];
+    const std::string at = "prompt[" + std::to_string(i) + "]";
+    if (first.is_string() && item.is_string()) {
+      out->push_back(TextPrompt(item.get<std::string>()));
+    } else if (first.is_array() && item.is_array()) {
+      CompletionPrompt p = TokenPrompt();
+      PIER_OPENAI_TRY(ReadTokenList(item, at, &p.tokens));
+      out->push_back(std::move(p));
+    } else {
+      return Bad("prompt",
+                 "prompt must be " + std::string(kForms) + "; " + at + " is " + TypeName(item));
+    }
+  }
+  return std::nullopt;
+}
+
+// The body as a JSON object, or the error to answer.
+std::variant<json, OpenAiError> ParseBody(std::string_view body) {
+  json parsed;
+  try {
+    parsed = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    return Bad("", std::string("invalid JSON: ") + e.what());
+  }
+  if (!parsed.is_object()) {
+    return Bad("", "the request body must be a JSON object, got " + TypeName(parsed));
+  }
+  return parsed;
+}
+
+OpenAiParseResult ParseChat(const json& body, const OpenAiRequestLimits& limits) {
+  OpenAiRequest r;
+  r.endpoint = OpenAiEndpoint::kChatCompletions;
+  PIER_OPENAI_TRY(ReadCommon(body, limits, &r));
+  const json* messages = Field(body, "messages");
+  if (messages == nullptr) return Bad("messages", "messages is required");
+  if (!messages->is_array() || messages->empty()) {
+    return Bad("messages", "messages must be a non-empty array");
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    ChatMessage m;
+    PIER_OPENAI_TRY(ReadMessage((*messages)[i], i, &m));
+    r.messages.push_back(std::move(m));
+  }
+  bool logprobs = false;
+  PIER_OPENAI_TRY(ReadBool(body, "logprobs", &logprobs));
+  std::optional<int64_t> top_logprobs;
+  PIER_OPENAI_TRY(ReadInt(body, "top_logprobs", 0, sampling::kMaxLogprobs, &top_logprobs));
+  if (top_logprobs.has_value() && !logprobs) {
+    return Bad("top_logprobs", "top_logprobs requires logprobs to be true");
+  }
+  if (logprobs) r.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
+  return r;
+}
+
+OpenAiParseResult ParseCompletion(const json& body, const OpenAiRequestLimits& limits) {
+  OpenAiRequest r;
+  r.endpoint = OpenAiEndpoint::kCompletions;
+  PIER_OPENAI_TRY(ReadCommon(body, limits, &r));
+  if (const json* suffix = Field(body, "suffix"); suffix != nullptr) {
+    if (!suffix->is_string()) return WrongType("suffix", "a string", *suffix);
+    if (!suffix->get_ref<const std::string&>().empty()) return NotSupported("suffix", "suffix");
+  }
+  std::optional<int64_t> best_of;
+  PIER_OPENAI_TRY(ReadInt(body, "best_of", 1, std::numeric_limits<int32_t>::max(), &best_of));
+  if (best_of.value_or(1) > 1) return NotSupported("best_of", "best_of > 1");
+  std::optional<int64_t> logprobs;
+  PIER_OPENAI_TRY(ReadInt(body, "logprobs", 0, sampling::kMaxLogprobs, &logprobs));
+  if (logprobs.has_value()) r.logprobs = static_cast<int32_t>(*logprobs);
+  PIER_OPENAI_TRY(ReadBool(body, "echo", &r.echo));
+  PIER_OPENAI_TRY(ReadPrompts(body, &r.prompts));
+  const int64_t choices = static_cast<int64_t>(r.prompts.size()) * r.n;
+  if (choices > limits.max_n) {
+    return Bad("n", std::to_string(r.prompts.size()) + " prompts x n = " + std::to_string(r.n) +
+                        " makes " + std::to_string(choices) + " choices, more than the limit of " +
+                        std::to_string(limits.max_n));
+  }
+  return r;
+}
+
+#undef PIER_OPENAI_TRY
+
+}  // namespace
+
+OpenAiParseResult ParseChatCompletionRequest(std::string_view body,
+                                             const OpenAiRequestLimits& limits) {
+  auto parsed = ParseBody(body);
+  if (auto* error = std::get_if<OpenAiError>(&parsed)) return std::move(*error);
+  return ParseChat(std::get<json>(parsed), limits);
+}
+
+OpenAiParseResult ParseCompletionRequest(std::string_view body, const OpenAiRequestLimits& limits) {
+  auto parsed = ParseBody(body);
+  if (auto* error = std::get_if<OpenAiError>(&parsed)) return std::move(*error);
+  return ParseCompletion(std::get<json>(parsed), limits);
+}
+
+std::optional<engine::Priority> ParsePriorityValue(std::string_view text) {
+  if (text.size() == 1 && text[0] >= '0' && text[0] <= '3') {
+    return static_cast<engine::Priority>(text[0] - '0');
+  }
+  Result<engine::Priority> named = engine::ParsePriority(text);
+  if (!named.ok()) return std::nullopt;
+  return *named;
+}
+
+engine::Priority ClampPriority(engine::Priority requested, engine::Priority ceiling) {
+  // A lower value is served first: the ceiling is the smallest value allowed.
+  return static_cast<uint8_t>(requested) < static_cast<uint8_t>(ceiling) ? ceiling : requested;
+}
+
+}  // namespace pier::http

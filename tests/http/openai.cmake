@@ -1,0 +1,5 @@
+# Tests of the OpenAI-compatible API (openai_request, openai_stream, openai_api).
+pier_add_test(NAME openai_request_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/openai_request_test.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/openai_request_mutation_test.cpp
+  LIBS pier_http_api nlohmann_json::nlohmann_json LABELS unit)

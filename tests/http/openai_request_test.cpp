@@ -1,0 +1,477 @@
+// Parsing and validation of OpenAI request bodies (openai_request.h): every accepted form of
+// every field, and for each wrong type or value a 400 naming the field in `param`.
+#include "http/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace pier::http {
+namespace {
+
+using nlohmann::json;
+
+json ChatBody() {
+  return {{"model", "m"}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+}
+
+json CompletionBody() { return {{"model", "m"}, {"prompt", "Hello"}}; }
+
+OpenAiRequest ChatOk(const json& body, OpenAiRequestLimits limits = {}) {
+  OpenAiParseResult r = ParseChatCompletionRequest(body.dump(), limits);
+  if (auto* e = std::get_if<OpenAiError>(&r)) {
+    ADD_FAILURE() << body.dump() << " -> " << e->message;
+    return {};
+  }
+  return std::get<OpenAiRequest>(r);
+}
+
+OpenAiRequest CompletionOk(const json& body, OpenAiRequestLimits limits = {}) {
+  OpenAiParseResult r = ParseCompletionRequest(body.dump(), limits);
+  if (auto* e = std::get_if<OpenAiError>(&r)) {
+    ADD_FAILURE() << body.dump() << " -> " << e->message;
+    return {};
+  }
+  return std::get<OpenAiRequest>(r);
+}
+
+OpenAiError ErrorOf(const OpenAiParseResult& r) {
+  if (const auto* e = std::get_if<OpenAiError>(&r)) return *e;
+  ADD_FAILURE() << "expected an error";
+  return {};
+}
+
+OpenAiError ChatError(const json& body) { return ErrorOf(ParseChatCompletionRequest(body.dump())); }
+OpenAiError CompletionError(const json& body) {
+  return ErrorOf(ParseCompletionRequest(body.dump()));
+}
+
+// `field` set to `value` on both routes gives 400 with param `field`.
+void ExpectRejected(const std::string& field, const json& value,
+                    const std::string& param_expected = "") {
+  const std::string param = param_expected.empty() ? field : param_expected;
+  json chat = ChatBody();
+  chat[field] = value;
+  OpenAiError e = ChatError(chat);
+  EXPECT_EQ(e.status, 400) << field << "=" << value.dump();
+  EXPECT_EQ(e.param, param) << field << "=" << value.dump() << ": " << e.message;
+  json completion = CompletionBody();
+  completion[field] = value;
+  e = CompletionError(completion);
+  EXPECT_EQ(e.status, 400) << field << "=" << value.dump();
+  EXPECT_EQ(e.param, param) << field << "=" << value.dump() << ": " << e.message;
+}
+
+TEST(OpenAiRequestTest, MinimalChatTakesDefaults) {
+  OpenAiRequest r = ChatOk(ChatBody());
+  EXPECT_EQ(r.endpoint, OpenAiEndpoint::kChatCompletions);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.n, 1);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
+  EXPECT_EQ(r.top_k, 0);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_FALSE(r.logprobs.has_value());
+  EXPECT_FALSE(r.priority.has_value());
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "hi");
+}
+
+TEST(OpenAiRequestTest, ReadsEverySamplingField) {
+  json body = ChatBody();
+  body.update({{"stream", true},
+               {"stream_options", {{"include_usage", true}}},
+               {"n", 3},
+               {"max_tokens", 7},
+               {"temperature", 0.5},
+               {"top_p", 0.9},
+               {"top_k", 40},
+               {"min_p", 0.05},
+               {"presence_penalty", -1.5},
+               {"frequency_penalty", 2},
+               {"repetition_penalty", 1.1},
+               {"stop", {"a", "b"}},
+               {"seed", 1234},
+               {"logprobs", true},
+               {"top_logprobs", 5},
+               {"user", "u"},
+               {"ignore_eos", true},
+               {"priority", "high"}});
+  OpenAiRequest r = ChatOk(body);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_FLOAT_EQ(r.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.presence_penalty, -1.5f);
+  EXPECT_FLOAT_EQ(r.frequency_penalty, 2.0f);
+  EXPECT_FLOAT_EQ(r.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.seed, 1234u);
+  EXPECT_EQ(r.logprobs, 5);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.priority, engine::Priority::kHigh);
+}
+
+TEST(OpenAiRequestTest, NullMeansNotGiven) {
+  json body = ChatBody();
+  for (const char* f : {"stream", "n", "max_tokens", "temperature", "top_p", "stop", "seed",
+                        "logprobs", "top_logprobs", "tools", "tool_choice", "response_format",
+                        "logit_bias", "user", "priority", "stream_options", "audio"}) {
+    body[f] = nullptr;
+  }
+  OpenAiRequest r = ChatOk(body);
+  EXPECT_EQ(r.n, 1);
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(OpenAiRequestTest, UnknownFieldsAreIgnored) {
+  json body = ChatBody();
+  body["some_future_field"] = {{"x", 1}};
+  body["metadata"] = "anything";
+  EXPECT_EQ(ChatOk(body).model, "m");
+}
+
+TEST(OpenAiRequestTest, MaxCompletionTokensWinsOverMaxTokens) {
+  json body = ChatBody();
+  body["max_tokens"] = 5;
+  body["max_completion_tokens"] = 9;
+  EXPECT_EQ(ChatOk(body).max_tokens, 9);
+  ExpectRejected("max_completion_tokens", 0);
+}
+
+TEST(OpenAiRequestTest, TopKMinusOneAndZeroDisable) {
+  json body = ChatBody();
+  body["top_k"] = -1;
+  EXPECT_EQ(ChatOk(body).top_k, 0);
+  body["top_k"] = 0;
+  EXPECT_EQ(ChatOk(body).top_k, 0);
+}
+
+TEST(OpenAiRequestTest, StopAcceptsStringOrList) {
+  json body = ChatBody();
+  body["stop"] = "\n";
+  EXPECT_EQ(ChatOk(body).stop, (std::vector<std::string>{"\n"}));
+  body["stop"] = json::array();
+  EXPECT_TRUE(ChatOk(body).stop.empty());
+  body["stop"] = {"a", "b", "c", "d"};
+  EXPECT_EQ(ChatOk(body).stop.size(), 4u);
+}
+
+TEST(OpenAiRequestTest, SeedAcceptsNegativeAndLargeIntegers) {
+  json body = ChatBody();
+  body["seed"] = -1;
+  EXPECT_EQ(ChatOk(body).seed, ~uint64_t{0});
+  body["seed"] = 18446744073709551615ull;
+  EXPECT_EQ(ChatOk(body).seed, ~uint64_t{0});
+}
+
+TEST(OpenAiRequestTest, PriorityAcceptsNamesAndNumbers) {
+  json body = ChatBody();
+  for (const auto& [value, expected] :
+       std::vector<std::pair<json, engine::Priority>>{{"critical", engine::Priority::kCritical},
+                                                      {"low", engine::Priority::kLow},
+                                                      {0, engine::Priority::kCritical},
+                                                      {3, engine::Priority::kLow},
+                                                      {"2", engine::Priority::kNormal}}) {
+    body["priority"] = value;
+    EXPECT_EQ(ChatOk(body).priority, expected) << value.dump();
+  }
+}
+
+TEST(OpenAiRequestTest, WrongTypesAndValuesNameTheField) {
+  ExpectRejected("stream", "yes");
+  ExpectRejected("n", 0);
+  ExpectRejected("n", 9);
+  ExpectRejected("n", 1.5);
+  ExpectRejected("n", "2");
+  ExpectRejected("max_tokens", 0);
+  ExpectRejected("max_tokens", -3);
+  ExpectRejected("max_tokens", "10");
+  ExpectRejected("max_tokens", 1e12);
+  ExpectRejected("temperature", -0.1);
+  ExpectRejected("temperature", 2.01);
+  ExpectRejected("temperature", "hot");
+  ExpectRejected("top_p", 0);
+  ExpectRejected("top_p", 1.5);
+  ExpectRejected("top_k", -2);
+  ExpectRejected("top_k", 2.5);
+  ExpectRejected("min_p", -0.1);
+  ExpectRejected("min_p", 1.1);
+  ExpectRejected("presence_penalty", 2.5);
+  ExpectRejected("frequency_penalty", -2.5);
+  ExpectRejected("repetition_penalty", 0);
+  ExpectRejected("repetition_penalty", -1);
+  ExpectRejected("stop", 5);
+  ExpectRejected("stop", "");
+  ExpectRejected("stop", {"a", ""});
+  ExpectRejected("stop", {"a", 1});
+  ExpectRejected("stop", {"a", "b", "c", "d", "e"});
+  ExpectRejected("seed", 1.5);
+  ExpectRejected("seed", "42");
+  ExpectRejected("user", 7);
+  ExpectRejected("ignore_eos", 1);
+  ExpectRejected("priority", "urgent");
+  ExpectRejected("priority", 4);
+  ExpectRejected("priority", -1);
+  ExpectRejected("priority", true);
+  ExpectRejected("model", 3);
+  ExpectRejected("stream_options", "x");
+}
+
+TEST(OpenAiRequestTest, RangeMessageQuotesTheLimitsAndTheValue) {
+  json body = ChatBody();
+  body["temperature"] = 3;
+  OpenAiError e = ChatError(body);
+  EXPECT_NE(e.message.find("between 0 and 2"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("3"), std::string::npos) << e.message;
+}
+
+TEST(OpenAiRequestTest, StreamOptionsNeedStream) {
+  json body = ChatBody();
+  body["stream_options"] = {{"include_usage", true}};
+  EXPECT_EQ(ChatError(body).param, "stream_options");
+  body["stream"] = false;
+  EXPECT_EQ(ChatError(body).param, "stream_options");
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", "yes"}};
+  EXPECT_EQ(ChatError(body).param, "stream_options");
+}
+
+TEST(OpenAiRequestTest, ModelIsRequired) {
+  json body = ChatBody();
+  body.erase("model");
+  EXPECT_EQ(ChatError(body).param, "model");
+}
+
+TEST(OpenAiRequestTest, ChatLogprobsForms) {
+  json body = ChatBody();
+  body["logprobs"] = true;
+  EXPECT_EQ(ChatOk(body).logprobs, 0);
+  body["logprobs"] = false;
+  EXPECT_FALSE(ChatOk(body).logprobs.has_value());
+  body["top_logprobs"] = 2;
+  EXPECT_EQ(ChatError(body).param, "top_logprobs");  // requires logprobs
+  body["logprobs"] = true;
+  body["top_logprobs"] = 21;
+  EXPECT_EQ(ChatError(body).param, "top_logprobs");
+  body["top_logprobs"] = 20;
+  EXPECT_EQ(ChatOk(body).logprobs, 20);
+  body["logprobs"] = 3;  // an integer is the completions form
+  EXPECT_EQ(ChatError(body).param, "logprobs");
+}
+
+TEST(OpenAiRequestTest, ChatMessagesFormsAndErrors) {
+  json body = ChatBody();
+  body["messages"] = {
+      {{"role", "system"}, {"content", "s"}},
+      {{"role", "developer"}, {"content", "d"}},
+      {{"role", "user"},
+       {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}},
+       {"name", "bob"}},
+      {{"role", "assistant"}, {"content", nullptr}},
+      {{"role", "tool"}, {"content", "t"}, {"tool_call_id", "x"}},
+  };
+  OpenAiRequest r = ChatOk(body);
+  ASSERT_EQ(r.messages.size(), 5u);
+  EXPECT_EQ(r.messages[2].content, "a\nb");
+  EXPECT_EQ(r.messages[2].name, "bob");
+  EXPECT_EQ(r.messages[3].content, "");
+
+  for (const json& bad : std::vector<json>{
+           json::array(), "hi", json::array({"hi"}), json::array({{{"content", "x"}}}),
+           json::array({{{"role", "robot"}, {"content", "x"}}}), json::array({{{"role", "user"}}}),
+           json::array({{{"role", "user"}, {"content", 5}}}),
+           json::array({{{"role", "user"}, {"content", {{{"type", "text"}}}}}}),
+           json::array({{{"role", "user"}, {"content", {"plain"}}}}),
+           json::array({{{"role", "user"}, {"content", "x"}, {"name", 1}}})}) {
+    body["messages"] = bad;
+    OpenAiError e = ChatError(body);
+    EXPECT_EQ(e.status, 400) << bad.dump();
+    EXPECT_EQ(e.param, "messages") << bad.dump() << ": " << e.message;
+  }
+  body.erase("messages");
+  EXPECT_EQ(ChatError(body).param, "messages");
+}
+
+TEST(OpenAiRequestTest, ImagePartsAreRefusedByType) {
+  json body = ChatBody();
+  body["messages"] = {{{"role", "user"},
+                       {"content",
+                        {{{"type", "text"}, {"text", "what is this"}},
+                         {{"type", "image_url"}, {"image_url", {{"url", "http://x/y.png"}}}}}}}};
+  OpenAiError e = ChatError(body);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("unsupported content part type image_url"), std::string::npos)
+      << e.message;
+}
+
+TEST(OpenAiRequestTest, UnsupportedFeaturesSaySo) {
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+      {"tool_choice", "auto"},
+      {"functions", {{{"name", "f"}}}},
+      {"function_call", "auto"},
+      {"response_format", {{"type", "json_object"}}},
+      {"logit_bias", {{"50256", -100}}},
+      {"audio", {{"voice", "alloy"}}},
+      {"modalities", {"text", "audio"}},
+  };
+  for (const auto& [field, value] : cases) {
+    json chat = ChatBody();
+    chat[field] = value;
+    OpenAiError e = ChatError(chat);
+    EXPECT_EQ(e.status, 400) << field;
+    EXPECT_EQ(e.param, field);
+    EXPECT_NE(e.message.find("is not supported"), std::string::npos) << field << ": " << e.message;
+  }
+  // The harmless forms pass.
+  json chat = ChatBody();
+  chat["response_format"] = {{"type", "text"}};
+  chat["logit_bias"] = json::object();
+  chat["tools"] = json::array();
+  chat["tool_choice"] = "none";
+  chat["modalities"] = {"text"};
+  chat["parallel_tool_calls"] = true;
+  EXPECT_EQ(ChatOk(chat).model, "m");
+
+  chat = ChatBody();
+  chat["messages"] = {{{"role", "assistant"}, {"tool_calls", {{{"id", "c"}}}}}};
+  EXPECT_NE(ChatError(chat).message.find("is not supported"), std::string::npos);
+
+  json completion = CompletionBody();
+  completion["suffix"] = "end";
+  EXPECT_NE(CompletionError(completion).message.find("suffix is not supported"), std::string::npos);
+  completion["suffix"] = "";
+  completion["best_of"] = 1;
+  EXPECT_EQ(CompletionOk(completion).n, 1);
+  completion["best_of"] = 2;
+  OpenAiError e = CompletionError(completion);
+  EXPECT_EQ(e.param, "best_of");
+  EXPECT_NE(e.message.find("not supported"), std::string::npos);
+}
+
+TEST(OpenAiRequestTest, CompletionPromptForms) {
+  json body = CompletionBody();
+  OpenAiRequest r = CompletionOk(body);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_FALSE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].text, "Hello");
+
+  body["prompt"] = {"a", "b"};
+  r = CompletionOk(body);
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].text, "b");
+
+  body["prompt"] = {1, 2, 3};
+  r = CompletionOk(body);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+
+  body["prompt"] = {{1, 2}, {3}};
+  r = CompletionOk(body);
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].tokens, (std::vector<int32_t>{3}));
+
+  for (const json& bad : std::vector<json>{5,
+                                           json::array(),
+                                           {"a", 1},
+                                           {1, "a"},
+                                           {1, -2},
+                                           {{1}, json::array()},
+                                           {{1}, {"x"}},
+                                           {1, 2.5},
+                                           {{1}, 2},
+                                           {1, 4294967296ll},
+                                           {true}}) {
+    body["prompt"] = bad;
+    OpenAiError e = CompletionError(body);
+    EXPECT_EQ(e.status, 400) << bad.dump();
+    EXPECT_EQ(e.param, "prompt") << bad.dump() << ": " << e.message;
+  }
+  body.erase("prompt");
+  EXPECT_EQ(CompletionError(body).param, "prompt");
+}
+
+TEST(OpenAiRequestTest, PromptsTimesNIsLimited) {
+  json body = CompletionBody();
+  body["prompt"] = {"a", "b", "c"};
+  body["n"] = 3;
+  OpenAiError e = ErrorOf(ParseCompletionRequest(body.dump(), {.max_n = 8}));
+  EXPECT_EQ(e.param, "n");
+  EXPECT_NE(e.message.find("9"), std::string::npos) << e.message;
+  body["n"] = 2;
+  EXPECT_EQ(CompletionOk(body, {.max_n = 8}).n, 2);
+}
+
+TEST(OpenAiRequestTest, CompletionLogprobsAndEcho) {
+  json body = CompletionBody();
+  body["logprobs"] = 0;
+  EXPECT_EQ(CompletionOk(body).logprobs, 0);
+  body["logprobs"] = 5;
+  body["echo"] = true;
+  OpenAiRequest r = CompletionOk(body);
+  EXPECT_EQ(r.logprobs, 5);
+  EXPECT_TRUE(r.echo);
+  body["logprobs"] = 21;
+  EXPECT_EQ(CompletionError(body).param, "logprobs");
+  body["logprobs"] = true;
+  EXPECT_EQ(CompletionError(body).param, "logprobs");
+  body["logprobs"] = nullptr;
+  body["echo"] = "yes";
+  EXPECT_EQ(CompletionError(body).param, "echo");
+}
+
+TEST(OpenAiRequestTest, MalformedBodies) {
+  for (const char* body : {"", "{", "{\"model\": }", "[1, 2]", "\"text\"", "42", "null",
+                           "{\"model\": \"m\"} trailing"}) {
+    for (const OpenAiParseResult& r :
+         {ParseChatCompletionRequest(body), ParseCompletionRequest(body)}) {
+      OpenAiError e = ErrorOf(r);
+      EXPECT_EQ(e.status, 400) << body;
+      EXPECT_TRUE(e.param.empty()) << body;
+    }
+  }
+  OpenAiError e = ErrorOf(ParseChatCompletionRequest("{\"model\": "));
+  EXPECT_EQ(e.message.rfind("invalid JSON: ", 0), 0u) << e.message;
+  e = ErrorOf(ParseChatCompletionRequest("[]"));
+  EXPECT_NE(e.message.find("must be a JSON object"), std::string::npos) << e.message;
+}
+
+TEST(OpenAiRequestTest, InvalidUtf8IsA400) {
+  // A lone continuation byte, a truncated sequence, an overlong encoding, a lone surrogate.
+  for (const std::string& bad : {std::string("\x80"), std::string("\xe2\x82"),
+                                 std::string("\xc0\xaf"), std::string("\\ud800")}) {
+    const std::string body = "{\"model\": \"m\", \"prompt\": \"a" + bad +
+                             "b\", \"messages\": [{\"role\": \"user\", "
+                             "\"content\": \"x" +
+                             bad + "\"}]}";
+    EXPECT_EQ(ErrorOf(ParseCompletionRequest(body)).status, 400);
+    EXPECT_EQ(ErrorOf(ParseChatCompletionRequest(body)).status, 400);
+  }
+}
+
+TEST(OpenAiRequestTest, PriorityClampAndHeaderValues) {
+  using engine::Priority;
+  EXPECT_EQ(ClampPriority(Priority::kCritical, Priority::kHigh), Priority::kHigh);
+  EXPECT_EQ(ClampPriority(Priority::kLow, Priority::kHigh), Priority::kLow);
+  EXPECT_EQ(ClampPriority(Priority::kNormal, Priority::kNormal), Priority::kNormal);
+  EXPECT_EQ(ClampPriority(Priority::kCritical, Priority::kCritical), Priority::kCritical);
+  EXPECT_EQ(ParsePriorityValue("high"), Priority::kHigh);
+  EXPECT_EQ(ParsePriorityValue("1"), Priority::kHigh);
+  EXPECT_EQ(ParsePriorityValue("3"), Priority::kLow);
+  EXPECT_FALSE(ParsePriorityValue("4").has_value());
+  EXPECT_FALSE(ParsePriorityValue("").has_value());
+  EXPECT_FALSE(ParsePriorityValue("HIGH").has_value());
+}
+
+}  // namespace
+}  // namespace pier::http
