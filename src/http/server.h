@@ -5,10 +5,12 @@
 // Per connection: keep-alive; the request head must arrive within header_timeout and the
 // whole request within request_timeout (a client sending byte by byte holds no thread and is
 // cut off with 408); a body announced or grown beyond max_body_bytes gets 413 as soon as that
-// is known; an idle keep-alive connection closes after idle_timeout. Each request goes to the
-// Router; a response with a ResponseStream is waited for asynchronously (see http_types.h):
-// while it runs, the server watches the socket, and a client that disconnects has its stream
-// cancelled at once (the engine request is aborted). A slow reader: when the stream's
+// is known, a head beyond max_header_bytes 431, a malformed request 400 (all then close); an
+// idle keep-alive connection closes after idle_timeout (a new one that sends nothing, after
+// header_timeout). HTTP/1.0 clients get streamed bodies collected (no chunked encoding). Each
+// request goes to the Router; a response with a ResponseStream is waited for asynchronously (see
+// http_types.h): while it runs, the server watches the socket, and a client that disconnects has
+// its stream cancelled at once (the engine request is aborted). A slow reader: when the stream's
 // backlog() passes max_stream_backlog, or one write takes longer than write_timeout, the
 // stream is cancelled with a logged reason and the connection closed; the engine never waits.
 // Connections beyond max_connections get 503 and are closed.
@@ -18,7 +20,8 @@
 // are cancelled and connections closed; I/O threads are joined.
 //
 // Ownership: owns its I/O threads and sockets; shares the Router. Thread-safety: Shutdown,
-// Stats and port may be called from any thread.
+// Stats and port may be called from any thread; Shutdown not from an I/O thread (it joins
+// them: a call from a handler aborts).
 #pragma once
 
 #include <chrono>
@@ -47,6 +50,10 @@ struct HttpServerOptions {
   size_t max_connections = 4096;
   // Called on an I/O thread after every response is complete (or abandoned: status as sent,
   // or 499 when the client went away first). For metrics and access logs; must be quick.
+  // Details: a stream cancelled by shutdown before anything was sent reports 503; errors the
+  // server answers itself (400, 408, 413, 431) report the request as far as it was parsed
+  // (method/path may be empty); a connection refused over max_connections reports 503 with an
+  // empty request (remote_address only). Exceptions it throws are logged and swallowed.
   std::function<void(const HttpRequest& request, int status)> on_response;
 };
 
@@ -58,7 +65,7 @@ struct HttpServerStats {
   int64_t streams_active = 0;       // responses waiting on a ResponseStream
   int64_t client_disconnects = 0;   // streams cancelled because the client went away
   int64_t slow_client_aborts = 0;   // streams cancelled for a slow reader
-  int64_t timeouts = 0;             // 408s and idle closes
+  int64_t timeouts = 0;             // 408s and idle closes (no request within the timeout)
 };
 
 class HttpServer {

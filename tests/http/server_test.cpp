@@ -117,6 +117,54 @@ TEST_F(HttpServerTest, KeepAliveServesTwoRequestsOnOneConnection) {
   EXPECT_EQ(server->Stats().requests, 2);
 }
 
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  TestClient client(server->port());
+  ASSERT_TRUE(
+      client.Send("GET /hello?1 HTTP/1.1\r\nHost: t\r\n\r\n"
+                  "GET /hello?2 HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto first = client.ReadResponse();
+  auto second = client.ReadResponse();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->body, "hello 1");
+  EXPECT_EQ(second->body, "hello 2");
+}
+
+TEST_F(HttpServerTest, ExpectContinueGetsAnInterimResponseBeforeTheBody) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  TestClient client(server->port());
+  ASSERT_TRUE(
+      client.Send("POST /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                  "Content-Length: 4\r\n\r\n"));
+  auto interim = client.ReadHead(Clock::now() + milliseconds(10'000));
+  ASSERT_TRUE(interim);
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(client.Send("body"));
+  auto response = client.ReadResponse();
+  ASSERT_TRUE(response);
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->body, "body");
+}
+
+TEST_F(HttpServerTest, Http10ClientGetsAChunkedStreamCollected) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  TestClient client(server->port());
+  ASSERT_TRUE(client.Send("GET /sse HTTP/1.0\r\n\r\n"));
+  auto stream = streams_.Wait(0);
+  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(stream->Push("data: a\n\n"));
+  stream->Finish();
+  auto response = client.ReadResponse();
+  ASSERT_TRUE(response);
+  EXPECT_EQ(response->status, 200);
+  EXPECT_TRUE(response->Header("transfer-encoding").empty());
+  EXPECT_EQ(response->body, "data: a\n\n");
+  EXPECT_EQ(response->Header("connection"), "close");
+}
+
 TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
