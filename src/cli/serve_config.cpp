@@ -1,0 +1,205 @@
+#include "cli/serve_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace pier::cli {
+namespace {
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+// A whole integer in [min, max].
+Result<int64_t> ParseInteger(std::string_view value, std::string_view source, int64_t min,
+                             int64_t max) {
+  int64_t parsed = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+    return InvalidArgumentError(std::string(source) + ": expected an integer, got " + Quote(value));
+  }
+  if (parsed < min || parsed > max) {
+    return InvalidArgumentError(std::string(source) + ": " + std::string(value) +
+                                " is out of range [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "]");
+  }
+  return parsed;
+}
+
+// Seconds as a decimal number (a trailing "s" is accepted: "2.5s").
+Result<double> ParseSeconds(std::string_view value, std::string_view source, double min) {
+  std::string_view number = value;
+  if (!number.empty() && number.back() == 's') number.remove_suffix(1);
+  double parsed = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), parsed);
+  if (ec != std::errc() || end != number.data() + number.size() || number.empty() ||
+      !std::isfinite(parsed)) {
+    return InvalidArgumentError(std::string(source) + ": expected seconds (e.g. 10 or 2.5), got " +
+                                Quote(value));
+  }
+  if (parsed < min || parsed > 86400) {
+    return InvalidArgumentError(std::string(source) + ": " + std::string(value) +
+                                " seconds is out of range [" + std::to_string(min) + ", 86400]");
+  }
+  return parsed;
+}
+
+Result<std::string> NonEmpty(std::string_view value, std::string_view source) {
+  if (value.empty()) return InvalidArgumentError(std::string(source) + ": must not be empty");
+  return std::string(value);
+}
+
+constexpr int64_t kMaxTokens = int64_t{1} << 24;
+
+}  // namespace
+
+const std::vector<std::string_view>& ServeSettingNames() {
+  static const std::vector<std::string_view> kNames = {"model",
+                                                       "name",
+                                                       "host",
+                                                       "port",
+                                                       "threads",
+                                                       "http_threads",
+                                                       "api_keys",
+                                                       "metrics_key",
+                                                       "max_queued",
+                                                       "memory_budget",
+                                                       "device_memory",
+                                                       "ctx",
+                                                       "max_batched_tokens",
+                                                       "max_seqs",
+                                                       "max_body_bytes",
+                                                       "shutdown_grace",
+                                                       "watchdog_seconds"};
+  return kNames;
+}
+
+std::string FlagName(std::string_view setting) {
+  std::string flag = "--";
+  for (char c : setting) flag.push_back(c == '_' ? '-' : c);
+  return flag;
+}
+
+Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_view value,
+                         std::string_view source) {
+  if (name == "model") {
+    PIER_ASSIGN_OR_RETURN(o->model, NonEmpty(value, source));
+  } else if (name == "name") {
+    PIER_ASSIGN_OR_RETURN(o->name, NonEmpty(value, source));
+  } else if (name == "host") {
+    PIER_ASSIGN_OR_RETURN(o->host, NonEmpty(value, source));
+  } else if (name == "port") {
+    PIER_ASSIGN_OR_RETURN(int64_t port, ParseInteger(value, source, 0, 65535));
+    o->port = static_cast<uint16_t>(port);
+  } else if (name == "threads") {
+    PIER_ASSIGN_OR_RETURN(int64_t n, ParseInteger(value, source, 1, 1024));
+    o->threads = static_cast<int>(n);
+  } else if (name == "http_threads") {
+    PIER_ASSIGN_OR_RETURN(int64_t n, ParseInteger(value, source, 1, 64));
+    o->http_threads = static_cast<int>(n);
+  } else if (name == "api_keys") {
+    PIER_ASSIGN_OR_RETURN(o->api_keys, NonEmpty(value, source));
+  } else if (name == "metrics_key") {
+    PIER_ASSIGN_OR_RETURN(o->metrics_key, NonEmpty(value, source));
+  } else if (name == "max_queued") {
+    PIER_ASSIGN_OR_RETURN(o->max_queued, ParseInteger(value, source, 0, kMaxTokens));
+  } else if (name == "memory_budget") {
+    PIER_ASSIGN_OR_RETURN(o->memory_budget, ParseBudget(value, source));
+  } else if (name == "device_memory") {
+    PIER_ASSIGN_OR_RETURN(o->device_memory, ParseByteSize(value, source));
+  } else if (name == "ctx") {
+    PIER_ASSIGN_OR_RETURN(o->ctx, ParseInteger(value, source, 2, kMaxTokens));
+  } else if (name == "max_batched_tokens") {
+    PIER_ASSIGN_OR_RETURN(o->max_batched_tokens, ParseInteger(value, source, 1, kMaxTokens));
+  } else if (name == "max_seqs") {
+    PIER_ASSIGN_OR_RETURN(o->max_seqs, ParseInteger(value, source, 1, 65536));
+  } else if (name == "max_body_bytes") {
+    PIER_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(value, source));
+    if (bytes < 1) return InvalidArgumentError(std::string(source) + ": must be at least 1 byte");
+    o->max_body_bytes = bytes;
+  } else if (name == "shutdown_grace") {
+    PIER_ASSIGN_OR_RETURN(o->shutdown_grace_seconds, ParseSeconds(value, source, 0));
+  } else if (name == "watchdog_seconds") {
+    PIER_ASSIGN_OR_RETURN(o->watchdog_seconds, ParseSeconds(value, source, 0.001));
+  } else {
+    return InvalidArgumentError(std::string(source) + ": unknown setting " + Quote(name));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
+    std::string_view yaml_text, std::string_view source_name) {
+  const std::string source(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(source + ": not valid YAML: " + e.what());
+  }
+  std::vector<std::pair<std::string, std::string>> settings;
+  if (root.IsNull()) return settings;
+  if (!root.IsMap()) {
+    return InvalidArgumentError(source + ": expected a map of settings (e.g. \"port: 8081\")");
+  }
+  const std::vector<std::string_view>& known = ServeSettingNames();
+  std::string unknown;
+  for (const auto& item : root) {
+    const std::string name = item.first.Scalar();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      unknown += (unknown.empty() ? "" : ", ") + Quote(name);
+      continue;
+    }
+    if (item.second.IsNull()) return InvalidArgumentError(source + ": " + name + " has no value");
+    if (!item.second.IsScalar()) {
+      return InvalidArgumentError(source + ": " + name + " must be a single value");
+    }
+    settings.emplace_back(name, item.second.Scalar());
+  }
+  if (!unknown.empty()) {
+    std::string names;
+    for (std::string_view n : known) names += (names.empty() ? "" : ", ") + std::string(n);
+    return InvalidArgumentError(source + ": unknown settings " + unknown + " (known: " + names +
+                                ")");
+  }
+  return settings;
+}
+
+Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string>& flags) {
+  ServeOptions options;
+  if (auto config = flags.find("config"); config != flags.end()) {
+    const std::string& path = config->second;
+    if (path.empty()) return InvalidArgumentError("--config: must not be empty");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return NotFoundError("cannot read the configuration file " + path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    PIER_ASSIGN_OR_RETURN(auto settings, ParseServeConfig(text.str(), path));
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    for (auto& [name, value] : settings) {
+      if ((name == "model" || name == "api_keys") && !value.empty() &&
+          std::filesystem::path(value).is_relative() && !folder.empty()) {
+        value = (folder / value).string();
+      }
+      PIER_RETURN_IF_ERROR(ApplyServeSetting(&options, name, value, path + ": " + name));
+    }
+  }
+  for (const auto& [name, value] : flags) {
+    if (name == "config") continue;
+    PIER_RETURN_IF_ERROR(ApplyServeSetting(&options, name, value, FlagName(name)));
+  }
+  return options;
+}
+
+std::string ModelIdFromPath(std::string_view path) {
+  std::string id = std::filesystem::path(path).filename().string();
+  constexpr std::string_view kSuffix = ".gguf";
+  if (id.size() > kSuffix.size() && id.ends_with(kSuffix)) id.resize(id.size() - kSuffix.size());
+  return id;
+}
+
+}  // namespace pier::cli

@@ -1,0 +1,82 @@
+// ServeOptions: every setting of `pier serve`, from its defaults, a YAML configuration file
+// (--config) and command-line flags, in that order (a flag given on the command line wins
+// over the file).
+//
+// Each setting has one name used both ways: the YAML key `max_batched_tokens` is the flag
+// `--max-batched-tokens`. The file is a map of names to single values:
+//
+//   model: models/SmolLM2-135M-Instruct.Q4_1.gguf   # relative paths: from the file's folder
+//   port: 8081
+//   memory_budget: 80%
+//   api_keys: keys.yaml
+//
+// Unknown names in the file are an error naming them (a typo never goes unnoticed), as are
+// values that do not parse or are out of range (the message names the file or flag).
+//
+// Thread-safety: plain functions on values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "memory/byte_size.h"
+
+namespace pier::cli {
+
+struct ServeOptions {
+  std::string model;  // GGUF file; empty: the default model
+  std::string name;   // model id; empty: the file name without .gguf
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;      // 0: any free port
+  int threads = 0;           // compute threads; 0: every core
+  int http_threads = 1;      // I/O threads of the HTTP server
+  std::string api_keys;      // keys file; empty: the API is open
+  std::string metrics_key;   // empty: /metrics is open
+  int64_t max_queued = 256;  // waiting sequences before 429; 0: no limit
+  BudgetSpec memory_budget = BudgetSpec::Percent(100);
+  std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed
+  int64_t ctx = 4096;                     // KV cache positions (clamped to the model's context)
+  int64_t max_batched_tokens = 512;       // tokens per engine step
+  int64_t max_seqs = 64;                  // running sequences at once
+  uint64_t max_body_bytes = uint64_t{4} << 20;
+  double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
+  double watchdog_seconds = 30;        // /ready's engine-stall timeout
+};
+
+// The names of all settings, as YAML keys (flags: "--" + name with '_' -> '-'), except
+// "config", which is a flag only.
+const std::vector<std::string_view>& ServeSettingNames();
+
+// "--max-batched-tokens" for "max_batched_tokens".
+std::string FlagName(std::string_view setting);
+
+// Sets one setting from its text. `source` names where the value came from, for the message
+// ("--port", "serve.yaml: port"). INVALID_ARGUMENT for an unknown name, a value that does not
+// parse or is out of range.
+[[nodiscard]] Status ApplyServeSetting(ServeOptions* options, std::string_view name,
+                                       std::string_view value, std::string_view source);
+
+// The settings of a YAML document, in file order. INVALID_ARGUMENT (naming `source_name`)
+// for bad YAML, a document that is not a map, values that are not single scalars, and unknown
+// names (all of them listed). An empty document has no settings.
+[[nodiscard]] Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
+    std::string_view yaml_text, std::string_view source_name);
+
+// Defaults, then the file named by flags["config"] (when present), then every other flag.
+// `flags` maps setting names (underscored, as in ServeSettingNames, plus "config") to the text
+// given on the command line. Relative `model` and `api_keys` paths from the file are taken
+// from the file's folder. NOT_FOUND when the file cannot be read.
+[[nodiscard]] Result<ServeOptions> ResolveServeOptions(
+    const std::map<std::string, std::string>& flags);
+
+// The model id for a model path: "SmolLM2-135M-Instruct.Q4_1" for
+// ".../SmolLM2-135M-Instruct.Q4_1.gguf".
+std::string ModelIdFromPath(std::string_view path);
+
+}  // namespace pier::cli

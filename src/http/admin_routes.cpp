@@ -1,0 +1,265 @@
+#include "http/admin_routes.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/check.h"
+
+namespace pier::http {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+HttpResponse JsonResponse(int status, const Json& body) {
+  HttpResponse response;
+  response.status = status;
+  // Decoded text may hold bytes that are not UTF-8: replace rather than throw.
+  response.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return response;
+}
+
+// Constant-time comparison (every byte of `presented` is read whatever matches).
+bool SecretEquals(std::string_view presented, std::string_view secret) {
+  unsigned char diff = presented.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < presented.size(); ++i) {
+    const unsigned char s =
+        secret.empty() ? 0 : static_cast<unsigned char>(secret[i % secret.size()]);
+    diff |= static_cast<unsigned char>(static_cast<unsigned char>(presented[i]) ^ s);
+  }
+  return diff == 0;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "%2F" -> "/"; a malformed escape is kept as written.
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      const int hi = HexValue(s[i + 1]);
+      const int lo = HexValue(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+// The request body as a JSON object, or a 400 response.
+std::variant<Json, HttpResponse> ParseObject(const HttpRequest& request) {
+  Json body;
+  try {
+    body = Json::parse(request.body);
+  } catch (const Json::parse_error& e) {
+    return ErrorResponse(400, std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!body.is_object()) return ErrorResponse(400, "the request body must be a JSON object");
+  return body;
+}
+
+constexpr std::string_view kModelsPrefix = "/v1/models/";
+
+// The model object of /v1/models and /v1/models/{id}.
+Json ModelObject(const AdminRoutesOptions& options) {
+  return Json{{"id", options.model_id},
+              {"object", "model"},
+              {"created", options.created_unix_seconds},
+              {"owned_by", "pier"},
+              {"max_model_len", options.max_model_len}};
+}
+
+}  // namespace
+
+std::optional<std::string> EngineWatchdog::Observe(const engine::EngineStats& stats,
+                                                   engine::TimestampUs now_us) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stats.running + stats.waiting <= 0) {
+    busy_since_us_ = 0;
+    return std::nullopt;
+  }
+  if (busy_since_us_ == 0) busy_since_us_ = now_us;
+  const engine::TimestampUs reference = std::max(busy_since_us_, stats.last_step_at_us);
+  const int64_t silent_us = now_us - reference;
+  if (silent_us <= stall_timeout_us_) return std::nullopt;
+  return "engine stalled: " + std::to_string(stats.running + stats.waiting) +
+         " sequences pending and no step finished for " + std::to_string(silent_us / 1000) +
+         " ms (watchdog timeout " + std::to_string(stall_timeout_us_ / 1000) + " ms)";
+}
+
+AdminRoutes::AdminRoutes(AdminRoutesOptions options, engine::EngineClient* client,
+                         const tokenizer::Tokenizer* tokenizer, const ApiKeys* keys,
+                         const metrics::ServingMetrics* metrics, const MemoryGovernor* governor)
+    : options_(std::move(options)),
+      client_(client),
+      tokenizer_(tokenizer),
+      keys_(keys),
+      metrics_(metrics),
+      governor_(governor),
+      watchdog_(std::chrono::duration_cast<std::chrono::microseconds>(options_.watchdog_timeout)) {
+  PIER_CHECK(client_ != nullptr && tokenizer_ != nullptr && metrics_ != nullptr,
+             "AdminRoutes needs an engine client, a tokenizer and metrics");
+}
+
+void AdminRoutes::Register(Router& router) {
+  router.Add("GET", "/health", [this](const HttpRequest& r) { return Health(r); });
+  router.Add("GET", "/ready", [this](const HttpRequest& r) { return Ready(r); });
+  router.Add("GET", "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
+  router.Add("GET", "/v1/models", [this](const HttpRequest& r) { return ListModels(r); });
+  router.AddPrefix("GET", std::string(kModelsPrefix),
+                   [this](const HttpRequest& r) { return GetModel(r); });
+  router.Add("POST", "/tokenize", [this](const HttpRequest& r) { return Tokenize(r); });
+  router.Add("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
+}
+
+void AdminRoutes::Tick() { watchdog_.Observe(client_->Stats(), engine::NowUs()); }
+
+Readiness AdminRoutes::CheckReady() {
+  switch (state_.load()) {
+    case ServeState::kLoading:
+      return {false, "the model is loading"};
+    case ServeState::kShuttingDown:
+      return {false, "the server is shutting down"};
+    case ServeState::kReady:
+      break;
+  }
+  if (std::optional<std::string> stall = watchdog_.Observe(client_->Stats(), engine::NowUs())) {
+    return {false, *stall};
+  }
+  return {true, ""};
+}
+
+std::optional<HttpResponse> AdminRoutes::RequireKey(const HttpRequest& request) const {
+  if (keys_ == nullptr || !keys_->enabled()) return std::nullopt;
+  auto result = keys_->Authenticate(request);
+  if (HttpResponse* denied = std::get_if<HttpResponse>(&result)) return std::move(*denied);
+  return std::nullopt;
+}
+
+HttpResponse AdminRoutes::Health(const HttpRequest&) {
+  return JsonResponse(200, Json{{"status", "ok"}});
+}
+
+HttpResponse AdminRoutes::Ready(const HttpRequest&) {
+  const Readiness readiness = CheckReady();
+  if (readiness.ready) return JsonResponse(200, Json{{"status", "ready"}});
+  return JsonResponse(503, Json{{"status", "not ready"}, {"reason", readiness.reason}});
+}
+
+HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
+  if (!options_.metrics_key.empty()) {
+    constexpr std::string_view kBearer = "Bearer ";
+    const std::optional<std::string_view> auth = request.Header("authorization");
+    if (!auth.has_value() || !auth->starts_with(kBearer) ||
+        !SecretEquals(auth->substr(kBearer.size()), options_.metrics_key)) {
+      return ErrorResponse(401,
+                           auth.has_value() ? "invalid metrics key"
+                                            : "missing metrics key: send \"Authorization: "
+                                              "Bearer <metrics key>\"",
+                           "", auth.has_value() ? "invalid_api_key" : "missing_api_key");
+    }
+  }
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = metrics_->Render(client_->Stats(), governor_);
+  return response;
+}
+
+HttpResponse AdminRoutes::ListModels(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  Json list{{"object", "list"}, {"data", Json::array({ModelObject(options_)})}};
+  return JsonResponse(200, list);
+}
+
+HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  const std::string id = PercentDecode(std::string_view(request.path).substr(kModelsPrefix.size()));
+  if (id != options_.model_id) {
+    return ErrorResponse(
+        404,
+        "the model '" + id + "' does not exist (this server serves '" + options_.model_id + "')",
+        "model", "model_not_found");
+  }
+  return JsonResponse(200, ModelObject(options_));
+}
+
+HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  auto parsed = ParseObject(request);
+  if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
+  const Json& body = std::get<Json>(parsed);
+  if (!body.contains("content")) return ErrorResponse(400, "\"content\" is required", "content");
+  if (!body["content"].is_string()) {
+    return ErrorResponse(400, "\"content\" must be a string", "content");
+  }
+  tokenizer::EncodeOptions encode;
+  if (body.contains("add_special")) {
+    if (!body["add_special"].is_boolean()) {
+      return ErrorResponse(400, "\"add_special\" must be a boolean", "add_special");
+    }
+    encode.add_special = body["add_special"].get<bool>();
+  }
+  Result<std::vector<tokenizer::TokenId>> ids =
+      tokenizer_->Encode(body["content"].get_ref<const std::string&>(), encode);
+  if (!ids.ok()) return ErrorResponse(400, ids.status().message(), "content");
+  return JsonResponse(200, Json{{"tokens", *ids}});
+}
+
+HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  auto parsed = ParseObject(request);
+  if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
+  const Json& body = std::get<Json>(parsed);
+  if (!body.contains("tokens")) return ErrorResponse(400, "\"tokens\" is required", "tokens");
+  const Json& tokens = body["tokens"];
+  if (!tokens.is_array())
+    return ErrorResponse(400, "\"tokens\" must be a list of token ids", "tokens");
+  const int64_t vocab = tokenizer_->vocab_size();
+  std::vector<tokenizer::TokenId> ids;
+  ids.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const Json& t = tokens[i];
+    if (!t.is_number_integer()) {
+      return ErrorResponse(400, "tokens[" + std::to_string(i) + "] is not an integer", "tokens");
+    }
+    const int64_t id = t.is_number_unsigned() && t.get<uint64_t>() > uint64_t{INT64_MAX}
+                           ? INT64_MAX
+                           : t.get<int64_t>();
+    if (id < 0 || id >= vocab) {
+      return ErrorResponse(400,
+                           "tokens[" + std::to_string(i) + "] = " + t.dump() +
+                               " is outside the vocabulary [0, " + std::to_string(vocab) + ")",
+                           "tokens");
+    }
+    ids.push_back(static_cast<tokenizer::TokenId>(id));
+  }
+  return JsonResponse(200, Json{{"content", tokenizer_->Decode(ids, /*skip_special=*/false)}});
+}
+
+std::string_view MetricsRouteLabel(std::string_view path) {
+  static constexpr std::array<std::string_view, 8> kRoutes = {
+      "/health",         "/ready",    "/metrics",   "/v1/models", "/v1/chat/completions",
+      "/v1/completions", "/tokenize", "/detokenize"};
+  for (std::string_view route : kRoutes) {
+    if (path == route) return route;
+  }
+  if (path.starts_with(kModelsPrefix)) return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace pier::http

@@ -1,0 +1,142 @@
+#include "http/api_keys.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+namespace pier::http {
+namespace {
+
+// Equality that reads every byte of `presented` whatever the contents, so the time taken does
+// not tell how many leading bytes matched. (The length of a stored key may still show.)
+bool ConstantTimeEquals(std::string_view presented, std::string_view stored) {
+  unsigned char diff = presented.size() == stored.size() ? 0 : 1;
+  for (size_t i = 0; i < presented.size(); ++i) {
+    const unsigned char s =
+        stored.empty() ? 0 : static_cast<unsigned char>(stored[i % stored.size()]);
+    diff |= static_cast<unsigned char>(static_cast<unsigned char>(presented[i]) ^ s);
+  }
+  return diff == 0;
+}
+
+std::string_view TrimSpaces(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// The key a request presents: "Authorization: Bearer <key>" (scheme case-insensitive), else
+// "X-API-Key: <key>"; nullopt when neither header is there.
+std::optional<std::string_view> PresentedKey(const HttpRequest& request) {
+  if (std::optional<std::string_view> auth = request.Header("authorization")) {
+    std::string_view value = TrimSpaces(*auth);
+    constexpr std::string_view kBearer = "bearer ";
+    if (value.size() >= kBearer.size()) {
+      bool is_bearer = true;
+      for (size_t i = 0; i < kBearer.size(); ++i) {
+        const char c = static_cast<char>(value[i] | 0x20);
+        if (c != kBearer[i]) is_bearer = false;
+      }
+      if (is_bearer) return TrimSpaces(value.substr(kBearer.size()));
+    }
+    return value;  // another scheme: never matches a key unless it is literally the key
+  }
+  if (std::optional<std::string_view> key = request.Header("x-api-key")) return TrimSpaces(*key);
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view source_name) {
+  const std::string source(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(source + ": not valid YAML: " + e.what());
+  }
+  if (!root.IsMap() || !root["keys"]) {
+    return InvalidArgumentError(source + ": expected a map with a list under \"keys\"");
+  }
+  const YAML::Node list = root["keys"];
+  if (!list.IsSequence()) return InvalidArgumentError(source + ": \"keys\" must be a list");
+  ApiKeys keys;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node entry = list[i];
+    const std::string where = source + ": keys[" + std::to_string(i) + "]";
+    if (!entry.IsMap()) return InvalidArgumentError(where + ": expected a map with key and tenant");
+    for (const auto& field : entry) {
+      const std::string name = field.first.Scalar();
+      if (name != "key" && name != "tenant" && name != "max_priority") {
+        return InvalidArgumentError(where + ": unknown field \"" + name +
+                                    "\" (known: key, tenant, max_priority)");
+      }
+      if (!field.second.IsScalar()) {
+        return InvalidArgumentError(where + ": \"" + name + "\" must be a single value");
+      }
+    }
+    Entry parsed;
+    if (!entry["key"] || entry["key"].Scalar().empty()) {
+      return InvalidArgumentError(where + ": \"key\" is missing or empty");
+    }
+    parsed.key = entry["key"].Scalar();
+    if (!entry["tenant"] || entry["tenant"].Scalar().empty()) {
+      return InvalidArgumentError(where + ": \"tenant\" is missing or empty");
+    }
+    parsed.principal.tenant = entry["tenant"].Scalar();
+    if (entry["max_priority"]) {
+      Result<engine::Priority> priority = engine::ParsePriority(entry["max_priority"].Scalar());
+      if (!priority.ok()) {
+        return InvalidArgumentError(where + ": max_priority: " + priority.status().message());
+      }
+      parsed.principal.max_priority = *priority;
+    }
+    // The message names the entry and its tenant, never the key.
+    if (!seen.insert(parsed.key).second) {
+      return InvalidArgumentError(where + " (tenant \"" + parsed.principal.tenant +
+                                  "\"): duplicate key (each key must be unique)");
+    }
+    keys.entries_.push_back(std::move(parsed));
+  }
+  // A keys file that lists nothing would leave the API open: refuse it.
+  if (keys.entries_.empty()) {
+    return InvalidArgumentError(source +
+                                ": \"keys\" lists no key (an empty list would leave "
+                                "the API open; run without --api-keys for that)");
+  }
+  return keys;
+}
+
+Result<ApiKeys> ApiKeys::Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot read the API keys file " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return NotFoundError("cannot read the API keys file " + path);
+  return Parse(text.str(), path);
+}
+
+std::variant<Principal, HttpResponse> ApiKeys::Authenticate(const HttpRequest& request) const {
+  if (entries_.empty()) return Principal{};
+  const std::optional<std::string_view> presented = PresentedKey(request);
+  if (!presented.has_value() || presented->empty()) {
+    return ErrorResponse(401,
+                         "missing API key: send it as \"Authorization: Bearer <key>\" or "
+                         "\"X-API-Key: <key>\"",
+                         "", "missing_api_key");
+  }
+  // Every key is compared (no early exit), each in constant time.
+  const Entry* match = nullptr;
+  for (const Entry& entry : entries_) {
+    if (ConstantTimeEquals(*presented, entry.key) && match == nullptr) match = &entry;
+  }
+  if (match == nullptr) return ErrorResponse(401, "invalid API key", "", "invalid_api_key");
+  return match->principal;
+}
+
+}  // namespace pier::http

@@ -1,0 +1,193 @@
+// ServeOptions: defaults, the YAML configuration file and flags (flags win), unknown names and
+// bad values reported with where they came from.
+#include "cli/serve_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace pier::cli {
+namespace {
+
+class ServeConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("pier_serve_config_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string WriteConfig(const std::string& text) {
+    const std::filesystem::path path = dir_ / "serve.yaml";
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ServeConfigTest, DefaultsWithoutFileOrFlags) {
+  Result<ServeOptions> options = ResolveServeOptions({});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ((*options).host, "127.0.0.1");
+  EXPECT_EQ((*options).port, 8080);
+  EXPECT_EQ((*options).http_threads, 1);
+  EXPECT_EQ((*options).threads, 0);
+  EXPECT_EQ((*options).ctx, 4096);
+  EXPECT_EQ((*options).max_batched_tokens, 512);
+  EXPECT_EQ((*options).max_seqs, 64);
+  EXPECT_EQ((*options).max_body_bytes, uint64_t{4} << 20);
+  EXPECT_TRUE((*options).memory_budget.is_percent);
+  EXPECT_EQ((*options).memory_budget.percent, 100);
+  EXPECT_FALSE((*options).device_memory.has_value());
+  EXPECT_TRUE((*options).model.empty());
+  EXPECT_TRUE((*options).api_keys.empty());
+}
+
+TEST_F(ServeConfigTest, FileSetsEverySettingAFlagSets) {
+  const std::string path = WriteConfig(R"(
+model: /models/m.gguf
+name: my-model
+host: 0.0.0.0
+port: 8081
+threads: 3
+http_threads: 2
+api_keys: /etc/pier/keys.yaml
+metrics_key: scrape
+max_queued: 7
+memory_budget: 80%
+device_memory: 2GiB
+ctx: 2048
+max_batched_tokens: 256
+max_seqs: 16
+max_body_bytes: 1MiB
+shutdown_grace: 2.5
+watchdog_seconds: 5
+)");
+  Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  const ServeOptions& o = *resolved;
+  EXPECT_EQ(o.model, "/models/m.gguf");
+  EXPECT_EQ(o.name, "my-model");
+  EXPECT_EQ(o.host, "0.0.0.0");
+  EXPECT_EQ(o.port, 8081);
+  EXPECT_EQ(o.threads, 3);
+  EXPECT_EQ(o.http_threads, 2);
+  EXPECT_EQ(o.api_keys, "/etc/pier/keys.yaml");
+  EXPECT_EQ(o.metrics_key, "scrape");
+  EXPECT_EQ(o.max_queued, 7);
+  EXPECT_TRUE(o.memory_budget.is_percent);
+  EXPECT_EQ(o.memory_budget.percent, 80);
+  EXPECT_EQ(o.device_memory, uint64_t{2} << 30);
+  EXPECT_EQ(o.ctx, 2048);
+  EXPECT_EQ(o.max_batched_tokens, 256);
+  EXPECT_EQ(o.max_seqs, 16);
+  EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
+  EXPECT_DOUBLE_EQ(o.shutdown_grace_seconds, 2.5);
+  EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
+  // Every setting name appears in the file above: none is flag-only by mistake.
+  EXPECT_EQ(ServeSettingNames().size(), 17u);
+}
+
+TEST_F(ServeConfigTest, FlagsWinOverTheFile) {
+  const std::string path = WriteConfig("port: 8081\nhost: 0.0.0.0\nmemory_budget: 80%\n");
+  Result<ServeOptions> o =
+      ResolveServeOptions({{"config", path}, {"port", "9000"}, {"memory_budget", "512MiB"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ((*o).port, 9000);
+  EXPECT_EQ((*o).host, "0.0.0.0");
+  EXPECT_FALSE((*o).memory_budget.is_percent);
+  EXPECT_EQ((*o).memory_budget.bytes, uint64_t{512} << 20);
+}
+
+TEST_F(ServeConfigTest, RelativePathsInTheFileAreFromItsFolder) {
+  const std::string path = WriteConfig("model: m.gguf\napi_keys: sub/keys.yaml\n");
+  Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ((*o).model, (dir_ / "m.gguf").string());
+  EXPECT_EQ((*o).api_keys, (dir_ / "sub/keys.yaml").string());
+  // A relative flag stays as given (relative to the working directory).
+  Result<ServeOptions> flag = ResolveServeOptions({{"config", path}, {"model", "x.gguf"}});
+  ASSERT_TRUE(flag.ok());
+  EXPECT_EQ((*flag).model, "x.gguf");
+}
+
+TEST_F(ServeConfigTest, UnknownKeysAreNamedInTheError) {
+  const std::string path = WriteConfig("port: 8081\nprot: 1\nthreadz: 2\n");
+  Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
+  ASSERT_FALSE(o.ok());
+  const std::string m = o.status().message();
+  EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  EXPECT_NE(m.find("\"prot\""), std::string::npos) << m;
+  EXPECT_NE(m.find("\"threadz\""), std::string::npos) << m;
+  // Flag-style names are not keys.
+  EXPECT_FALSE(ResolveServeOptions({{"config", WriteConfig("max-seqs: 4\n")}}).ok());
+}
+
+void ExpectBad(const std::map<std::string, std::string>& flags, const std::string& part) {
+  Result<ServeOptions> o = ResolveServeOptions(flags);
+  ASSERT_FALSE(o.ok()) << part;
+  EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(o.status().message().find(part), std::string::npos) << o.status().message();
+}
+
+TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
+  ExpectBad({{"port", "65536"}}, "--port");
+  ExpectBad({{"port", "80x"}}, "--port");
+  ExpectBad({{"port", "-1"}}, "--port");
+  ExpectBad({{"threads", "0"}}, "--threads");
+  ExpectBad({{"http_threads", "0"}}, "--http-threads");
+  ExpectBad({{"max_queued", "-3"}}, "--max-queued");
+  ExpectBad({{"memory_budget", ""}}, "--memory-budget");
+  ExpectBad({{"memory_budget", "150%"}}, "--memory-budget");
+  ExpectBad({{"device_memory", "lots"}}, "--device-memory");
+  ExpectBad({{"ctx", "1"}}, "--ctx");
+  ExpectBad({{"max_batched_tokens", "0"}}, "--max-batched-tokens");
+  ExpectBad({{"max_seqs", "0"}}, "--max-seqs");
+  ExpectBad({{"max_body_bytes", "0"}}, "--max-body-bytes");
+  ExpectBad({{"shutdown_grace", "-1"}}, "--shutdown-grace");
+  ExpectBad({{"watchdog_seconds", "0"}}, "--watchdog-seconds");
+  ExpectBad({{"name", ""}}, "--name");
+  ExpectBad({{"api_keys", ""}}, "--api-keys");
+  ExpectBad({{"config", ""}}, "--config");
+}
+
+TEST_F(ServeConfigTest, BadFileValuesNameTheFileAndKey) {
+  const std::string path = WriteConfig("port: eighty\n");
+  Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find(path + ": port"), std::string::npos) << o.status().message();
+  ExpectBad({{"config", WriteConfig("port: [1, 2]\n")}}, "single value");
+  ExpectBad({{"config", WriteConfig("port:\n")}}, "no value");
+  ExpectBad({{"config", WriteConfig("- port\n")}}, "map of settings");
+  ExpectBad({{"config", WriteConfig("port: [\n")}}, "not valid YAML");
+}
+
+TEST_F(ServeConfigTest, EmptyFileAndMissingFile) {
+  Result<ServeOptions> empty = ResolveServeOptions({{"config", WriteConfig("")}});
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ((*empty).port, 8080);
+  Result<ServeOptions> missing = ResolveServeOptions({{"config", (dir_ / "nope.yaml").string()}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST(ModelIdFromPathTest, DropsFolderAndGgufSuffix) {
+  EXPECT_EQ(ModelIdFromPath("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "SmolLM2-135M-Instruct.Q4_1");
+  EXPECT_EQ(ModelIdFromPath("model.bin"), "model.bin");
+  EXPECT_EQ(ModelIdFromPath("dir/.gguf"), ".gguf");
+}
+
+TEST(FlagNameTest, UnderscoresBecomeDashes) {
+  EXPECT_EQ(FlagName("max_batched_tokens"), "--max-batched-tokens");
+  EXPECT_EQ(FlagName("port"), "--port");
+}
+
+}  // namespace
+}  // namespace pier::cli

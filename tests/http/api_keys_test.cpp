@@ -1,0 +1,170 @@
+// ApiKeys: parsing the keys file, and authenticating requests by "Authorization: Bearer" or
+// "X-API-Key" in constant time, with 401s in OpenAI's error shape that never echo a key.
+#include "http/api_keys.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace pier::http {
+namespace {
+
+constexpr const char* kKeysYaml = R"(
+keys:
+  - key: "sk-team-a-1"
+    tenant: "team-a"
+    max_priority: high
+  - key: "sk-team-b-1"
+    tenant: "team-b"
+    max_priority: low
+  - key: "sk-ops"
+    tenant: "ops"
+)";
+
+HttpRequest WithHeader(const std::string& name, const std::string& value) {
+  HttpRequest request;
+  request.method = "GET";
+  request.path = request.target = "/v1/models";
+  request.headers.emplace_back(name, value);
+  return request;
+}
+
+ApiKeys MustParse(const std::string& yaml) {
+  Result<ApiKeys> keys = ApiKeys::Parse(yaml, "keys.yaml");
+  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
+  return keys.ok() ? std::move(keys).value() : ApiKeys();
+}
+
+Principal MustAuthenticate(const ApiKeys& keys, const HttpRequest& request) {
+  auto result = keys.Authenticate(request);
+  if (const HttpResponse* denied = std::get_if<HttpResponse>(&result)) {
+    ADD_FAILURE() << "denied: " << denied->status << " " << denied->body;
+    return {};
+  }
+  return std::get<Principal>(result);
+}
+
+HttpResponse MustDeny(const ApiKeys& keys, const HttpRequest& request) {
+  auto result = keys.Authenticate(request);
+  if (const HttpResponse* denied = std::get_if<HttpResponse>(&result)) return *denied;
+  ADD_FAILURE() << "allowed as " << std::get<Principal>(result).tenant;
+  return {};
+}
+
+TEST(ApiKeysTest, BearerKeyMapsToTenantAndCeiling) {
+  const ApiKeys keys = MustParse(kKeysYaml);
+  EXPECT_TRUE(keys.enabled());
+  EXPECT_EQ(keys.size(), 3u);
+  Principal a = MustAuthenticate(keys, WithHeader("authorization", "Bearer sk-team-a-1"));
+  EXPECT_EQ(a.tenant, "team-a");
+  EXPECT_EQ(a.max_priority, engine::Priority::kHigh);
+  Principal b = MustAuthenticate(keys, WithHeader("authorization", "Bearer sk-team-b-1"));
+  EXPECT_EQ(b.tenant, "team-b");
+  EXPECT_EQ(b.max_priority, engine::Priority::kLow);
+}
+
+TEST(ApiKeysTest, CeilingDefaultsToCritical) {
+  const ApiKeys keys = MustParse(kKeysYaml);
+  Principal ops = MustAuthenticate(keys, WithHeader("authorization", "Bearer sk-ops"));
+  EXPECT_EQ(ops.tenant, "ops");
+  EXPECT_EQ(ops.max_priority, engine::Priority::kCritical);
+}
+
+TEST(ApiKeysTest, AcceptsXApiKeyHeaderAndAnyCaseOfBearer) {
+  const ApiKeys keys = MustParse(kKeysYaml);
+  EXPECT_EQ(MustAuthenticate(keys, WithHeader("x-api-key", "sk-team-a-1")).tenant, "team-a");
+  EXPECT_EQ(MustAuthenticate(keys, WithHeader("authorization", "bearer sk-ops")).tenant, "ops");
+  EXPECT_EQ(MustAuthenticate(keys, WithHeader("authorization", "BEARER  sk-ops ")).tenant, "ops");
+}
+
+TEST(ApiKeysTest, MissingKeyIs401InOpenAiShape) {
+  const ApiKeys keys = MustParse(kKeysYaml);
+  HttpRequest request;
+  request.path = "/v1/models";
+  HttpResponse denied = MustDeny(keys, request);
+  EXPECT_EQ(denied.status, 401);
+  auto body = nlohmann::json::parse(denied.body);
+  EXPECT_EQ(body["error"]["type"], "authentication_error");
+  EXPECT_EQ(body["error"]["code"], "missing_api_key");
+  EXPECT_TRUE(body["error"]["message"].is_string());
+}
+
+TEST(ApiKeysTest, WrongKeyIs401AndIsNotEchoed) {
+  const ApiKeys keys = MustParse(kKeysYaml);
+  for (const std::string wrong :
+       {"sk-team-a-", "sk-team-a-12", "SK-TEAM-A-1", "sk-wrong-key-xyz"}) {
+    HttpResponse denied = MustDeny(keys, WithHeader("authorization", "Bearer " + wrong));
+    EXPECT_EQ(denied.status, 401) << wrong;
+    EXPECT_EQ(nlohmann::json::parse(denied.body)["error"]["code"], "invalid_api_key");
+    EXPECT_EQ(denied.body.find(wrong), std::string::npos) << denied.body;
+  }
+  // Another scheme, or an empty bearer token, is no key.
+  EXPECT_EQ(MustDeny(keys, WithHeader("authorization", "Basic c2stb3Bz")).status, 401);
+  EXPECT_EQ(MustDeny(keys, WithHeader("authorization", "Bearer ")).status, 401);
+  EXPECT_EQ(MustDeny(keys, WithHeader("x-api-key", "")).status, 401);
+}
+
+TEST(ApiKeysTest, WithoutKeysEveryRequestIsTheDefaultPrincipal) {
+  const ApiKeys keys;
+  EXPECT_FALSE(keys.enabled());
+  Principal p = MustAuthenticate(keys, HttpRequest{});
+  EXPECT_EQ(p.tenant, "default");
+  EXPECT_EQ(p.max_priority, engine::Priority::kCritical);
+}
+
+void ExpectParseError(const std::string& yaml, const std::string& expected_part) {
+  Result<ApiKeys> keys = ApiKeys::Parse(yaml, "keys.yaml");
+  ASSERT_FALSE(keys.ok()) << yaml;
+  EXPECT_EQ(keys.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(keys.status().message().find("keys.yaml"), std::string::npos)
+      << keys.status().message();
+  EXPECT_NE(keys.status().message().find(expected_part), std::string::npos)
+      << keys.status().message();
+}
+
+TEST(ApiKeysTest, RejectsBadFilesNamingTheEntry) {
+  ExpectParseError("keys: [", "not valid YAML");
+  ExpectParseError("- key: a\n  tenant: t\n", "keys");
+  ExpectParseError("keys: {key: a}\n", "list");
+  ExpectParseError("keys:\n  - tenant: t\n", "keys[0]: \"key\" is missing");
+  ExpectParseError("keys:\n  - key: a\n    tenant: t\n  - key: b\n", "keys[1]: \"tenant\"");
+  ExpectParseError("keys:\n  - key: \"\"\n    tenant: t\n", "keys[0]");
+  ExpectParseError("keys:\n  - key: a\n    tenant: t\n    max_priority: urgent\n", "max_priority");
+  ExpectParseError("keys:\n  - key: a\n    tenant: t\n    role: admin\n", "unknown field \"role\"");
+  ExpectParseError("keys: []\n", "no key");
+}
+
+TEST(ApiKeysTest, DuplicateKeyIsRejectedWithoutQuotingIt) {
+  Result<ApiKeys> keys = ApiKeys::Parse(
+      "keys:\n  - key: sk-secret-dup\n    tenant: a\n  - key: sk-secret-dup\n    tenant: b\n",
+      "keys.yaml");
+  ASSERT_FALSE(keys.ok());
+  EXPECT_NE(keys.status().message().find("keys[1]"), std::string::npos);
+  EXPECT_NE(keys.status().message().find("duplicate"), std::string::npos);
+  EXPECT_EQ(keys.status().message().find("sk-secret-dup"), std::string::npos);
+}
+
+TEST(ApiKeysTest, LoadsFromFileAndReportsUnreadableFiles) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("pier_api_keys_test_" + std::to_string(::getpid()) + ".yaml");
+  {
+    std::ofstream out(path);
+    out << kKeysYaml;
+  }
+  Result<ApiKeys> keys = ApiKeys::Load(path.string());
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ((*keys).size(), 3u);
+  std::filesystem::remove(path);
+  Result<ApiKeys> missing = ApiKeys::Load(path.string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(path.string()), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pier::http
