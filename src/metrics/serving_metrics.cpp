@@ -37,8 +37,9 @@ const std::vector<double>& TokenCountBuckets() {
   return bounds;
 }
 
-const std::vector<std::string> kModel = {"model"};
-const std::vector<std::string> kModelName = {"model_name"};
+// Label names: `model` on pier_ series, `model_name` on the vLLM aliases (vLLM's spelling).
+std::vector<std::string> ModelLabel() { return {"model"}; }
+std::vector<std::string> ModelNameLabel() { return {"model_name"}; }
 
 // Records a duration or count unless it was not measured (negative or NaN).
 void ObserveMeasured(Histogram& histogram, double value) {
@@ -76,41 +77,41 @@ ServingMetrics::ServingMetrics(std::string model_name)
   in.http_responses =
       &r.AddCounter("pier_http_responses_total", "HTTP responses sent, by status code and route.",
                     {"model", "code", "route"});
-  in.prompt_tokens =
-      &r.AddCounter("pier_prompt_tokens_total", "Prompt tokens of finished requests.", kModel);
+  in.prompt_tokens = &r.AddCounter("pier_prompt_tokens_total",
+                                   "Prompt tokens of finished requests.", ModelLabel());
   in.generation_tokens = &r.AddCounter("pier_generation_tokens_total",
-                                       "Tokens generated for finished requests.", kModel);
+                                       "Tokens generated for finished requests.", ModelLabel());
   in.prefix_queries = &r.AddCounter(
       "pier_prefix_cache_queries_total",
       "Prompt tokens looked up in the prefix cache (every prompt token of a finished request).",
-      kModel);
+      ModelLabel());
   in.prefix_hits = &r.AddCounter("pier_prefix_cache_hits_total",
-                                 "Prompt tokens served from the prefix cache.", kModel);
+                                 "Prompt tokens served from the prefix cache.", ModelLabel());
   in.client_aborts =
       &r.AddCounter("pier_client_aborts_total",
                     "Requests aborted because the client went away or read too slowly, by reason.",
                     {"model", "reason"});
   in.ttft = &r.AddHistogram("pier_time_to_first_token_seconds",
-                            "Time from arrival to the first generated token.", kModel,
+                            "Time from arrival to the first generated token.", ModelLabel(),
                             TimeToFirstTokenBuckets());
   in.tpot = &r.AddHistogram("pier_time_per_output_token_seconds",
                             "Per request: (last token - first token) / (generated tokens - 1).",
-                            kModel, PerTokenBuckets());
+                            ModelLabel(), PerTokenBuckets());
   in.itl = &r.AddHistogram("pier_inter_token_latency_seconds",
-                           "Every gap between two tokens of a stream as they were sent.", kModel,
-                           PerTokenBuckets());
+                           "Every gap between two tokens of a stream as they were sent.",
+                           ModelLabel(), PerTokenBuckets());
   in.e2e = &r.AddHistogram("pier_e2e_request_latency_seconds",
-                           "Time from arrival to the end of the request.", kModel,
+                           "Time from arrival to the end of the request.", ModelLabel(),
                            RequestLatencyBuckets());
   in.queue = &r.AddHistogram("pier_request_queue_time_seconds",
-                             "Time from arrival to the first scheduled step.", kModel,
+                             "Time from arrival to the first scheduled step.", ModelLabel(),
                              RequestLatencyBuckets());
   in.prompt_length =
-      &r.AddHistogram("pier_request_prompt_tokens", "Prompt tokens per finished request.", kModel,
-                      TokenCountBuckets());
+      &r.AddHistogram("pier_request_prompt_tokens", "Prompt tokens per finished request.",
+                      ModelLabel(), TokenCountBuckets());
   in.generation_length =
       &r.AddHistogram("pier_request_generation_tokens", "Generated tokens per finished request.",
-                      kModel, TokenCountBuckets());
+                      ModelLabel(), TokenCountBuckets());
   // Series of this model exist from the start (at zero), so that rate() sees their first
   // increase; finish reasons as the engine reports them.
   const Labels model = {{"model", model_name_}};
@@ -129,35 +130,35 @@ ServingMetrics::ServingMetrics(std::string model_name)
 
   // vLLM's names for the same series (label model_name, as vLLM writes it).
   r.AddAlias(*in.prompt_tokens, "vllm:prompt_tokens_total", "Number of prefill tokens processed.",
-             kModelName);
+             ModelNameLabel());
   r.AddAlias(*in.generation_tokens, "vllm:generation_tokens_total",
-             "Number of generation tokens processed.", kModelName);
+             "Number of generation tokens processed.", ModelNameLabel());
   r.AddAlias(*in.requests, "vllm:request_success_total",
              "Count of finished requests, by finish reason.", {"model_name", "finished_reason"});
   r.AddAlias(*in.prefix_queries, "vllm:prefix_cache_queries_total",
-             "Prefix cache queries, in terms of number of queried tokens.", kModelName);
+             "Prefix cache queries, in terms of number of queried tokens.", ModelNameLabel());
   r.AddAlias(*in.prefix_hits, "vllm:prefix_cache_hits_total",
-             "Prefix cache hits, in terms of number of cached tokens.", kModelName);
+             "Prefix cache hits, in terms of number of cached tokens.", ModelNameLabel());
   r.AddAlias(*in.ttft, "vllm:time_to_first_token_seconds",
-             "Histogram of time to first token in seconds.", kModelName);
+             "Histogram of time to first token in seconds.", ModelNameLabel());
   // vLLM (v1) writes the per-token gaps under both names, and the per-request mean under
   // request_time_per_output_token.
   r.AddAlias(*in.itl, "vllm:inter_token_latency_seconds",
-             "Histogram of inter-token latency in seconds.", kModelName);
+             "Histogram of inter-token latency in seconds.", ModelNameLabel());
   r.AddAlias(*in.itl, "vllm:time_per_output_token_seconds",
              "Histogram of time per output token in seconds (inter-token gaps, as vLLM v1).",
-             kModelName);
+             ModelNameLabel());
   r.AddAlias(*in.tpot, "vllm:request_time_per_output_token_seconds",
              "Histogram of time per output token in seconds, one observation per request.",
-             kModelName);
+             ModelNameLabel());
   r.AddAlias(*in.e2e, "vllm:e2e_request_latency_seconds",
-             "Histogram of end to end request latency in seconds.", kModelName);
+             "Histogram of end to end request latency in seconds.", ModelNameLabel());
   r.AddAlias(*in.queue, "vllm:request_queue_time_seconds",
-             "Histogram of time spent in the waiting queue in seconds.", kModelName);
+             "Histogram of time spent in the waiting queue in seconds.", ModelNameLabel());
   r.AddAlias(*in.prompt_length, "vllm:request_prompt_tokens",
-             "Number of prefill tokens processed, per request.", kModelName);
+             "Number of prefill tokens processed, per request.", ModelNameLabel());
   r.AddAlias(*in.generation_length, "vllm:request_generation_tokens",
-             "Number of generation tokens processed, per request.", kModelName);
+             "Number of generation tokens processed, per request.", ModelNameLabel());
 }
 
 ServingMetrics::~ServingMetrics() = default;
@@ -208,17 +209,17 @@ class LiveFigures {
   explicit LiveFigures(const std::string& model) : model_(model) {}
 
   Family<Gauge>& AddGauge(std::string name, std::string help, double value) {
-    Family<Gauge>& family = registry_.AddGauge(std::move(name), std::move(help), kModel);
+    Family<Gauge>& family = registry_.AddGauge(std::move(name), std::move(help), ModelLabel());
     family.WithLabels({{"model", model_}}).Set(value);
     return family;
   }
   Family<Counter>& AddCounter(std::string name, std::string help, double value) {
-    Family<Counter>& family = registry_.AddCounter(std::move(name), std::move(help), kModel);
+    Family<Counter>& family = registry_.AddCounter(std::move(name), std::move(help), ModelLabel());
     family.WithLabels({{"model", model_}}).Increment(std::max(value, 0.0));
     return family;
   }
   void Alias(const FamilyBase& target, std::string name, std::string help) {
-    registry_.AddAlias(target, std::move(name), std::move(help), kModelName);
+    registry_.AddAlias(target, std::move(name), std::move(help), ModelNameLabel());
   }
   Registry& registry() { return registry_; }
 
