@@ -28,8 +28,8 @@ class Registry;
 // One finished request as the HTTP layer saw it. Durations in seconds; a negative value means
 // "not measured" (e.g. no token was produced, so no time to first token).
 struct RequestRecord {
-  std::string_view model;
-  std::string_view finish_reason;  // "stop", "length", "abort", "error"
+  std::string_view model = {};          // empty: the model name ServingMetrics was created with
+  std::string_view finish_reason = {};  // "stop", "length", "abort", "error"
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t cached_prompt_tokens = 0;
