@@ -1,0 +1,293 @@
+#include "http/openai_api.h"
+
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "http/openai_request.h"
+#include "http/openai_stream.h"
+
+namespace pier::http {
+
+namespace {
+
+// Without a limit from the options or the engine (should not happen): a modest default.
+constexpr int64_t kFallbackMaxTokens = 256;
+
+HttpResponse FromError(const OpenAiError& e) {
+  return ErrorResponse(e.status, e.message, e.param, e.code);
+}
+
+// An engine Submit error as the client should see it.
+HttpResponse FromSubmitError(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      return ErrorResponse(400, status.message());
+    case StatusCode::kResourceExhausted: {
+      HttpResponse response = ErrorResponse(429, status.message());
+      response.headers.emplace_back("Retry-After", "1");
+      return response;
+    }
+    case StatusCode::kUnavailable:
+      return ErrorResponse(503, status.message());
+    default:
+      return ErrorResponse(500, status.message());
+  }
+}
+
+}  // namespace
+
+struct OpenAiApi::Impl {
+  OpenAiApiOptions options;
+  engine::EngineClient* client;
+  const tokenizer::Tokenizer* tokenizer;
+  const tokenizer::ChatTemplate* chat_template;
+  const ApiKeys* keys;
+  metrics::ServingMetrics* metrics;
+
+  std::mutex rng_mutex;
+  std::mt19937_64 rng;  // guarded by rng_mutex: response ids and seeds not given
+
+  uint64_t Random() {
+    std::lock_guard lock(rng_mutex);
+    return rng();
+  }
+
+  std::string ResponseId(OpenAiEndpoint endpoint) {
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(Random()),
+                  static_cast<unsigned long long>(Random()));
+    return (endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") +
+           std::string(hex, 24);
+  }
+
+  HttpResponse Handle(const HttpRequest& http, OpenAiEndpoint endpoint);
+  // The prompt of each engine request (token ids) and, with echo, its text; or the error.
+  std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(const OpenAiRequest& r);
+};
+
+std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Prompts(
+    const OpenAiRequest& r) {
+  std::vector<OpenAiStreamPrompt> prompts;
+  if (r.endpoint == OpenAiEndpoint::kChatCompletions) {
+    if (chat_template == nullptr) {
+      return ErrorResponse(
+          400, "model " + options.model_id + " has no chat template; use /v1/completions");
+    }
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    for (const ChatMessage& m : r.messages) {
+      nlohmann::ordered_json message = {{"role", m.role}, {"content", m.content}};
+      if (m.name.has_value()) message["name"] = *m.name;
+      messages.push_back(std::move(message));
+    }
+    tokenizer::ChatTemplateOptions render;
+    render.add_generation_prompt = true;
+    if (tokenizer->bos_id() >= 0)
+      render.bos_token = std::string(tokenizer->Piece(tokenizer->bos_id()));
+    if (tokenizer->eos_id() >= 0)
+      render.eos_token = std::string(tokenizer->Piece(tokenizer->eos_id()));
+    Result<std::string> text = chat_template->Apply(messages, render);
+    if (!text.ok()) {
+      return ErrorResponse(400, "the chat template failed: " + text.status().message(), "messages");
+    }
+    tokenizer::EncodeOptions encode;
+    encode.parse_special = true;
+    // The template may write the BOS itself: do not add a second one.
+    encode.add_special = !tokenizer::PromptStartsWithBos(*text, render.bos_token);
+    Result<std::vector<int32_t>> tokens = tokenizer->Encode(*text, encode);
+    if (!tokens.ok()) return ErrorResponse(400, tokens.status().message(), "messages");
+    OpenAiStreamPrompt prompt;
+    prompt.prompt_tokens = std::move(tokens).value();
+    prompts.push_back(std::move(prompt));
+    return prompts;
+  }
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const CompletionPrompt& p = r.prompts[i];
+    OpenAiStreamPrompt prompt;
+    if (p.is_tokens) {
+      for (int32_t id : p.tokens) {
+        if (id >= tokenizer->vocab_size()) {
+          return ErrorResponse(400,
+                               "prompt token id " + std::to_string(id) +
+                                   " is outside the vocabulary (size " +
+                                   std::to_string(tokenizer->vocab_size()) + ")",
+                               "prompt");
+        }
+      }
+      prompt.prompt_tokens = p.tokens;
+      if (r.echo) prompt.echo_text = tokenizer->Decode(p.tokens);
+    } else {
+      Result<std::vector<int32_t>> tokens = tokenizer->Encode(p.text);
+      if (!tokens.ok()) return ErrorResponse(400, tokens.status().message(), "prompt");
+      prompt.prompt_tokens = std::move(tokens).value();
+      if (r.echo) prompt.echo_text = p.text;
+    }
+    if (prompt.prompt_tokens.empty()) {
+      return ErrorResponse(400, "prompt " + std::to_string(i) + " is empty (no tokens)", "prompt");
+    }
+    prompts.push_back(std::move(prompt));
+  }
+  return prompts;
+}
+
+HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint endpoint) {
+  Principal principal;
+  if (keys != nullptr) {
+    auto auth = keys->Authenticate(http);
+    if (auto* denied = std::get_if<HttpResponse>(&auth)) return std::move(*denied);
+    principal = std::get<Principal>(std::move(auth));
+  }
+
+  const OpenAiRequestLimits limits{.max_n = options.max_n};
+  OpenAiParseResult parsed = endpoint == OpenAiEndpoint::kChatCompletions
+                                 ? ParseChatCompletionRequest(http.body, limits)
+                                 : ParseCompletionRequest(http.body, limits);
+  if (const auto* error = std::get_if<OpenAiError>(&parsed)) return FromError(*error);
+  const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
+  if (r.model != options.model_id) {
+    return ErrorResponse(404, "model " + r.model + " does not exist", "model", "model_not_found");
+  }
+
+  // Priority: the body wins over the X-Priority header; the key's ceiling applies to both.
+  engine::Priority priority = engine::Priority::kNormal;
+  if (r.priority.has_value()) {
+    priority = *r.priority;
+  } else if (std::optional<std::string_view> header = http.Header("x-priority")) {
+    std::optional<engine::Priority> p = ParsePriorityValue(*header);
+    if (!p.has_value()) {
+      return ErrorResponse(400, "the X-Priority header must be critical, high, normal, low or 0..3",
+                           "priority");
+    }
+    priority = *p;
+  }
+  priority = ClampPriority(priority, principal.max_priority);
+
+  auto prompts_or = Prompts(r);
+  if (auto* error = std::get_if<HttpResponse>(&prompts_or)) return std::move(*error);
+  std::vector<OpenAiStreamPrompt> prompts = std::get<0>(std::move(prompts_or));
+
+  int64_t limit = options.max_request_tokens;
+  if (limit <= 0) limit = client->Stats().max_request_tokens;
+  const std::string prompt_param =
+      endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
+  std::vector<int32_t> max_tokens(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int64_t prompt_tokens = static_cast<int64_t>(prompts[i].prompt_tokens.size());
+    if (r.max_tokens.has_value()) {
+      if (limit > 0 && prompt_tokens + *r.max_tokens > limit) {
+        return ErrorResponse(400,
+                             "the prompt (" + std::to_string(prompt_tokens) +
+                                 " tokens) plus max_tokens (" + std::to_string(*r.max_tokens) +
+                                 ") exceeds the model's limit of " + std::to_string(limit) +
+                                 " tokens",
+                             "max_tokens");
+      }
+      max_tokens[i] = static_cast<int32_t>(*r.max_tokens);
+      continue;
+    }
+    if (limit > 0 && prompt_tokens >= limit) {
+      return ErrorResponse(400,
+                           "the prompt has " + std::to_string(prompt_tokens) +
+                               " tokens; the model's limit is " + std::to_string(limit) +
+                               " tokens, prompt and completion together",
+                           prompt_param);
+    }
+    int64_t room = limit > 0 ? limit - prompt_tokens : kFallbackMaxTokens;
+    if (options.default_max_tokens > 0) room = std::min<int64_t>(room, options.default_max_tokens);
+    max_tokens[i] =
+        static_cast<int32_t>(std::min<int64_t>(room, std::numeric_limits<int32_t>::max()));
+  }
+
+  OpenAiStreamOptions stream_options;
+  stream_options.endpoint = endpoint;
+  stream_options.id = ResponseId(endpoint);
+  stream_options.model = options.model_id;
+  stream_options.created_unix_seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count();
+  stream_options.stream = r.stream;
+  stream_options.include_usage = r.include_usage;
+  stream_options.n = r.n;
+  stream_options.logprobs = r.logprobs;
+  stream_options.echo = r.echo && endpoint == OpenAiEndpoint::kCompletions;
+
+  const uint64_t seed = r.seed.has_value() ? *r.seed : Random();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine::Request request;
+    request.id = stream_options.id + "-" + std::to_string(i);
+    request.prompt_tokens = prompts[i].prompt_tokens;
+    request.sampling.temperature = r.temperature;
+    request.sampling.top_k = r.top_k;
+    request.sampling.top_p = r.top_p;
+    request.sampling.min_p = r.min_p;
+    request.sampling.repetition_penalty = r.repetition_penalty;
+    request.sampling.presence_penalty = r.presence_penalty;
+    request.sampling.frequency_penalty = r.frequency_penalty;
+    // Choice i of prompt p samples with seed + p * n + i: seed + its index in the response.
+    request.sampling.seed = seed + static_cast<uint64_t>(i) * static_cast<uint64_t>(r.n);
+    request.sampling.logprobs = r.logprobs;
+    request.n = r.n;
+    request.max_tokens = max_tokens[i];
+    request.stop = r.stop;
+    request.ignore_eos = r.ignore_eos;
+    if (stream_options.echo && r.logprobs.has_value()) request.prompt_logprobs = *r.logprobs;
+    request.priority = priority;
+    request.tenant = principal.tenant;
+    prompts[i].engine_id = request.id;
+    if (Status valid = request.sampling.Validate(); !valid.ok()) {
+      for (size_t j = 0; j < i; ++j) client->Abort(prompts[j].engine_id);
+      return ErrorResponse(400, valid.message());
+    }
+    Result<std::shared_ptr<engine::RequestHandle>> handle = client->Submit(std::move(request));
+    if (!handle.ok()) {
+      for (size_t j = 0; j < i; ++j) client->Abort(prompts[j].engine_id);
+      return FromSubmitError(handle.status());
+    }
+    prompts[i].handle = std::move(handle).value();
+  }
+
+  HttpResponse response;
+  response.headers.emplace_back("X-Priority-Applied", std::string(engine::PriorityName(priority)));
+  if (r.stream) {
+    response.content_type = "text/event-stream";
+    response.chunked = true;
+    response.headers.emplace_back("Cache-Control", "no-cache");
+  }
+  response.stream = std::make_shared<OpenAiStream>(std::move(stream_options), std::move(prompts),
+                                                   client, tokenizer, metrics);
+  return response;
+}
+
+OpenAiApi::OpenAiApi(OpenAiApiOptions options, engine::EngineClient* client,
+                     const tokenizer::Tokenizer* tokenizer,
+                     const tokenizer::ChatTemplate* chat_template, const ApiKeys* keys,
+                     metrics::ServingMetrics* metrics)
+    : impl_(std::make_shared<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->client = client;
+  impl_->tokenizer = tokenizer;
+  impl_->chat_template = chat_template;
+  impl_->keys = keys;
+  impl_->metrics = metrics;
+  std::random_device device;
+  impl_->rng.seed((static_cast<uint64_t>(device()) << 32) ^ device());
+}
+
+OpenAiApi::~OpenAiApi() = default;
+
+void OpenAiApi::Register(Router& router) {
+  std::shared_ptr<Impl> impl = impl_;
+  router.Add("POST", "/v1/chat/completions", [impl](const HttpRequest& request) {
+    return impl->Handle(request, OpenAiEndpoint::kChatCompletions);
+  });
+  router.Add("POST", "/v1/completions", [impl](const HttpRequest& request) {
+    return impl->Handle(request, OpenAiEndpoint::kCompletions);
+  });
+}
+
+}  // namespace pier::http

@@ -1,0 +1,393 @@
+#include "http/openai_stream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace pier::http {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string Dump(const json& value) {
+  // Token pieces may be partial UTF-8: replace rather than throw.
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string SseEvent(const std::string& data) { return "data: " + data + "\n\n"; }
+
+int64_t SteadyNowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct OpenAiStream::Choice {
+  int32_t index = 0;  // prompt * n + i
+  bool started = false;
+  bool finished = false;
+  std::string finish_reason;
+  std::string text;  // non-streaming: everything so far (echo included)
+  // Logprobs accumulated (non-streaming) or of the current chunk (streaming):
+  // chat: {"content": [...]}; completions: {"tokens", "token_logprobs", "top_logprobs",
+  // "text_offset"}.
+  json logprobs;
+  int64_t text_offset = 0;  // completions: where the next token's text starts
+  int64_t completion_tokens = 0;
+  int64_t last_token_at_us = 0;  // for inter-token latency
+  engine::Event last;            // the final event (usage, timestamps)
+};
+
+struct OpenAiStream::Group {
+  OpenAiStreamPrompt prompt;
+  std::vector<Choice> choices;  // [n]
+  std::vector<engine::PromptTokenLogprob> prompt_logprobs;
+  int64_t cached_prompt_tokens = 0;
+  bool finished = false;
+};
+
+OpenAiStream::OpenAiStream(OpenAiStreamOptions options, std::vector<OpenAiStreamPrompt> prompts,
+                           engine::EngineClient* client, const tokenizer::Tokenizer* tokenizer,
+                           metrics::ServingMetrics* metrics)
+    : options_(std::move(options)), client_(client), tokenizer_(tokenizer), metrics_(metrics) {
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    auto group = std::make_unique<Group>();
+    group->prompt = std::move(prompts[p]);
+    group->choices.resize(static_cast<size_t>(options_.n));
+    for (int32_t i = 0; i < options_.n; ++i) {
+      group->choices[i].index = static_cast<int32_t>(p) * options_.n + i;
+    }
+    groups_.push_back(std::move(group));
+  }
+}
+
+OpenAiStream::~OpenAiStream() {
+  for (const auto& group : groups_) group->prompt.handle->SetListener({});
+  std::lock_guard lock(mutex_);
+  if (!done_ && !aborted_) AbortAll();
+}
+
+void OpenAiStream::Start(std::function<void()> wake) {
+  // Not under mutex_: SetListener may call wake at once, and wake may poll.
+  for (const auto& group : groups_) group->prompt.handle->SetListener(wake);
+}
+
+size_t OpenAiStream::backlog() const {
+  size_t total = 0;
+  for (const auto& group : groups_) total += group->prompt.handle->pending();
+  return total;
+}
+
+void OpenAiStream::Cancel(std::string_view /*reason*/) {
+  for (const auto& group : groups_) group->prompt.handle->SetListener({});
+  std::lock_guard lock(mutex_);
+  if (aborted_ || done_) return;
+  AbortAll();
+  done_ = true;
+}
+
+void OpenAiStream::AbortAll() {
+  aborted_ = true;
+  for (const auto& group : groups_) {
+    if (!group->finished) client_->Abort(group->prompt.engine_id);
+  }
+}
+
+std::string OpenAiStream::ChunkJson(json choices) const {
+  const bool chat = options_.endpoint == OpenAiEndpoint::kChatCompletions;
+  json chunk = {{"id", options_.id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", options_.created_unix_seconds},
+                {"model", options_.model},
+                {"choices", std::move(choices)}};
+  if (options_.include_usage) chunk["usage"] = nullptr;
+  return SseEvent(Dump(chunk));
+}
+
+json OpenAiStream::UsageJson() const {
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached = 0;
+  for (const auto& group : groups_) {
+    prompt_tokens += static_cast<int64_t>(group->prompt.prompt_tokens.size());
+    cached += group->cached_prompt_tokens;
+    for (const Choice& c : group->choices) completion_tokens += c.completion_tokens;
+  }
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+void OpenAiStream::AppendTokenLogprobs(Choice& choice, const engine::Event& event, json* piece) {
+  if (!options_.logprobs.has_value() || event.token < 0 || !event.logprob.has_value()) return;
+  // An end-of-generation token ends the text without appearing in it: no logprob entry.
+  if (event.finish == engine::FinishReason::kStop && tokenizer_->IsEndOfGeneration(event.token)) {
+    return;
+  }
+  const std::string token_text = tokenizer_->TokenBytes(event.token);
+  if (options_.endpoint == OpenAiEndpoint::kChatCompletions) {
+    auto entry = [&](int32_t token, float logprob) {
+      const std::string bytes = tokenizer_->TokenBytes(token);
+      json byte_values = json::array();
+      for (unsigned char b : bytes) byte_values.push_back(static_cast<int>(b));
+      return json{{"token", bytes}, {"logprob", logprob}, {"bytes", std::move(byte_values)}};
+    };
+    json item = entry(event.token, *event.logprob);
+    json top = json::array();
+    for (const sampling::TokenLogprob& t : event.top_logprobs)
+      top.push_back(entry(t.token, t.logprob));
+    item["top_logprobs"] = std::move(top);
+    if (piece->is_null()) *piece = {{"content", json::array()}};
+    (*piece)["content"].push_back(std::move(item));
+    return;
+  }
+  if (piece->is_null()) {
+    *piece = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  }
+  json top = json::object();
+  for (const sampling::TokenLogprob& t : event.top_logprobs) {
+    top[tokenizer_->TokenBytes(t.token)] = t.logprob;
+  }
+  (*piece)["tokens"].push_back(token_text);
+  (*piece)["token_logprobs"].push_back(*event.logprob);
+  (*piece)["top_logprobs"].push_back(std::move(top));
+  (*piece)["text_offset"].push_back(choice.text_offset);
+  choice.text_offset += static_cast<int64_t>(token_text.size());
+}
+
+// Completions with echo and logprobs: the prompt's tokens lead the choice's logprobs (the
+// first has no logprob: nothing precedes it).
+void OpenAiStream::AppendPromptLogprobs(Group& group, Choice& choice, json* piece) {
+  if (!options_.logprobs.has_value() || !options_.echo ||
+      options_.endpoint != OpenAiEndpoint::kCompletions) {
+    return;
+  }
+  if (piece->is_null()) {
+    *piece = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  }
+  const std::vector<int32_t>& tokens = group.prompt.prompt_tokens;
+  std::vector<const engine::PromptTokenLogprob*> at_position(tokens.size(), nullptr);
+  for (const engine::PromptTokenLogprob& p : group.prompt_logprobs) {
+    if (p.position >= 0 && p.position < static_cast<int64_t>(tokens.size())) {
+      at_position[static_cast<size_t>(p.position)] = &p;
+    }
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string token_text = tokenizer_->TokenBytes(tokens[i]);
+    json logprob = nullptr;
+    json top = nullptr;
+    if (const engine::PromptTokenLogprob* p = at_position[i]; p != nullptr) {
+      logprob = p->logprob;
+      top = json::object();
+      for (const sampling::TokenLogprob& t : p->top_logprobs) {
+        top[tokenizer_->TokenBytes(t.token)] = t.logprob;
+      }
+    }
+    (*piece)["tokens"].push_back(token_text);
+    (*piece)["token_logprobs"].push_back(std::move(logprob));
+    (*piece)["top_logprobs"].push_back(std::move(top));
+    (*piece)["text_offset"].push_back(offset);
+    offset += static_cast<int64_t>(token_text.size());
+  }
+  choice.text_offset = static_cast<int64_t>(group.prompt.echo_text.size());
+}
+
+void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& out) {
+  if (event.choice < 0 || event.choice >= options_.n) return;
+  Choice& choice = group.choices[static_cast<size_t>(event.choice)];
+  if (choice.finished) return;
+  if (event.choice == 0 && !event.prompt_logprobs.empty()) {
+    group.prompt_logprobs = std::move(event.prompt_logprobs);
+  }
+  if (event.finish == engine::FinishReason::kError) {
+    failure_ = Failure{500, "the engine failed the request: " + event.error};
+    return;
+  }
+  if (event.finish == engine::FinishReason::kAbort) {
+    failure_ = Failure{503, "the engine stopped the request (it is shutting down)"};
+    return;
+  }
+
+  json logprobs_piece;  // this event's logprobs (null when none)
+  std::string text;
+  if (!choice.started) {
+    choice.started = true;
+    if (options_.echo && options_.endpoint == OpenAiEndpoint::kCompletions) {
+      text = group.prompt.echo_text;
+      AppendPromptLogprobs(group, choice, &logprobs_piece);
+    }
+  }
+  text += event.text;
+  if (event.token >= 0) {
+    const int64_t now = SteadyNowUs();
+    if (options_.stream && metrics_ != nullptr && choice.last_token_at_us > 0) {
+      metrics_->RecordInterTokenLatency(static_cast<double>(now - choice.last_token_at_us) / 1e6);
+    }
+    choice.last_token_at_us = now;
+  }
+  AppendTokenLogprobs(choice, event, &logprobs_piece);
+  if (event.finish.has_value()) {
+    choice.finished = true;
+    choice.finish_reason = std::string(engine::FinishReasonName(*event.finish));
+    choice.completion_tokens = event.usage.completion_tokens;
+    group.cached_prompt_tokens =
+        std::max(group.cached_prompt_tokens, event.usage.cached_prompt_tokens);
+    choice.last = event;
+  }
+
+  const bool chat = options_.endpoint == OpenAiEndpoint::kChatCompletions;
+  if (!options_.stream) {
+    choice.text += text;
+    if (logprobs_piece.is_null()) return;
+    if (choice.logprobs.is_null()) {
+      choice.logprobs = std::move(logprobs_piece);
+      return;
+    }
+    for (auto& [key, values] : logprobs_piece.items()) {
+      for (json& v : values) choice.logprobs[key].push_back(std::move(v));
+    }
+    return;
+  }
+  if (text.empty() && logprobs_piece.is_null() && !choice.finished) return;
+  json c = {{"index", choice.index}};
+  if (chat) {
+    c["delta"] = text.empty() ? json::object() : json{{"content", text}};
+  } else {
+    c["text"] = text;
+  }
+  c["logprobs"] = std::move(logprobs_piece);
+  c["finish_reason"] = choice.finished ? json(choice.finish_reason) : json(nullptr);
+  out += ChunkJson(json::array({std::move(c)}));
+}
+
+void OpenAiStream::FinishGroupIfDone(Group& group) {
+  if (group.finished) return;
+  for (const Choice& c : group.choices) {
+    if (!c.finished) return;
+  }
+  group.finished = true;
+  if (metrics_ == nullptr) return;
+  metrics::RequestRecord record;
+  record.model = options_.model;
+  record.finish_reason = group.choices[0].finish_reason;
+  record.prompt_tokens = static_cast<int64_t>(group.prompt.prompt_tokens.size());
+  record.cached_prompt_tokens = group.cached_prompt_tokens;
+  engine::TimestampUs first_token = 0, finished = 0;
+  const engine::TimestampUs queued = group.choices[0].last.times.queued_us;
+  for (const Choice& c : group.choices) {
+    record.generation_tokens += c.completion_tokens;
+    const engine::TimestampUs t = c.last.times.first_token_us;
+    if (t > 0 && (first_token == 0 || t < first_token)) first_token = t;
+    finished = std::max(finished, c.last.times.finished_us);
+  }
+  if (queued > 0) {
+    if (first_token > 0)
+      record.time_to_first_token = static_cast<double>(first_token - queued) / 1e6;
+    record.e2e_seconds = static_cast<double>(finished - queued) / 1e6;
+  }
+  const Choice& c0 = group.choices[0];
+  if (c0.completion_tokens > 1 && c0.last.times.first_token_us > 0) {
+    record.time_per_output_token =
+        static_cast<double>(c0.last.times.finished_us - c0.last.times.first_token_us) / 1e6 /
+        static_cast<double>(c0.completion_tokens - 1);
+  }
+  metrics_->RecordRequest(record);
+}
+
+std::string OpenAiStream::FullResponse() const {
+  const bool chat = options_.endpoint == OpenAiEndpoint::kChatCompletions;
+  json choices = json::array();
+  for (const auto& group : groups_) {
+    for (const Choice& c : group->choices) {
+      json item = {{"index", c.index}};
+      if (chat) {
+        item["message"] = {{"role", "assistant"}, {"content", c.text}};
+      } else {
+        item["text"] = c.text;
+      }
+      json logprobs = c.logprobs;
+      if (options_.logprobs.has_value() && logprobs.is_null()) {
+        logprobs = chat ? json{{"content", json::array()}}
+                        : json{{"tokens", json::array()},
+                               {"token_logprobs", json::array()},
+                               {"top_logprobs", json::array()},
+                               {"text_offset", json::array()}};
+      }
+      item["logprobs"] = std::move(logprobs);
+      item["finish_reason"] = c.finish_reason;
+      choices.push_back(std::move(item));
+    }
+  }
+  json response = {{"id", options_.id},
+                   {"object", chat ? "chat.completion" : "text_completion"},
+                   {"created", options_.created_unix_seconds},
+                   {"model", options_.model},
+                   {"choices", std::move(choices)},
+                   {"usage", UsageJson()}};
+  return Dump(response);
+}
+
+StreamChunk OpenAiStream::Poll() {
+  std::lock_guard lock(mutex_);
+  if (done_) return StreamChunk{.data = "", .done = true, .status = 0};
+  std::string out;
+  const bool chat = options_.endpoint == OpenAiEndpoint::kChatCompletions;
+  if (options_.stream && chat && !roles_sent_) {
+    roles_sent_ = true;
+    for (const auto& group : groups_) {
+      for (const Choice& c : group->choices) {
+        json item = {{"index", c.index},
+                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                     {"logprobs", nullptr},
+                     {"finish_reason", nullptr}};
+        out += ChunkJson(json::array({std::move(item)}));
+      }
+    }
+  }
+  for (const auto& group : groups_) {
+    if (group->finished) continue;
+    std::vector<engine::Event> events = group->prompt.handle->Drain();
+    for (engine::Event& event : events) {
+      HandleEvent(*group, event, out);
+      if (failure_.has_value()) break;
+    }
+    if (failure_.has_value()) break;
+    FinishGroupIfDone(*group);
+  }
+
+  if (failure_.has_value()) {
+    AbortAll();
+    done_ = true;
+    const std::string error = ErrorJson(failure_->status, failure_->message);
+    if (options_.stream) return StreamChunk{.data = out + SseEvent(error), .done = true};
+    return StreamChunk{.data = error, .done = true, .status = failure_->status};
+  }
+  const bool all_finished = std::all_of(groups_.begin(), groups_.end(),
+                                        [](const auto& group) { return group->finished; });
+  if (!all_finished) return StreamChunk{.data = std::move(out), .done = false};
+  done_ = true;
+  if (!options_.stream) return StreamChunk{.data = FullResponse(), .done = true};
+  if (options_.include_usage) {
+    const json chunk = {{"id", options_.id},
+                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", options_.created_unix_seconds},
+                        {"model", options_.model},
+                        {"choices", json::array()},
+                        {"usage", UsageJson()}};
+    out += SseEvent(Dump(chunk));
+  }
+  out += "data: [DONE]\n\n";
+  return StreamChunk{.data = std::move(out), .done = true};
+}
+
+}  // namespace pier::http

@@ -1,0 +1,105 @@
+// OpenAiStream: the ResponseStream of one OpenAI request, over the engine requests it submitted
+// (one per prompt; each with n choices).
+//
+// Streaming (`stream: true`): every Poll drains the engine events and turns them into SSE
+// events, `data: {json}\n\n`, in OpenAI's chunk shape ("chat.completion.chunk" with deltas, the
+// first delta of each choice carrying role "assistant"; or "text_completion"), one id across
+// chunks, finish_reason set only on the last chunk of each choice, then the usage chunk (with
+// stream_options.include_usage) and `data: [DONE]`. An engine error becomes one
+// `data: {"error": ...}` event that ends the stream. Non-streaming: events are accumulated and
+// the whole response JSON comes in the last chunk (status 500/503 for an engine failure).
+//
+// Choice numbering: the choice i of prompt p is index p * n + i. Stop strings are handled by
+// the engine (held back text is never streamed), so Event::text pieces are sent as they are.
+// Each engine request is recorded in ServingMetrics when its choices have finished.
+//
+// Ownership: shares ownership of the RequestHandles; borrows the client, tokenizer and
+// metrics, which must outlive the stream. Thread-safety: Start, Poll, backlog and Cancel may
+// be called from any thread (a mutex guards the stream's state); the wake callback is called
+// from the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine_client.h"
+#include "engine/scheduler/request.h"
+#include "http/http_types.h"
+#include "http/openai_request.h"
+#include "metrics/serving_metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pier::http {
+
+struct OpenAiStreamOptions {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
+  std::string id;  // "chatcmpl-<hex>" or "cmpl-<hex>"
+  std::string model;
+  int64_t created_unix_seconds = 0;
+  bool stream = false;
+  bool include_usage = false;
+  int32_t n = 1;                    // choices per prompt
+  std::optional<int32_t> logprobs;  // alternatives per token; unset: no logprobs
+  bool echo = false;                // completions: the prompt before the text
+};
+
+// One submitted engine request (one prompt).
+struct OpenAiStreamPrompt {
+  std::string engine_id;  // what Abort takes
+  std::shared_ptr<engine::RequestHandle> handle;
+  std::vector<int32_t> prompt_tokens;  // [n_prompt]
+  std::string echo_text;               // with echo: the prompt as text
+};
+
+class OpenAiStream final : public ResponseStream {
+ public:
+  OpenAiStream(OpenAiStreamOptions options, std::vector<OpenAiStreamPrompt> prompts,
+               engine::EngineClient* client, const tokenizer::Tokenizer* tokenizer,
+               metrics::ServingMetrics* metrics);
+  // Aborts engine requests that have not finished and removes the listeners.
+  ~OpenAiStream() override;
+
+  void Start(std::function<void()> wake) override;
+  [[nodiscard]] StreamChunk Poll() override;
+  size_t backlog() const override;
+  void Cancel(std::string_view reason) override;
+
+ private:
+  struct Choice;
+  struct Group;
+  struct Failure {
+    int status = 500;
+    std::string message;
+  };
+
+  void HandleEvent(Group& group, engine::Event& event, std::string& out);
+  void AppendTokenLogprobs(Choice& choice, const engine::Event& event,
+                           nlohmann::ordered_json* piece);
+  void AppendPromptLogprobs(Group& group, Choice& choice, nlohmann::ordered_json* piece);
+  void FinishGroupIfDone(Group& group);
+  void AbortAll();
+  std::string ChunkJson(nlohmann::ordered_json choices) const;
+  nlohmann::ordered_json UsageJson() const;
+  std::string FullResponse() const;
+
+  const OpenAiStreamOptions options_;
+  engine::EngineClient* client_;                // not owned
+  const tokenizer::Tokenizer* tokenizer_;       // not owned
+  metrics::ServingMetrics* metrics_;            // not owned; may be null
+  std::vector<std::unique_ptr<Group>> groups_;  // fixed after construction
+
+  mutable std::mutex mutex_;
+  bool roles_sent_ = false;         // guarded by mutex_
+  bool done_ = false;               // guarded by mutex_
+  bool aborted_ = false;            // guarded by mutex_
+  std::optional<Failure> failure_;  // guarded by mutex_
+};
+
+}  // namespace pier::http
