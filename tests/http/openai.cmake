@@ -8,3 +8,6 @@ if(NOT PIER_UNIT_TESTS_ONLY)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/openai_api_test.cpp
     LIBS pier_http_api nlohmann_json::nlohmann_json LABELS model)
 endif()
+pier_add_test(NAME openai_stream_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/openai_stream_test.cpp
+  LIBS pier_http_api nlohmann_json::nlohmann_json LABELS unit)

@@ -554,5 +554,47 @@ TEST_F(OpenAiApiTest, KeysClampPriorityAndAuthenticate) {
   EXPECT_EQ(Post("/v1/completions", request, {{"authorization", "Bearer sk-b"}}).status, 401);
 }
 
+// Answers every Submit with one error.
+class RefusingClient final : public engine::EngineClient {
+ public:
+  explicit RefusingClient(Status status) : status_(std::move(status)) {}
+  Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request) override {
+    return status_;
+  }
+  void Abort(const std::string&) override {}
+  engine::EngineStats Stats() const override { return {.max_request_tokens = 2048}; }
+
+ private:
+  Status status_;
+};
+
+TEST_F(OpenAiApiTest, SubmitErrorsMapToHttpStatuses) {
+  const std::vector<std::pair<Status, int>> cases = {
+      {InvalidArgumentError("bad sampling"), 400},
+      {ResourceExhaustedError("queue full"), 429},
+      {UnavailableError("shutting down"), 503},
+  };
+  for (const auto& [status, http_status] : cases) {
+    RefusingClient client(status);
+    OpenAiApi api({.model_id = kModel}, &client, &instance_->tokenizer(),
+                  instance_->chat_template(), nullptr, nullptr);
+    Router router;
+    api.Register(router);
+    HttpRequest http;
+    http.method = "POST";
+    http.path = "/v1/completions";
+    http.body = Completion("Hi", 2).dump();
+    HttpResponse response = router.Dispatch(http);
+    EXPECT_EQ(response.status, http_status) << status.ToString();
+    EXPECT_FALSE(response.stream);
+    EXPECT_NE(response.body.find(status.message()), std::string::npos) << response.body;
+    bool retry_after = false;
+    for (const auto& [name, value] : response.headers) {
+      retry_after |= name == "Retry-After" && value == "1";
+    }
+    EXPECT_EQ(retry_after, http_status == 429);
+  }
+}
+
 }  // namespace
 }  // namespace pier::http

@@ -1,0 +1,195 @@
+// OpenAiStream over hand-made engine events (no model): the endings the default model cannot
+// produce on demand (engine error, engine shutdown), Cancel, backlog, wake-ups and metrics.
+#include "http/openai_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "metrics/serving_metrics.h"
+
+namespace pier::http {
+namespace {
+
+using nlohmann::json;
+
+// Records aborts; nothing is submitted through it.
+class FakeClient final : public engine::EngineClient {
+ public:
+  Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request) override {
+    return UnavailableError("not used");
+  }
+  void Abort(const std::string& id) override { aborted.push_back(id); }
+  engine::EngineStats Stats() const override { return {}; }
+
+  std::vector<std::string> aborted;
+};
+
+engine::Event Token(int32_t choice, int32_t token, std::string text) {
+  engine::Event e;
+  e.choice = choice;
+  e.token = token;
+  e.text = std::move(text);
+  return e;
+}
+
+engine::Event Final(int32_t choice, engine::FinishReason reason, int64_t tokens) {
+  engine::Event e;
+  e.choice = choice;
+  e.finish = reason;
+  e.usage.prompt_tokens = 3;
+  e.usage.completion_tokens = tokens;
+  e.times.queued_us = 1'000;
+  e.times.first_token_us = 3'000;
+  e.times.finished_us = 7'000;
+  return e;
+}
+
+struct Fixture {
+  explicit Fixture(bool streaming, int prompts = 1, int n = 1,
+                   OpenAiEndpoint endpoint = OpenAiEndpoint::kChatCompletions,
+                   metrics::ServingMetrics* metrics = nullptr) {
+    OpenAiStreamOptions options;
+    options.endpoint = endpoint;
+    options.id = "chatcmpl-test";
+    options.model = "m";
+    options.stream = streaming;
+    options.n = n;
+    std::vector<OpenAiStreamPrompt> list;
+    for (int p = 0; p < prompts; ++p) {
+      OpenAiStreamPrompt prompt;
+      prompt.engine_id = "chatcmpl-test-" + std::to_string(p);
+      prompt.handle = std::make_shared<engine::RequestHandle>(prompt.engine_id, n);
+      prompt.prompt_tokens = {1, 2, 3};
+      handles.push_back(prompt.handle);
+      list.push_back(std::move(prompt));
+    }
+    stream = std::make_shared<OpenAiStream>(options, std::move(list), &client, nullptr, metrics);
+  }
+
+  FakeClient client;
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  std::shared_ptr<OpenAiStream> stream;
+};
+
+TEST(OpenAiStreamTest, EngineErrorEndsAStreamWithOneErrorEvent) {
+  Fixture f(/*stream=*/true);
+  f.stream->Start([] {});
+  f.handles[0]->Push(Token(0, 5, "Hi"));
+  engine::Event error = Final(0, engine::FinishReason::kError, 1);
+  error.error = "runner failed: device lost";
+  f.handles[0]->Push(error);
+  StreamChunk chunk = f.stream->Poll();
+  EXPECT_TRUE(chunk.done);
+  EXPECT_NE(chunk.data.find("\"Hi\""), std::string::npos) << chunk.data;
+  EXPECT_EQ(chunk.data.find("[DONE]"), std::string::npos);
+  const size_t at = chunk.data.rfind("data: ");
+  json last = json::parse(chunk.data.substr(at + 6));
+  EXPECT_NE(last["error"]["message"].get<std::string>().find("device lost"), std::string::npos);
+  EXPECT_EQ(last["error"]["type"], "server_error");
+  EXPECT_TRUE(f.stream->Poll().done);
+}
+
+TEST(OpenAiStreamTest, EngineErrorWithoutStreamingIs500) {
+  Fixture f(/*stream=*/false);
+  f.stream->Start([] {});
+  engine::Event error = Final(0, engine::FinishReason::kError, 0);
+  error.error = "boom";
+  f.handles[0]->Push(error);
+  StreamChunk chunk = f.stream->Poll();
+  EXPECT_TRUE(chunk.done);
+  EXPECT_EQ(chunk.status, 500);
+  EXPECT_NE(json::parse(chunk.data)["error"]["message"].get<std::string>().find("boom"),
+            std::string::npos);
+}
+
+TEST(OpenAiStreamTest, EngineShutdownIs503) {
+  Fixture f(/*stream=*/false);
+  f.stream->Start([] {});
+  f.handles[0]->Push(Final(0, engine::FinishReason::kAbort, 0));
+  StreamChunk chunk = f.stream->Poll();
+  EXPECT_TRUE(chunk.done);
+  EXPECT_EQ(chunk.status, 503);
+}
+
+TEST(OpenAiStreamTest, CancelAbortsEachUnfinishedRequestOnce) {
+  Fixture f(/*stream=*/true, /*prompts=*/3);
+  f.stream->Start([] {});
+  f.handles[1]->Push(Token(0, 7, "x"));
+  f.handles[1]->Push(Final(0, engine::FinishReason::kLength, 1));
+  EXPECT_FALSE(f.stream->Poll().done);
+  f.handles[0]->Push(Token(0, 7, "y"));
+  EXPECT_EQ(f.stream->backlog(), 1u);
+  f.stream->Cancel("client gone");
+  f.stream->Cancel("client gone");
+  EXPECT_EQ(f.client.aborted, (std::vector<std::string>{"chatcmpl-test-0", "chatcmpl-test-2"}));
+  EXPECT_TRUE(f.stream->Poll().done);
+}
+
+TEST(OpenAiStreamTest, DroppingAnUnfinishedStreamAborts) {
+  FakeClient* client = nullptr;
+  {
+    auto f = std::make_unique<Fixture>(/*stream=*/false);
+    client = &f->client;
+    f->stream->Start([] {});
+    f->stream.reset();
+    EXPECT_EQ(client->aborted, (std::vector<std::string>{"chatcmpl-test-0"}));
+  }
+}
+
+TEST(OpenAiStreamTest, WakeFollowsEngineEvents) {
+  Fixture f(/*stream=*/true);
+  int wakes = 0;
+  f.handles[0]->Push(Token(0, 5, "a"));
+  f.stream->Start([&] { ++wakes; });
+  EXPECT_EQ(wakes, 1) << "events already pending wake at once";
+  f.handles[0]->Push(Token(0, 6, "b"));
+  EXPECT_EQ(wakes, 2);
+  f.stream->Cancel("done");
+  f.handles[0]->Push(Token(0, 6, "c"));
+  EXPECT_EQ(wakes, 2) << "no wake after Cancel";
+}
+
+TEST(OpenAiStreamTest, ChoicesOfSeveralPromptsAreNumberedPromptTimesN) {
+  Fixture f(/*stream=*/false, /*prompts=*/2, /*n=*/2, OpenAiEndpoint::kCompletions);
+  f.stream->Start([] {});
+  for (int p = 0; p < 2; ++p) {
+    for (int i = 0; i < 2; ++i) {
+      f.handles[p]->Push(Token(i, 9, "p" + std::to_string(p) + "c" + std::to_string(i)));
+      f.handles[p]->Push(Final(i, engine::FinishReason::kStop, 2));
+    }
+  }
+  StreamChunk chunk = f.stream->Poll();
+  ASSERT_TRUE(chunk.done);
+  EXPECT_EQ(chunk.status, 0);
+  json body = json::parse(chunk.data);
+  ASSERT_EQ(body["choices"].size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(body["choices"][k]["index"], k);
+    EXPECT_EQ(body["choices"][k]["text"],
+              "p" + std::to_string(k / 2) + "c" + std::to_string(k % 2));
+    EXPECT_EQ(body["choices"][k]["finish_reason"], "stop");
+  }
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 6);  // each prompt once, not once per choice
+  EXPECT_EQ(body["usage"]["completion_tokens"], 8);
+}
+
+TEST(OpenAiStreamTest, FinishedRequestsAreRecordedInMetrics) {
+  metrics::ServingMetrics metrics("m");
+  Fixture f(/*stream=*/true, /*prompts=*/1, /*n=*/1, OpenAiEndpoint::kCompletions, &metrics);
+  f.stream->Start([] {});
+  f.handles[0]->Push(Token(0, 1, "a"));
+  EXPECT_FALSE(f.stream->Poll().done);
+  f.handles[0]->Push(Token(0, 2, "b"));
+  f.handles[0]->Push(Final(0, engine::FinishReason::kLength, 3));
+  EXPECT_TRUE(f.stream->Poll().done);
+  const std::string text = metrics.Render(engine::EngineStats{}, nullptr);
+  EXPECT_NE(text.find("pier_generation_tokens_total{model=\"m\"} 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("pier_inter_token_latency_seconds_count{model=\"m\"} 1"), std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace pier::http
