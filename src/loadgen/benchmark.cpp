@@ -1,5 +1,7 @@
 #include "loadgen/benchmark.h"
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -36,11 +38,18 @@ class IndexQueue {
   // The next index, or nothing once the queue is closed and empty.
   std::optional<size_t> Pop() {
     std::unique_lock lock(mutex_);
+    ++idle_;
     ready_.wait(lock, [this] { return closed_ || !indices_.empty(); });
+    --idle_;
     if (indices_.empty()) return std::nullopt;
     const size_t index = indices_.front();
     indices_.pop_front();
     return index;
+  }
+  // Whether some worker waits for work that is not queued yet.
+  bool HasIdleWorker() {
+    std::lock_guard lock(mutex_);
+    return idle_ > indices_.size();
   }
 
  private:
@@ -48,7 +57,19 @@ class IndexQueue {
   std::condition_variable ready_;
   std::deque<size_t> indices_;  // guarded by mutex_
   bool closed_ = false;         // guarded by mutex_
+  size_t idle_ = 0;             // workers waiting in Pop; guarded by mutex_
 };
+
+// Raises the soft limit on open files so that `connections` sockets fit beside stdio
+// (the usual soft limit of 1024 would refuse the last sockets of a 1024-request run).
+void RaiseOpenFileLimit(size_t connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(connections) + 64;
+  if (limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = std::min(wanted, limit.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
 
 Clock::duration FromSeconds(double seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -136,37 +157,38 @@ Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point cap = start + FromSeconds(config.timeout_s);
 
+  RaiseOpenFileLimit(workers);
+  // Workers start on demand: a new one when a request arrives and none is idle, up to
+  // `workers`; a slow request rate needs only a few threads.
+  const auto worker = [&] {
+    while (const std::optional<size_t> index = queue.Pop()) {
+      const Clock::time_point now = Clock::now();
+      if (now >= cap) continue;  // the time cap came first: never sent
+      const size_t running = in_flight.fetch_add(1) + 1;
+      size_t seen = max_in_flight.load();
+      while (running > seen && !max_in_flight.compare_exchange_weak(seen, running)) {
+      }
+      const Clock::time_point deadline = std::min(cap, now + FromSeconds(config.request_timeout_s));
+      RequestResult r = SendStreamingRequest(endpoint, options, workload[*index], deadline);
+      r.send_offset_s = std::chrono::duration<double>(now - start).count();
+      results[*index] = std::move(r);
+      sent[*index] = 1;
+      in_flight.fetch_sub(1);
+      const size_t finished = done.fetch_add(1) + 1;
+      const size_t step = std::max<size_t>(1, total / 10);
+      if (finished % step == 0 || finished == total) {
+        log(std::to_string(finished) + "/" + std::to_string(total) + " requests done after " +
+            Fixed(std::chrono::duration<double>(Clock::now() - start).count(), 1) + " s");
+      }
+    }
+  };
   std::vector<std::thread> threads;
   threads.reserve(workers);
-  for (size_t w = 0; w < workers; ++w) {
-    threads.emplace_back([&] {
-      while (const std::optional<size_t> index = queue.Pop()) {
-        const Clock::time_point now = Clock::now();
-        if (now >= cap) continue;  // the time cap came first: never sent
-        const size_t running = in_flight.fetch_add(1) + 1;
-        size_t seen = max_in_flight.load();
-        while (running > seen && !max_in_flight.compare_exchange_weak(seen, running)) {
-        }
-        const Clock::time_point deadline =
-            std::min(cap, now + FromSeconds(config.request_timeout_s));
-        RequestResult r = SendStreamingRequest(endpoint, options, workload[*index], deadline);
-        r.send_offset_s = std::chrono::duration<double>(now - start).count();
-        results[*index] = std::move(r);
-        sent[*index] = 1;
-        in_flight.fetch_sub(1);
-        const size_t finished = done.fetch_add(1) + 1;
-        const size_t step = std::max<size_t>(1, total / 10);
-        if (finished % step == 0 || finished == total) {
-          log(std::to_string(finished) + "/" + std::to_string(total) + " requests done after " +
-              Fixed(std::chrono::duration<double>(Clock::now() - start).count(), 1) + " s");
-        }
-      }
-    });
-  }
   for (size_t i = 0; i < total; ++i) {
     const Clock::time_point at = start + FromSeconds(offsets[i]);
     if (at >= cap) break;
     std::this_thread::sleep_until(at);
+    if (threads.size() < workers && !queue.HasIdleWorker()) threads.emplace_back(worker);
     queue.Push(i);
   }
   queue.Close();

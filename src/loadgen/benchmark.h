@@ -3,9 +3,9 @@
 // request (see metrics.h for the definitions, which follow `vllm bench serve`).
 //
 // RunBenchmark runs on the calling thread, which dispatches requests at their arrival
-// times; a pool of worker threads (one per in-flight request, at most --max-concurrency,
-// else kMaxWorkers) sends them over blocking sockets. The run is capped by the number of
-// prompts and by `timeout_s`: requests still running at the cap fail with a timeout, and
+// times; worker threads, started on demand (one per in-flight request, at most
+// --max-concurrency, else kMaxWorkers), send them over blocking sockets. The run is capped by the
+// number of prompts and by `timeout_s`: requests still running at the cap fail with a timeout, and
 // requests not sent by then are counted apart. Results are written to per-request slots
 // that only one worker touches, and read after every worker has joined.
 #pragma once

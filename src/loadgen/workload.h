@@ -7,9 +7,11 @@
 // made one of two ways:
 //   - kText (default): that many words drawn at random from a list of common, short English
 //     words, each of which is one token in the usual BPE vocabularies (GPT-2, Llama,
-//     SmolLM2, Qwen) when preceded by a space; so the prompt is about the asked length in
-//     tokens (the server may add a BOS token, and a chat template adds its own). The real
-//     count is taken from the server's `usage.prompt_tokens` when it reports one.
+//     SmolLM2, Qwen) when preceded by a space; so the prompt is the asked length in tokens
+//     (checked: 1024 such words are exactly 1024 tokens with the SmolLM2, Llama 2 (SPM),
+//     Llama 3, Qwen2, GPT-2 and Phi-3 vocabularies), plus what the server adds (a BOS
+//     token, a chat template). The totals use the server's `usage.prompt_tokens` when it
+//     reports them.
 //   - kTokenIds: a list of random token ids in [token_id_min, token_id_max), sent as the
 //     completions `prompt` (Pier, vLLM and llama.cpp's server accept a list of ids): exact
 //     lengths, but only for /v1/completions.

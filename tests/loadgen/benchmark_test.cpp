@@ -136,17 +136,19 @@ TEST(BenchmarkTest, MeasuresEveryStreamedRequestAgainstAFakeServer) {
     EXPECT_TRUE(r.success) << r.error;
     EXPECT_EQ(r.text_chunks, 5);
     ASSERT_EQ(r.itl_s.size(), 4u);
-    EXPECT_GE(r.ttft_s, 0.019);  // the server waits 20 ms before the first token
-    double sum = r.ttft_s;
+    // The server waits 20 ms before the first token and 4 ms between tokens; a client may
+    // read late (then several chunks at once), so only the bounds below are certain.
+    EXPECT_GE(r.ttft_s, 0.020);
+    double last_token_s = r.ttft_s;
     for (double itl : r.itl_s) {
-      EXPECT_GE(itl, 0.0035);  // 4 ms between tokens
-      sum += itl;
+      EXPECT_GE(itl, 0.0);
+      last_token_s += itl;
     }
-    EXPECT_LE(sum, r.latency_s + 1e-9);
-    EXPECT_GT(r.TpotSeconds(), 0.0035);
+    EXPECT_GE(last_token_s, 0.020 + 4 * 0.004);
+    EXPECT_LE(last_token_s, r.latency_s);
+    EXPECT_NEAR(r.TpotSeconds(), (r.latency_s - r.ttft_s) / 4, 1e-12);
   }
-  EXPECT_GE(m.ttft_ms.mean, 19);
-  EXPECT_GE(m.itl_ms.median, 3.5);
+  EXPECT_GE(m.ttft_ms.mean, 20);
   EXPECT_EQ(m.itl_ms.count, 12u * 4);
   EXPECT_GT(m.request_throughput, 0);
   EXPECT_NEAR(m.output_throughput, 60 / m.duration_s, 1e-9);
@@ -297,6 +299,24 @@ TEST(BenchmarkTest, RequestRateSpacesTheSends) {
   // 19 exponential gaps of mean 10 ms: the last send is far from 0 and from 1 s.
   EXPECT_GT(last_send, 0.05);
   EXPECT_LT(last_send, 1.0);
+}
+
+TEST(BenchmarkTest, KeepsManyStreamsInFlightAtOnce) {
+  FakeServerOptions server_options;
+  server_options.first_token_delay_ms = 300;  // long enough for many requests to connect
+  server_options.token_delay_ms = 1;
+  FakeOpenAiServer server(server_options);
+  BenchmarkConfig config = SmallRun(server.base_url());
+  config.workload.num_prompts = 200;
+  config.workload.output_len = 3;
+  config.max_concurrency = 128;
+  auto result = RunBenchmark(config);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->metrics.completed, 200u);
+  EXPECT_EQ(result->metrics.total_output_tokens, 600);
+  EXPECT_LE(result->max_in_flight, 128u);
+  EXPECT_LE(server.max_active(), 128);
+  EXPECT_GE(server.max_active(), 16);
 }
 
 TEST(BenchmarkTest, RejectsBadOptionsBeforeSending) {

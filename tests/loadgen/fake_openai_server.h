@@ -167,11 +167,19 @@ class FakeOpenAiServer {
     int seen = max_active_.load();
     while (active > seen && !max_active_.compare_exchange_weak(seen, active)) {
     }
-    Stream(fd, json, chat);
-    --active_;
+    bool released = false;
+    // A request stops counting as active before "[DONE]" goes out: the client cannot send
+    // its next request before it has read it, so max_active() never overcounts.
+    const auto release = [this, &released] {
+      if (!released) --active_;
+      released = true;
+    };
+    Stream(fd, json, chat, release);
+    release();
   }
 
-  void Stream(int fd, const nlohmann::json& request, bool chat) {
+  template <typename Release>
+  void Stream(int fd, const nlohmann::json& request, bool chat, const Release& release) {
     int prompt_tokens = 0;
     if (chat) {
       const std::string text = request["messages"][0]["content"];
@@ -228,6 +236,7 @@ class FakeOpenAiServer {
                                       {"total_tokens", prompt_tokens + max_tokens}}}};
       if (!send_event(usage)) return;
     }
+    release();
     if (!send_event("[DONE]")) return;
     if (options_.chunked) WriteAll(fd, "0\r\n\r\n");
   }
