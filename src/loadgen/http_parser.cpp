@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <limits>
 
 namespace pier::loadgen {
 namespace {
