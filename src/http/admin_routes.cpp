@@ -127,7 +127,9 @@ void AdminRoutes::Register(Router& router) {
   router.Add("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
 }
 
-void AdminRoutes::Tick() { watchdog_.Observe(client_->Stats(), engine::NowUs()); }
+std::optional<std::string> AdminRoutes::Tick() {
+  return watchdog_.Observe(client_->Stats(), engine::NowUs());
+}
 
 Readiness AdminRoutes::CheckReady() {
   switch (state_.load()) {

@@ -84,8 +84,9 @@ class AdminRoutes {
 
   void SetState(ServeState state) { state_.store(state); }
   ServeState state() const { return state_.load(); }
-  // Feeds the watchdog one engine snapshot (call it periodically).
-  void Tick();
+  // Feeds the watchdog one engine snapshot (call it periodically); returns the stall reason
+  // when the engine is stalled now.
+  std::optional<std::string> Tick();
   Readiness CheckReady();
 
  private:

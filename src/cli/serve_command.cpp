@@ -1,0 +1,288 @@
+// `pier serve [-m MODEL] [--name NAME] [--host 127.0.0.1] [--port 8080] [--threads N]
+//             [--http-threads N] [--api-keys FILE] [--metrics-key KEY] [--max-queued N]
+//             [--memory-budget B] [--device-memory B] [--ctx N] [--max-batched-tokens N]
+//             [--max-seqs N] [--max-body-bytes N] [--shutdown-grace SECONDS]
+//             [--watchdog-seconds SECONDS] [--config FILE]`:
+// serves one model over HTTP: the OpenAI-compatible API (OpenAiApi), /health, /ready,
+// /metrics, /v1/models, /tokenize and /detokenize (AdminRoutes).
+//
+// Startup, in order: SIGTERM and SIGINT are blocked (before any thread starts, so every
+// thread inherits the mask and only this command's main thread receives them, through
+// sigtimedwait); the options are resolved (serve_config.h: defaults < --config file < flags);
+// the API keys file is read; the model is loaded as an engine::ModelInstance (KV for --ctx
+// positions, clamped to the model's context); then the routes and the HTTP server start, and
+// one line goes to stdout, exactly:
+//   pier serve: listening on http://HOST:PORT (model ID)
+// (with --port 0 it shows the port the system chose). A bad setting, an unreadable keys file,
+// a model that does not load or fit its budget, or an address that cannot be bound print the
+// reason to stderr and exit 1 before anything listens. Logs go to stderr.
+//
+// Shutdown: on SIGTERM or SIGINT, /ready turns 503, the server stops accepting, in-flight
+// requests may finish for --shutdown-grace seconds, the rest are cancelled (their engine
+// requests aborted), the engine stops, and the exit status is 0. A second signal during the
+// grace period exits at once with status 1.
+//
+// Threads: --threads compute threads (the engine's pool, default: every core) and
+// --http-threads I/O threads (default 1); this main thread only waits for signals and feeds
+// /ready's watchdog once a second.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/serve_config.h"
+#include "common/check.h"
+#include "engine/local_model.h"
+#include "engine/model_instance.h"
+#include "http/admin_routes.h"
+#include "http/api_keys.h"
+#include "http/openai_api.h"
+#include "http/server.h"
+#include "metrics/serving_metrics.h"
+#include "model/gguf_file.h"
+
+namespace pier::cli {
+namespace {
+
+struct SettingHelp {
+  std::string_view name;
+  std::string_view help;
+};
+
+// One entry per ServeSettingNames() name (checked at registration).
+constexpr SettingHelp kSettingHelp[] = {
+    {"model", "GGUF model file (default: the default model)"},
+    {"name", "Model id clients use (default: the file name without .gguf)"},
+    {"host", "Address to listen on (default 127.0.0.1)"},
+    {"port", "Port to listen on; 0 picks a free one (default 8080)"},
+    {"threads", "Compute threads (default: every core)"},
+    {"http_threads", "HTTP I/O threads (default 1)"},
+    {"api_keys", "YAML file of API keys (key, tenant, max_priority); without it the API is open"},
+    {"metrics_key", "Require \"Authorization: Bearer KEY\" on /metrics (default: open)"},
+    {"max_queued", "Waiting sequences before requests get 429 (default 256; 0: no limit)"},
+    {"memory_budget", "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
+    {"device_memory", "CPU device capacity, e.g. 4GiB (default: available memory)"},
+    {"ctx",
+     "KV cache size in tokens, all requests together (default 4096, capped at the "
+     "model's context)"},
+    {"max_batched_tokens", "Tokens computed per engine step (default 512)"},
+    {"max_seqs", "Sequences running at once (default 64)"},
+    {"max_body_bytes", "Largest request body; larger gets 413 (default 4MiB)"},
+    {"shutdown_grace", "Seconds in-flight requests may finish after SIGTERM (default 10)"},
+    {"watchdog_seconds",
+     "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
+};
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "pier serve: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+// The model's `created`: the file's modification time, else now.
+int64_t CreatedUnixSeconds(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return static_cast<int64_t>(info.st_mtime);
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+std::string HostForUrl(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+// Waits up to `timeout` for a blocked signal of `signals`; 0 when none came.
+int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout) {
+  timespec wait{};
+  wait.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  wait.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1'000'000);
+  const int signal = ::sigtimedwait(&signals, nullptr, &wait);
+  return signal > 0 ? signal : 0;
+}
+
+int RunServe(const ServeOptions& options) {
+  // Before any thread starts: every thread inherits the mask, so SIGTERM/SIGINT stay pending
+  // until the wait loop below takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  if (int rc = ::pthread_sigmask(SIG_BLOCK, &signals, nullptr); rc != 0) {
+    return Fail(InternalError(std::string("cannot block SIGTERM/SIGINT: ") + std::strerror(rc)));
+  }
+  ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a signal
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "pier", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+
+  http::ApiKeys keys;
+  if (!options.api_keys.empty()) {
+    Result<http::ApiKeys> loaded = http::ApiKeys::Load(options.api_keys);
+    if (!loaded.ok()) return Fail(loaded.status());
+    keys = std::move(loaded).value();
+  }
+  const http::ApiKeys* keys_or_null = keys.enabled() ? &keys : nullptr;
+
+  const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
+  const std::string model_id = options.name.empty() ? ModelIdFromPath(path) : options.name;
+  engine::ModelInstanceOptions instance_options;
+  {
+    Result<std::unique_ptr<model::GgufFile>> file = model::GgufFile::Open(path);
+    if (!file.ok()) return Fail(file.status());
+    instance_options.model.kv_tokens = engine::ClampContext(**file, options.ctx);
+  }
+  instance_options.model.path = path;
+  instance_options.model.threads =
+      options.threads > 0 ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  instance_options.model.memory_budget = options.memory_budget;
+  instance_options.model.device_memory = options.device_memory;
+  instance_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
+  instance_options.engine.scheduler.max_seqs = options.max_seqs;
+  instance_options.max_waiting = options.max_queued;
+  spdlog::info("pier serve: loading {} ({} threads, KV cache {} tokens)", path,
+               instance_options.model.threads, instance_options.model.kv_tokens);
+  Result<std::unique_ptr<engine::ModelInstance>> opened =
+      engine::ModelInstance::Open(instance_options);
+  if (!opened.ok()) return Fail(opened.status());
+  std::unique_ptr<engine::ModelInstance> instance = std::move(opened).value();
+  if (instance->chat_template() == nullptr) {
+    spdlog::warn("pier serve: no chat template ({}); /v1/chat/completions will refuse requests",
+                 instance->chat_template_error());
+  }
+
+  const int64_t created = CreatedUnixSeconds(path);
+  const int64_t max_request_tokens = instance->max_request_tokens();
+  metrics::ServingMetrics metrics(model_id);
+
+  http::OpenAiApiOptions api_options;
+  api_options.model_id = model_id;
+  api_options.created_unix_seconds = created;
+  api_options.max_request_tokens = max_request_tokens;
+  http::OpenAiApi api(api_options, &instance->client(), &instance->tokenizer(),
+                      instance->chat_template(), keys_or_null, &metrics);
+
+  http::AdminRoutesOptions admin_options;
+  admin_options.model_id = model_id;
+  admin_options.created_unix_seconds = created;
+  admin_options.max_model_len = max_request_tokens;
+  admin_options.watchdog_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options.watchdog_seconds * 1000));
+  admin_options.metrics_key = options.metrics_key;
+  http::AdminRoutes admin(admin_options, &instance->client(), &instance->tokenizer(), keys_or_null,
+                          &metrics, &instance->model().governor());
+
+  auto router = std::make_shared<http::Router>();
+  api.Register(*router);
+  admin.Register(*router);
+
+  http::HttpServerOptions server_options;
+  server_options.host = options.host;
+  server_options.port = options.port;
+  server_options.io_threads = options.http_threads;
+  server_options.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
+  server_options.on_response = [&metrics](const http::HttpRequest& request, int status) {
+    metrics.RecordHttpResponse(status, http::MetricsRouteLabel(request.path));
+  };
+  Result<std::unique_ptr<http::HttpServer>> started =
+      http::HttpServer::Start(server_options, std::move(router));
+  if (!started.ok()) return Fail(started.status());
+  std::unique_ptr<http::HttpServer> server = std::move(started).value();
+  admin.SetState(http::ServeState::kReady);
+  std::printf("pier serve: listening on http://%s:%u (model %s)\n",
+              HostForUrl(options.host).c_str(), static_cast<unsigned>(server->port()),
+              model_id.c_str());
+  std::fflush(stdout);
+
+  // Wait for a signal, feeding the watchdog every second (and logging its verdict changes).
+  int signal = 0;
+  bool stalled = false;
+  while (signal == 0) {
+    signal = WaitForSignal(signals, std::chrono::milliseconds(1000));
+    const std::optional<std::string> stall = admin.Tick();
+    if (stall.has_value() != stalled) {
+      stalled = stall.has_value();
+      if (stalled) {
+        spdlog::error("pier serve: {}; /ready answers 503", *stall);
+      } else {
+        spdlog::info("pier serve: the engine is stepping again; /ready answers 200");
+      }
+    }
+  }
+  const auto grace =
+      std::chrono::milliseconds(static_cast<int64_t>(options.shutdown_grace_seconds * 1000));
+  spdlog::info("pier serve: {} received: shutting down (in-flight requests have {} s)",
+               ::strsignal(signal), options.shutdown_grace_seconds);
+  admin.SetState(http::ServeState::kShuttingDown);
+
+  // Shutdown joins the I/O threads; this thread keeps watching for a second signal.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    server->Shutdown(grace);
+    stopped.store(true);
+  });
+  while (!stopped.load()) {
+    if (int again = WaitForSignal(signals, std::chrono::milliseconds(50)); again != 0) {
+      std::fprintf(stderr, "pier serve: second %s: exiting without waiting\n", ::strsignal(again));
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+  stopper.join();
+  server.reset();
+  instance.reset();  // the engine ends whatever is left (abort) before the model goes
+  spdlog::info("pier serve: stopped");
+  return 0;
+}
+
+void RegisterServe(CLI::App& app, int& exit_code) {
+  CLI::App* command = app.add_subcommand(
+      "serve", "Serve a model over HTTP (OpenAI-compatible API, health, metrics)");
+  // Every setting is taken as text and parsed by serve_config (one parser for flags and file).
+  auto values = std::make_shared<std::map<std::string, std::string>>();
+  auto given = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>();
+  PIER_CHECK(std::size(kSettingHelp) == ServeSettingNames().size(),
+             "every serve setting needs a help line");
+  for (const SettingHelp& setting : kSettingHelp) {
+    const std::string name(setting.name);
+    PIER_CHECK(std::find(ServeSettingNames().begin(), ServeSettingNames().end(), name) !=
+                   ServeSettingNames().end(),
+               "help for an unknown serve setting");
+    std::string flags = FlagName(name);
+    if (name == "model") flags = "-m," + flags;
+    CLI::Option* option = command->add_option(flags, (*values)[name], std::string(setting.help));
+    given->emplace_back(name, option);
+  }
+  CLI::Option* config = command->add_option(
+      "--config", (*values)["config"],
+      "YAML file setting any of the above (same names with underscores, e.g. \"port: 8081\"); "
+      "flags on the command line win");
+  given->emplace_back("config", config);
+  command->callback([values, given, &exit_code] {
+    std::map<std::string, std::string> flags;
+    for (const auto& [name, option] : *given) {
+      if (option->count() > 0) flags[name] = (*values)[name];
+    }
+    Result<ServeOptions> options = ResolveServeOptions(flags);
+    exit_code = options.ok() ? RunServe(*options) : Fail(options.status());
+  });
+}
+
+}  // namespace
+
+PIER_REGISTER_COMMAND(serve, RegisterServe);
+
+}  // namespace pier::cli
