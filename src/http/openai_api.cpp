@@ -1,5 +1,7 @@
 #include "http/openai_api.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <mutex>
