@@ -422,6 +422,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
         if (!written) break;
       }
       if (chunk.done) {
+        stream_.reset();  // finished: a failure of the last write must not cancel it
         done = co_await Write("0\r\n\r\n");
         break;
       }
