@@ -1,0 +1,137 @@
+"""Fixtures for the integration tests: `pier serve` processes on free loopback ports.
+
+The binary and the model come from the environment (set by tests/integration/CMakeLists.txt):
+PIER_BINARY (the built `pier`) and PIER_MODEL (the default model). A server is started with
+`--port 0`; the fixture waits for its "listening" line on stdout, which gives the real port.
+At the end the server gets SIGTERM and must exit with status 0.
+"""
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+try:
+    import openai  # noqa: F401  (imported here so that a missing package fails every test)
+except ImportError as error:  # pragma: no cover - the message is the point
+    raise ImportError(
+        "the integration tests need the official 'openai' Python package: run scripts/bootstrap "
+        "(or `python3 -m pip install -r requirements.txt`)") from error
+
+LISTENING = re.compile(r"^pier serve: listening on http://(?P<host>[^ ]+):(?P<port>\d+) "
+                       r"\(model (?P<model>.+)\)$")
+START_TIMEOUT_S = 120
+# Every server: two compute threads and a 4096-token KV cache, like the CI machine.
+BASE_ARGS = ["--port", "0", "--threads", "2", "--ctx", "4096"]
+
+
+def _required_env(name):
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"{name} is not set: run these tests through ctest "
+                           f"(tests/integration/CMakeLists.txt sets it)")
+    return value
+
+
+PIER_BINARY = _required_env("PIER_BINARY")
+PIER_MODEL = _required_env("PIER_MODEL")
+
+
+class PierServer:
+    """One `pier serve` process. Its stderr goes to a temporary file, shown on failure."""
+
+    def __init__(self, extra_args=(), with_model=True):
+        args = [PIER_BINARY, "serve"]
+        if with_model:
+            args += ["-m", PIER_MODEL]
+        args += BASE_ARGS + list(extra_args)
+        self.args = args
+        self.stderr = tempfile.NamedTemporaryFile(prefix="pier-serve-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self.host = self.port = self.model_id = None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.port is None:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                raise AssertionError(f"no listening line within {START_TIMEOUT_S} s\n{self.log()}")
+            if line is None:
+                code = self.proc.wait()
+                raise AssertionError(f"pier serve exited ({code}) before listening\n{self.log()}")
+            match = LISTENING.match(line.rstrip("\n"))
+            if match:
+                self.host, self.port = match["host"], int(match["port"])
+                self.model_id = match["model"]
+
+    def _read_stdout(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    @property
+    def base_url(self):
+        return f"http://{self.host}:{self.port}"
+
+    def log(self):
+        with open(self.stderr.name, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        return f"--- pier serve stderr ({' '.join(self.args)}) ---\n{text[-4000:]}"
+
+    def terminate(self, timeout_s=60):
+        """SIGTERM; returns the exit status (None if it did not exit in time)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop_and_check(self):
+        code = self.terminate()
+        if code is None:
+            self.kill()
+        assert code == 0, f"pier serve exited with {code} after SIGTERM\n{self.log()}"
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The shared server: default settings, open API."""
+    s = PierServer()
+    yield s
+    s.stop_and_check()
+
+
+@pytest.fixture
+def start_server():
+    """Starts extra servers with more flags; each is stopped (and checked) at the end."""
+    started = []
+
+    def start(*extra_args):
+        s = PierServer(extra_args)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        if s.proc.poll() is None:
+            s.stop_and_check()
+
+
+@pytest.fixture
+def client(server):
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0,
+                         timeout=120)
