@@ -62,30 +62,34 @@ namespace {
 
 struct SettingHelp {
   std::string_view name;
+  std::string_view type;  // shown in --help: "--port PORT"
   std::string_view help;
 };
 
 // One entry per ServeSettingNames() name (checked at registration).
 constexpr SettingHelp kSettingHelp[] = {
-    {"model", "GGUF model file (default: the default model)"},
-    {"name", "Model id clients use (default: the file name without .gguf)"},
-    {"host", "Address to listen on (default 127.0.0.1)"},
-    {"port", "Port to listen on; 0 picks a free one (default 8080)"},
-    {"threads", "Compute threads (default: every core)"},
-    {"http_threads", "HTTP I/O threads (default 1)"},
-    {"api_keys", "YAML file of API keys (key, tenant, max_priority); without it the API is open"},
-    {"metrics_key", "Require \"Authorization: Bearer KEY\" on /metrics (default: open)"},
-    {"max_queued", "Waiting sequences before requests get 429 (default 256; 0: no limit)"},
-    {"memory_budget", "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
-    {"device_memory", "CPU device capacity, e.g. 4GiB (default: available memory)"},
-    {"ctx",
+    {"model", "FILE", "GGUF model file (default: the default model)"},
+    {"name", "ID", "Model id clients use (default: the file name without .gguf)"},
+    {"host", "ADDRESS", "Address to listen on (default 127.0.0.1)"},
+    {"port", "PORT", "Port to listen on; 0 picks a free one (default 8080)"},
+    {"threads", "N", "Compute threads (default: every core)"},
+    {"http_threads", "N", "HTTP I/O threads (default 1)"},
+    {"api_keys", "FILE",
+     "YAML file of API keys (key, tenant, max_priority); without it the API is open"},
+    {"metrics_key", "KEY", "Require \"Authorization: Bearer KEY\" on /metrics (default: open)"},
+    {"max_queued", "N", "Waiting sequences before requests get 429 (default 256; 0: no limit)"},
+    {"memory_budget", "BYTES|PCT",
+     "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
+    {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
+    {"ctx", "TOKENS",
      "KV cache size in tokens, all requests together (default 4096, capped at the "
      "model's context)"},
-    {"max_batched_tokens", "Tokens computed per engine step (default 512)"},
-    {"max_seqs", "Sequences running at once (default 64)"},
-    {"max_body_bytes", "Largest request body; larger gets 413 (default 4MiB)"},
-    {"shutdown_grace", "Seconds in-flight requests may finish after SIGTERM (default 10)"},
-    {"watchdog_seconds",
+    {"max_batched_tokens", "TOKENS", "Tokens computed per engine step (default 512)"},
+    {"max_seqs", "N", "Sequences running at once (default 64)"},
+    {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
+    {"shutdown_grace", "SECONDS",
+     "Seconds in-flight requests may finish after SIGTERM (default 10)"},
+    {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
 };
 
@@ -263,13 +267,16 @@ void RegisterServe(CLI::App& app, int& exit_code) {
                "help for an unknown serve setting");
     std::string flags = FlagName(name);
     if (name == "model") flags = "-m," + flags;
-    CLI::Option* option = command->add_option(flags, (*values)[name], std::string(setting.help));
+    CLI::Option* option = command->add_option(flags, (*values)[name], std::string(setting.help))
+                              ->type_name(std::string(setting.type));
     given->emplace_back(name, option);
   }
-  CLI::Option* config = command->add_option(
-      "--config", (*values)["config"],
-      "YAML file setting any of the above (same names with underscores, e.g. \"port: 8081\"); "
-      "flags on the command line win");
+  CLI::Option* config = command
+                            ->add_option("--config", (*values)["config"],
+                                         "YAML file setting any of the above (same names with "
+                                         "underscores, e.g. \"port: 8081\"); "
+                                         "flags on the command line win")
+                            ->type_name("FILE");
   given->emplace_back("config", config);
   command->callback([values, given, &exit_code] {
     std::map<std::string, std::string> flags;
