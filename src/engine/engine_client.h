@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "engine/scheduler/engine.h"
@@ -34,21 +35,20 @@ class EngineClient {
   virtual EngineStats Stats() const = 0;
 };
 
-// Calls an Engine in this process. Borrows the engine, which must outlive the client.
-// `max_waiting`: Submit answers RESOURCE_EXHAUSTED ("queue full") while that many sequences
-// already wait (0: no limit).
+// Calls an Engine in this process (its EngineOptions::max_waiting bounds the queue). Borrows
+// the engine, which must outlive the client.
 class InProcessEngineClient final : public EngineClient {
  public:
-  explicit InProcessEngineClient(Engine* engine, int64_t max_waiting = 0)
-      : engine_(engine), max_waiting_(max_waiting) {}
+  explicit InProcessEngineClient(Engine* engine) : engine_(engine) {}
 
-  Result<std::shared_ptr<RequestHandle>> Submit(Request request) override;
+  Result<std::shared_ptr<RequestHandle>> Submit(Request request) override {
+    return engine_->Submit(std::move(request));
+  }
   void Abort(const std::string& id) override { engine_->Abort(id); }
   EngineStats Stats() const override { return engine_->Stats(); }
 
  private:
   Engine* engine_;  // not owned
-  const int64_t max_waiting_;
 };
 
 }  // namespace pier::engine

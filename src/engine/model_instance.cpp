@@ -22,11 +22,12 @@ Result<std::unique_ptr<ModelInstance>> ModelInstance::Open(const ModelInstanceOp
   } else {
     instance->chat_template_error_ = chat_template.status().message();
   }
+  EngineOptions engine_options = options.engine;
+  engine_options.max_waiting = options.max_waiting;
   PIER_ASSIGN_OR_RETURN(instance->engine_,
-                        Engine::Create(options.engine, &instance->model_->runner(),
+                        Engine::Create(engine_options, &instance->model_->runner(),
                                        &instance->model_->kv(), instance->tokenizer_.get()));
-  instance->client_ =
-      std::make_unique<InProcessEngineClient>(instance->engine_.get(), options.max_waiting);
+  instance->client_ = std::make_unique<InProcessEngineClient>(instance->engine_.get());
   return instance;
 }
 

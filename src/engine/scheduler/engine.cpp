@@ -249,9 +249,18 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return UnavailableError("engine is shutting down");
+    if (options_.max_waiting > 0) {
+      const int64_t waiting = stats_.waiting + unpublished_sequences_;
+      if (waiting + request.n > options_.max_waiting) {
+        return ResourceExhaustedError("queue full: " + std::to_string(waiting) +
+                                      " sequences are waiting (limit " +
+                                      std::to_string(options_.max_waiting) + ")");
+      }
+    }
     if (!ids_in_use_.insert(request.id).second) {
       return InvalidArgumentError("request id '" + request.id + "' is already in use");
     }
+    unpublished_sequences_ += request.n;
     inbox_.emplace_back(std::move(request), handle);
   }
   cv_.notify_all();
@@ -371,6 +380,7 @@ void Engine::TakeInbox() {
     inbox.swap(inbox_);
     aborts.swap(aborts_);
   }
+  for (const auto& [request, handle] : inbox) taken_sequences_ += request.n;
   for (auto& [request, handle] : inbox) StartRequest(std::move(request), std::move(handle));
   for (const std::string& id : aborts) AbortLive(id);
 }
@@ -400,7 +410,7 @@ void Engine::StartRequest(Request request, std::shared_ptr<RequestHandle> handle
              .sampler = std::move(sampler).value(),
              .stop = std::move(stop).value(),
              .decoder = std::nullopt};
-    if (tokenizer_ != nullptr) c.decoder.emplace(*tokenizer_);
+    if (tokenizer_ != nullptr) c.decoder.emplace(*tokenizer_, r.skip_special_tokens);
     live->choices.push_back(std::move(c));
   }
   const std::string id = r.id;
@@ -688,6 +698,8 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
     stats_.last_step_us = step_us;
   }
   stats_.last_step_at_us = NowUs();
+  unpublished_sequences_ -= taken_sequences_;
+  taken_sequences_ = 0;
   stats_.running = s.running;
   stats_.waiting = s.waiting;
   stats_.swapped = s.swapped;

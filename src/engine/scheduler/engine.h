@@ -58,6 +58,9 @@ struct EngineOptions {
   bool start_thread = true;
   // Host memory for preemption by swap (with scheduler.preempt_by_swap), in KV blocks.
   int64_t swap_blocks = 0;
+  // Submit answers RESOURCE_EXHAUSTED ("queue full") while this many sequences wait to be
+  // admitted, counting those submitted since the last step (0: no limit).
+  int64_t max_waiting = 0;
 };
 
 // The events of one request, in order. Written by the engine, read by any thread.
@@ -206,7 +209,11 @@ class Engine {
   std::set<std::string> ids_in_use_;                                       // guarded by mutex_
   bool stopping_ = false;                                                  // guarded by mutex_
   size_t shrink_chunks_ = 0;                                               // guarded by mutex_
-  EngineStats stats_;                                                      // guarded by mutex_
+  // Sequences submitted and not yet counted in stats_.waiting/running: Submit adds n, the
+  // first PublishStats after TakeInbox took them subtracts them.
+  int64_t unpublished_sequences_ = 0;  // guarded by mutex_
+  int64_t taken_sequences_ = 0;        // engine thread: taken by TakeInbox since the last publish
+  EngineStats stats_;                  // guarded by mutex_
   std::thread thread_;
 };
 

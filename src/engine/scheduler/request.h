@@ -49,11 +49,14 @@ struct Request {
   int32_t max_tokens = 16;              // generated tokens per choice, >= 1
   std::vector<std::string> stop;        // stop strings (never streamed, not even in part)
   std::vector<int32_t> stop_token_ids;  // end generation like an end-of-generation token
-  bool ignore_eos = false;
+  bool ignore_eos = false;              // keep going past the model's end-of-generation tokens
+  // Event::text leaves out control tokens (<|im_end|>, ...), as vLLM's default does; token ids
+  // and logprobs still carry them.
+  bool skip_special_tokens = true;
   // When set (0..20): the logprob of every prompt token after the first, given the tokens
   // before it, with that many most likely alternatives. Such a request does not read the
   // prefix cache (cached positions have no logits).
-  std::optional<int32_t> prompt_logprobs;  // keep going past the model's end-of-generation tokens
+  std::optional<int32_t> prompt_logprobs;
   Priority priority = Priority::kNormal;
   // Served before requests of the same class with a later (or no) deadline.
   std::optional<TimestampUs> deadline_us;

@@ -486,3 +486,40 @@ TEST(EngineTest, ShutdownAbortsUnfinishedRequests) {
 
 }  // namespace
 }  // namespace pier::engine
+
+namespace pier::engine {
+namespace {
+
+// The queue bound counts requests submitted since the last step too, so a burst cannot
+// overshoot it; n > 1 counts each choice.
+TEST(EngineQueueTest, MaxWaitingRefusesABurstBeyondTheLimitAndFreesUpAsRequestsRun) {
+  VectorKvStore kv(testing::FakeLayout(4), 64);
+  FakeRunner runner(&kv, kVocab, 4096);
+  EngineOptions options;
+  options.scheduler = {.max_batched_tokens = 8, .max_seqs = 1};
+  options.start_thread = false;
+  options.max_waiting = 3;
+  auto engine = *Engine::Create(options, &runner, &kv);
+  ASSERT_TRUE(engine->Submit(Greedy("a", Prompt(4, 1), 50)).ok());
+  Request two = Greedy("b", Prompt(4, 2), 50);
+  two.n = 2;
+  ASSERT_TRUE(engine->Submit(two).ok());
+  auto refused = engine->Submit(Greedy("c", Prompt(4, 3), 50));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("queue full"), std::string::npos)
+      << refused.status().message();
+  // One step admits "a" (max_seqs 1): two sequences still wait, so one more fits.
+  ASSERT_TRUE(engine->RunStep());
+  EXPECT_EQ(engine->Stats().waiting, 1);  // choice 0 of "b" (its sibling forks later)
+  EXPECT_TRUE(engine->Submit(Greedy("d", Prompt(4, 4), 50)).ok());
+  engine->Abort("a");
+  engine->Abort("b");
+  engine->Abort("d");
+  for (int i = 0; i < 100 && engine->RunStep(); ++i) {
+  }
+  EXPECT_TRUE(engine->Submit(Greedy("e", Prompt(4, 5), 5)).ok());
+}
+
+}  // namespace
+}  // namespace pier::engine
