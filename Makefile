@@ -12,13 +12,11 @@ build: bootstrap
 	@test -f build/CMakeCache.txt || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build -j$(JOBS)
 
-# The main job. Until `pier serve` exists (issue: HTTP server), it shows the
-# default model and runs one chat turn with it on the CPU.
-SERVE_PROMPT ?= Write a haiku about the sea.
+# The main job: serve the default model with the OpenAI-compatible API on
+# http://127.0.0.1:8080 until Ctrl-C (SERVE_ARGS adds flags, e.g. --port 8081).
+SERVE_ARGS ?=
 serve: build
-	./build/pier inspect
-	./build/pier devices
-	echo "$(SERVE_PROMPT)" | ./build/pier run --chat -n 128
+	./build/pier serve $(SERVE_ARGS)
 
 # Every test, through ctest.
 test: build
