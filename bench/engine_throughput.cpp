@@ -11,7 +11,8 @@
 // vocabulary's normal tokens (no control, byte or unused tokens), one seeded stream per run, so
 // no two prompts share a prefix and the prefix cache never helps. One markdown row per run:
 // output tokens/s and total (prompt + output) tokens/s over the wall time from the first
-// submit to the last finish, mean tokens per engine step, peak KV blocks used and the KV waste.
+// submit to the last finish (and the CPU seconds the process used meanwhile), mean tokens per
+// engine step, peak KV blocks used and the KV waste.
 //
 // KV waste: (allocated slots - used slots) / allocated slots, where allocated = kv_blocks_used
 // * kv_block_size and used = kv_tokens_used (EngineStats). Sampled from Stats() each time this
@@ -32,6 +33,8 @@
 //
 // Ownership: main owns each ModelInstance. Thread-safety: one driver thread; the engine thread
 // and its compute pool do the work; event listeners only set a flag under a mutex.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -80,6 +83,17 @@ struct Options {
   uint64_t seed = 1;
   double time_limit_s = 600;
 };
+
+// CPU seconds this process has used (all threads): next to wall time it shows how much of the
+// machine the run got when other work shares it.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -311,6 +325,7 @@ int RunMixed(const Options& options, int64_t concurrency) {
   int64_t output_tokens_done = 0;
   bool bad = false;
   bool capped = false;
+  const double cpu0 = ProcessCpuSeconds();
   const Clock::time_point t0 = Clock::now();
   auto submit_one = [&] {
     const int64_t p = runner.Uniform(options.prompt_min, options.prompt_max);
@@ -332,6 +347,7 @@ int RunMixed(const Options& options, int64_t concurrency) {
     }
   }
   const Clock::time_point t1 = Clock::now();
+  const double cpu = ProcessCpuSeconds() - cpu0;
   const EngineStats after = instance.engine().Stats();
   runner.AbortAll();
   if (bad) return 1;
@@ -341,15 +357,15 @@ int RunMixed(const Options& options, int64_t concurrency) {
   const double step_tokens = TotalTokens(after) - TotalTokens(before);
   // Output tokens of unfinished (capped) requests count too: they were produced in the window.
   const int64_t output_tokens = capped ? runner.tokens_received() : output_tokens_done;
-  std::printf("| %" PRId64 " | %" PRId64 "%s | %" PRId64 " | %.2f | %.2f | %.2f | %.2f | %" PRId64
-              " | %.2f | %" PRId64 " / %" PRId64 " | %.2f | %" PRId64 " |\n",
-              concurrency, done, capped ? " (capped)" : "", output_tokens, wall,
-              static_cast<double>(output_tokens) / wall,
-              static_cast<double>(prompt_tokens_done + output_tokens) / wall,
-              steps > 0 ? step_tokens / static_cast<double>(steps) : 0.0, steps,
-              steps > 0 ? 1000.0 * wall / static_cast<double>(steps) : 0.0, runner.kv().peak_blocks,
-              after.kv_blocks_total, runner.kv().WastePercent(),
-              after.preemptions - before.preemptions);
+  std::printf(
+      "| %" PRId64 " | %" PRId64 "%s | %" PRId64 " | %.2f | %.2f | %.2f | %.2f | %.2f | %" PRId64
+      " | %.2f | %" PRId64 " / %" PRId64 " | %.2f | %" PRId64 " |\n",
+      concurrency, done, capped ? " (capped)" : "", output_tokens, wall, cpu,
+      static_cast<double>(output_tokens) / wall,
+      static_cast<double>(prompt_tokens_done + output_tokens) / wall,
+      steps > 0 ? step_tokens / static_cast<double>(steps) : 0.0, steps,
+      steps > 0 ? 1000.0 * wall / static_cast<double>(steps) : 0.0, runner.kv().peak_blocks,
+      after.kv_blocks_total, runner.kv().WastePercent(), after.preemptions - before.preemptions);
   std::fflush(stdout);
   return 0;
 }
@@ -453,10 +469,11 @@ int main(int argc, char** argv) {
                 ", %" PRId64 "]\n\n",
                 options.prompt_min, options.prompt_max, options.output_min, options.output_max);
     std::printf(
-        "| concurrency | requests | output tokens | wall s | output t/s | total t/s | "
+        "| concurrency | requests | output tokens | wall s | CPU s | output t/s | total t/s | "
         "tokens/step | steps | ms/step | peak KV blocks / total | KV waste %% | preemptions |\n");
     std::printf(
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |\n");
   }
   std::fflush(stdout);
   for (int64_t c : options.concurrency) {
