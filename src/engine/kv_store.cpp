@@ -7,12 +7,32 @@
 
 namespace pier::engine {
 
+std::string_view KvDtypeName(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kF16:
+      return "f16";
+  }
+  return "unknown";
+}
+
+Result<KvDtype> ParseKvDtype(std::string_view name) {
+  if (name == "f32") return KvDtype::kF32;
+  if (name == "f16") return KvDtype::kF16;
+  return InvalidArgumentError("KV dtype '" + std::string(name) +
+                              "' is not supported (accepted: f32, f16)");
+}
+
 Result<std::unique_ptr<PooledKvStore>> PooledKvStore::Create(const KvLayout& layout,
                                                              int64_t n_blocks,
                                                              MemoryGovernor& governor,
                                                              OwnerId owner) {
   if (layout.n_layer < 1 || layout.block_size < 1 || layout.n_kv_head < 1 || layout.head_dim < 1) {
     return InvalidArgumentError("KV store: every layout dimension must be positive");
+  }
+  if (layout.dtype != KvDtype::kF32 && layout.dtype != KvDtype::kF16) {
+    return InvalidArgumentError("KV store: unknown KV dtype");
   }
   if (n_blocks < 1 || n_blocks > (int64_t{1} << 31) - 1) {
     return InvalidArgumentError("KV store: block count " + std::to_string(n_blocks) +

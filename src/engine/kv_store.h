@@ -2,8 +2,9 @@
 //
 // A block holds `block_size` consecutive positions of one sequence for every
 // layer. Its bytes are laid out as
-//   [n_layer][2 (K, V)][block_size][n_kv_head][head_dim] f32
-// so one layer's K (or V) seen across blocks is
+//   [n_layer][2 (K, V)][block_size][n_kv_head][head_dim] of the layout's dtype
+// (f32, or IEEE half f16: half the bytes, each value rounded to nearest even when
+// written; see kv_convert.h), so one layer's K (or V) seen across blocks is
 //   [n_blocks][block_size][n_kv_head][head_dim] with a block stride of bytes_per_block,
 // and a whole block is one contiguous range (a unit to copy, swap or hand back).
 // Sequences reach their blocks through block tables (see batch.h); the store
@@ -18,25 +19,41 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
+#include "common/check.h"
 #include "common/status.h"
 #include "memory/memory_governor.h"
 
 namespace pier::engine {
+
+// The element type of stored K/V values.
+enum class KvDtype : uint8_t {
+  kF32,  // exact copies of the runner's f32 K/V
+  kF16,  // IEEE half, rounded to nearest even: half the memory
+};
+
+// "f32" or "f16".
+std::string_view KvDtypeName(KvDtype dtype);
+// "f32" or "f16" (as `--kv-dtype` takes them); INVALID_ARGUMENT naming the accepted values.
+[[nodiscard]] Result<KvDtype> ParseKvDtype(std::string_view name);
 
 struct KvLayout {
   int64_t n_layer = 0;
   int64_t block_size = 16;  // positions per block
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
+  KvDtype dtype = KvDtype::kF32;
 
-  // Floats of one position of one layer's K (or V): n_kv_head * head_dim.
-  int64_t row_floats() const { return n_kv_head * head_dim; }
-  // Floats of one layer's K (or V) in one block.
-  int64_t plane_floats() const { return block_size * row_floats(); }
-  size_t bytes_per_block() const {
-    return static_cast<size_t>(n_layer) * 2 * static_cast<size_t>(plane_floats()) * sizeof(float);
-  }
+  // Bytes of one stored value.
+  size_t element_bytes() const { return dtype == KvDtype::kF16 ? 2 : 4; }
+  // Values of one position of one layer's K (or V): n_kv_head * head_dim.
+  int64_t row_elements() const { return n_kv_head * head_dim; }
+  // Values of one layer's K (or V) in one block.
+  int64_t plane_elements() const { return block_size * row_elements(); }
+  size_t row_bytes() const { return static_cast<size_t>(row_elements()) * element_bytes(); }
+  size_t plane_bytes() const { return static_cast<size_t>(plane_elements()) * element_bytes(); }
+  size_t bytes_per_block() const { return static_cast<size_t>(n_layer) * 2 * plane_bytes(); }
   friend bool operator==(const KvLayout&, const KvLayout&) = default;
 };
 
@@ -53,12 +70,22 @@ class KvStore {
   // Start of block `block` (0 <= block < num_blocks()): bytes_per_block() bytes.
   virtual std::byte* BlockData(int32_t block) const = 0;
 
-  // K (V) of layer `layer` in block `block`: [block_size][n_kv_head][head_dim].
+  // K (V) of layer `layer` in block `block`: [block_size][n_kv_head][head_dim] values of
+  // the layout's dtype (plane_bytes() bytes).
+  std::byte* KeyPlane(int64_t layer, int32_t block) const {
+    return BlockData(block) + static_cast<size_t>(2 * layer) * layout_.plane_bytes();
+  }
+  std::byte* ValuePlane(int64_t layer, int32_t block) const {
+    return BlockData(block) + static_cast<size_t>(2 * layer + 1) * layout_.plane_bytes();
+  }
+  // The same planes as floats, for f32 layouts only.
   float* Keys(int64_t layer, int32_t block) const {
-    return reinterpret_cast<float*>(BlockData(block)) + (2 * layer) * layout_.plane_floats();
+    PIER_CHECK(layout_.dtype == KvDtype::kF32, "KvStore::Keys on a non-f32 KV layout");
+    return reinterpret_cast<float*>(KeyPlane(layer, block));
   }
   float* Values(int64_t layer, int32_t block) const {
-    return reinterpret_cast<float*>(BlockData(block)) + (2 * layer + 1) * layout_.plane_floats();
+    PIER_CHECK(layout_.dtype == KvDtype::kF32, "KvStore::Values on a non-f32 KV layout");
+    return reinterpret_cast<float*>(ValuePlane(layer, block));
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/thread_pool.h"
+#include "engine/kv_convert.h"
 #include "engine/paged_attention.h"
 #include "engine/workspace.h"
 #include "kernels/cpu/matmul.h"
@@ -222,6 +223,7 @@ Status LlamaRunner::Init() {
   shape_.kv.n_kv_head = hp_.n_kv;
   shape_.kv.head_dim = hp_.hd;
   shape_.kv.block_size = options_.kv->layout().block_size;
+  shape_.kv.dtype = options_.kv->layout().dtype;  // any dtype the store offers
   if (!(options_.kv->layout() == shape_.kv)) {
     return InvalidArgumentError(file_.path() +
                                 ": the KV store's layout does not match the model (layers, "
@@ -377,6 +379,8 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
 
   const int64_t bs = shape_.kv.block_size;
   KvStore& kv = *options_.kv;
+  const bool kv_f16 = shape_.kv.dtype == KvDtype::kF16;
+  const size_t kv_row_bytes = shape_.kv.row_bytes();
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
     const LayerWeights& l = layers_[il];
     // Attention block.
@@ -396,16 +400,24 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       ops::Rope(variant_.rope_style, qt, hp_.n_head, hp_.hd, hp_.n_rot, cs);
       ops::Rope(variant_.rope_style, kt, hp_.n_kv, hp_.hd, hp_.n_rot, cs);
     });
-    // K/V of this step's tokens into their blocks, before any token attends.
+    // K/V of this step's tokens into their blocks, before any token attends: copied for
+    // f32, rounded to nearest even for f16 (the same bits whichever path converts).
     for (const AttentionSpan& span : spans) {
       for (int64_t i = 0; i < span.n_tokens; ++i) {
         const int64_t pos = span.first_position + i;
         const int32_t block = span.block_table[pos / bs];
-        const int64_t slot = pos % bs;
-        std::memcpy(kv.Keys(il, block) + slot * kv_dim, k + (span.first_row + i) * kv_dim,
-                    kv_dim * sizeof(float));
-        std::memcpy(kv.Values(il, block) + slot * kv_dim, v + (span.first_row + i) * kv_dim,
-                    kv_dim * sizeof(float));
+        const size_t offset = static_cast<size_t>(pos % bs) * kv_row_bytes;
+        const float* k_row = k + (span.first_row + i) * kv_dim;  // [n_kv, hd]
+        const float* v_row = v + (span.first_row + i) * kv_dim;  // [n_kv, hd]
+        std::byte* k_dst = kv.KeyPlane(il, block) + offset;
+        std::byte* v_dst = kv.ValuePlane(il, block) + offset;
+        if (kv_f16) {
+          ConvertF32ToF16(k_row, kv_dim, reinterpret_cast<uint16_t*>(k_dst));
+          ConvertF32ToF16(v_row, kv_dim, reinterpret_cast<uint16_t*>(v_dst));
+        } else {
+          std::memcpy(k_dst, k_row, kv_row_bytes);
+          std::memcpy(v_dst, v_row, kv_row_bytes);
+        }
       }
     }
     PagedAttention(kv, il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,

@@ -80,8 +80,9 @@ std::string MemoryEstimate::Breakdown() const {
   return "weights " + FormatBytes(mapped_weight_bytes) + " mapped + " +
          FormatBytes(small_weight_bytes) + " converted, KV cache for " + std::to_string(kv_tokens) +
          " tokens " + FormatBytes(kv_bytes) + " (" + FormatBytes(kv_bytes_per_token) +
-         " per token), workspace " + FormatBytes(workspace_bytes) + " (steps of " +
-         std::to_string(max_step_tokens) + " tokens)";
+         " per token, " + std::string(KvDtypeName(kv_dtype)) + "), workspace " +
+         FormatBytes(workspace_bytes) + " (steps of " + std::to_string(max_step_tokens) +
+         " tokens)";
 }
 
 Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
@@ -94,6 +95,7 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
   }
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
   PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(file, options.block_size));
+  layout.dtype = options.kv_dtype;
   const CachingAllocatorOptions pool = GovernorOptions{}.pool;
 
   MemoryEstimate e;
@@ -108,6 +110,7 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
 
   const int64_t n_blocks = (options.kv_tokens + options.block_size - 1) / options.block_size;
   e.kv_tokens = n_blocks * options.block_size;
+  e.kv_dtype = options.kv_dtype;
   e.kv_bytes_per_token = layout.bytes_per_block() / static_cast<uint64_t>(options.block_size);
   e.kv_bytes = PoolFootprint(layout.bytes_per_block() * static_cast<uint64_t>(n_blocks), pool);
 
@@ -205,6 +208,7 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
 
   m->pool_ = std::make_unique<ThreadPool>(options.threads);
   PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(*m->file_, options.block_size));
+  layout.dtype = options.kv_dtype;
   const int64_t n_blocks = e.kv_tokens / options.block_size;
   PIER_ASSIGN_OR_RETURN(m->kv_, PooledKvStore::Create(layout, n_blocks, *m->governor_, kv_owner));
 

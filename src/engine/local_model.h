@@ -8,8 +8,8 @@
 // workspace of the largest step) is reserved from the governor before anything is
 // allocated, and a model that does not fit is refused with the breakdown and the budget
 // (RESOURCE_EXHAUSTED). Only then come a thread pool, a PooledKvStore of the requested
-// size and the architecture's runner. The engine (issue 5) builds its own paged KV cache on
-// the same pieces instead.
+// size and dtype (--kv-dtype) and the architecture's runner. The engine (issue 5) builds
+// its own paged KV cache on the same pieces instead.
 //
 // Ownership: owns all of it; members are destroyed in reverse order of creation
 // (runner, KV, pool, reservations, file, governor, device), so every governor handle is gone
@@ -39,6 +39,9 @@ struct LocalModelOptions {
   int threads = 2;           // compute threads, counting the caller
   int64_t kv_tokens = 4096;  // KV capacity in positions (rounded up to whole blocks)
   int64_t block_size = 16;   // positions per KV block
+  // `--kv-dtype`: how K/V are stored (f16 halves the KV memory; logits then differ slightly
+  // from f32's, but stay batch invariant).
+  KvDtype kv_dtype = KvDtype::kF32;
   // The largest step the caller will run: tokens in one batch and rows that want logits.
   // They size the workspace that admission reserves; a larger step still runs when the
   // budget has room for the bigger workspace, and is refused with the governor's error
@@ -57,7 +60,8 @@ struct LocalModelOptions {
 struct MemoryEstimate {
   uint64_t mapped_weight_bytes = 0;   // tensor bytes of the file, used in place (mapped)
   uint64_t small_weight_bytes = 0;    // f32 copies of norms and biases (pool segment)
-  uint64_t kv_bytes_per_token = 0;    // K and V of one position, all layers (f32)
+  KvDtype kv_dtype = KvDtype::kF32;   // what the KV store holds
+  uint64_t kv_bytes_per_token = 0;    // K and V of one position, all layers, in kv_dtype
   int64_t kv_tokens = 0;              // KV capacity, rounded up to whole blocks
   uint64_t kv_bytes = 0;              // the KV store (pool segment)
   uint64_t workspace_step_bytes = 0;  // the largest step's buffers, as the runner lays them out
@@ -67,8 +71,8 @@ struct MemoryEstimate {
 
   uint64_t weight_bytes() const { return mapped_weight_bytes + small_weight_bytes; }
   uint64_t total_bytes() const { return weight_bytes() + kv_bytes + workspace_bytes; }
-  // "weights 98.2 MiB (mapped) + 2.0 MiB (converted), KV cache for 4096 tokens 180.0 MiB,
-  // workspace 20.0 MiB"
+  // "weights 98.2 MiB mapped + 2.0 MiB converted, KV cache for 4096 tokens 90.0 MiB
+  // (22.5 KiB per token, f16), workspace 20.0 MiB (steps of 512 tokens)"
   std::string Breakdown() const;
 };
 

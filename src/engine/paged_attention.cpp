@@ -6,12 +6,24 @@
 
 #include "common/check.h"
 #include "common/thread_pool.h"
+#include "engine/kv_convert.h"
 
 namespace pier::engine {
 
+namespace {
+
+// Floats of one slot's scratch: scores [group][max_context], then for f16 layouts one
+// block's K (or V) rows of one head converted to f32 [block_size][head_dim].
+int64_t SlotScratchFloats(const KvLayout& layout, int64_t group, int64_t max_context) {
+  const int64_t rows = layout.dtype == KvDtype::kF32 ? 0 : layout.block_size * layout.head_dim;
+  return group * max_context + rows;
+}
+
+}  // namespace
+
 int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int64_t max_context,
                                     int64_t n_slots) {
-  return n_slots * (n_head / layout.n_kv_head) * max_context;
+  return n_slots * SlotScratchFloats(layout, n_head / layout.n_kv_head, max_context);
 }
 
 namespace {
@@ -52,11 +64,30 @@ struct Item {
   int64_t kv_head;  // K/V head; query heads kv_head * group .. + group - 1
 };
 
+// The f32 rows of head `head_offset / head_dim` at positions [0, n) of a K or V plane, and
+// the floats between consecutive rows. An f32 plane is read in place; an f16 plane is
+// converted (exactly) into `rows` [n][head_dim] first, so the arithmetic that follows
+// is the same for both.
+struct HeadRows {
+  const float* data;
+  int64_t stride;
+};
+inline HeadRows ReadHeadRows(const KvLayout& layout, const std::byte* plane, int64_t head_offset,
+                             int64_t n, float* rows) {
+  const int64_t row_stride = layout.row_elements();
+  if (layout.dtype == KvDtype::kF32) {
+    return {reinterpret_cast<const float*>(plane) + head_offset, row_stride};
+  }
+  ConvertF16RowsToF32(reinterpret_cast<const uint16_t*>(plane) + head_offset, row_stride, n,
+                      layout.head_dim, rows);
+  return {rows, layout.head_dim};
+}
+
 // One query token, one group of query heads sharing a K/V head.
-//   scores: [group][max_context] scratch.
+//   scores: [group][max_context] scratch; rows: [block_size][head_dim] scratch (f16 only).
 PIER_ATTENTION_CLONES void AttendOne(const KvStore& kv, int64_t layer, const Item& item,
                                      int64_t n_head, const float* q, float* out,
-                                     int64_t max_context, float* scores) {
+                                     int64_t max_context, float* scores, float* rows) {
   const KvLayout& layout = kv.layout();
   const int64_t hd = layout.head_dim;
   const int64_t n_kv = layout.n_kv_head;
@@ -69,15 +100,15 @@ PIER_ATTENTION_CLONES void AttendOne(const KvStore& kv, int64_t layer, const Ite
   const int32_t* table = item.span->block_table;
 
   const int64_t bs = layout.block_size;
-  const int64_t row_stride = n_kv * hd;  // floats between positions in a block
   const int64_t head_offset = item.kv_head * hd;
 
   // Scores, position by position; block addresses resolved once per block.
   for (int64_t first = 0; first < n_ctx; first += bs) {
-    const float* k_block = kv.Keys(layer, table[first / bs]) + head_offset;
     const int64_t n = std::min(bs, n_ctx - first);
+    const HeadRows k_rows =
+        ReadHeadRows(layout, kv.KeyPlane(layer, table[first / bs]), head_offset, n, rows);
     for (int64_t i = 0; i < n; ++i) {
-      const float* k = k_block + i * row_stride;
+      const float* k = k_rows.data + i * k_rows.stride;
       for (int64_t j = 0; j < group; ++j) {
         scores[j * max_context + first + i] = Dot(q_row + j * hd, k, hd) * scale;
       }
@@ -99,10 +130,11 @@ PIER_ATTENTION_CLONES void AttendOne(const KvStore& kv, int64_t layer, const Ite
   }
   // Weighted V rows in position order; each V row read once for the group.
   for (int64_t first = 0; first < n_ctx; first += bs) {
-    const float* v_block = kv.Values(layer, table[first / bs]) + head_offset;
     const int64_t n = std::min(bs, n_ctx - first);
+    const HeadRows v_rows =
+        ReadHeadRows(layout, kv.ValuePlane(layer, table[first / bs]), head_offset, n, rows);
     for (int64_t i = 0; i < n; ++i) {
-      const float* v = v_block + i * row_stride;
+      const float* v = v_rows.data + i * v_rows.stride;
       for (int64_t j = 0; j < group; ++j) {
         Axpy(scores[j * max_context + first + i], v, hd, out_row + j * hd);
       }
@@ -134,11 +166,13 @@ void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionS
   });
   const int64_t n_items = static_cast<int64_t>(items.size());
   n_slots = std::max<int64_t>(1, std::min(n_slots, n_items));
+  const int64_t slot_floats = SlotScratchFloats(kv.layout(), group, max_context);
   pool.ParallelFor(n_slots, 1, [&](int64_t begin, int64_t end) {
     for (int64_t slot = begin; slot < end; ++slot) {
-      float* scores = scratch + slot * group * max_context;
+      float* scores = scratch + slot * slot_floats;  // [group][max_context]
+      float* rows = scores + group * max_context;    // [block_size][head_dim] (f16 only)
       for (int64_t i = slot; i < n_items; i += n_slots) {
-        AttendOne(kv, layer, items[i], n_head, q, out, max_context, scores);
+        AttendOne(kv, layer, items[i], n_head, q, out, max_context, scores, rows);
       }
     }
   });

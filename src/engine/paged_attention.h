@@ -31,7 +31,9 @@ struct AttentionSpan {
 };
 
 // Floats of scratch PagedAttention needs: n_slots * (n_head / n_kv_head) * max_context,
-// where max_context is the largest position + 1 of any token in the batch.
+// where max_context is the largest position + 1 of any token in the batch, plus, for an f16
+// layout, n_slots * block_size * head_dim (K/V rows converted to f32: f16 -> f32 is exact,
+// so the arithmetic and its bits do not depend on how the conversion is done).
 int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int64_t max_context,
                                     int64_t n_slots);
 

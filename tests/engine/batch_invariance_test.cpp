@@ -102,15 +102,15 @@ class BatchInvarianceTest : public ::testing::Test {
   static bool ScratchKvMatchesReference(int64_t first, int64_t n) {
     const KvStore& kv = model_->kv();
     const KvLayout& l = kv.layout();
-    const size_t row = l.row_floats() * sizeof(float);
+    const size_t row = l.row_bytes();
     for (int64_t layer = 0; layer < l.n_layer; ++layer) {
       for (int64_t p = first; p < first + n; ++p) {
         const int32_t b = static_cast<int32_t>(p / kBlock);
-        const int64_t off = (p % kBlock) * l.row_floats();
-        if (std::memcmp(kv.Keys(layer, kScratchBlock + b) + off,
-                        kv.Keys(layer, kReferenceBlock + b) + off, row) != 0 ||
-            std::memcmp(kv.Values(layer, kScratchBlock + b) + off,
-                        kv.Values(layer, kReferenceBlock + b) + off, row) != 0) {
+        const size_t off = static_cast<size_t>(p % kBlock) * row;
+        if (std::memcmp(kv.KeyPlane(layer, kScratchBlock + b) + off,
+                        kv.KeyPlane(layer, kReferenceBlock + b) + off, row) != 0 ||
+            std::memcmp(kv.ValuePlane(layer, kScratchBlock + b) + off,
+                        kv.ValuePlane(layer, kReferenceBlock + b) + off, row) != 0) {
           return false;
         }
       }

@@ -1,0 +1,116 @@
+#include "engine/kv_convert.h"
+
+#include <cstring>
+
+#include "common/check.h"
+#include "tensor/float16.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define PIER_KV_F16C 1
+#else
+#define PIER_KV_F16C 0
+#endif
+
+namespace pier::engine {
+namespace internal {
+
+bool CpuHasF16c() {
+#if PIER_KV_F16C
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+void ConvertF32ToF16Scalar(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp32ToFp16(src[i]);
+}
+
+void ConvertF16ToF32Scalar(const uint16_t* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
+}
+
+#if PIER_KV_F16C
+
+// Eight values per instruction; a tail of fewer than eight goes through a padded lane
+// buffer so that every value takes the same instruction.
+__attribute__((target("avx,f16c"))) void ConvertF32ToF16F16c(const float* src, int64_t n,
+                                                             uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  if (i < n) {
+    alignas(32) float in[8] = {};
+    alignas(16) uint16_t out[8];
+    std::memcpy(in, src + i, static_cast<size_t>(n - i) * sizeof(float));
+    _mm_store_si128(reinterpret_cast<__m128i*>(out),
+                    _mm256_cvtps_ph(_mm256_load_ps(in), _MM_FROUND_TO_NEAREST_INT));
+    std::memcpy(dst + i, out, static_cast<size_t>(n - i) * sizeof(uint16_t));
+  }
+}
+
+__attribute__((target("avx,f16c"))) void ConvertF16ToF32F16c(const uint16_t* src, int64_t n,
+                                                             float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  if (i < n) {
+    alignas(16) uint16_t in[8] = {};
+    alignas(32) float out[8];
+    std::memcpy(in, src + i, static_cast<size_t>(n - i) * sizeof(uint16_t));
+    _mm256_store_ps(out, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(in))));
+    std::memcpy(dst + i, out, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+#else
+
+void ConvertF32ToF16F16c(const float*, int64_t, uint16_t*) {
+  PIER_CHECK(false, "F16C conversion called on a build without it");
+}
+void ConvertF16ToF32F16c(const uint16_t*, int64_t, float*) {
+  PIER_CHECK(false, "F16C conversion called on a build without it");
+}
+
+#endif
+
+}  // namespace internal
+
+void ConvertF32ToF16(const float* src, int64_t n, uint16_t* dst) {
+  if (internal::CpuHasF16c()) {
+    internal::ConvertF32ToF16F16c(src, n, dst);
+  } else {
+    internal::ConvertF32ToF16Scalar(src, n, dst);
+  }
+}
+
+void ConvertF16ToF32(const uint16_t* src, int64_t n, float* dst) {
+  if (internal::CpuHasF16c()) {
+    internal::ConvertF16ToF32F16c(src, n, dst);
+  } else {
+    internal::ConvertF16ToF32Scalar(src, n, dst);
+  }
+}
+
+void ConvertF16RowsToF32(const uint16_t* src, int64_t src_stride, int64_t n_rows, int64_t row_len,
+                         float* dst) {
+  const bool f16c = internal::CpuHasF16c();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (f16c) {
+      internal::ConvertF16ToF32F16c(src + r * src_stride, row_len, dst + r * row_len);
+    } else {
+      internal::ConvertF16ToF32Scalar(src + r * src_stride, row_len, dst + r * row_len);
+    }
+  }
+}
+
+}  // namespace pier::engine
