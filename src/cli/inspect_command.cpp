@@ -1,9 +1,9 @@
 // `pier inspect [MODEL] [--json]`: what a GGUF model file holds.
-// `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--json]`: what loading it with
-// `pier run` would reserve from the memory budget (engine::EstimateMemory, the function
-// `pier run`'s admission uses): mapped and converted weights, KV per token and for the
-// context, workspace, total. With --memory-budget (and --device-memory) it also says
-// whether that fits, as `pier run` would decide.
+// `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--kv-dtype f32|f16] [--json]`: what
+// loading it with `pier run` would reserve from the memory budget (engine::EstimateMemory,
+// the function `pier run`'s admission uses): mapped and converted weights, KV per token and
+// for the context (in the --kv-dtype `pier run` would use), workspace, total. With --memory-budget
+// (and --device-memory) it also says whether that fits, as `pier run` would decide.
 //
 // Prints the architecture, hyper-parameters, tensor types and counts, bytes of
 // weights, KV bytes per token and whether a chat template is present; with
@@ -34,6 +34,7 @@ struct InspectOptions {
   bool memory = false;
   int64_t ctx = 4096;
   int threads = 0;  // 0: all hardware threads, as `pier run`
+  std::string kv_dtype = "f32";
   std::optional<std::string> memory_budget;
   std::optional<std::string> device_memory;
 };
@@ -121,8 +122,9 @@ void PrintText(const model::GgufFile& file, const model::ModelInfo& info) {
   line("tensors", number(file.tensors().size()) + " (" + types + ")");
   line("parameters", number(info.parameter_count));
   line("weights", number(info.weight_bytes) + " bytes (" + HumanBytes(info.weight_bytes) + ")");
-  line("KV cache per token", number(info.kv_bytes_per_token) +
-                                 " bytes (f16 K and V; the CPU runner keeps f32, see --memory)");
+  line("KV cache per token",
+       number(info.kv_bytes_per_token) +
+           " bytes (f16 K and V; the CPU runner keeps f32 unless --kv-dtype f16, see --memory)");
   line("chat template", info.has_chat_template ? "present" : "absent");
 }
 
@@ -134,6 +136,7 @@ nlohmann::json MemoryJson(const model::GgufFile& file, const engine::MemoryEstim
           {"mapped_weight_bytes", e.mapped_weight_bytes},
           {"converted_weight_bytes", e.small_weight_bytes},
           {"weight_bytes", e.weight_bytes()},
+          {"kv_dtype", engine::KvDtypeName(e.kv_dtype)},
           {"kv_bytes_per_token", e.kv_bytes_per_token},
           {"kv_bytes", e.kv_bytes},
           {"workspace_step_bytes", e.workspace_step_bytes},
@@ -151,7 +154,8 @@ void PrintMemory(const model::GgufFile& file, const engine::MemoryEstimate& e) {
               static_cast<long long>(e.max_step_tokens));
   line("weights, mapped", e.mapped_weight_bytes, ", used in place");
   line("weights, converted", e.small_weight_bytes, ", f32 norms and biases, pool segment");
-  line("KV cache per token", e.kv_bytes_per_token, ", f32 K and V, all layers");
+  line("KV cache per token", e.kv_bytes_per_token,
+       ", " + std::string(engine::KvDtypeName(e.kv_dtype)) + " K and V, all layers");
   line("KV cache for " + std::to_string(e.kv_tokens) + " tokens", e.kv_bytes);
   line("workspace", e.workspace_bytes,
        ", pool segment for a step of " + std::to_string(e.workspace_step_bytes) + " bytes");
@@ -197,6 +201,9 @@ int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file)
                               ? options.threads
                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   model_options.kv_tokens = engine::ClampContext(file, options.ctx);
+  auto kv_dtype = engine::ParseKvDtype(options.kv_dtype);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status().WithContext("--kv-dtype"));
+  model_options.kv_dtype = *kv_dtype;
   auto budget = ResolveBudget(options);
   if (!budget.ok()) return Fail(budget.status());
   auto estimate = engine::EstimateMemory(file, model_options);
@@ -252,6 +259,10 @@ void RegisterInspect(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_option("--threads", options->threads,
                       "With --memory: compute threads (default: all, as pier run)");
+  command
+      ->add_option("--kv-dtype", options->kv_dtype,
+                   "With --memory: KV cache element type, f32 or f16 (as pier run)")
+      ->capture_default_str();
   command->add_option("--memory-budget", options->memory_budget,
                       "With --memory: say whether the model fits this budget (as pier run)");
   command->add_option("--device-memory", options->device_memory,

@@ -1,14 +1,15 @@
 // `pier run [-m MODEL] [-p PROMPT | --chat] [-n N] [--temperature T] [--seed S] [--threads N]
-//           [--ctx N] [--memory-budget B] [--device-memory B] [--memory-stats]`:
+//           [--ctx N] [--kv-dtype f32|f16] [--memory-budget B] [--device-memory B]
+//           [--memory-stats]`:
 // generates text with a model on the CPU and streams it to stdout.
 //
 // Memory: the model runs under a memory governor whose budget is --memory-budget (bytes with
 // a unit, "512MiB", or a percentage of the device's capacity, "80%"; default 100%) on a CPU
 // device whose capacity is --device-memory (default: available memory, capped by the
-// cgroup limit). Before the model loads, what it needs (mapped weights, KV for --ctx tokens,
-// workspace) is reserved; when it does not fit, the breakdown and the budget are printed and
-// the exit status is 1. --memory-stats prints the governor's figures at the end as one line
-// "memory: {json}" on stderr.
+// cgroup limit). Before the model loads, what it needs (mapped weights, KV for --ctx tokens
+// stored as --kv-dtype: f32, or f16 at half the bytes, workspace) is reserved; when it does not
+// fit, the breakdown and the budget are printed and the exit status is 1. --memory-stats prints the
+// governor's figures at the end as one line "memory: {json}" on stderr.
 //
 // With -p the prompt is tokenized as is (with the BOS the model asks for), prefilled, and
 // up to N tokens are sampled and printed as they complete (UTF-8 safe), stopping early at
@@ -56,6 +57,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 0;  // 0: all hardware threads
   int64_t ctx = 4096;
+  std::string kv_dtype = "f32";
   bool verbose_prompt = false;
   std::optional<std::string> memory_budget;  // unset: 100% of the device
   std::optional<std::string> device_memory;  // unset: probed
@@ -198,8 +200,12 @@ nlohmann::json MemoryStatsJson(const engine::LocalModel& model, MemoryGovernor& 
           {"owners", owners}};
 }
 
-// --memory-budget and --device-memory into the model's options; bad values are errors.
+// --kv-dtype, --memory-budget and --device-memory into the model's options; bad values are
+// errors.
 Status ParseMemoryFlags(const RunOptions& options, engine::LocalModelOptions* model_options) {
+  Result<engine::KvDtype> kv_dtype = engine::ParseKvDtype(options.kv_dtype);
+  if (!kv_dtype.ok()) return kv_dtype.status().WithContext("--kv-dtype");
+  model_options->kv_dtype = *kv_dtype;
   if (options.memory_budget.has_value()) {
     PIER_ASSIGN_OR_RETURN(model_options->memory_budget,
                           ParseBudget(*options.memory_budget, "--memory-budget"));
@@ -333,6 +339,11 @@ void RegisterRun(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_option("--threads", options->threads, "Compute threads (default: all)");
   command->add_option("--ctx", options->ctx, "Context (KV cache) size in tokens")
+      ->capture_default_str();
+  command
+      ->add_option("--kv-dtype", options->kv_dtype,
+                   "KV cache element type: f32, or f16 (half the memory, slightly different "
+                   "logits)")
       ->capture_default_str();
   command->add_option("--memory-budget", options->memory_budget,
                       "Memory budget: bytes with a unit (512MiB, 2GB) or a percentage of the "

@@ -42,6 +42,47 @@ TEST(InspectCliTest, TextNamesTheFacts) {
   EXPECT_THAT(result.output, HasSubstr("chat template:         present"));
 }
 
+TEST(InspectCliTest, MemoryWithF16KvShowsHalfTheKvBytes) {
+  nlohmann::json by_dtype;
+  for (const char* dtype : {"f32", "f16"}) {
+    CommandResult result = RunPier(std::string("inspect --memory --json --ctx 4096 --kv-dtype ") +
+                                       dtype + " " + PIER_DEFAULT_MODEL_PATH,
+                                   false);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    by_dtype[dtype] = nlohmann::json::parse(result.output);
+    EXPECT_EQ(by_dtype[dtype]["kv_dtype"], dtype);
+  }
+  const nlohmann::json& f32 = by_dtype["f32"];
+  const nlohmann::json& f16 = by_dtype["f16"];
+  // 30 layers x (K, V) x 3 K/V heads x 64 values x 2 bytes.
+  EXPECT_EQ(f16["kv_bytes_per_token"].get<uint64_t>(), 23040u);
+  EXPECT_EQ(f32["kv_bytes_per_token"].get<uint64_t>(), 2 * 23040u);
+  // The KV store's pool segment: at least the bytes, rounded up by less than 1%.
+  const auto kv16 = f16["kv_bytes"].get<uint64_t>(), kv32 = f32["kv_bytes"].get<uint64_t>();
+  const uint64_t f16_bytes = uint64_t{4096} * 23040;
+  EXPECT_GE(kv16, f16_bytes);
+  EXPECT_LT(kv16, f16_bytes * 101 / 100);
+  EXPECT_GE(kv32, 2 * f16_bytes);
+  EXPECT_LT(kv32, 2 * f16_bytes * 101 / 100);
+  EXPECT_EQ(f32["weight_bytes"], f16["weight_bytes"]);
+  EXPECT_EQ(f32["total_bytes"].get<uint64_t>() - f16["total_bytes"].get<uint64_t>(),
+            kv32 - kv16 + f32["workspace_bytes"].get<uint64_t>() -
+                f16["workspace_bytes"].get<uint64_t>());
+
+  CommandResult text = RunPier(
+      std::string("inspect --memory --kv-dtype f16 --ctx 4096 ") + PIER_DEFAULT_MODEL_PATH, false);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("23040 bytes (22.5 KiB), f16 K and V, all layers"));
+}
+
+TEST(InspectCliTest, UnknownKvDtypeExitsOneNamingTheAccepted) {
+  CommandResult result =
+      RunPier(std::string("inspect --memory --kv-dtype q8_0 ") + PIER_DEFAULT_MODEL_PATH, true);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("--kv-dtype"));
+  EXPECT_THAT(result.output, HasSubstr("accepted: f32, f16"));
+}
+
 TEST(InspectCliTest, MissingFileExitsOneNamingIt) {
   CommandResult result = RunPier("inspect /nonexistent/dir/missing-model.gguf", true);
   EXPECT_EQ(result.exit_code, 1);

@@ -72,6 +72,19 @@ TEST(RunCommandTest, GreedyTextIsTheReferenceContinuation) {
       << r.err;
 }
 
+TEST(RunCommandTest, F16KvGivesTheSameGreedyText) {
+  // kv_f16_test: with f16 K/V this prompt's 64 greedy tokens are f32's.
+  const nlohmann::json prompt = Fixture()["prompts"][0];
+  const std::string args = "-p " + Quote(prompt["text"].get<std::string>()) +
+                           " -n 64 --temperature 0 --memory-stats --kv-dtype ";
+  const CommandResult f32 = RunPier(args + "f32");
+  const CommandResult f16 = RunPier(args + "f16");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  ASSERT_EQ(f16.exit_code, 0) << f16.err;
+  EXPECT_EQ(f16.out, f32.out);
+  EXPECT_NE(f16.err.find("memory: "), std::string::npos) << f16.err;
+}
+
 TEST(RunCommandTest, SamplingIsReproduciblePerSeed) {
   const std::string args = "-p 'Once upon a time' -n 24 --temperature 1.0 --top-k 0 --top-p 1 ";
   const CommandResult a = RunPier(args + "--seed 7");
@@ -110,6 +123,7 @@ TEST(RunCommandTest, BadValuesExitOneWithAReason) {
       {"-p hi --chat", "not both"},
       {"", "give a prompt"},
       {"-p hi -m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
+      {"-p hi --kv-dtype q8_0", "accepted: f32, f16"},
   };
   for (const Case& c : cases) {
     const CommandResult r = RunPier(c.args);
