@@ -72,8 +72,20 @@ __attribute__((target("avx,f16c"))) void ConvertF16ToF32F16c(const uint16_t* src
   }
 }
 
+// Rows of a plane into packed rows (see ConvertF16RowsToF32), the loop inside the target.
+__attribute__((target("avx,f16c"))) void ConvertF16RowsToF32F16c(const uint16_t* src,
+                                                                 int64_t src_stride, int64_t n_rows,
+                                                                 int64_t row_len, float* dst) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    ConvertF16ToF32F16c(src + r * src_stride, row_len, dst + r * row_len);
+  }
+}
+
 #else
 
+void ConvertF16RowsToF32F16c(const uint16_t*, int64_t, int64_t, int64_t, float*) {
+  PIER_CHECK(false, "F16C conversion called on a build without it");
+}
 void ConvertF32ToF16F16c(const float*, int64_t, uint16_t*) {
   PIER_CHECK(false, "F16C conversion called on a build without it");
 }
@@ -103,13 +115,12 @@ void ConvertF16ToF32(const uint16_t* src, int64_t n, float* dst) {
 
 void ConvertF16RowsToF32(const uint16_t* src, int64_t src_stride, int64_t n_rows, int64_t row_len,
                          float* dst) {
-  const bool f16c = internal::CpuHasF16c();
+  if (internal::CpuHasF16c()) {
+    internal::ConvertF16RowsToF32F16c(src, src_stride, n_rows, row_len, dst);
+    return;
+  }
   for (int64_t r = 0; r < n_rows; ++r) {
-    if (f16c) {
-      internal::ConvertF16ToF32F16c(src + r * src_stride, row_len, dst + r * row_len);
-    } else {
-      internal::ConvertF16ToF32Scalar(src + r * src_stride, row_len, dst + r * row_len);
-    }
+    internal::ConvertF16ToF32Scalar(src + r * src_stride, row_len, dst + r * row_len);
   }
 }
 

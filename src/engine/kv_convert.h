@@ -32,6 +32,8 @@ void ConvertF32ToF16Scalar(const float* src, int64_t n, uint16_t* dst);
 void ConvertF16ToF32Scalar(const uint16_t* src, int64_t n, float* dst);
 void ConvertF32ToF16F16c(const float* src, int64_t n, uint16_t* dst);
 void ConvertF16ToF32F16c(const uint16_t* src, int64_t n, float* dst);
+void ConvertF16RowsToF32F16c(const uint16_t* src, int64_t src_stride, int64_t n_rows,
+                             int64_t row_len, float* dst);
 
 }  // namespace internal
 }  // namespace pier::engine
