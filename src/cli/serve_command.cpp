@@ -84,6 +84,8 @@ constexpr SettingHelp kSettingHelp[] = {
     {"ctx", "TOKENS",
      "KV cache size in tokens, all requests together (default 4096, capped at the "
      "model's context)"},
+    {"kv_dtype", "f32|f16",
+     "K/V element type in the cache; f16 holds twice the tokens (default f32)"},
     {"max_batched_tokens", "TOKENS", "Tokens computed per engine step (default 512)"},
     {"max_seqs", "N", "Sequences running at once (default 64)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
@@ -154,6 +156,7 @@ int RunServe(const ServeOptions& options) {
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   instance_options.model.memory_budget = options.memory_budget;
   instance_options.model.device_memory = options.device_memory;
+  instance_options.model.kv_dtype = options.kv_dtype;
   instance_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
   instance_options.engine.scheduler.max_seqs = options.max_seqs;
   instance_options.max_waiting = options.max_queued;

@@ -59,23 +59,15 @@ constexpr int64_t kMaxTokens = int64_t{1} << 24;
 }  // namespace
 
 const std::vector<std::string_view>& ServeSettingNames() {
-  static const std::vector<std::string_view> kNames = {"model",
-                                                       "name",
-                                                       "host",
-                                                       "port",
-                                                       "threads",
-                                                       "http_threads",
-                                                       "api_keys",
-                                                       "metrics_key",
-                                                       "max_queued",
-                                                       "memory_budget",
-                                                       "device_memory",
-                                                       "ctx",
-                                                       "max_batched_tokens",
-                                                       "max_seqs",
-                                                       "max_body_bytes",
-                                                       "shutdown_grace",
-                                                       "watchdog_seconds"};
+  static const std::vector<std::string_view> kNames = {"model",          "name",
+                                                       "host",           "port",
+                                                       "threads",        "http_threads",
+                                                       "api_keys",       "metrics_key",
+                                                       "max_queued",     "memory_budget",
+                                                       "device_memory",  "ctx",
+                                                       "kv_dtype",       "max_batched_tokens",
+                                                       "max_seqs",       "max_body_bytes",
+                                                       "shutdown_grace", "watchdog_seconds"};
   return kNames;
 }
 
@@ -114,6 +106,11 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->device_memory, ParseByteSize(value, source));
   } else if (name == "ctx") {
     PIER_ASSIGN_OR_RETURN(o->ctx, ParseInteger(value, source, 2, kMaxTokens));
+  } else if (name == "kv_dtype") {
+    Result<engine::KvDtype> dtype = engine::ParseKvDtype(value);
+    if (!dtype.ok())
+      return InvalidArgumentError(std::string(source) + ": " + dtype.status().message());
+    o->kv_dtype = *dtype;
   } else if (name == "max_batched_tokens") {
     PIER_ASSIGN_OR_RETURN(o->max_batched_tokens, ParseInteger(value, source, 1, kMaxTokens));
   } else if (name == "max_seqs") {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv_store.h"
 #include "memory/byte_size.h"
 
 namespace pier::cli {
@@ -42,8 +43,9 @@ struct ServeOptions {
   BudgetSpec memory_budget = BudgetSpec::Percent(100);
   std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed
   int64_t ctx = 4096;                     // KV cache positions (clamped to the model's context)
-  int64_t max_batched_tokens = 512;       // tokens per engine step
-  int64_t max_seqs = 64;                  // running sequences at once
+  engine::KvDtype kv_dtype = engine::KvDtype::kF32;  // K/V element type in the cache
+  int64_t max_batched_tokens = 512;                  // tokens per engine step
+  int64_t max_seqs = 64;                             // running sequences at once
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

@@ -63,6 +63,7 @@ max_queued: 7
 memory_budget: 80%
 device_memory: 2GiB
 ctx: 2048
+kv_dtype: f16
 max_batched_tokens: 256
 max_seqs: 16
 max_body_bytes: 1MiB
@@ -85,13 +86,14 @@ watchdog_seconds: 5
   EXPECT_EQ(o.memory_budget.percent, 80);
   EXPECT_EQ(o.device_memory, uint64_t{2} << 30);
   EXPECT_EQ(o.ctx, 2048);
+  EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
   EXPECT_EQ(o.max_batched_tokens, 256);
   EXPECT_EQ(o.max_seqs, 16);
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
   EXPECT_DOUBLE_EQ(o.shutdown_grace_seconds, 2.5);
   EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 17u);
+  EXPECT_EQ(ServeSettingNames().size(), 18u);
 }
 
 TEST_F(ServeConfigTest, FlagsWinOverTheFile) {
@@ -147,6 +149,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"memory_budget", ""}}, "--memory-budget");
   ExpectBad({{"memory_budget", "150%"}}, "--memory-budget");
   ExpectBad({{"device_memory", "lots"}}, "--device-memory");
+  ExpectBad({{"kv_dtype", "q8_0"}}, "--kv-dtype");
   ExpectBad({{"ctx", "1"}}, "--ctx");
   ExpectBad({{"max_batched_tokens", "0"}}, "--max-batched-tokens");
   ExpectBad({{"max_seqs", "0"}}, "--max-seqs");
