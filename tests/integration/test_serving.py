@@ -98,33 +98,40 @@ def test_priority_is_clamped_to_the_key_ceiling(keyed_server):
 
 def test_queue_full_is_429_with_retry_after(start_server):
     s = start_server("--max-queued", "1", "--max-seqs", "1")
-    body = {"model": s.model_id, "prompt": "Count to ten:", "max_tokens": 48,
-            "ignore_eos": True}
+    body = {"model": s.model_id, "prompt": "Count to ten:", "max_tokens": 8, "ignore_eos": True}
     results = []
 
-    def call():
-        status, headers, _ = json_request(s, "POST", "/v1/completions", body)
+    def call(max_tokens):
+        status, headers, _ = json_request(s, "POST", "/v1/completions",
+                                          {**body, "max_tokens": max_tokens})
         results.append((status, headers))
 
-    # Fill the queue: one request runs (--max-seqs 1), the next ones wait.
-    threads = [threading.Thread(target=call) for _ in range(3)]
-    for t in threads:
+    def wait_for(name):
+        deadline = time.monotonic() + 60
+        while metric(metrics(s), name) < 1:
+            assert time.monotonic() < deadline, f"{name} never reached 1"
+            time.sleep(0.02)
+
+    # One long request runs (--max-seqs 1), a second waits: the queue is at its limit.
+    running = threading.Thread(target=call, args=(600,))
+    running.start()
+    wait_for("pier_num_requests_running")
+    waiting = threading.Thread(target=call, args=(8,))
+    waiting.start()
+    wait_for("pier_num_requests_waiting")
+    # A burst now is refused at once, none of it queued.
+    burst = [threading.Thread(target=call, args=(8,)) for _ in range(4)]
+    for t in burst:
         t.start()
-    deadline = time.monotonic() + 60
-    while metric(metrics(s), "pier_num_requests_waiting") < 1:
-        assert time.monotonic() < deadline, "no request ever waited"
-        time.sleep(0.02)
-    # The queue is at its limit: these are refused at once.
-    more = [threading.Thread(target=call) for _ in range(4)]
-    for t in more:
-        t.start()
-    for t in threads + more:
+    for t in burst:
+        t.join(timeout=60)
+    refused = [(status, h) for status, h in results if status == 429]
+    assert len(refused) == 4, results
+    assert all(int(h["retry-after"]) >= 1 for _, h in refused)
+    for t in (running, waiting):
         t.join(timeout=300)
     statuses = sorted(status for status, _ in results)
-    assert len(results) == 7
-    assert set(statuses) <= {200, 429}, statuses
-    assert statuses.count(200) >= 2 and 429 in statuses, statuses
-    assert all(int(h["retry-after"]) >= 1 for status, h in results if status == 429)
+    assert statuses == [200, 200, 429, 429, 429, 429], statuses
 
 
 def test_disconnect_mid_stream_frees_the_request_and_its_kv(server):
