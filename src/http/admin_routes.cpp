@@ -24,17 +24,6 @@ HttpResponse JsonResponse(int status, const Json& body) {
   return response;
 }
 
-// Constant-time comparison (every byte of `presented` is read whatever matches).
-bool SecretEquals(std::string_view presented, std::string_view secret) {
-  unsigned char diff = presented.size() == secret.size() ? 0 : 1;
-  for (size_t i = 0; i < presented.size(); ++i) {
-    const unsigned char s =
-        secret.empty() ? 0 : static_cast<unsigned char>(secret[i % secret.size()]);
-    diff |= static_cast<unsigned char>(static_cast<unsigned char>(presented[i]) ^ s);
-  }
-  return diff == 0;
-}
-
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -168,7 +157,7 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
     constexpr std::string_view kBearer = "Bearer ";
     const std::optional<std::string_view> auth = request.Header("authorization");
     if (!auth.has_value() || !auth->starts_with(kBearer) ||
-        !SecretEquals(auth->substr(kBearer.size()), options_.metrics_key)) {
+        !ConstantTimeEquals(auth->substr(kBearer.size()), options_.metrics_key)) {
       return ErrorResponse(401,
                            auth.has_value() ? "invalid metrics key"
                                             : "missing metrics key: send \"Authorization: "

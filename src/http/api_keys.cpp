@@ -11,18 +11,6 @@
 namespace pier::http {
 namespace {
 
-// Equality that reads every byte of `presented` whatever the contents, so the time taken does
-// not tell how many leading bytes matched. (The length of a stored key may still show.)
-bool ConstantTimeEquals(std::string_view presented, std::string_view stored) {
-  unsigned char diff = presented.size() == stored.size() ? 0 : 1;
-  for (size_t i = 0; i < presented.size(); ++i) {
-    const unsigned char s =
-        stored.empty() ? 0 : static_cast<unsigned char>(stored[i % stored.size()]);
-    diff |= static_cast<unsigned char>(static_cast<unsigned char>(presented[i]) ^ s);
-  }
-  return diff == 0;
-}
-
 std::string_view TrimSpaces(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -50,6 +38,16 @@ std::optional<std::string_view> PresentedKey(const HttpRequest& request) {
 }
 
 }  // namespace
+
+bool ConstantTimeEquals(std::string_view presented, std::string_view stored) {
+  unsigned char diff = presented.size() == stored.size() ? 0 : 1;
+  for (size_t i = 0; i < presented.size(); ++i) {
+    const unsigned char s =
+        stored.empty() ? 0 : static_cast<unsigned char>(stored[i % stored.size()]);
+    diff |= static_cast<unsigned char>(static_cast<unsigned char>(presented[i]) ^ s);
+  }
+  return diff == 0;
+}
 
 Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view source_name) {
   const std::string source(source_name);

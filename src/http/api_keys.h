@@ -24,6 +24,11 @@
 
 namespace pier::http {
 
+// Equality that reads every byte of `presented` whatever the contents, so the time taken does
+// not tell how many leading bytes matched (the length of the stored secret may still show).
+// For API keys and the metrics key.
+bool ConstantTimeEquals(std::string_view presented, std::string_view stored);
+
 struct Principal {
   std::string tenant = "default";
   engine::Priority max_priority = engine::Priority::kCritical;  // highest class allowed
