@@ -294,6 +294,8 @@ void OpenAiStream::FinishGroupIfDone(Group& group) {
     if (first_token > 0)
       record.time_to_first_token = static_cast<double>(first_token - queued) / 1e6;
     record.e2e_seconds = static_cast<double>(finished - queued) / 1e6;
+    const engine::TimestampUs scheduled = group.choices[0].last.times.scheduled_us;
+    if (scheduled > 0) record.queue_seconds = static_cast<double>(scheduled - queued) / 1e6;
   }
   const Choice& c0 = group.choices[0];
   if (c0.completion_tokens > 1 && c0.last.times.first_token_us > 0) {

@@ -42,6 +42,7 @@ engine::Event Final(int32_t choice, engine::FinishReason reason, int64_t tokens)
   e.usage.prompt_tokens = 3;
   e.usage.completion_tokens = tokens;
   e.times.queued_us = 1'000;
+  e.times.scheduled_us = 1'500;
   e.times.first_token_us = 3'000;
   e.times.finished_us = 7'000;
   return e;
@@ -188,6 +189,11 @@ TEST(OpenAiStreamTest, FinishedRequestsAreRecordedInMetrics) {
   const std::string text = metrics.Render(engine::EngineStats{}, nullptr);
   EXPECT_NE(text.find("pier_generation_tokens_total{model=\"m\"} 3"), std::string::npos) << text;
   EXPECT_NE(text.find("pier_inter_token_latency_seconds_count{model=\"m\"} 1"), std::string::npos)
+      << text;
+  // Queue time is scheduled - queued (0.5 ms), TTFT first token - queued (2 ms).
+  EXPECT_NE(text.find("pier_request_queue_time_seconds_sum{model=\"m\"} 5e-04"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("pier_time_to_first_token_seconds_sum{model=\"m\"} 0.002"), std::string::npos)
       << text;
 }
 

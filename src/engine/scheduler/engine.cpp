@@ -137,6 +137,7 @@ struct Engine::Live {
   std::shared_ptr<RequestHandle> handle;
   std::vector<Choice> choices;
   int64_t cached_prompt_tokens = 0;
+  TimestampUs scheduled_us = 0;                     // start of its first step
   std::vector<PromptTokenLogprob> prompt_logprobs;  // [positions recorded so far]
 };
 
@@ -459,6 +460,7 @@ void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reaso
   event.usage.completion_tokens = c.generated;
   event.usage.cached_prompt_tokens = live.cached_prompt_tokens;
   event.times.queued_us = live.request.arrival_us;
+  event.times.scheduled_us = live.scheduled_us;
   event.times.first_token_us = c.first_token_us;
   event.times.finished_us = NowUs();
   live.handle->Push(std::move(event));
@@ -533,6 +535,12 @@ void Engine::Step() {
     if (batch.sequences[row.sequence_index].logits == LogitsWanted::kAll) {
       RecordPromptLogprob(batch.sequences[row.sequence_index].sequence_id, row.position,
                           out.Row(r));
+    }
+  }
+  for (const StepResult& result : results) {
+    auto it = by_sequence_.find(result.id);
+    if (it != by_sequence_.end() && it->second.first->scheduled_us == 0) {
+      it->second.first->scheduled_us = start;
     }
   }
   for (size_t i = 0; i < results.size(); ++i) {

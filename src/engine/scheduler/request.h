@@ -81,6 +81,7 @@ struct Usage {
 
 struct Timestamps {
   TimestampUs queued_us = 0;
+  TimestampUs scheduled_us = 0;    // start of the first step that computed any of it
   TimestampUs first_token_us = 0;  // 0 when no token was produced
   TimestampUs finished_us = 0;
 };

@@ -523,3 +523,25 @@ TEST(EngineQueueTest, MaxWaitingRefusesABurstBeyondTheLimitAndFreesUpAsRequestsR
 
 }  // namespace
 }  // namespace pier::engine
+
+namespace pier::engine {
+namespace {
+
+TEST(EngineTimestampsTest, QueuedScheduledFirstTokenAndFinishedAreOrdered) {
+  Rig rig(64, 4, {.max_batched_tokens = 8, .max_seqs = 1});
+  auto first = *rig.engine->Submit(Greedy("a", Prompt(6, 1), 4));
+  auto second = *rig.engine->Submit(Greedy("b", Prompt(6, 2), 4));
+  rig.RunToIdle();
+  for (const auto& handle : {first, second}) {
+    const std::vector<Event> events = handle->WaitAll();
+    ASSERT_FALSE(events.empty());
+    const Timestamps& t = events.back().times;
+    EXPECT_GT(t.queued_us, 0);
+    EXPECT_GE(t.scheduled_us, t.queued_us);
+    EXPECT_GE(t.first_token_us, t.scheduled_us);
+    EXPECT_GE(t.finished_us, t.first_token_us);
+  }
+}
+
+}  // namespace
+}  // namespace pier::engine
