@@ -463,6 +463,15 @@ void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reaso
   event.times.scheduled_us = live.scheduled_us;
   event.times.first_token_us = c.first_token_us;
   event.times.finished_us = NowUs();
+  // The request's id is free again before its last event is seen, so a caller who reuses the
+  // id right after that event is not refused ("already in use").
+  const bool last = std::all_of(live.choices.begin(), live.choices.end(),
+                                [](const Choice& choice) { return choice.done; });
+  if (last) {
+    std::lock_guard lock(mutex_);
+    ids_in_use_.erase(live.request.id);
+    ++stats_.requests_finished;
+  }
   live.handle->Push(std::move(event));
 }
 
@@ -472,10 +481,7 @@ void Engine::FinishRequestIfDone(const std::string& id) {
   for (const Choice& c : it->second->choices) {
     if (!c.done) return;
   }
-  live_.erase(it);
-  std::lock_guard lock(mutex_);
-  ids_in_use_.erase(id);
-  ++stats_.requests_finished;
+  live_.erase(it);  // its id was freed with its last event (FinishChoice)
 }
 
 void Engine::AbortLive(const std::string& id) {

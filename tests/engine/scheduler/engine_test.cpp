@@ -545,3 +545,25 @@ TEST(EngineTimestampsTest, QueuedScheduledFirstTokenAndFinishedAreOrdered) {
 
 }  // namespace
 }  // namespace pier::engine
+
+namespace pier::engine {
+namespace {
+
+TEST(EngineIdTest, AnIdMayBeReusedAsSoonAsItsLastEventIsRead) {
+  VectorKvStore kv(testing::FakeLayout(4), 64);
+  FakeRunner runner(&kv, kVocab, 4096);
+  EngineOptions options;
+  options.scheduler = {.max_batched_tokens = 16, .max_seqs = 4};
+  auto engine = *Engine::Create(options, &runner, &kv);  // with its engine thread
+  for (int i = 0; i < 200; ++i) {
+    Request r = Greedy("same-id", Prompt(3, static_cast<uint32_t>(i)), 2);
+    r.n = 1 + i % 2;
+    auto handle = engine->Submit(std::move(r));
+    ASSERT_TRUE(handle.ok()) << "round " << i << ": " << handle.status().ToString();
+    (*handle)->WaitAll();
+  }
+  EXPECT_EQ(engine->Stats().requests_finished, 200);
+}
+
+}  // namespace
+}  // namespace pier::engine
