@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "companion_batch.h"
 #include "engine/local_model.h"
 
 namespace pier::engine {
@@ -44,18 +45,17 @@ std::vector<int32_t> Prompt() {
   return tokens;
 }
 
-std::vector<int32_t> Range(int32_t first, int64_t n) {
-  std::vector<int32_t> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-
 class BatchInvarianceTest : public ::testing::Test {
  protected:
   // Blocks [0, 19): the reference prompt. [19, 38): chunk scratch. [38, ...): companions.
   static constexpr int32_t kReferenceBlock = 0;
   static constexpr int32_t kScratchBlock = kPromptBlocks;
   static constexpr int32_t kCompanionBlock = 2 * kPromptBlocks;
+  static constexpr testing::CompanionLayout kCompanions = {.prompt_tokens = kPromptTokens,
+                                                           .block_size = kBlock,
+                                                           .reference_block = kReferenceBlock,
+                                                           .prompt_blocks = kPromptBlocks,
+                                                           .companion_block = kCompanionBlock};
 
   static void SetUpTestSuite() {
     LocalModelOptions options;
@@ -70,7 +70,7 @@ class BatchInvarianceTest : public ::testing::Test {
     const auto start = std::chrono::steady_clock::now();
     SequenceSpan span;
     span.tokens = *prompt_;
-    span.block_table = Range(kReferenceBlock, kPromptBlocks);
+    span.block_table = testing::BlockRange(kReferenceBlock, kPromptBlocks);
     span.logits = LogitsWanted::kAll;
     auto out = model_->runner().Step(Batch{{span}});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -124,7 +124,7 @@ class BatchInvarianceTest : public ::testing::Test {
     span.sequence_id = 1;
     span.tokens.assign(prompt_->begin() + first, prompt_->begin() + first + n);
     span.first_position = first;
-    span.block_table = Range(kScratchBlock, kPromptBlocks);
+    span.block_table = testing::BlockRange(kScratchBlock, kPromptBlocks);
     span.logits = logits;
     return span;
   }
@@ -186,37 +186,12 @@ TEST_F(BatchInvarianceTest, CompanySequencesDoNotChangeBits) {
   std::mt19937 rng(23);
   for (int b = 2; b <= 64; ++b) {
     CopyReferencePrefix(first);
-    Batch batch;
     const int target_index = static_cast<int>(rng() % b);
-    for (int s = 0; s < b; ++s) {
-      if (s == target_index) {
-        batch.sequences.push_back(Chunk(first, n, LogitsWanted::kAll));
-        continue;
-      }
-      SequenceSpan other;
-      other.sequence_id = 100 + s;
-      const int64_t len = rng() % 4 == 0 ? 1 + rng() % 6 : 1;
-      const int64_t pos = rng() % (kPromptTokens - len);
-      for (int64_t i = 0; i < len; ++i) other.tokens.push_back((*prompt_)[rng() % kPromptTokens]);
-      other.first_position = pos;
-      other.block_table = Range(kReferenceBlock, kPromptBlocks);
-      // The blocks this span writes are its own; earlier ones are read from the reference.
-      const int32_t own = kCompanionBlock + 2 * (s % 64);
-      other.block_table[pos / kBlock] = own;
-      if ((pos + len - 1) / kBlock != pos / kBlock) {
-        other.block_table[(pos + len - 1) / kBlock] = own + 1;
-      }
-      other.logits = static_cast<LogitsWanted>(rng() % 3);
-      batch.sequences.push_back(std::move(other));
-    }
+    const Batch batch = testing::CompanionBatch(Chunk(first, n, LogitsWanted::kAll), b,
+                                                target_index, *prompt_, kCompanions, rng);
     auto out = model_->runner().Step(batch);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
-    std::vector<float> got;
-    for (size_t r = 0; r < out->rows.size(); ++r) {
-      if (out->rows[r].sequence_index == target_index) {
-        got.insert(got.end(), out->Row(r).begin(), out->Row(r).end());
-      }
-    }
+    const std::vector<float> got = testing::RowsOfSequence(*out, target_index);
     EXPECT_TRUE(SameBits(got, ReferenceRows(first, n)))
         << "batch of " << b << ", target at " << target_index;
     EXPECT_TRUE(ScratchKvMatchesReference(first, n)) << "batch of " << b;

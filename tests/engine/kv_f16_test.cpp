@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "companion_batch.h"
 #include "engine/local_model.h"
 #include "tensor/float16.h"
 
@@ -46,12 +47,6 @@ constexpr int kGreedySteps = 64;
 constexpr int64_t kPromptTokens = 300;
 constexpr int64_t kBlock = 16;
 constexpr int64_t kPromptBlocks = (kPromptTokens + kBlock - 1) / kBlock;  // 19
-
-std::vector<int32_t> Range(int32_t first, int64_t n) {
-  std::vector<int32_t> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
 
 int64_t ArgMax(std::span<const float> row) {
   return std::max_element(row.begin(), row.end()) - row.begin();
@@ -73,6 +68,11 @@ class KvF16Test : public ::testing::Test {
   static constexpr int32_t kReferenceBlock = 0;
   static constexpr int32_t kScratchBlock = kPromptBlocks;
   static constexpr int32_t kCompanionBlock = 2 * kPromptBlocks;
+  static constexpr testing::CompanionLayout kCompanions = {.prompt_tokens = kPromptTokens,
+                                                           .block_size = kBlock,
+                                                           .reference_block = kReferenceBlock,
+                                                           .prompt_blocks = kPromptBlocks,
+                                                           .companion_block = kCompanionBlock};
 
   static LocalModel* Open(KvDtype dtype) {
     LocalModelOptions options;
@@ -106,7 +106,7 @@ class KvF16Test : public ::testing::Test {
     for (LocalModel* m : {f16_, f32_}) {
       SequenceSpan span;
       span.tokens = *prompt_;
-      span.block_table = Range(kReferenceBlock, kPromptBlocks);
+      span.block_table = testing::BlockRange(kReferenceBlock, kPromptBlocks);
       span.logits = LogitsWanted::kAll;
       auto out = m->runner().Step(Batch{{span}});
       ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -161,7 +161,7 @@ class KvF16Test : public ::testing::Test {
     span.sequence_id = 1;
     span.tokens.assign(prompt_->begin() + first, prompt_->begin() + first + n);
     span.first_position = first;
-    span.block_table = Range(kScratchBlock, kPromptBlocks);
+    span.block_table = testing::BlockRange(kScratchBlock, kPromptBlocks);
     span.logits = logits;
     return span;
   }
@@ -238,36 +238,12 @@ TEST_F(KvF16Test, CompanySequencesDoNotChangeBits) {
   std::mt19937 rng(29);
   for (int b : {2, 9, 33}) {
     CopyReferencePrefix(first);
-    Batch batch;
     const int target_index = static_cast<int>(rng() % b);
-    for (int s = 0; s < b; ++s) {
-      if (s == target_index) {
-        batch.sequences.push_back(Chunk(first, n, LogitsWanted::kAll));
-        continue;
-      }
-      SequenceSpan other;
-      other.sequence_id = 100 + s;
-      const int64_t len = rng() % 4 == 0 ? 1 + rng() % 6 : 1;
-      const int64_t pos = rng() % (kPromptTokens - len);
-      for (int64_t i = 0; i < len; ++i) other.tokens.push_back((*prompt_)[rng() % kPromptTokens]);
-      other.first_position = pos;
-      other.block_table = Range(kReferenceBlock, kPromptBlocks);
-      const int32_t own = kCompanionBlock + 2 * (s % 64);
-      other.block_table[pos / kBlock] = own;
-      if ((pos + len - 1) / kBlock != pos / kBlock) {
-        other.block_table[(pos + len - 1) / kBlock] = own + 1;
-      }
-      other.logits = static_cast<LogitsWanted>(rng() % 3);
-      batch.sequences.push_back(std::move(other));
-    }
+    const Batch batch = testing::CompanionBatch(Chunk(first, n, LogitsWanted::kAll), b,
+                                                target_index, *prompt_, kCompanions, rng);
     auto out = f16_->runner().Step(batch);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
-    std::vector<float> got;
-    for (size_t r = 0; r < out->rows.size(); ++r) {
-      if (out->rows[r].sequence_index == target_index) {
-        got.insert(got.end(), out->Row(r).begin(), out->Row(r).end());
-      }
-    }
+    const std::vector<float> got = testing::RowsOfSequence(*out, target_index);
     EXPECT_TRUE(SameBits(got, ReferenceRows(first, n))) << "batch of " << b;
     EXPECT_TRUE(ScratchKvMatchesReference(first, n)) << "batch of " << b;
   }
@@ -319,7 +295,7 @@ std::vector<double> ErrorsAgainstReference(LocalModel& model, const nlohmann::js
   for (const auto& prompt : fixture["prompts"]) {
     SequenceSpan span;
     span.tokens = prompt["ids"].get<std::vector<int32_t>>();
-    span.block_table = Range(first_block, kPromptBlocks);
+    span.block_table = testing::BlockRange(first_block, kPromptBlocks);
     span.logits = LogitsWanted::kAll;
     auto out = model.runner().Step(Batch{{span}});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
@@ -366,7 +342,7 @@ TEST_F(KvF16Test, GreedyDecodingPicksTheF32Tokens) {
   SequenceSpan span;
   span.sequence_id = 7;
   span.tokens = *greedy_prompt_;
-  span.block_table = Range(kScratchBlock, kPromptBlocks);
+  span.block_table = testing::BlockRange(kScratchBlock, kPromptBlocks);
   b16.sequences = {span};
   b32.sequences = {span};
   auto o16 = f16_->runner().Step(b16);

@@ -1,0 +1,73 @@
+// Batches for batch-invariance checks on a real model: a target span among random companion
+// spans, and the target's logits picked back out of the step's output. Shared by the f32
+// (batch_invariance_test) and f16 (kv_f16_test) checks, which lay out their KV blocks alike:
+// the reference prompt's blocks, scratch blocks for the target, then two blocks per
+// companion.
+#pragma once
+
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "engine/batch.h"
+
+namespace pier::engine::testing {
+
+struct CompanionLayout {
+  int64_t prompt_tokens = 0;    // positions of the reference prompt
+  int64_t block_size = 0;       // positions per KV block
+  int32_t reference_block = 0;  // first block of the reference prompt's K/V
+  int64_t prompt_blocks = 0;    // blocks the reference prompt fills
+  int32_t companion_block = 0;  // first of the companions' own blocks (two each, 64 at most)
+};
+
+inline std::vector<int32_t> BlockRange(int32_t first, int64_t n) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+// `b` sequences: `target` at `target_index`; elsewhere spans of 1..6 tokens (mostly single
+// decode tokens) drawn from `prompt` at random positions, each writing its own blocks and
+// reading the reference's, wanting no, the last or every logit row at random.
+inline Batch CompanionBatch(SequenceSpan target, int b, int target_index,
+                            const std::vector<int32_t>& prompt, const CompanionLayout& layout,
+                            std::mt19937& rng) {
+  const int64_t n_prompt = layout.prompt_tokens, bs = layout.block_size;
+  Batch batch;
+  for (int s = 0; s < b; ++s) {
+    if (s == target_index) {
+      batch.sequences.push_back(target);
+      continue;
+    }
+    SequenceSpan other;
+    other.sequence_id = 100 + s;
+    const int64_t len = rng() % 4 == 0 ? 1 + rng() % 6 : 1;
+    const int64_t pos = rng() % (n_prompt - len);
+    for (int64_t i = 0; i < len; ++i) other.tokens.push_back(prompt[rng() % n_prompt]);
+    other.first_position = pos;
+    other.block_table = BlockRange(layout.reference_block, layout.prompt_blocks);
+    // The blocks this span writes are its own; earlier ones are read from the reference.
+    const int32_t own = layout.companion_block + 2 * (s % 64);
+    other.block_table[pos / bs] = own;
+    if ((pos + len - 1) / bs != pos / bs) other.block_table[(pos + len - 1) / bs] = own + 1;
+    other.logits = static_cast<LogitsWanted>(rng() % 3);
+    batch.sequences.push_back(std::move(other));
+  }
+  return batch;
+}
+
+// The logit rows of the batch's sequence `index`, in order, concatenated.
+inline std::vector<float> RowsOfSequence(const StepOutput& out, int index) {
+  std::vector<float> rows;
+  for (size_t r = 0; r < out.rows.size(); ++r) {
+    if (out.rows[r].sequence_index == index) {
+      rows.insert(rows.end(), out.Row(r).begin(), out.Row(r).end());
+    }
+  }
+  return rows;
+}
+
+}  // namespace pier::engine::testing
