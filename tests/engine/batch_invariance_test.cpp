@@ -91,31 +91,12 @@ class BatchInvarianceTest : public ::testing::Test {
 
   // Copies positions [0, n) of the reference run's K/V into the scratch blocks.
   static void CopyReferencePrefix(int64_t n) {
-    KvStore& kv = model_->kv();
-    const size_t bytes = kv.layout().bytes_per_block();
-    for (int64_t b = 0; b * kBlock < n; ++b) {
-      std::memcpy(kv.BlockData(kScratchBlock + b), kv.BlockData(kReferenceBlock + b), bytes);
-    }
+    testing::CopyKvPrefix(model_->kv(), kReferenceBlock, kScratchBlock, n);
   }
 
   // Whether positions [first, first + n) of the scratch blocks hold the reference's K/V bits.
   static bool ScratchKvMatchesReference(int64_t first, int64_t n) {
-    const KvStore& kv = model_->kv();
-    const KvLayout& l = kv.layout();
-    const size_t row = l.row_bytes();
-    for (int64_t layer = 0; layer < l.n_layer; ++layer) {
-      for (int64_t p = first; p < first + n; ++p) {
-        const int32_t b = static_cast<int32_t>(p / kBlock);
-        const size_t off = static_cast<size_t>(p % kBlock) * row;
-        if (std::memcmp(kv.KeyPlane(layer, kScratchBlock + b) + off,
-                        kv.KeyPlane(layer, kReferenceBlock + b) + off, row) != 0 ||
-            std::memcmp(kv.ValuePlane(layer, kScratchBlock + b) + off,
-                        kv.ValuePlane(layer, kReferenceBlock + b) + off, row) != 0) {
-          return false;
-        }
-      }
-    }
-    return true;
+    return testing::SameKvBytes(model_->kv(), kScratchBlock, kReferenceBlock, first, n);
   }
 
   // Runs prompt positions [first, first + n) as one span in the scratch blocks.

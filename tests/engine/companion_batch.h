@@ -1,17 +1,19 @@
-// Batches for batch-invariance checks on a real model: a target span among random companion
-// spans, and the target's logits picked back out of the step's output. Shared by the f32
-// (batch_invariance_test) and f16 (kv_f16_test) checks, which lay out their KV blocks alike:
-// the reference prompt's blocks, scratch blocks for the target, then two blocks per
-// companion.
+// Batches and KV checks for batch-invariance tests on a real model: a target span among
+// random companion spans, the target's logits picked back out of the step's output, and
+// copies and byte comparisons of K/V block ranges. Shared by the f32 (batch_invariance_test)
+// and f16 (kv_f16_test) checks, which lay out their KV blocks alike: the reference prompt's
+// blocks, scratch blocks for the target, then two blocks per companion.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "engine/batch.h"
+#include "engine/kv_store.h"
 
 namespace pier::engine::testing {
 
@@ -68,6 +70,35 @@ inline std::vector<float> RowsOfSequence(const StepOutput& out, int index) {
     }
   }
   return rows;
+}
+
+// Copies the K/V of positions [0, n) from the blocks starting at `from` to those at `to`.
+inline void CopyKvPrefix(KvStore& kv, int32_t from, int32_t to, int64_t n) {
+  const int64_t bs = kv.layout().block_size;
+  for (int64_t b = 0; b * bs < n; ++b) {
+    std::memcpy(kv.BlockData(to + static_cast<int32_t>(b)),
+                kv.BlockData(from + static_cast<int32_t>(b)), kv.layout().bytes_per_block());
+  }
+}
+
+// Whether positions [first, first + n) hold the same K/V bytes, in every layer, in the blocks
+// starting at `a` and at `b`.
+inline bool SameKvBytes(const KvStore& kv, int32_t a, int32_t b, int64_t first, int64_t n) {
+  const KvLayout& l = kv.layout();
+  const size_t row = l.row_bytes();
+  for (int64_t layer = 0; layer < l.n_layer; ++layer) {
+    for (int64_t p = first; p < first + n; ++p) {
+      const int32_t block = static_cast<int32_t>(p / l.block_size);
+      const size_t off = static_cast<size_t>(p % l.block_size) * row;
+      if (std::memcmp(kv.KeyPlane(layer, a + block) + off, kv.KeyPlane(layer, b + block) + off,
+                      row) != 0 ||
+          std::memcmp(kv.ValuePlane(layer, a + block) + off, kv.ValuePlane(layer, b + block) + off,
+                      row) != 0) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace pier::engine::testing

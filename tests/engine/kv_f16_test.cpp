@@ -130,30 +130,12 @@ class KvF16Test : public ::testing::Test {
 
   // Copies positions [0, n) of the f16 reference's K/V into the scratch blocks.
   static void CopyReferencePrefix(int64_t n) {
-    KvStore& kv = f16_->kv();
-    for (int64_t b = 0; b * kBlock < n; ++b) {
-      std::memcpy(kv.BlockData(kScratchBlock + b), kv.BlockData(kReferenceBlock + b),
-                  kv.layout().bytes_per_block());
-    }
+    testing::CopyKvPrefix(f16_->kv(), kReferenceBlock, kScratchBlock, n);
   }
 
   // Whether positions [first, first + n) of the scratch blocks hold the reference's K/V bytes.
   static bool ScratchKvMatchesReference(int64_t first, int64_t n) {
-    const KvStore& kv = f16_->kv();
-    const size_t row = kv.layout().row_bytes();
-    for (int64_t layer = 0; layer < kv.layout().n_layer; ++layer) {
-      for (int64_t p = first; p < first + n; ++p) {
-        const int32_t b = static_cast<int32_t>(p / kBlock);
-        const size_t off = static_cast<size_t>(p % kBlock) * row;
-        if (std::memcmp(kv.KeyPlane(layer, kScratchBlock + b) + off,
-                        kv.KeyPlane(layer, kReferenceBlock + b) + off, row) != 0 ||
-            std::memcmp(kv.ValuePlane(layer, kScratchBlock + b) + off,
-                        kv.ValuePlane(layer, kReferenceBlock + b) + off, row) != 0) {
-          return false;
-        }
-      }
-    }
-    return true;
+    return testing::SameKvBytes(f16_->kv(), kScratchBlock, kReferenceBlock, first, n);
   }
 
   static SequenceSpan Chunk(int64_t first, int64_t n, LogitsWanted logits) {
