@@ -82,12 +82,27 @@ size_t OpenAiStream::backlog() const {
   return total;
 }
 
-void OpenAiStream::Cancel(std::string_view /*reason*/) {
+namespace {
+
+// A short label for the metrics from the server's cancel reason.
+std::string_view CancelLabel(std::string_view reason) {
+  if (reason.starts_with("client disconnected")) return "client_disconnected";
+  if (reason.starts_with("client reads too slowly")) return "slow_reader";
+  if (reason.starts_with("server shutting down")) return "shutdown";
+  return "other";
+}
+
+}  // namespace
+
+void OpenAiStream::Cancel(std::string_view reason) {
   for (const auto& group : groups_) group->prompt.handle->SetListener({});
-  std::lock_guard lock(mutex_);
-  if (aborted_ || done_) return;
-  AbortAll();
-  done_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    if (aborted_ || done_) return;
+    AbortAll();
+    done_ = true;
+  }
+  if (metrics_ != nullptr) metrics_->RecordClientAbort(CancelLabel(reason));
 }
 
 void OpenAiStream::AbortAll() {

@@ -177,6 +177,24 @@ TEST(OpenAiStreamTest, ChoicesOfSeveralPromptsAreNumberedPromptTimesN) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 8);
 }
 
+TEST(OpenAiStreamTest, CancelsAreCountedByReasonOnce) {
+  metrics::ServingMetrics metrics("m");
+  Fixture slow(/*stream=*/true, /*prompts=*/1, /*n=*/1, OpenAiEndpoint::kCompletions, &metrics);
+  slow.stream->Start([] {});
+  slow.stream->Cancel("client reads too slowly: 5000 events waiting");
+  slow.stream->Cancel("client disconnected");  // already cancelled: not counted again
+  Fixture gone(/*stream=*/true, /*prompts=*/1, /*n=*/1, OpenAiEndpoint::kCompletions, &metrics);
+  gone.stream->Start([] {});
+  gone.stream->Cancel("client disconnected");
+  const std::string text = metrics.Render(engine::EngineStats{}, nullptr);
+  EXPECT_NE(text.find("pier_client_aborts_total{model=\"m\",reason=\"slow_reader\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("pier_client_aborts_total{model=\"m\",reason=\"client_disconnected\"} 1"),
+            std::string::npos)
+      << text;
+}
+
 TEST(OpenAiStreamTest, FinishedRequestsAreRecordedInMetrics) {
   metrics::ServingMetrics metrics("m");
   Fixture f(/*stream=*/true, /*prompts=*/1, /*n=*/1, OpenAiEndpoint::kCompletions, &metrics);
