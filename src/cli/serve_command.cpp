@@ -91,6 +91,10 @@ constexpr SettingHelp kSettingHelp[] = {
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
     {"shutdown_grace", "SECONDS",
      "Seconds in-flight requests may finish after SIGTERM (default 10)"},
+    {"stream_backlog", "EVENTS",
+     "A stream whose client falls this many events behind is aborted (default 4096)"},
+    {"write_timeout", "SECONDS",
+     "A stream whose client does not take one write within this time is aborted (default 30)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
 };
@@ -201,6 +205,9 @@ int RunServe(const ServeOptions& options) {
   server_options.port = options.port;
   server_options.io_threads = options.http_threads;
   server_options.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
+  server_options.max_stream_backlog = static_cast<size_t>(options.stream_backlog);
+  server_options.write_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options.write_timeout_seconds * 1000.0));
   server_options.on_response = [&metrics](const http::HttpRequest& request, int status) {
     metrics.RecordHttpResponse(status, http::MetricsRouteLabel(request.path));
   };

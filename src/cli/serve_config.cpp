@@ -67,7 +67,8 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "device_memory",  "ctx",
                                                        "kv_dtype",       "max_batched_tokens",
                                                        "max_seqs",       "max_body_bytes",
-                                                       "shutdown_grace", "watchdog_seconds"};
+                                                       "shutdown_grace", "watchdog_seconds",
+                                                       "stream_backlog", "write_timeout"};
   return kNames;
 }
 
@@ -123,6 +124,10 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->shutdown_grace_seconds, ParseSeconds(value, source, 0));
   } else if (name == "watchdog_seconds") {
     PIER_ASSIGN_OR_RETURN(o->watchdog_seconds, ParseSeconds(value, source, 0.001));
+  } else if (name == "stream_backlog") {
+    PIER_ASSIGN_OR_RETURN(o->stream_backlog, ParseInteger(value, source, 1, 1 << 24));
+  } else if (name == "write_timeout") {
+    PIER_ASSIGN_OR_RETURN(o->write_timeout_seconds, ParseSeconds(value, source, 0.001));
   } else {
     return InvalidArgumentError(std::string(source) + ": unknown setting " + Quote(name));
   }

@@ -49,6 +49,10 @@ struct ServeOptions {
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout
+  // Slow readers: a stream is aborted when this many engine events wait unsent, or when one
+  // write to its client takes longer than write_timeout seconds.
+  int64_t stream_backlog = 4096;
+  double write_timeout_seconds = 30;
 };
 
 // The names of all settings, as YAML keys (flags: "--" + name with '_' -> '-'), except

@@ -69,6 +69,8 @@ max_seqs: 16
 max_body_bytes: 1MiB
 shutdown_grace: 2.5
 watchdog_seconds: 5
+stream_backlog: 64
+write_timeout: 1.5
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -92,8 +94,10 @@ watchdog_seconds: 5
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
   EXPECT_DOUBLE_EQ(o.shutdown_grace_seconds, 2.5);
   EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
+  EXPECT_EQ(o.stream_backlog, 64);
+  EXPECT_DOUBLE_EQ(o.write_timeout_seconds, 1.5);
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 18u);
+  EXPECT_EQ(ServeSettingNames().size(), 20u);
 }
 
 TEST_F(ServeConfigTest, FlagsWinOverTheFile) {

@@ -1,6 +1,7 @@
 """Serving behaviour: API keys (401, open /health and /ready, keyed /metrics), priority
 clamping, the YAML configuration, 429 when the queue is full, a client that disconnects
-mid-stream (its request and KV freed, seen in /metrics), 200 clients at once, a slow sender,
+mid-stream (its request and KV freed, seen in /metrics), a client that stops reading a
+stream (aborted as a slow reader, its KV freed), 200 clients at once, a slow sender,
 SIGTERM during a stream, and startup errors (exit 1, nothing listening)."""
 
 import json
@@ -132,6 +133,45 @@ def test_queue_full_is_429_with_retry_after(start_server):
         t.join(timeout=300)
     statuses = sorted(status for status, _ in results)
     assert statuses == [200, 200, 429, 429, 429, 429], statuses
+
+
+def test_a_client_that_stops_reading_is_aborted_and_its_kv_freed(start_server):
+    # Chunks with 20 top logprobs each (~1.5 KB) fill the kernel's socket buffers (up to
+    # 4 MiB on the server's side) within a few thousand tokens; then the server's writes
+    # stall, the engine keeps producing, and the stream's backlog passes --stream-backlog.
+    s = start_server("--stream-backlog", "32", "--write-timeout", "5")
+    body = json.dumps({"model": s.model_id, "max_tokens": 3500, "stream": True,
+                       "ignore_eos": True, "logprobs": True, "top_logprobs": 20,
+                       "messages": [{"role": "user", "content": "Tell a long story."}]}).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # and it never reads
+    sock.connect(("127.0.0.1", s.port))
+    sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                  ).encode() + body)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            values = metrics(s)
+            aborts = values.get(f'pier_client_aborts_total{{model="{s.model_id}",'
+                                f'reason="slow_reader"}}', 0)
+            if aborts >= 1:
+                break
+            assert metric(values, "pier_generation_tokens_total") == 0, \
+                "the stream finished before its client was found slow"
+            assert time.monotonic() < deadline, "the slow reader was never aborted"
+            time.sleep(0.5)
+        deadline = time.monotonic() + 5
+        while (metric(metrics(s), "pier_num_requests_running") != 0 or
+               metric(metrics(s), "pier_kv_cache_usage_ratio") != 0):
+            assert time.monotonic() < deadline, "the aborted stream kept its KV"
+            time.sleep(0.05)
+        # The server still serves others.
+        status, _, _ = json_request(s, "POST", "/v1/completions",
+                                    {"model": s.model_id, "prompt": "Hi", "max_tokens": 2})
+        assert status == 200
+    finally:
+        sock.close()
 
 
 def test_disconnect_mid_stream_frees_the_request_and_its_kv(server):
