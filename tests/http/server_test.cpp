@@ -22,6 +22,7 @@ using std::chrono::milliseconds;
 using testing::ClientResponse;
 using testing::Clock;
 using testing::StreamBox;
+using testing::StreamFlood;
 using testing::TestClient;
 using testing::TestStream;
 using testing::WaitUntil;
@@ -407,24 +408,16 @@ TEST_F(HttpServerTest, SlowReaderIsCancelledWithoutAffectingOthers) {
   auto stream = streams_.Wait(0);
   ASSERT_NE(stream, nullptr);
   ASSERT_TRUE(stream->WaitStarted());
-  std::atomic<int> pushed{0};
-  std::thread producer([&] {
-    const std::string chunk = "data: " + std::string(64 << 10, 'z') + "\n\n";
-    // Bounded so that a broken server cannot exhaust memory.
-    for (int i = 0; i < 2000 && stream->Push(chunk); ++i) {
-      ++pushed;
-      std::this_thread::sleep_for(milliseconds(1));
-    }
-  });
+  StreamFlood flood(stream, 64 << 10);
   const bool cancelled = stream->WaitCancelled(milliseconds(30'000));
   TestClient other(server->port());
   ASSERT_TRUE(other.SendGet("/hello?other"));
   auto response = other.ReadResponse();
-  producer.join();
-  ASSERT_TRUE(cancelled) << "pushed " << pushed << " chunks without a cancel";
+  flood.Join();
+  ASSERT_TRUE(cancelled) << "pushed " << flood.pushed() << " chunks without a cancel";
   EXPECT_NE(stream->cancel_reason().find("client reads too slowly"), std::string::npos)
       << stream->cancel_reason();
-  EXPECT_LT(pushed, 2000);
+  EXPECT_LT(flood.pushed(), StreamFlood::kMaxChunks);
   EXPECT_EQ(server->Stats().slow_client_aborts, 1);
   ASSERT_TRUE(response);
   EXPECT_EQ(response->body, "hello other");
@@ -440,17 +433,10 @@ TEST_F(HttpServerTest, SlowReaderIsCancelledWhenOneWriteTakesTooLong) {
   auto stream = streams_.Wait(0);
   ASSERT_NE(stream, nullptr);
   ASSERT_TRUE(stream->WaitStarted());
-  std::atomic<int> pushed{0};
-  std::thread producer([&] {
-    const std::string chunk = "data: " + std::string(16 << 10, 'w') + "\n\n";
-    for (int i = 0; i < 2000 && stream->Push(chunk); ++i) {
-      ++pushed;
-      std::this_thread::sleep_for(milliseconds(1));
-    }
-  });
+  StreamFlood flood(stream, 16 << 10);
   const bool cancelled = stream->WaitCancelled(milliseconds(30'000));
-  producer.join();
-  ASSERT_TRUE(cancelled) << "pushed " << pushed << " chunks without a cancel";
+  flood.Join();
+  ASSERT_TRUE(cancelled) << "pushed " << flood.pushed() << " chunks without a cancel";
   EXPECT_NE(stream->cancel_reason().find("did not finish within 500 ms"), std::string::npos)
       << stream->cancel_reason();
   EXPECT_EQ(server->Stats().slow_client_aborts, 1);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -322,6 +323,33 @@ class StreamBox {
   std::mutex mu_;
   std::condition_variable changed_;
   std::vector<std::shared_ptr<TestStream>> streams_;
+};
+
+// A producer that floods `stream` with SSE chunks of `payload_bytes` bytes, one a millisecond,
+// until the stream refuses one (it was cancelled) or 2000 were pushed (bounded so that a
+// broken server cannot exhaust memory). For slow-reader tests: the client never reads.
+class StreamFlood {
+ public:
+  StreamFlood(std::shared_ptr<TestStream> stream, size_t payload_bytes)
+      : stream_(std::move(stream)), thread_([this, payload_bytes] {
+          const std::string chunk = "data: " + std::string(payload_bytes, 'z') + "\n\n";
+          for (int i = 0; i < kMaxChunks && stream_->Push(chunk); ++i) {
+            ++pushed_;
+            std::this_thread::sleep_for(milliseconds(1));
+          }
+        }) {}
+  ~StreamFlood() { Join(); }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  int pushed() const { return pushed_; }
+
+  static constexpr int kMaxChunks = 2000;
+
+ private:
+  std::shared_ptr<TestStream> stream_;
+  std::atomic<int> pushed_{0};
+  std::thread thread_;
 };
 
 // Polls `condition` until it holds or the timeout passes.
