@@ -32,19 +32,6 @@ constexpr int64_t kPromptTokens = 300;
 constexpr int64_t kBlock = 16;
 constexpr int64_t kPromptBlocks = (kPromptTokens + kBlock - 1) / kBlock;  // 19
 
-std::vector<int32_t> Prompt() {
-  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
-  const nlohmann::json fixture = nlohmann::json::parse(in);
-  std::vector<int32_t> tokens;
-  while (static_cast<int64_t>(tokens.size()) < kPromptTokens) {
-    for (const auto& p : fixture["prompts"]) {
-      for (int32_t id : p["ids"].get<std::vector<int32_t>>()) tokens.push_back(id);
-    }
-  }
-  tokens.resize(kPromptTokens);
-  return tokens;
-}
-
 class BatchInvarianceTest : public ::testing::Test {
  protected:
   // Blocks [0, 19): the reference prompt. [19, 38): chunk scratch. [38, ...): companions.
@@ -66,12 +53,13 @@ class BatchInvarianceTest : public ::testing::Test {
     auto model = LocalModel::Open(options);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
-    prompt_ = new std::vector<int32_t>(Prompt());
+    std::ifstream in(std::string(PIER_SOURCE_DIR) +
+                     "/tests/fixtures/engine/forward_reference.json");
+    prompt_ = new std::vector<int32_t>(
+        testing::ReferencePromptTokens(nlohmann::json::parse(in), kPromptTokens));
     const auto start = std::chrono::steady_clock::now();
-    SequenceSpan span;
-    span.tokens = *prompt_;
-    span.block_table = testing::BlockRange(kReferenceBlock, kPromptBlocks);
-    span.logits = LogitsWanted::kAll;
+    const SequenceSpan span = testing::PromptSpan(*prompt_, 0, kPromptTokens, kReferenceBlock,
+                                                  kPromptBlocks, LogitsWanted::kAll);
     auto out = model_->runner().Step(Batch{{span}});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     reference_ = new std::vector<float>(out->logits.begin(), out->logits.end());
@@ -101,13 +89,7 @@ class BatchInvarianceTest : public ::testing::Test {
 
   // Runs prompt positions [first, first + n) as one span in the scratch blocks.
   static SequenceSpan Chunk(int64_t first, int64_t n, LogitsWanted logits) {
-    SequenceSpan span;
-    span.sequence_id = 1;
-    span.tokens.assign(prompt_->begin() + first, prompt_->begin() + first + n);
-    span.first_position = first;
-    span.block_table = testing::BlockRange(kScratchBlock, kPromptBlocks);
-    span.logits = logits;
-    return span;
+    return testing::PromptSpan(*prompt_, first, n, kScratchBlock, kPromptBlocks, logits);
   }
 
   static bool SameBits(std::span<const float> a, std::span<const float> b) {

@@ -1,12 +1,14 @@
 // Batches and KV checks for batch-invariance tests on a real model: a target span among
 // random companion spans, the target's logits picked back out of the step's output, and
-// copies and byte comparisons of K/V block ranges. Shared by the f32 (batch_invariance_test)
-// and f16 (kv_f16_test) checks, which lay out their KV blocks alike: the reference prompt's
-// blocks, scratch blocks for the target, then two blocks per companion.
+// copies and byte comparisons of K/V block ranges, the reference prompt and its spans. Shared by
+// the f32 (batch_invariance_test) and f16 (kv_f16_test) checks, which lay out their KV blocks
+// alike: the reference prompt's blocks, scratch blocks for the target, then two blocks per
+// companion.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -29,6 +31,31 @@ inline std::vector<int32_t> BlockRange(int32_t first, int64_t n) {
   std::vector<int32_t> v(n);
   std::iota(v.begin(), v.end(), first);
   return v;
+}
+
+// `n_tokens` tokens: the prompts of the forward-reference fixture, concatenated and repeated.
+inline std::vector<int32_t> ReferencePromptTokens(const nlohmann::json& fixture, int64_t n_tokens) {
+  std::vector<int32_t> tokens;
+  while (static_cast<int64_t>(tokens.size()) < n_tokens) {
+    for (const auto& p : fixture["prompts"]) {
+      for (int32_t id : p["ids"].get<std::vector<int32_t>>()) tokens.push_back(id);
+    }
+  }
+  tokens.resize(n_tokens);
+  return tokens;
+}
+
+// Positions [first, first + n) of `prompt` as one span of sequence 1, its block table
+// `prompt_blocks` consecutive blocks from `first_block`.
+inline SequenceSpan PromptSpan(const std::vector<int32_t>& prompt, int64_t first, int64_t n,
+                               int32_t first_block, int64_t prompt_blocks, LogitsWanted logits) {
+  SequenceSpan span;
+  span.sequence_id = 1;
+  span.tokens.assign(prompt.begin() + first, prompt.begin() + first + n);
+  span.first_position = first;
+  span.block_table = BlockRange(first_block, prompt_blocks);
+  span.logits = logits;
+  return span;
 }
 
 // `b` sequences: `target` at `target_index`; elsewhere spans of 1..6 tokens (mostly single

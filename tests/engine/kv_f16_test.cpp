@@ -90,13 +90,7 @@ class KvF16Test : public ::testing::Test {
     std::ifstream in(std::string(PIER_SOURCE_DIR) +
                      "/tests/fixtures/engine/forward_reference.json");
     const nlohmann::json fixture = nlohmann::json::parse(in);
-    prompt_ = new std::vector<int32_t>();
-    while (static_cast<int64_t>(prompt_->size()) < kPromptTokens) {
-      for (const auto& p : fixture["prompts"]) {
-        for (int32_t id : p["ids"].get<std::vector<int32_t>>()) prompt_->push_back(id);
-      }
-    }
-    prompt_->resize(kPromptTokens);
+    prompt_ = new std::vector<int32_t>(testing::ReferencePromptTokens(fixture, kPromptTokens));
     greedy_prompt_ =
         new std::vector<int32_t>(fixture["prompts"][0]["ids"].get<std::vector<int32_t>>());
     f16_ = Open(KvDtype::kF16);
@@ -104,10 +98,8 @@ class KvF16Test : public ::testing::Test {
     ASSERT_NE(f16_, nullptr);
     ASSERT_NE(f32_, nullptr);
     for (LocalModel* m : {f16_, f32_}) {
-      SequenceSpan span;
-      span.tokens = *prompt_;
-      span.block_table = testing::BlockRange(kReferenceBlock, kPromptBlocks);
-      span.logits = LogitsWanted::kAll;
+      const SequenceSpan span = testing::PromptSpan(*prompt_, 0, kPromptTokens, kReferenceBlock,
+                                                    kPromptBlocks, LogitsWanted::kAll);
       auto out = m->runner().Step(Batch{{span}});
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       (m == f16_ ? reference_f16_ : reference_f32_) =
@@ -139,13 +131,7 @@ class KvF16Test : public ::testing::Test {
   }
 
   static SequenceSpan Chunk(int64_t first, int64_t n, LogitsWanted logits) {
-    SequenceSpan span;
-    span.sequence_id = 1;
-    span.tokens.assign(prompt_->begin() + first, prompt_->begin() + first + n);
-    span.first_position = first;
-    span.block_table = testing::BlockRange(kScratchBlock, kPromptBlocks);
-    span.logits = logits;
-    return span;
+    return testing::PromptSpan(*prompt_, first, n, kScratchBlock, kPromptBlocks, logits);
   }
 
   static LocalModel* f16_;
