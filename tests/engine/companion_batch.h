@@ -1,9 +1,8 @@
-// Batches and KV checks for batch-invariance tests on a real model: a target span among
-// random companion spans, the target's logits picked back out of the step's output, and
-// copies and byte comparisons of K/V block ranges, the reference prompt and its spans. Shared by
-// the f32 (batch_invariance_test) and f16 (kv_f16_test) checks, which lay out their KV blocks
-// alike: the reference prompt's blocks, scratch blocks for the target, then two blocks per
-// companion.
+// Batches and KV checks for batch-invariance tests on a real model: the reference prompt and
+// its spans, a target span among random companion spans, the target's logits picked back out
+// of the step's output, and copies and byte comparisons of K/V block ranges. Shared by the f32
+// (batch_invariance_test) and f16 (kv_f16_test) checks, which lay out their KV blocks alike:
+// the reference prompt's blocks, scratch blocks for the target, then two per companion.
 #pragma once
 
 #include <cstdint>
