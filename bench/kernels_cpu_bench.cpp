@@ -15,6 +15,7 @@
 #include "common/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/packed_weights.h"
 #include "tensor/float16.h"
 
 namespace pier::kernels {
@@ -24,10 +25,11 @@ constexpr size_t kColdBytes = size_t{192} << 20;  // > L3, so n_tokens = 1 reads
 
 struct Matrices {
   std::vector<uint8_t> bytes;
+  std::vector<std::byte> packed;  // the copies packed (PackWeights), when asked for
   std::vector<WeightMatrix> copies;
 };
 
-Matrices MakeMatrices(DType type, int64_t n_rows, int64_t n_cols, bool cold) {
+Matrices MakeMatrices(DType type, int64_t n_rows, int64_t n_cols, bool cold, bool packed = false) {
   Matrices m;
   const size_t row_bytes = *RowBytes(type, n_cols);
   const size_t matrix_bytes = row_bytes * n_rows;
@@ -46,10 +48,21 @@ Matrices MakeMatrices(DType type, int64_t n_rows, int64_t n_cols, bool cold) {
     m.copies.push_back(
         WeightMatrix{type, n_rows, n_cols, m.bytes.data() + c * matrix_bytes, row_bytes});
   }
+  if (packed && HasPackedLayout(type)) {
+    const size_t packed_bytes = PackedWeightBytes(m.copies[0]);
+    m.packed.resize(packed_bytes * n_copies + 64);
+    std::byte* base =
+        reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(m.packed.data()) + 63) / 64 * 64);
+    for (size_t c = 0; c < n_copies; ++c) {
+      m.copies[c] = *PackWeights(m.copies[c], std::span(base + c * packed_bytes, packed_bytes));
+    }
+    m.bytes.clear();
+    m.bytes.shrink_to_fit();
+  }
   return m;
 }
 
-// Args: n_rows, n_cols, n_tokens, threads, type, isa (-1: default).
+// Args: n_rows, n_cols, n_tokens, threads, type, isa (-1: default), packed (0/1).
 void BM_MatMul(benchmark::State& state) {
   const int64_t n_rows = state.range(0), n_cols = state.range(1), n_tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
@@ -60,7 +73,8 @@ void BM_MatMul(benchmark::State& state) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
-  const Matrices m = MakeMatrices(type, n_rows, n_cols, n_tokens == 1);
+  const bool packed = state.range(6) != 0;
+  const Matrices m = MakeMatrices(type, n_rows, n_cols, n_tokens == 1, packed);
   std::vector<float> x(n_tokens * n_cols);
   std::mt19937 rng(2);
   std::normal_distribution<float> normal;
@@ -85,25 +99,28 @@ void BM_MatMul(benchmark::State& state) {
       benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["GB/s"] =
       benchmark::Counter(weight_bytes * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(DTypeName(type)) + " " + internal::IsaName(isa));
+  state.SetLabel(std::string(DTypeName(type)) + " " + internal::IsaName(isa) +
+                 (packed ? " packed" : " gguf"));
 }
 
 void ModelShapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"rows", "cols", "tokens", "threads", "type", "isa"});
+  b->ArgNames({"rows", "cols", "tokens", "threads", "type", "isa", "packed"});
   const int64_t q41 = static_cast<int64_t>(DType::kQ4_1);
   const int64_t q80 = static_cast<int64_t>(DType::kQ8_0);
-  for (int64_t tokens : {1, 512}) {
+  for (int64_t tokens : {1, 16, 64, 512}) {
     for (int64_t threads : {1, 2}) {
-      b->Args({576, 576, tokens, threads, q41, -1});
-      b->Args({192, 576, tokens, threads, q41, -1});
-      b->Args({1536, 576, tokens, threads, q41, -1});
-      b->Args({576, 1536, tokens, threads, q41, -1});
-      if (tokens == 1) b->Args({49152, 576, tokens, threads, q80, -1});
+      b->Args({576, 576, tokens, threads, q41, -1, 1});
+      b->Args({192, 576, tokens, threads, q41, -1, 1});
+      b->Args({1536, 576, tokens, threads, q41, -1, 1});
+      b->Args({576, 1536, tokens, threads, q41, -1, 1});
+      if (tokens <= 16) b->Args({49152, 576, tokens, threads, q80, -1, 1});
     }
   }
-  // The portable AVX2 path on the largest layer, for comparison.
-  b->Args({1536, 576, 1, 2, q41, static_cast<int64_t>(internal::Isa::kAvx2)});
-  b->Args({1536, 576, 512, 2, q41, static_cast<int64_t>(internal::Isa::kAvx2)});
+  // Packed on the fly from the GGUF layout, and the portable AVX2 path, on one layer.
+  for (int64_t tokens : {1, 16, 512}) {
+    b->Args({1536, 576, tokens, 1, q41, -1, 0});
+    b->Args({1536, 576, tokens, 1, q41, static_cast<int64_t>(internal::Isa::kAvx2), 1});
+  }
 }
 BENCHMARK(BM_MatMul)->Apply(ModelShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
@@ -113,6 +130,7 @@ BENCHMARK(BM_MatMul)->Apply(ModelShapes)->UseRealTime()->Unit(benchmark::kMicros
 void BM_DecodeStepMatMuls(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const int64_t n_tokens = state.range(1);
+  const bool packed = state.range(2) != 0;
   struct Shape {
     int64_t rows, cols;
   };
@@ -120,10 +138,12 @@ void BM_DecodeStepMatMuls(benchmark::State& state) {
                          {1536, 576}, {1536, 576}, {576, 1536}};
   std::vector<Matrices> mats;
   for (int l = 0; l < 30; ++l) {
-    for (const Shape& s : layer) mats.push_back(MakeMatrices(DType::kQ4_1, s.rows, s.cols, false));
+    for (const Shape& s : layer) {
+      mats.push_back(MakeMatrices(DType::kQ4_1, s.rows, s.cols, false, packed));
+    }
   }
-  mats.push_back(MakeMatrices(DType::kQ8_0, 49152, 576, false));
-  std::vector<float> x(n_tokens * 1536, 0.5f), y(n_tokens * 1536 + 49152);
+  mats.push_back(MakeMatrices(DType::kQ8_0, 49152, 576, false, packed));
+  std::vector<float> x(n_tokens * 1536, 0.5f), y(n_tokens * 49152);
   size_t scratch_bytes = 0;
   for (const Matrices& m : mats) {
     scratch_bytes = std::max(scratch_bytes, MatMulScratchBytes(m.copies[0], n_tokens));
@@ -131,11 +151,12 @@ void BM_DecodeStepMatMuls(benchmark::State& state) {
   std::vector<std::byte> scratch(scratch_bytes);
   ThreadPool pool(threads);
   double bytes = 0;
-  for (const Matrices& m : mats) bytes += m.bytes.size();
+  for (const Matrices& m : mats) bytes += m.copies[0].row_bytes * m.copies[0].n_rows;
   for (auto _ : state) {
     for (const Matrices& m : mats) {
       const WeightMatrix& w = m.copies[0];
-      const int64_t tokens = w.n_rows == 49152 ? 1 : n_tokens;  // logits only for the last
+      // Logits for every token (a decode step of n_tokens sequences), one for prefill.
+      const int64_t tokens = w.n_rows == 49152 && n_tokens > 64 ? 1 : n_tokens;
       if (!MatMul(w, x.data(), tokens, y.data(), w.n_rows, scratch, pool).ok()) {
         state.SkipWithError("MatMul failed");
         return;
@@ -147,13 +168,17 @@ void BM_DecodeStepMatMuls(benchmark::State& state) {
       static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["GB/s"] =
       benchmark::Counter(bytes * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(MatMulIsaName());
+  state.SetLabel(std::string(MatMulIsaName()) + (packed ? " packed" : " gguf"));
 }
 BENCHMARK(BM_DecodeStepMatMuls)
-    ->ArgNames({"threads", "tokens"})
-    ->Args({1, 1})
-    ->Args({2, 1})
-    ->Args({2, 512})
+    ->ArgNames({"threads", "tokens", "packed"})
+    ->Args({1, 1, 1})
+    ->Args({2, 1, 1})
+    ->Args({1, 16, 1})
+    ->Args({2, 16, 1})
+    ->Args({2, 64, 1})
+    ->Args({2, 512, 1})
+    ->Args({2, 16, 0})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -107,7 +107,9 @@ QuantLayout MakeQuantLayout(int64_t n_cols) {
   layout.n_blocks = n_cols / kBlock;
   layout.d_offset = RoundUp(n_cols, 64);
   layout.s_offset = layout.d_offset + RoundUp(4 * layout.n_blocks, 32);
-  layout.row_stride = RoundUp(layout.s_offset + 4 * kLanes * layout.n_blocks, 64);
+  layout.qsum_offset = RoundUp(layout.s_offset + 4 * kLanes * layout.n_blocks, 64);
+  layout.bx_offset = RoundUp(layout.qsum_offset + 4 * layout.n_blocks, 64);
+  layout.row_stride = RoundUp(layout.bx_offset + 4 * layout.n_blocks, 64);
   return layout;
 }
 
@@ -146,6 +148,9 @@ Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_t
   if (scratch.size() < MatMulScratchBytes(w, n_tokens)) {
     return InvalidArgumentError("MatMul: scratch buffer smaller than MatMulScratchBytes");
   }
+  if (w.layout == WeightLayout::kPacked16 && !HasPackedLayout(w.type)) {
+    return InvalidArgumentError("MatMul: a packed matrix of a type without a packed layout");
+  }
   if (n_tokens == 0 || w.n_rows == 0) return Status::Ok();
   if (w.data == nullptr || x == nullptr || y == nullptr) {
     return InvalidArgumentError("MatMul: null buffer");
@@ -169,22 +174,46 @@ Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_t
     return Status::Ok();
   }
 
-  QuantJob job;
-  job.w = &w;
-  job.layout = MakeQuantLayout(w.n_cols);
-  job.unpack = MakeUnpackLayout(job.layout);
+  const QuantLayout layout = MakeQuantLayout(w.n_cols);
   std::byte* xq =
       reinterpret_cast<std::byte*>(RoundUp(reinterpret_cast<uintptr_t>(scratch.data()), 64));
+  const int64_t min_tokens = std::max<int64_t>(1, (int64_t{1} << 14) / w.n_cols);
+  pool.ParallelFor(n_tokens, min_tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      kernels.quantize_row(x + t * w.n_cols, layout, xq + t * layout.row_stride);
+    }
+  });
+
+  if (HasPackedLayout(w.type)) {
+    PackedJob job;
+    job.geometry = MakePackedGeometry(w.type, w.n_cols);
+    job.layout = layout;
+    if (w.layout == WeightLayout::kPacked16) {
+      job.groups = w.data;
+    } else {
+      job.source = &w;
+    }
+    job.n_rows = w.n_rows;
+    job.xq = xq;
+    job.n_tokens = n_tokens;
+    job.y = y;
+    job.ldy = ldy;
+    const int64_t n_groups = (w.n_rows + kPackRows - 1) / kPackRows;
+    const int64_t min_groups =
+        std::max<int64_t>(1, kMinChunkMacs / (kPackRows * w.n_cols * n_tokens));
+    pool.ParallelFor(n_groups, min_groups,
+                     [&](int64_t begin, int64_t end) { kernels.packed_groups(job, begin, end); });
+    return Status::Ok();
+  }
+
+  QuantJob job;
+  job.w = &w;
+  job.layout = layout;
+  job.unpack = MakeUnpackLayout(job.layout);
   job.xq = xq;
   job.n_tokens = n_tokens;
   job.y = y;
   job.ldy = ldy;
-  const int64_t min_tokens = std::max<int64_t>(1, (int64_t{1} << 14) / w.n_cols);
-  pool.ParallelFor(n_tokens, min_tokens, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      kernels.quantize_row(x + t * w.n_cols, job.layout, xq + t * job.layout.row_stride);
-    }
-  });
   pool.ParallelFor(n_tiles, min_tiles, [&](int64_t begin, int64_t end) {
     const auto [row_begin, row_end] = rows_of(begin, end);
     kernels.quant_rows(job, row_begin, row_end);

@@ -9,6 +9,11 @@
 // SIMD paths are chosen at run time (AVX2+FMA, AVX-512 where present, scalar
 // fallback) and every path is checked against the scalar reference.
 //
+// Q4_0, Q4_1 and Q8_0 weights are best packed once at load (PackWeights in
+// packed_weights.h): their kernel then computes 16 rows per vector, reusing each
+// unpacked weight block for up to 16 tokens. A GGUF-layout matrix of those types
+// is packed on the fly, 16 rows at a time, and gives the same bits.
+//
 // Thread-safety: MatMul may run concurrently on different outputs; it uses only
 // the caller's scratch buffer and pool.
 #pragma once
@@ -26,13 +31,21 @@ class ThreadPool;
 
 namespace pier::kernels {
 
-// A weight matrix [n_rows, n_cols] in GGUF layout: row r starts at data + r * row_bytes.
+// How a weight matrix's bytes are arranged.
+enum class WeightLayout {
+  kGguf,      // as in the file: row r starts at data + r * row_bytes
+  kPacked16,  // rows interleaved in groups of 16 by PackWeights (packed_weights.h)
+};
+
+// A weight matrix [n_rows, n_cols]. row_bytes is the size of one row in GGUF layout (for
+// kPacked16 too, where it only serves validation).
 struct WeightMatrix {
   DType type;
   int64_t n_rows;
   int64_t n_cols;
   const uint8_t* data;
   size_t row_bytes;
+  WeightLayout layout = WeightLayout::kGguf;
 };
 
 // Bytes of scratch MatMul needs for `n_tokens` rows of activations (e.g. X

@@ -18,6 +18,7 @@
 #define PIER_X86_TILE_ROWS 2
 
 namespace pier::kernels::internal::avx2 {
+#include "kernels/cpu/matmul_packed_x86.inc"
 #include "kernels/cpu/matmul_x86.inc"
 }  // namespace pier::kernels::internal::avx2
 
@@ -26,7 +27,8 @@ namespace pier::kernels::internal::avx2 {
 namespace pier::kernels::internal {
 
 const IsaKernels& Avx2Kernels() {
-  static const IsaKernels kernels{avx2::QuantizeRow, avx2::QuantRows, avx2::FloatRows};
+  static const IsaKernels kernels{avx2::QuantizeRow, avx2::QuantRows, avx2::FloatRows,
+                                  avx2::PackedGroups};
   return kernels;
 }
 

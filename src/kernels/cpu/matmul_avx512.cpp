@@ -18,6 +18,7 @@
 #define PIER_X86_TILE_ROWS 4
 
 namespace pier::kernels::internal::avx512 {
+#include "kernels/cpu/matmul_packed_x86.inc"
 #include "kernels/cpu/matmul_x86.inc"
 }  // namespace pier::kernels::internal::avx512
 
@@ -26,7 +27,8 @@ namespace pier::kernels::internal::avx512 {
 namespace pier::kernels::internal {
 
 const IsaKernels& Avx512Kernels() {
-  static const IsaKernels kernels{avx512::QuantizeRow, avx512::QuantRows, avx512::FloatRows};
+  static const IsaKernels kernels{avx512::QuantizeRow, avx512::QuantRows, avx512::FloatRows,
+                                  avx512::PackedGroups};
   return kernels;
 }
 

@@ -1,11 +1,23 @@
 // Internals of MatMul shared by its scalar and SIMD paths, and exposed to tests.
 //
-// The canonical computation (every path produces these exact bits):
+// Two canonical computations; every path produces their exact bits.
+//
+// Packed types (Q4_0, Q4_1, Q8_0; HasPackedLayout), per (row, token), acc = 0, then per
+// block b of 32 in order:
+//      isum = exact integer sum over the block of q_w * q_x    (q_w: u4 0..15, or s8)
+//      acc  = fma(float(isum), dw * dx, acc)                    (dw * dx rounded once)
+//      acc  = fma(mw, bx, acc)                                   (Q4_0, Q4_1 only)
+//  with dw, mw the block's scale and offset (Q4_0: mw = -8 * dw; Q4_1: m) and, for the
+//  activations, dx = amax / 127 and bx = float(sum of the block's q_x) * dx; y = acc.
+//  One float accumulator per (row, token) lets a vector hold 16 rows of one token: the
+//  integer work is per block and the float work per block is three operations.
+//
+// Other quantized types (Q5_0, Q5_1, k-quants, unpacked by UnpackRowScalar):
 //  * Activations X[t, :] are quantized per block of 32: d = amax / 127,
 //    q = round-half-even(x * (1 / d)), and per lane l (elements 4l..4l+3 of the
 //    block) sx[l] = float(sum of those 4 q) * d.
-//  * Each weight row is read per block of 32 as small integers q_w (u8, or s8
-//    for Q8_0) and two 8-lane vectors dw and mw, constant over lanes 0-3 (elements
+//  * Each weight row is read per block of 32 as small integers q_w (u8) and two
+//    8-lane vectors dw and mw, constant over lanes 0-3 (elements
 //    0-15) and over lanes 4-7 (elements 16-31), so that w[k] = dw * q_w[k] + mw.
 //  * Lane l of a block holds the exact integer sum isum_l of q_w * q_x over
 //    elements 4l..4l+3; per block, in order:
@@ -42,12 +54,15 @@ constexpr int kLanes = 8;        // canonical accumulator lanes
 constexpr int64_t kRowTile = 4;  // rows unpacked together and reused across tokens
 
 // Byte layout of one quantized activation row inside MatMul's scratch:
-//   qs [n_cols] int8 | d [n_blocks] f32 | sx [n_blocks][8] f32
+//   qs [n_cols] int8 | d [n_blocks] f32 | sx [n_blocks][8] f32 | qsum [n_blocks] int32 |
+//   bx [n_blocks] f32      (qsum: the sum of a block's q; bx = float(qsum) * d)
 struct QuantLayout {
   int64_t n_cols = 0;
   int64_t n_blocks = 0;
   size_t d_offset = 0;
   size_t s_offset = 0;
+  size_t qsum_offset = 0;
+  size_t bx_offset = 0;
   size_t row_stride = 0;  // multiple of 64
 };
 QuantLayout MakeQuantLayout(int64_t n_cols);
@@ -92,12 +107,57 @@ struct FloatJob {
   int64_t ldy = 0;
 };
 
-// Each path: quantize one activation row; compute rows [row_begin, row_end).
+// The packed layout (WeightLayout::kPacked16) of a Q4_0 / Q4_1 / Q8_0 matrix: rows in
+// groups of kPackRows (the last group padded with zero rows), each group laid out as
+//   qs [n_blocks][chunks][kPackRows][4] u8 | d [n_blocks][kPackRows] f16 |
+//   m [n_blocks][kPackRows] f16 (Q4_1 only) | zero padding to a multiple of 64
+// where chunk j of a block holds, for every row, bytes 4j..4j+3 of that row's quants as
+// GGUF stores them: for 4-bit types (4 chunks) the low nibbles are elements 4j..4j+3 and
+// the high nibbles elements 16+4j..16+4j+3; for Q8_0 (8 chunks) elements 4j..4j+3.
+// Sizes equal GGUF's whenever n_rows is a multiple of 16 and the group is 64-aligned.
+constexpr int64_t kPackRows = 16;
+
+struct PackedGeometry {
+  DType type = DType::kQ4_1;
+  int64_t n_blocks = 0;
+  size_t qs_block_bytes = 0;  // 256 (4-bit) or 512 (Q8_0)
+  size_t d_offset = 0;        // within a group
+  size_t m_offset = 0;        // within a group (Q4_1)
+  size_t group_stride = 0;    // multiple of 64
+};
+bool HasPackedLayout(DType type);
+PackedGeometry MakePackedGeometry(DType type, int64_t n_cols);
+
+// Packs rows [0, n_valid) (n_valid <= kPackRows) starting at `src` (GGUF layout, rows
+// row_bytes apart) into one group at `dst` (geometry.group_stride bytes).
+void PackGroup(const PackedGeometry& geometry, const uint8_t* src, size_t row_bytes,
+               int64_t n_valid, uint8_t* dst);
+
+// One MatMul over packed weights, split into groups of kPackRows rows by the driver.
+struct PackedJob {
+  PackedGeometry geometry;
+  QuantLayout layout;
+  const uint8_t* groups = nullptr;       // group g at groups + g * geometry.group_stride, or
+  const WeightMatrix* source = nullptr;  // when groups is null: GGUF rows packed on the fly
+  int64_t n_rows = 0;
+  const std::byte* xq = nullptr;  // [n_tokens] rows of layout.row_stride bytes
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
+// Each path: quantize one activation row; compute rows [row_begin, row_end) of an
+// unpacked or float matrix, or groups [group_begin, group_end) of a packed one.
 struct IsaKernels {
   void (*quantize_row)(const float* x, const QuantLayout& layout, std::byte* row);
   void (*quant_rows)(const QuantJob& job, int64_t row_begin, int64_t row_end);
   void (*float_rows)(const FloatJob& job, int64_t row_begin, int64_t row_end);
+  void (*packed_groups)(const PackedJob& job, int64_t group_begin, int64_t group_end);
 };
+
+// The group `g` of a packed job: in place, or packed into `buffer` (group_stride bytes,
+// 64-aligned) from the GGUF source.
+const uint8_t* PackedGroup(const PackedJob& job, int64_t g, uint8_t* buffer);
 
 const IsaKernels& ScalarKernels();
 const IsaKernels& Avx2Kernels();

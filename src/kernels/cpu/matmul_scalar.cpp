@@ -2,6 +2,7 @@
 // written out lane by lane. It is the fallback on CPUs without AVX2 and the
 // reference every SIMD path must match bit for bit.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -46,6 +47,56 @@ void QuantRowsScalar(const QuantJob& job, int64_t row_begin, int64_t row_end) {
         }
       }
       job.y[t * job.ldy + r] = Hsum8(acc);
+    }
+  }
+}
+
+// The packed canonical form (matmul_internal.h), row by row within each group.
+void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group_end) {
+  const PackedGeometry& g = job.geometry;
+  const QuantLayout& lay = job.layout;
+  const bool is_q8 = g.type == DType::kQ8_0;
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < g.group_stride) buffer.resize(g.group_stride);
+  for (int64_t gi = group_begin; gi < group_end; ++gi) {
+    const uint8_t* group = PackedGroup(job, gi, buffer.data());
+    const int64_t n_valid = std::min(kPackRows, job.n_rows - gi * kPackRows);
+    for (int64_t i = 0; i < n_valid; ++i) {
+      for (int64_t t = 0; t < job.n_tokens; ++t) {
+        const std::byte* xrow = job.xq + t * lay.row_stride;
+        const int8_t* xq = reinterpret_cast<const int8_t*>(xrow);
+        const float* xd = reinterpret_cast<const float*>(xrow + lay.d_offset);
+        const float* bx = reinterpret_cast<const float*>(xrow + lay.bx_offset);
+        float acc = 0.0f;
+        for (int64_t b = 0; b < g.n_blocks; ++b) {
+          const uint8_t* qs = group + b * g.qs_block_bytes;
+          const int8_t* x = xq + kBlock * b;
+          int32_t isum = 0;
+          for (int e = 0; e < 32; ++e) {
+            int32_t qw;
+            if (is_q8) {
+              qw = static_cast<int8_t>(qs[((e / 4) * kPackRows + i) * 4 + e % 4]);
+            } else {
+              const int k = e % 16;
+              const uint8_t byte = qs[((k / 4) * kPackRows + i) * 4 + k % 4];
+              qw = e < 16 ? (byte & 0x0f) : (byte >> 4);
+            }
+            isum += qw * x[e];
+          }
+          uint16_t dh;
+          std::memcpy(&dh, group + g.d_offset + (b * kPackRows + i) * 2, 2);
+          const float dw = Fp16ToFp32(dh);
+          acc = std::fma(static_cast<float>(isum), dw * xd[b], acc);
+          if (g.type == DType::kQ4_1) {
+            uint16_t mh;
+            std::memcpy(&mh, group + g.m_offset + (b * kPackRows + i) * 2, 2);
+            acc = std::fma(Fp16ToFp32(mh), bx[b], acc);
+          } else if (g.type == DType::kQ4_0) {
+            acc = std::fma(-8.0f * dw, bx[b], acc);
+          }
+        }
+        job.y[t * job.ldy + gi * kPackRows + i] = acc;
+      }
     }
   }
 }
@@ -95,6 +146,8 @@ void QuantizeRowScalar(const float* x, const QuantLayout& layout, std::byte* row
   int8_t* qs = reinterpret_cast<int8_t*>(row);
   float* d_out = reinterpret_cast<float*>(row + layout.d_offset);
   float* s_out = reinterpret_cast<float*>(row + layout.s_offset);
+  int32_t* qsum_out = reinterpret_cast<int32_t*>(row + layout.qsum_offset);
+  float* bx_out = reinterpret_cast<float*>(row + layout.bx_offset);
   for (int64_t b = 0; b < layout.n_blocks; ++b) {
     const float* xb = x + kBlock * b;
     float amax = 0.0f;
@@ -109,11 +162,16 @@ void QuantizeRowScalar(const float* x, const QuantLayout& layout, std::byte* row
     }
     d_out[b] = d;
     for (int l = 0; l < kLanes; ++l) s_out[kLanes * b + l] = static_cast<float>(sums[l]) * d;
+    int32_t qsum = 0;
+    for (int l = 0; l < kLanes; ++l) qsum += sums[l];
+    qsum_out[b] = qsum;
+    bx_out[b] = static_cast<float>(qsum) * d;
   }
 }
 
 const IsaKernels& ScalarKernels() {
-  static const IsaKernels kernels{QuantizeRowScalar, QuantRowsScalar, FloatRowsScalar};
+  static const IsaKernels kernels{QuantizeRowScalar, QuantRowsScalar, FloatRowsScalar,
+                                  PackedGroupsScalar};
   return kernels;
 }
 

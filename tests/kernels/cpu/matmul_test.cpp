@@ -10,6 +10,7 @@
 
 #include "common/thread_pool.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/packed_weights.h"
 #include "tensor/dequantize.h"
 #include "tensor/float16.h"
 
@@ -327,6 +328,153 @@ TEST(MatMulTest, RejectsBadArguments) {
   q2k.type = DType::kQ2_K;
   q2k.n_cols = 256;
   EXPECT_EQ(MatMul(q2k, x.data(), 1, y.data(), 4, scratch, pool).code(), StatusCode::kUnsupported);
+}
+
+// The packed canonical form (matmul_internal.h) written straight from the GGUF blocks,
+// independently of the packing: per block the exact integer sum, then
+// fma(float(isum), dw * dx, acc) and, with offsets, fma(mw, bx, acc).
+std::vector<float> PackedCanonical(const WeightMatrix& w, const std::vector<float>& x,
+                                   int64_t n_tokens) {
+  const int64_t n = w.n_cols;
+  const internal::QuantLayout layout = internal::MakeQuantLayout(n);
+  std::vector<std::byte> row(layout.row_stride + 64);
+  std::byte* xrow =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(row.data()) + 63) / 64 * 64);
+  std::vector<float> y(n_tokens * w.n_rows);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    internal::QuantizeRowScalar(x.data() + t * n, layout, xrow);
+    const int8_t* xq = reinterpret_cast<const int8_t*>(xrow);
+    const float* xd = reinterpret_cast<const float*>(xrow + layout.d_offset);
+    for (int64_t r = 0; r < w.n_rows; ++r) {
+      const uint8_t* wrow = w.data + r * w.row_bytes;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n / 32; ++b) {
+        int32_t isum = 0, qsum = 0;
+        float dw = 0.0f, mw = 0.0f;
+        for (int e = 0; e < 32; ++e) {
+          int32_t q = 0;
+          if (w.type == DType::kQ8_0) {
+            q = static_cast<int8_t>(wrow[34 * b + 2 + e]);
+          } else {
+            const size_t size = w.type == DType::kQ4_1 ? 20 : 18;
+            const uint8_t byte = wrow[size * b + (w.type == DType::kQ4_1 ? 4 : 2) + e % 16];
+            q = e < 16 ? byte & 0x0f : byte >> 4;
+          }
+          isum += q * xq[32 * b + e];
+          qsum += xq[32 * b + e];
+        }
+        const size_t block_bytes = w.type == DType::kQ8_0 ? 34 : w.type == DType::kQ4_1 ? 20 : 18;
+        uint16_t h;
+        std::memcpy(&h, wrow + block_bytes * b, 2);
+        dw = Fp16ToFp32(h);
+        if (w.type == DType::kQ4_1) {
+          std::memcpy(&h, wrow + block_bytes * b + 2, 2);
+          mw = Fp16ToFp32(h);
+        } else if (w.type == DType::kQ4_0) {
+          mw = -8.0f * dw;
+        }
+        acc = std::fma(static_cast<float>(isum), dw * xd[b], acc);
+        if (w.type != DType::kQ8_0) acc = std::fma(mw, static_cast<float>(qsum) * xd[b], acc);
+      }
+      y[t * w.n_rows + r] = acc;
+    }
+  }
+  return y;
+}
+
+struct PackedMatrix {
+  std::vector<std::byte> bytes;
+  WeightMatrix w;
+  explicit PackedMatrix(const WeightMatrix& src) : bytes(PackedWeightBytes(src) + 64) {
+    std::byte* aligned =
+        reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(bytes.data()) + 63) / 64 * 64);
+    Result<WeightMatrix> packed =
+        PackWeights(src, std::span<std::byte>(aligned, PackedWeightBytes(src)));
+    EXPECT_TRUE(packed.ok()) << packed.status().ToString();
+    w = packed.ok() ? *packed : src;
+  }
+};
+
+const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
+
+TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
+  for (DType type : kPackedTypes) {
+    for (int64_t n_rows : {1, 16, 37, 64}) {
+      const int64_t n_cols = 96;
+      const RandomMatrix m(type, n_rows, n_cols, 31 * n_rows + 5);
+      const PackedMatrix packed(m.w);
+      const int64_t n_tokens = 37;  // 16 + 16 + 4 + 1: every tile size
+      const std::vector<float> x = RandomActivations(n_tokens * n_cols, 8 + n_rows);
+      const std::vector<float> expect = PackedCanonical(m.w, x, n_tokens);
+      for (Isa isa : SupportedIsas()) {
+        for (const WeightMatrix* w : {&m.w, &packed.w}) {
+          const std::vector<float> y = RunMatMul(isa, *w, x.data(), n_tokens, 2);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            for (int64_t r = 0; r < n_rows; ++r) {
+              ASSERT_TRUE(SameBits(&y[t * (n_rows + 3) + r], &expect[t * n_rows + r], 1))
+                  << DTypeName(type) << " " << internal::IsaName(isa)
+                  << (w == &m.w ? " gguf" : " packed") << " n_rows=" << n_rows << " t=" << t
+                  << " r=" << r << ": " << y[t * (n_rows + 3) + r] << " vs "
+                  << expect[t * n_rows + r];
+            }
+            // The padding after the rows is never written.
+            ASSERT_TRUE(std::isnan(y[t * (n_rows + 3) + n_rows]));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedMatMulTest, PackedRowsDequantizeToTheGgufValues) {
+  for (DType type : kPackedTypes) {
+    const RandomMatrix m(type, 21, 64, 3);
+    const PackedMatrix packed(m.w);
+    std::vector<float> a(64), b(64);
+    for (int64_t r = 0; r < 21; ++r) {
+      ASSERT_TRUE(DequantizeRow(type, m.w.data + r * m.w.row_bytes, a.data(), 64).ok());
+      ASSERT_TRUE(DequantizePackedRow(packed.w, r, b.data()).ok());
+      ASSERT_TRUE(SameBits(a.data(), b.data(), 64)) << DTypeName(type) << " row " << r;
+    }
+    EXPECT_FALSE(DequantizePackedRow(packed.w, 21, b.data()).ok());
+    EXPECT_FALSE(DequantizePackedRow(m.w, 0, b.data()).ok());  // not packed
+  }
+}
+
+TEST(PackedMatMulTest, PackedSizeEqualsGgufSizeForWholeGroups) {
+  for (DType type : kPackedTypes) {
+    const RandomMatrix m(type, 48, 576, 1);
+    EXPECT_EQ(PackedWeightBytes(m.w), m.bytes.size()) << DTypeName(type);
+  }
+  const RandomMatrix k(DType::kQ4_K, 16, 256, 1);
+  EXPECT_EQ(PackedWeightBytes(k.w), 0u);
+}
+
+TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
+  const RandomMatrix m(DType::kQ8_0, 4000, 64, 1);  // 136 KB: one report at the end
+  std::vector<std::byte> bytes(PackedWeightBytes(m.w) + 64);
+  std::byte* aligned =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(bytes.data()) + 63) / 64 * 64);
+  std::vector<int64_t> reports;
+  Result<WeightMatrix> packed =
+      PackWeights(m.w, std::span<std::byte>(aligned, PackedWeightBytes(m.w)),
+                  [&](int64_t rows) { reports.push_back(rows); });
+  ASSERT_TRUE(packed.ok());
+  ASSERT_FALSE(reports.empty());
+  EXPECT_EQ(reports.back(), 4000);
+  EXPECT_EQ(packed->layout, WeightLayout::kPacked16);
+
+  EXPECT_EQ(PackWeights(m.w, std::span<std::byte>(aligned, 100)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      PackWeights(m.w, std::span<std::byte>(aligned + 1, PackedWeightBytes(m.w))).status().code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      PackWeights(*packed, std::span<std::byte>(aligned, PackedWeightBytes(m.w))).status().code(),
+      StatusCode::kInvalidArgument);
+  const RandomMatrix k(DType::kQ4_K, 16, 256, 1);
+  EXPECT_EQ(PackWeights(k.w, std::span<std::byte>(aligned, 1 << 16)).status().code(),
+            StatusCode::kUnsupported);
 }
 
 TEST(MatMulTest, ReportsAKnownIsaName) {

@@ -1,0 +1,185 @@
+// The packed layout of Q4_0 / Q4_1 / Q8_0 matrices (matmul_internal.h): geometry, packing
+// from GGUF rows, and reading one row back.
+
+#include "kernels/cpu/packed_weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "tensor/float16.h"
+
+namespace pier::kernels {
+namespace internal {
+namespace {
+
+size_t RoundUp(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// Bytes of one GGUF block and where its quants start.
+struct GgufBlock {
+  size_t bytes;
+  size_t qs_offset;
+  bool has_min;
+};
+GgufBlock GgufBlockOf(DType type) {
+  switch (type) {
+    case DType::kQ4_0:
+      return {18, 2, false};
+    case DType::kQ4_1:
+      return {20, 4, true};
+    default:
+      return {34, 2, false};  // Q8_0
+  }
+}
+
+}  // namespace
+
+bool HasPackedLayout(DType type) {
+  return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ8_0;
+}
+
+PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
+  PackedGeometry g;
+  g.type = type;
+  g.n_blocks = n_cols / kBlock;
+  g.qs_block_bytes = type == DType::kQ8_0 ? 512 : 256;
+  const size_t n_blocks = static_cast<size_t>(g.n_blocks);
+  g.d_offset = n_blocks * g.qs_block_bytes;
+  g.m_offset = g.d_offset + n_blocks * 2 * kPackRows;
+  const size_t end = type == DType::kQ4_1 ? g.m_offset + n_blocks * 2 * kPackRows : g.m_offset;
+  g.group_stride = RoundUp(end, 64);
+  return g;
+}
+
+void PackGroup(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, int64_t n_valid,
+               uint8_t* dst) {
+  std::memset(dst, 0, g.group_stride);
+  const GgufBlock gb = GgufBlockOf(g.type);
+  const size_t chunks = g.qs_block_bytes / (4 * kPackRows);
+  for (int64_t i = 0; i < n_valid; ++i) {
+    const uint8_t* row = src + i * row_bytes;
+    for (int64_t b = 0; b < g.n_blocks; ++b) {
+      const uint8_t* blk = row + b * gb.bytes;
+      uint8_t* qs = dst + b * g.qs_block_bytes;
+      for (size_t j = 0; j < chunks; ++j) {
+        std::memcpy(qs + (j * kPackRows + i) * 4, blk + gb.qs_offset + 4 * j, 4);
+      }
+      std::memcpy(dst + g.d_offset + (b * kPackRows + i) * 2, blk, 2);
+      if (gb.has_min) std::memcpy(dst + g.m_offset + (b * kPackRows + i) * 2, blk + 2, 2);
+    }
+  }
+}
+
+const uint8_t* PackedGroup(const PackedJob& job, int64_t g, uint8_t* buffer) {
+  if (job.groups != nullptr) return job.groups + g * job.geometry.group_stride;
+  const WeightMatrix& w = *job.source;
+  const int64_t r0 = g * kPackRows;
+  PackGroup(job.geometry, w.data + r0 * w.row_bytes, w.row_bytes,
+            std::min<int64_t>(kPackRows, w.n_rows - r0), buffer);
+  return buffer;
+}
+
+Result<WeightMatrix> PackWeightsImpl(const WeightMatrix& w, std::span<std::byte> dst,
+                                     void (*on_rows_done)(void*, int64_t), void* context) {
+  if (!HasPackedLayout(w.type)) {
+    return UnsupportedError(std::string("no packed layout for weight type ") +
+                            std::string(DTypeName(w.type)));
+  }
+  if (w.layout != WeightLayout::kGguf) {
+    return InvalidArgumentError("PackWeights: the source must be in GGUF layout");
+  }
+  const std::optional<uint64_t> row_bytes = RowBytes(w.type, w.n_cols);
+  if (w.n_rows < 0 || w.n_cols <= 0 || w.n_cols % kBlock != 0 || !row_bytes ||
+      w.row_bytes < *row_bytes) {
+    return InvalidArgumentError("PackWeights: bad shape or row size");
+  }
+  if (dst.size() < PackedWeightBytes(w) || reinterpret_cast<uintptr_t>(dst.data()) % 64 != 0) {
+    return InvalidArgumentError(
+        "PackWeights: destination smaller than PackedWeightBytes or "
+        "not 64-byte aligned");
+  }
+  const PackedGeometry g = MakePackedGeometry(w.type, w.n_cols);
+  uint8_t* out = reinterpret_cast<uint8_t*>(dst.data());
+  // Report progress about every 4 MiB of source so a caller can drop pages as it goes.
+  const int64_t report_rows = std::max<int64_t>(
+      kPackRows, (int64_t{4} << 20) / static_cast<int64_t>(w.row_bytes) / kPackRows * kPackRows);
+  int64_t reported = 0;
+  for (int64_t r0 = 0; r0 < w.n_rows; r0 += kPackRows) {
+    PackGroup(g, w.data + r0 * w.row_bytes, w.row_bytes, std::min(kPackRows, w.n_rows - r0),
+              out + (r0 / kPackRows) * g.group_stride);
+    const int64_t done = std::min(w.n_rows, r0 + kPackRows);
+    if (done - reported >= report_rows && done < w.n_rows) {
+      on_rows_done(context, done);
+      reported = done;
+    }
+  }
+  on_rows_done(context, w.n_rows);
+  WeightMatrix packed = w;
+  packed.data = out;
+  packed.layout = WeightLayout::kPacked16;
+  return packed;
+}
+
+}  // namespace internal
+
+bool HasPackedLayout(DType type) { return internal::HasPackedLayout(type); }
+
+size_t PackedWeightBytes(const WeightMatrix& w) {
+  if (!internal::HasPackedLayout(w.type) || w.n_rows <= 0 || w.n_cols <= 0) return 0;
+  const internal::PackedGeometry g = internal::MakePackedGeometry(w.type, w.n_cols);
+  const int64_t groups = (w.n_rows + internal::kPackRows - 1) / internal::kPackRows;
+  return g.group_stride * static_cast<size_t>(groups);
+}
+
+Result<WeightMatrix> PackWeights(const WeightMatrix& w, std::span<std::byte> dst) {
+  return PackWeights(w, dst, [](int64_t) {});
+}
+
+Status DequantizePackedRow(const WeightMatrix& w, int64_t row, float* out) {
+  if (w.layout != WeightLayout::kPacked16 || !internal::HasPackedLayout(w.type)) {
+    return InvalidArgumentError("DequantizePackedRow: the matrix is not packed");
+  }
+  if (row < 0 || row >= w.n_rows) {
+    return InvalidArgumentError("DequantizePackedRow: row " + std::to_string(row) +
+                                " is out of range");
+  }
+  using internal::kPackRows;
+  const internal::PackedGeometry g = internal::MakePackedGeometry(w.type, w.n_cols);
+  const uint8_t* group = w.data + (row / kPackRows) * g.group_stride;
+  const int64_t i = row % kPackRows;
+  for (int64_t b = 0; b < g.n_blocks; ++b) {
+    uint16_t dh;
+    std::memcpy(&dh, group + g.d_offset + (b * kPackRows + i) * 2, 2);
+    const float d = Fp16ToFp32(dh);
+    const uint8_t* qs = group + b * g.qs_block_bytes;
+    float* o = out + b * internal::kBlock;
+    if (w.type == DType::kQ8_0) {
+      for (int e = 0; e < 32; ++e) {
+        o[e] =
+            d * static_cast<float>(static_cast<int8_t>(qs[((e / 4) * kPackRows + i) * 4 + e % 4]));
+      }
+      continue;
+    }
+    float m = 0.0f;
+    if (w.type == DType::kQ4_1) {
+      uint16_t mh;
+      std::memcpy(&mh, group + g.m_offset + (b * kPackRows + i) * 2, 2);
+      m = Fp16ToFp32(mh);
+    }
+    for (int e = 0; e < 16; ++e) {
+      const uint8_t byte = qs[((e / 4) * kPackRows + i) * 4 + e % 4];
+      const int lo = byte & 0x0f, hi = byte >> 4;
+      if (w.type == DType::kQ4_1) {
+        o[e] = d * static_cast<float>(lo) + m;
+        o[e + 16] = d * static_cast<float>(hi) + m;
+      } else {
+        o[e] = d * static_cast<float>(lo - 8);
+        o[e + 16] = d * static_cast<float>(hi - 8);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace pier::kernels
