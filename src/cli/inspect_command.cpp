@@ -1,7 +1,7 @@
 // `pier inspect [MODEL] [--json]`: what a GGUF model file holds.
 // `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--kv-dtype f32|f16] [--json]`: what
 // loading it with `pier run` would reserve from the memory budget (engine::EstimateMemory,
-// the function `pier run`'s admission uses): mapped and converted weights, KV per token and
+// the function `pier run`'s admission uses): mapped, packed and converted weights, KV per token and
 // for the context (in the --kv-dtype `pier run` would use), workspace, total. With --memory-budget
 // (and --device-memory) it also says whether that fits, as `pier run` would decide.
 //
@@ -134,6 +134,7 @@ nlohmann::json MemoryJson(const model::GgufFile& file, const engine::MemoryEstim
           {"threads", e.threads},
           {"max_step_tokens", e.max_step_tokens},
           {"mapped_weight_bytes", e.mapped_weight_bytes},
+          {"packed_weight_bytes", e.packed_weight_bytes},
           {"converted_weight_bytes", e.small_weight_bytes},
           {"weight_bytes", e.weight_bytes()},
           {"kv_dtype", engine::KvDtypeName(e.kv_dtype)},
@@ -153,6 +154,8 @@ void PrintMemory(const model::GgufFile& file, const engine::MemoryEstimate& e) {
               file.path().c_str(), static_cast<long long>(e.kv_tokens), e.threads,
               static_cast<long long>(e.max_step_tokens));
   line("weights, mapped", e.mapped_weight_bytes, ", used in place");
+  line("weights, packed", e.packed_weight_bytes,
+       ", Q4_0/Q4_1/Q8_0 matrices repacked, pool segment");
   line("weights, converted", e.small_weight_bytes, ", f32 norms and biases, pool segment");
   line("KV cache per token", e.kv_bytes_per_token,
        ", " + std::string(engine::KvDtypeName(e.kv_dtype)) + " K and V, all layers");

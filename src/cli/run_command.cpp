@@ -6,10 +6,10 @@
 // Memory: the model runs under a memory governor whose budget is --memory-budget (bytes with
 // a unit, "512MiB", or a percentage of the device's capacity, "80%"; default 100%) on a CPU
 // device whose capacity is --device-memory (default: available memory, capped by the
-// cgroup limit). Before the model loads, what it needs (mapped weights, KV for --ctx tokens
-// stored as --kv-dtype: f32, or f16 at half the bytes, workspace) is reserved; when it does not
-// fit, the breakdown and the budget are printed and the exit status is 1. --memory-stats prints the
-// governor's figures at the end as one line "memory: {json}" on stderr.
+// cgroup limit). Before the model loads, what it needs (packed and mapped weights, KV for --ctx
+// tokens stored as --kv-dtype: f32, or f16 at half the bytes, workspace) is reserved; when it does
+// not fit, the breakdown and the budget are printed and the exit status is 1. --memory-stats prints
+// the governor's figures at the end as one line "memory: {json}" on stderr.
 //
 // With -p the prompt is tokenized as is (with the BOS the model asks for), prefilled, and
 // up to N tokens are sampled and printed as they complete (UTF-8 safe), stopping early at

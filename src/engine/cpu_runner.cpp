@@ -3,6 +3,7 @@
 #include <string>
 
 #include "engine/llama_model.h"
+#include "kernels/cpu/packed_weights.h"
 #include "model/model_info.h"
 
 namespace pier::engine {
@@ -16,6 +17,12 @@ Result<KvLayout> KvLayoutFor(const model::GgufFile& file, int64_t block_size) {
   layout.n_kv_head = info.head_count_kv;
   layout.head_dim = info.head_dim;
   return layout;
+}
+
+bool CpuRunnerPacksTensor(const model::GgufFile& file, const model::GgufTensorInfo& tensor) {
+  if (tensor.dims.size() != 2 || !kernels::HasPackedLayout(tensor.type)) return false;
+  if (tensor.name == "token_embd.weight") return file.FindTensor("output.weight") == nullptr;
+  return true;
 }
 
 Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const model::GgufFile& file,

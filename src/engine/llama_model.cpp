@@ -13,6 +13,7 @@
 #include "engine/paged_attention.h"
 #include "engine/workspace.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed_weights.h"
 #include "model/model_info.h"
 #include "tensor/dequantize.h"
 
@@ -60,6 +61,9 @@ class LlamaRunner final : public ModelRunner {
  private:
   // A 2-D weight [rows, cols] by name; checks shape and that MatMul has a kernel for it.
   Result<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
+  // Packs every matrix CpuRunnerPacksTensor names into packed_weights_, releasing the
+  // file's pages behind it; returns the bytes of the tensors packed.
+  Result<uint64_t> PackMatrices();
   Status ValidateBatch(const Batch& batch, int64_t* n_tokens, int64_t* max_context) const;
   Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
                 const StepBuffers& b);
@@ -76,10 +80,12 @@ class LlamaRunner final : public ModelRunner {
   std::vector<LayerWeights> layers_;
   const model::GgufTensorInfo* token_embd_ = nullptr;  // [n_vocab, n_embd], any dequantizable type
   WeightMatrix output_;                                // [n_vocab, n_embd]
+  bool embd_packed_ = false;                           // token_embd_ rows come from output_
   const float* output_norm_ = nullptr;                 // [n_embd]
   std::vector<double> inv_freq_;                       // [n_rot/2] angle per position
-  ExternalCharge weights_charge_;                      // the mapped weights
-  Block small_weights_;  // f32 copies of norms, biases: [sum of their sizes]
+  ExternalCharge weights_charge_;                      // the weights used in place (mapped)
+  Block packed_weights_;  // packed copies of the Q4_0 / Q4_1 / Q8_0 matrices
+  Block small_weights_;   // f32 copies of norms, biases: [sum of their sizes]
   Workspace workspace_;
 };
 
@@ -98,6 +104,51 @@ Result<WeightMatrix> LlamaRunner::Matrix(const std::string& name, int64_t rows, 
     return supported.WithContext(file_.path() + ": tensor '" + name + "'");
   }
   return w;
+}
+
+Result<uint64_t> LlamaRunner::PackMatrices() {
+  struct Packable {
+    const model::GgufTensorInfo* tensor;
+    WeightMatrix* matrix;
+  };
+  std::vector<Packable> todo;
+  auto consider = [&](WeightMatrix* w) {
+    for (const model::GgufTensorInfo& t : file_.tensors()) {
+      if (t.data == w->data && CpuRunnerPacksTensor(file_, t)) todo.push_back({&t, w});
+    }
+  };
+  for (LayerWeights& l : layers_) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) consider(w);
+  }
+  consider(&output_);
+  if (todo.empty()) return uint64_t{0};
+
+  auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
+  size_t total = 0;
+  for (const Packable& p : todo) total += aligned(kernels::PackedWeightBytes(*p.matrix));
+  MemoryResult<Block> block = options_.governor->Allocate(options_.weights_owner, total);
+  if (!block.ok()) return block.status();
+  packed_weights_ = std::move(block).value();
+  std::byte* dst = packed_weights_.as<std::byte>();
+  PIER_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "governor blocks are 64-byte aligned");
+  uint64_t source_bytes = 0;
+  for (const Packable& p : todo) {
+    const WeightMatrix source = *p.matrix;
+    const size_t bytes = kernels::PackedWeightBytes(source);
+    int64_t released = 0;
+    Result<WeightMatrix> packed =
+        kernels::PackWeights(source, std::span<std::byte>(dst, bytes), [&](int64_t rows) {
+          file_.ReleasePages(source.data + released * source.row_bytes,
+                             (rows - released) * source.row_bytes);
+          released = rows;
+        });
+    if (!packed.ok()) return packed.status().WithContext(file_.path() + ": " + p.tensor->name);
+    *p.matrix = *packed;
+    if (p.tensor == token_embd_) embd_packed_ = true;
+    source_bytes += p.tensor->size_bytes;
+    dst += aligned(bytes);
+  }
+  return source_bytes;
 }
 
 Status LlamaRunner::Init() {
@@ -211,10 +262,13 @@ Status LlamaRunner::Init() {
     if (freq_factors != nullptr) inv_freq_[i] /= static_cast<double>(freq_factors[i]);
   }
 
-  MemoryResult<ExternalCharge> charge =
-      options_.governor->ChargeExternal(options_.weights_owner, info.weight_bytes);
-  if (!charge.ok()) return charge.status();
-  weights_charge_ = std::move(charge).value();
+  PIER_ASSIGN_OR_RETURN(const uint64_t packed_source_bytes, PackMatrices());
+  if (info.weight_bytes > packed_source_bytes) {
+    MemoryResult<ExternalCharge> charge = options_.governor->ChargeExternal(
+        options_.weights_owner, info.weight_bytes - packed_source_bytes);
+    if (!charge.ok()) return charge.status();
+    weights_charge_ = std::move(charge).value();
+  }
 
   shape_.n_vocab = hp_.n_vocab;
   shape_.n_embd = hp_.n_embd;
@@ -365,9 +419,11 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   const size_t embd_row_bytes = *RowBytes(token_embd_->type, E);
   Status embd_status;
   ForEachRow(n_tok, 4 * E, [&](int64_t t) {
-    Status s = DequantizeRow(token_embd_->type,
-                             token_embd_->data + static_cast<size_t>(ids[t]) * embd_row_bytes,
-                             x + t * E, E);
+    Status s = embd_packed_
+                   ? kernels::DequantizePackedRow(output_, ids[t], x + t * E)
+                   : DequantizeRow(token_embd_->type,
+                                   token_embd_->data + static_cast<size_t>(ids[t]) * embd_row_bytes,
+                                   x + t * E, E);
     PIER_CHECK(s.ok(), "token embedding: " + s.ToString());
     float* cs = cos_sin + t * half_rot * 2;
     for (int64_t i = 0; i < half_rot; ++i) {

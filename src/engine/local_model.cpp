@@ -8,6 +8,7 @@
 #include "engine/cpu_runner.h"
 #include "engine/paged_attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed_weights.h"
 #include "model/model_info.h"
 #include "tensor/dtype.h"
 
@@ -78,11 +79,11 @@ std::string ModelName(const model::GgufFile& file) {
 
 std::string MemoryEstimate::Breakdown() const {
   return "weights " + FormatBytes(mapped_weight_bytes) + " mapped + " +
-         FormatBytes(small_weight_bytes) + " converted, KV cache for " + std::to_string(kv_tokens) +
-         " tokens " + FormatBytes(kv_bytes) + " (" + FormatBytes(kv_bytes_per_token) +
-         " per token, " + std::string(KvDtypeName(kv_dtype)) + "), workspace " +
-         FormatBytes(workspace_bytes) + " (steps of " + std::to_string(max_step_tokens) +
-         " tokens)";
+         FormatBytes(packed_weight_bytes) + " packed + " + FormatBytes(small_weight_bytes) +
+         " converted, KV cache for " + std::to_string(kv_tokens) + " tokens " +
+         FormatBytes(kv_bytes) + " (" + FormatBytes(kv_bytes_per_token) + " per token, " +
+         std::string(KvDtypeName(kv_dtype)) + "), workspace " + FormatBytes(workspace_bytes) +
+         " (steps of " + std::to_string(max_step_tokens) + " tokens)";
 }
 
 Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
@@ -100,11 +101,20 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
 
   MemoryEstimate e;
   e.threads = options.threads;
+  e.tensor_bytes = info.weight_bytes;
   e.mapped_weight_bytes = info.weight_bytes;
   int64_t small_floats = 0;
+  uint64_t packed = 0;
   for (const model::GgufTensorInfo& t : file.tensors()) {
     if (t.row_count() == 1) small_floats += t.element_count;
+    if (CpuRunnerPacksTensor(file, t)) {
+      e.mapped_weight_bytes -= std::min<uint64_t>(e.mapped_weight_bytes, t.size_bytes);
+      const kernels::WeightMatrix w{t.type, t.dims[1], t.dims[0], t.data,
+                                    static_cast<size_t>(*RowBytes(t.type, t.dims[0]))};
+      packed += RoundUp(kernels::PackedWeightBytes(w), 64);  // as the runner lays them out
+    }
   }
+  if (packed > 0) e.packed_weight_bytes = PoolFootprint(packed, pool);
   e.small_weight_bytes =
       PoolFootprint(static_cast<uint64_t>(std::max<int64_t>(small_floats, 1)) * 4, pool);
 

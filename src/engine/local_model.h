@@ -4,7 +4,7 @@
 // Open() maps the GGUF file, creates the CPU device (its capacity probed, or given by
 // `--device-memory`) and its memory governor (budget from `--memory-budget`, owners
 // "<name>/weights", "<name>/workspace", "<name>/kv"). Then comes admission: the memory the
-// model will need (EstimateMemory: mapped weights, KV for the requested context, the
+// model will need (EstimateMemory: packed and mapped weights, KV for the requested context, the
 // workspace of the largest step) is reserved from the governor before anything is
 // allocated, and a model that does not fit is refused with the breakdown and the budget
 // (RESOURCE_EXHAUSTED). Only then come a thread pool, a PooledKvStore of the requested
@@ -58,7 +58,9 @@ struct LocalModelOptions {
 // hold them (pool allocations rounded up to the pool's segments). Shared by admission
 // (LocalModel::Create) and `pier inspect --memory`.
 struct MemoryEstimate {
-  uint64_t mapped_weight_bytes = 0;   // tensor bytes of the file, used in place (mapped)
+  uint64_t tensor_bytes = 0;          // all tensor bytes of the file
+  uint64_t mapped_weight_bytes = 0;   // tensor bytes used in place (mapped)
+  uint64_t packed_weight_bytes = 0;   // packed copies of matrices (pool segment; same bytes)
   uint64_t small_weight_bytes = 0;    // f32 copies of norms and biases (pool segment)
   KvDtype kv_dtype = KvDtype::kF32;   // what the KV store holds
   uint64_t kv_bytes_per_token = 0;    // K and V of one position, all layers, in kv_dtype
@@ -69,9 +71,11 @@ struct MemoryEstimate {
   int64_t max_step_tokens = 0;
   int threads = 0;
 
-  uint64_t weight_bytes() const { return mapped_weight_bytes + small_weight_bytes; }
+  uint64_t weight_bytes() const {
+    return mapped_weight_bytes + packed_weight_bytes + small_weight_bytes;
+  }
   uint64_t total_bytes() const { return weight_bytes() + kv_bytes + workspace_bytes; }
-  // "weights 98.2 MiB mapped + 2.0 MiB converted, KV cache for 4096 tokens 90.0 MiB
+  // "weights 0 B mapped + 94.0 MiB packed + 2.0 MiB converted, KV cache for 4096 tokens 90.0 MiB
   // (22.5 KiB per token, f16), workspace 20.0 MiB (steps of 512 tokens)"
   std::string Breakdown() const;
 };

@@ -288,6 +288,17 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   return file;
 }
 
+void GgufFile::ReleasePages(const uint8_t* data, size_t bytes) const {
+  if (!mapped_ || data < base_ || bytes == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = std::min(reinterpret_cast<uintptr_t>(data) + bytes,
+                                 reinterpret_cast<uintptr_t>(base_) + size_) /
+                        page * page;
+  // Advice only: a refusal leaves the pages resident, which costs memory, not correctness.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 Result<std::unique_ptr<GgufFile>> GgufFile::FromMemory(const uint8_t* bytes, size_t size,
                                                        std::string display_name) {
   std::unique_ptr<GgufFile> file(new GgufFile());

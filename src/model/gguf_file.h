@@ -130,6 +130,12 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 
+  // Lets the kernel drop the resident pages of [data, data + bytes) from this process (the
+  // whole pages inside the range; madvise MADV_DONTNEED), e.g. after a tensor was copied
+  // into another layout. The bytes stay readable: touching them again reads them back from
+  // the file. A no-op for in-memory images.
+  void ReleasePages(const uint8_t* data, size_t bytes) const;
+
  private:
   friend class GgufParser;
   GgufFile() = default;

@@ -112,6 +112,7 @@ TEST(MemoryBudgetTest, InspectMemoryShowsTheEstimate) {
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["context_tokens"], estimate->kv_tokens);
     EXPECT_EQ(j["mapped_weight_bytes"], estimate->mapped_weight_bytes);
+    EXPECT_EQ(j["packed_weight_bytes"], estimate->packed_weight_bytes);
     EXPECT_EQ(j["converted_weight_bytes"], estimate->small_weight_bytes);
     EXPECT_EQ(j["kv_bytes_per_token"], estimate->kv_bytes_per_token);
     EXPECT_EQ(j["kv_bytes"], estimate->kv_bytes);
@@ -182,8 +183,10 @@ TEST(MemoryBudgetTest, GovernorChargesWhatInspectShows) {
   for (const OwnerStats& o : stats.owners) {
     SCOPED_TRACE(o.name);
     if (o.name.ends_with("/weights")) {
-      // The mapped tensors as an external charge, plus the f32 copies of the small ones.
+      // The mapped tensors as an external charge, plus blocks: the packed matrices and the
+      // f32 copies of the small tensors.
       EXPECT_EQ(o.external_bytes, estimate->mapped_weight_bytes);
+      EXPECT_GE(o.block_bytes, estimate->tensor_bytes - estimate->mapped_weight_bytes);
       EXPECT_LE(o.peak_allocated_bytes, estimate->weight_bytes());
       EXPECT_GT(o.block_bytes, 0u);
       EXPECT_EQ(o.reserved_bytes, estimate->weight_bytes());
@@ -215,7 +218,8 @@ TEST(MemoryBudgetTest, TooSmallBudgetExitsWithTheNumbers) {
   EXPECT_EQ(r.out, "");
   for (const std::string& needed :
        {std::string("RESOURCE_EXHAUSTED"), std::to_string(e.total_bytes()) + " bytes",
-        "weights " + FormatBytes(e.mapped_weight_bytes) + " mapped",
+        "weights " + FormatBytes(e.mapped_weight_bytes) + " mapped + " +
+            FormatBytes(e.packed_weight_bytes) + " packed",
         "KV cache for 4096 tokens " + FormatBytes(e.kv_bytes),
         FormatBytes(e.kv_bytes_per_token) + " per token",
         "workspace " + FormatBytes(e.workspace_bytes), std::to_string(budget) + " bytes",
@@ -286,7 +290,8 @@ TEST(MemoryBudgetTest, BadValuesExitOneWithAReason) {
 // The process's peak RSS stays within the governor's peak held bytes plus a fixed overhead.
 // What the governor does not count, and the overhead covers:
 //   - the GGUF file's metadata pages (header, tokenizer vocabulary and merges): the file
-//     size minus the mapped tensor bytes, read while loading the tokenizer;
+//     size minus its tensor bytes, read while loading the tokenizer (the pages of packed
+//     tensors are released as they are packed, a few MiB at a time);
 //   - kFixedOverhead: the binary's code and data and the shared libraries (libstdc++, fmt,
 //     PCRE2, utf8proc; `pier inspect` alone peaks at about 7 MiB), the tokenizer's tables
 //     and the chat template on the C++ heap, the sampler's vocabulary-sized vectors, thread
@@ -298,7 +303,7 @@ TEST(MemoryBudgetTest, ProcessRssStaysWithinTheGovernorPeakPlusOverhead) {
   constexpr uint64_t kFixedOverhead = uint64_t{32} << 20;
   auto file = OpenDefault();
   const MemoryEstimate e = *EstimateMemory(*file, RunOptions());
-  const uint64_t metadata_bytes = file->file_size() - e.mapped_weight_bytes;
+  const uint64_t metadata_bytes = file->file_size() - e.tensor_bytes;
   std::string prompt;
   for (int i = 0; i < 60; ++i) prompt += "The quick brown fox jumps over the lazy dog. ";
   const ChildResult r =
@@ -317,8 +322,10 @@ TEST(MemoryBudgetTest, ProcessRssStaysWithinTheGovernorPeakPlusOverhead) {
   EXPECT_LE(peak, stats["budget_bytes"].get<uint64_t>());
   EXPECT_GT(r.max_rss_bytes, 0u);
   EXPECT_LE(r.max_rss_bytes, limit);
-  // The forward pass reads every weight: the mapped weights are resident.
-  EXPECT_GE(r.max_rss_bytes, e.mapped_weight_bytes);
+  // The forward pass reads every weight: the mapped ones and the packed copies (as many
+  // bytes as the tensors they came from) are resident.
+  EXPECT_GT(e.packed_weight_bytes, 0u);
+  EXPECT_GE(r.max_rss_bytes, e.tensor_bytes);
 }
 
 }  // namespace

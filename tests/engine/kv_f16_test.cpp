@@ -15,9 +15,12 @@
 // (largest |d logit| 3.0), 4 argmax flips at f32 top-2 gaps up to 0.16; the bounds below
 // are about twice the median and 1.5x the max (sqrt(2) x forward_reference_test's 0.6 is
 // 0.85), far below a real error (wrong rows or a wrong conversion give errors near 1 or
-// more at the median). Argmax may differ only where f32's top-2 gap is below kTieGap (2.5x
-// the largest measured flip gap); greedy decoding must pick f32's 64 tokens, or stop
-// differing only at such a near-tie (measured: 64 of 64 identical).
+// more at the median). Argmax may differ only where f32's top-2 gap is below kTieGap;
+// greedy decoding must pick f32's 64 tokens, or stop differing only at such a near-tie.
+// Where the flips land depends on the draw: with the packed MatMul kernels (another
+// rounding order around the same exact integer sums) the two runs differ by median 0.12,
+// max 0.39-0.54 (largest |d logit| 1.6-2.4), with 6-10 flips at gaps up to 0.42-0.53 and
+// greedy agreement for 9-58 of 64 tokens; kTieGap is 1.5x the largest flip gap seen.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,7 +44,7 @@ constexpr double kMaxRelativeError = 1.0;
 constexpr double kMaxMedianRelativeError = 0.25;
 constexpr double kMaxReferenceError = 0.6;  // forward_reference_test's bounds
 constexpr double kMaxReferenceMedianError = 0.15;
-constexpr double kTieGap = 0.4;  // logits
+constexpr double kTieGap = 0.8;  // logits
 constexpr int kGreedySteps = 64;
 
 constexpr int64_t kPromptTokens = 300;
