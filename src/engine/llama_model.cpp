@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,29 @@ struct LayerWeights {
   const float* bv = nullptr;    // [n_kv*hd] or null
   const float* ffn_norm = nullptr;  // [n_embd]
   WeightMatrix gate, up, down;      // [n_ff, n_embd] x2, [n_embd, n_ff]
+  // When packing left wq, wk, wv (gate, up) side by side: one matrix of their stacked
+  // rows, multiplied at once (one activation quantization, one pass over the pool).
+  std::optional<WeightMatrix> qkv;      // [n_head*hd + 2*n_kv*hd, n_embd]
+  std::optional<WeightMatrix> gate_up;  // [2*n_ff, n_embd]
 };
+
+// The matrices `parts` as one, when they are packed, of one type and width, each but the
+// last a whole number of 16-row groups, and stored back to back.
+std::optional<WeightMatrix> Stacked(std::initializer_list<const WeightMatrix*> parts) {
+  const WeightMatrix& first = **parts.begin();
+  WeightMatrix stacked = first;
+  stacked.n_rows = 0;
+  const uint8_t* next = first.data;
+  for (const WeightMatrix* w : parts) {
+    if (w->layout != kernels::WeightLayout::kPacked16 || w->type != first.type ||
+        w->n_cols != first.n_cols || w->data != next || stacked.n_rows % 16 != 0) {
+      return std::nullopt;
+    }
+    stacked.n_rows += w->n_rows;
+    next += kernels::PackedWeightBytes(*w);
+  }
+  return stacked;
+}
 
 struct Hyper {
   int64_t n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_kv = 0, hd = 0, n_rot = 0;
@@ -67,6 +91,8 @@ class LlamaRunner final : public ModelRunner {
   Status ValidateBatch(const Batch& batch, int64_t* n_tokens, int64_t* max_context) const;
   Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
                 const StepBuffers& b);
+  Status MatMulToSlices(const WeightMatrix& w, const float* x, int64_t n_tokens,
+                        std::span<const kernels::OutputSlice> slices, const StepBuffers& b);
   // Runs `fn(t)` for every t < n on the pool; `row_cost` (about the floats a row touches)
   // sets how many rows a thread takes at least, so that cheap rows are not handed out one
   // by one.
@@ -147,6 +173,10 @@ Result<uint64_t> LlamaRunner::PackMatrices() {
     if (p.tensor == token_embd_) embd_packed_ = true;
     source_bytes += p.tensor->size_bytes;
     dst += aligned(bytes);
+  }
+  for (LayerWeights& l : layers_) {
+    l.qkv = Stacked({&l.wq, &l.wk, &l.wv});
+    l.gate_up = Stacked({&l.gate, &l.up});
   }
   return source_bytes;
 }
@@ -345,6 +375,15 @@ Status LlamaRunner::MatMul(const WeightMatrix& w, const float* x, int64_t n_toke
       *options_.pool);
 }
 
+Status LlamaRunner::MatMulToSlices(const WeightMatrix& w, const float* x, int64_t n_tokens,
+                                   std::span<const kernels::OutputSlice> slices,
+                                   const StepBuffers& b) {
+  return kernels::MatMulToSlices(
+      w, x, n_tokens, slices,
+      std::span<std::byte>(workspace_.At<std::byte>(b.mm_scratch), b.mm_scratch_bytes),
+      *options_.pool);
+}
+
 Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   int64_t n_tok = 0, max_context = 0;
   PIER_RETURN_IF_ERROR(ValidateBatch(batch, &n_tok, &max_context));
@@ -442,9 +481,15 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
     // Attention block.
     ForEachRow(n_tok, E,
                [&](int64_t t) { ops::RmsNorm(x + t * E, l.attn_norm, E, hp_.eps, h + t * E); });
-    PIER_RETURN_IF_ERROR(MatMul(l.wq, h, n_tok, q, b));
-    PIER_RETURN_IF_ERROR(MatMul(l.wk, h, n_tok, k, b));
-    PIER_RETURN_IF_ERROR(MatMul(l.wv, h, n_tok, v, b));
+    if (l.qkv.has_value()) {
+      const kernels::OutputSlice slices[] = {
+          {q_dim, q, q_dim}, {kv_dim, k, kv_dim}, {kv_dim, v, kv_dim}};
+      PIER_RETURN_IF_ERROR(MatMulToSlices(*l.qkv, h, n_tok, slices, b));
+    } else {
+      PIER_RETURN_IF_ERROR(MatMul(l.wq, h, n_tok, q, b));
+      PIER_RETURN_IF_ERROR(MatMul(l.wk, h, n_tok, k, b));
+      PIER_RETURN_IF_ERROR(MatMul(l.wv, h, n_tok, v, b));
+    }
     ForEachRow(n_tok, 4 * (q_dim + kv_dim), [&](int64_t t) {
       float* qt = q + t * q_dim;
       float* kt = k + t * kv_dim;
@@ -484,8 +529,13 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
     // Feed-forward block (SwiGLU).
     ForEachRow(n_tok, E,
                [&](int64_t t) { ops::RmsNorm(x + t * E, l.ffn_norm, E, hp_.eps, h + t * E); });
-    PIER_RETURN_IF_ERROR(MatMul(l.gate, h, n_tok, gate, b));
-    PIER_RETURN_IF_ERROR(MatMul(l.up, h, n_tok, up, b));
+    if (l.gate_up.has_value()) {
+      const kernels::OutputSlice slices[] = {{hp_.n_ff, gate, hp_.n_ff}, {hp_.n_ff, up, hp_.n_ff}};
+      PIER_RETURN_IF_ERROR(MatMulToSlices(*l.gate_up, h, n_tok, slices, b));
+    } else {
+      PIER_RETURN_IF_ERROR(MatMul(l.gate, h, n_tok, gate, b));
+      PIER_RETURN_IF_ERROR(MatMul(l.up, h, n_tok, up, b));
+    }
     ForEachRow(n_tok, 8 * hp_.n_ff,
                [&](int64_t t) { ops::SiluMul(gate + t * hp_.n_ff, up + t * hp_.n_ff, hp_.n_ff); });
     PIER_RETURN_IF_ERROR(MatMul(l.down, gate, n_tok, h, b));

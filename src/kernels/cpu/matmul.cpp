@@ -121,8 +121,21 @@ UnpackLayout MakeUnpackLayout(const QuantLayout& layout) {
   return unpack;
 }
 
-Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
-                     int64_t ldy, std::span<std::byte> scratch, ThreadPool& pool) {
+namespace {
+
+// Rows [row_begin, row_end) of a GGUF-layout matrix as a matrix of their own.
+WeightMatrix RowsOf(const WeightMatrix& w, int64_t row_begin, int64_t row_end) {
+  WeightMatrix sub = w;
+  sub.n_rows = row_end - row_begin;
+  sub.data = w.data + row_begin * static_cast<int64_t>(w.row_bytes);
+  return sub;
+}
+
+}  // namespace
+
+Status MatMulToSlicesWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                             std::span<const OutputSlice> slices, std::span<std::byte> scratch,
+                             ThreadPool& pool) {
   if (!IsaSupported(isa)) {
     return UnsupportedError(std::string("MatMul: this CPU lacks the ") + IsaName(isa) + " path");
   }
@@ -144,33 +157,53 @@ Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_t
   if (!row_bytes || w.row_bytes < *row_bytes) {
     return InvalidArgumentError("MatMul: row_bytes is smaller than one row of the matrix");
   }
-  if (ldy < w.n_rows) return InvalidArgumentError("MatMul: ldy is smaller than n_rows");
+  const bool packed_kernel = HasPackedLayout(w.type);
+  int64_t slice_rows = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const OutputSlice& s = slices[i];
+    if (s.n_rows < 0) return InvalidArgumentError("MatMul: an output slice has negative rows");
+    if (s.ldy < s.n_rows) return InvalidArgumentError("MatMul: ldy is smaller than n_rows");
+    if (packed_kernel && i + 1 < slices.size() && s.n_rows % kPackRows != 0) {
+      return InvalidArgumentError("MatMul: output slices of a " + std::string(DTypeName(w.type)) +
+                                  " matrix must hold whole groups of 16 rows (but the last)");
+    }
+    slice_rows += s.n_rows;
+  }
+  if (slice_rows != w.n_rows) {
+    return InvalidArgumentError("MatMul: the output slices hold " + std::to_string(slice_rows) +
+                                " rows, the matrix " + std::to_string(w.n_rows));
+  }
   if (scratch.size() < MatMulScratchBytes(w, n_tokens)) {
     return InvalidArgumentError("MatMul: scratch buffer smaller than MatMulScratchBytes");
   }
-  if (w.layout == WeightLayout::kPacked16 && !HasPackedLayout(w.type)) {
+  if (w.layout == WeightLayout::kPacked16 && !packed_kernel) {
     return InvalidArgumentError("MatMul: a packed matrix of a type without a packed layout");
   }
   if (n_tokens == 0 || w.n_rows == 0) return Status::Ok();
-  if (w.data == nullptr || x == nullptr || y == nullptr) {
-    return InvalidArgumentError("MatMul: null buffer");
+  for (const OutputSlice& s : slices) {
+    if (s.n_rows > 0 && s.y == nullptr) return InvalidArgumentError("MatMul: null buffer");
   }
+  if (w.data == nullptr || x == nullptr) return InvalidArgumentError("MatMul: null buffer");
 
   const IsaKernels& kernels = KernelsFor(isa);
-  const int64_t n_tiles = (w.n_rows + kRowTile - 1) / kRowTile;
-  const int64_t macs_per_tile = kRowTile * w.n_cols * n_tokens;
-  const int64_t min_tiles = std::max<int64_t>(1, kMinChunkMacs / macs_per_tile);
-  auto rows_of = [&](int64_t tile_begin, int64_t tile_end) {
-    return std::pair<int64_t, int64_t>(tile_begin * kRowTile,
-                                       std::min(w.n_rows, tile_end * kRowTile));
+  // Row tiles of one slice's rows, split over the pool.
+  auto for_row_tiles = [&](const WeightMatrix& sub, auto&& run) {
+    const int64_t n_tiles = (sub.n_rows + kRowTile - 1) / kRowTile;
+    const int64_t min_tiles =
+        std::max<int64_t>(1, kMinChunkMacs / (kRowTile * sub.n_cols * n_tokens));
+    pool.ParallelFor(n_tiles, min_tiles, [&](int64_t begin, int64_t end) {
+      run(begin * kRowTile, std::min(sub.n_rows, end * kRowTile));
+    });
   };
 
   if (!quantized) {
-    const FloatJob job{&w, x, n_tokens, y, ldy};
-    pool.ParallelFor(n_tiles, min_tiles, [&](int64_t begin, int64_t end) {
-      const auto [row_begin, row_end] = rows_of(begin, end);
-      kernels.float_rows(job, row_begin, row_end);
-    });
+    int64_t first = 0;
+    for (const OutputSlice& s : slices) {
+      const WeightMatrix sub = RowsOf(w, first, first + s.n_rows);
+      first += s.n_rows;
+      const FloatJob job{&sub, x, n_tokens, s.y, s.ldy};
+      for_row_tiles(sub, [&](int64_t r0, int64_t r1) { kernels.float_rows(job, r0, r1); });
+    }
     return Status::Ok();
   }
 
@@ -184,7 +217,7 @@ Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_t
     }
   });
 
-  if (HasPackedLayout(w.type)) {
+  if (packed_kernel) {
     PackedJob job;
     job.geometry = MakePackedGeometry(w.type, w.n_cols);
     job.layout = layout;
@@ -196,8 +229,7 @@ Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_t
     job.n_rows = w.n_rows;
     job.xq = xq;
     job.n_tokens = n_tokens;
-    job.y = y;
-    job.ldy = ldy;
+    job.slices = slices;
     const int64_t n_groups = (w.n_rows + kPackRows - 1) / kPackRows;
     const int64_t min_groups =
         std::max<int64_t>(1, kMinChunkMacs / (kPackRows * w.n_cols * n_tokens));
@@ -206,19 +238,28 @@ Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_t
     return Status::Ok();
   }
 
-  QuantJob job;
-  job.w = &w;
-  job.layout = layout;
-  job.unpack = MakeUnpackLayout(job.layout);
-  job.xq = xq;
-  job.n_tokens = n_tokens;
-  job.y = y;
-  job.ldy = ldy;
-  pool.ParallelFor(n_tiles, min_tiles, [&](int64_t begin, int64_t end) {
-    const auto [row_begin, row_end] = rows_of(begin, end);
-    kernels.quant_rows(job, row_begin, row_end);
-  });
+  int64_t first = 0;
+  for (const OutputSlice& s : slices) {
+    const WeightMatrix sub = RowsOf(w, first, first + s.n_rows);
+    first += s.n_rows;
+    QuantJob job;
+    job.w = &sub;
+    job.layout = layout;
+    job.unpack = MakeUnpackLayout(job.layout);
+    job.xq = xq;
+    job.n_tokens = n_tokens;
+    job.y = s.y;
+    job.ldy = s.ldy;
+    for_row_tiles(sub, [&](int64_t r0, int64_t r1) { kernels.quant_rows(job, r0, r1); });
+  }
   return Status::Ok();
+}
+
+Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+                     int64_t ldy, std::span<std::byte> scratch, ThreadPool& pool) {
+  const OutputSlice slice{w.n_rows, y, ldy};
+  return MatMulToSlicesWithIsa(isa, w, x, n_tokens, std::span<const OutputSlice>(&slice, 1),
+                               scratch, pool);
 }
 
 }  // namespace internal
@@ -231,6 +272,13 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tokens) {
 Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy,
               std::span<std::byte> scratch, ThreadPool& pool) {
   return internal::MatMulWithIsa(internal::BestIsa(), w, x, n_tokens, y, ldy, scratch, pool);
+}
+
+Status MatMulToSlices(const WeightMatrix& w, const float* x, int64_t n_tokens,
+                      std::span<const OutputSlice> slices, std::span<std::byte> scratch,
+                      ThreadPool& pool) {
+  return internal::MatMulToSlicesWithIsa(internal::BestIsa(), w, x, n_tokens, slices, scratch,
+                                         pool);
 }
 
 const char* MatMulIsaName() { return internal::IsaName(internal::BestIsa()); }

@@ -59,6 +59,23 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tokens);
 Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy,
               std::span<std::byte> scratch, ThreadPool& pool);
 
+// One output of MatMulToSlices: the next n_rows rows of the stacked matrix go to
+// y[t * ldy + i], i < n_rows.
+struct OutputSlice {
+  int64_t n_rows;
+  float* y;
+  int64_t ldy;
+};
+
+// MatMul over a matrix whose rows stack several outputs (Q, K and V; gate and up), each
+// written to its own buffer, with the activations quantized once. Every row's bits equal
+// what MatMul gives for it. The slices' rows must add up to w.n_rows; for Q4_0 / Q4_1 /
+// Q8_0 every slice but the last must hold a multiple of 16 rows (INVALID_ARGUMENT
+// otherwise, as for MatMul's errors).
+Status MatMulToSlices(const WeightMatrix& w, const float* x, int64_t n_tokens,
+                      std::span<const OutputSlice> slices, std::span<std::byte> scratch,
+                      ThreadPool& pool);
+
 // The SIMD level chosen at start ("avx512", "avx2", "scalar"), for logs and benchmarks.
 const char* MatMulIsaName();
 

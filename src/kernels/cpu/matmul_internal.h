@@ -32,8 +32,10 @@
 // are thread_local).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/matmul.h"
 
@@ -45,9 +47,13 @@ const char* IsaName(Isa isa);
 bool IsaSupported(Isa isa);
 Isa BestIsa();
 
-// MatMul forced onto one path (which must be supported), for tests and benchmarks.
+// MatMul / MatMulToSlices forced onto one path (which must be supported), for tests and
+// benchmarks.
 Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
                      int64_t ldy, std::span<std::byte> scratch, ThreadPool& pool);
+Status MatMulToSlicesWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                             std::span<const OutputSlice> slices, std::span<std::byte> scratch,
+                             ThreadPool& pool);
 
 constexpr int64_t kBlock = 32;   // elements per activation / unpacked weight block
 constexpr int kLanes = 8;        // canonical accumulator lanes
@@ -142,8 +148,25 @@ struct PackedJob {
   int64_t n_rows = 0;
   const std::byte* xq = nullptr;  // [n_tokens] rows of layout.row_stride bytes
   int64_t n_tokens = 0;
-  float* y = nullptr;
-  int64_t ldy = 0;
+  std::span<const OutputSlice> slices;  // rows in order; all but the last whole groups
+
+  // Where group g's results go: token 0's first row, the stride between tokens and the
+  // group's rows that exist.
+  struct GroupOutput {
+    float* y;
+    int64_t ldy;
+    int n_valid;
+  };
+  GroupOutput OutputOf(int64_t g) const {
+    int64_t first = g * kPackRows;
+    for (const OutputSlice& s : slices) {
+      if (first < s.n_rows) {
+        return {s.y + first, s.ldy, static_cast<int>(std::min(kPackRows, s.n_rows - first))};
+      }
+      first -= s.n_rows;
+    }
+    return {nullptr, 0, 0};
+  }
 };
 
 // Each path: quantize one activation row; compute rows [row_begin, row_end) of an

@@ -60,8 +60,8 @@ void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group
   if (buffer.size() < g.group_stride) buffer.resize(g.group_stride);
   for (int64_t gi = group_begin; gi < group_end; ++gi) {
     const uint8_t* group = PackedGroup(job, gi, buffer.data());
-    const int64_t n_valid = std::min(kPackRows, job.n_rows - gi * kPackRows);
-    for (int64_t i = 0; i < n_valid; ++i) {
+    const PackedJob::GroupOutput out = job.OutputOf(gi);
+    for (int64_t i = 0; i < out.n_valid; ++i) {
       for (int64_t t = 0; t < job.n_tokens; ++t) {
         const std::byte* xrow = job.xq + t * lay.row_stride;
         const int8_t* xq = reinterpret_cast<const int8_t*>(xrow);
@@ -95,7 +95,7 @@ void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group
             acc = std::fma(-8.0f * dw, bx[b], acc);
           }
         }
-        job.y[t * job.ldy + gi * kPackRows + i] = acc;
+        out.y[t * out.ldy + i] = acc;
       }
     }
   }

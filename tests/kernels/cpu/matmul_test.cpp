@@ -382,16 +382,18 @@ std::vector<float> PackedCanonical(const WeightMatrix& w, const std::vector<floa
   return y;
 }
 
+// `src` packed, or `src` itself for a type without a packed layout.
 struct PackedMatrix {
   std::vector<std::byte> bytes;
   WeightMatrix w;
-  explicit PackedMatrix(const WeightMatrix& src) : bytes(PackedWeightBytes(src) + 64) {
+  explicit PackedMatrix(const WeightMatrix& src) : bytes(PackedWeightBytes(src) + 64), w(src) {
+    if (!HasPackedLayout(src.type)) return;
     std::byte* aligned =
         reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(bytes.data()) + 63) / 64 * 64);
     Result<WeightMatrix> packed =
         PackWeights(src, std::span<std::byte>(aligned, PackedWeightBytes(src)));
     EXPECT_TRUE(packed.ok()) << packed.status().ToString();
-    w = packed.ok() ? *packed : src;
+    if (packed.ok()) w = *packed;
   }
 };
 
@@ -475,6 +477,52 @@ TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
   const RandomMatrix k(DType::kQ4_K, 16, 256, 1);
   EXPECT_EQ(PackWeights(k.w, std::span<std::byte>(aligned, 1 << 16)).status().code(),
             StatusCode::kUnsupported);
+}
+
+TEST(MatMulTest, SlicesGiveEachRowTheBitsOfAPlainMatMul) {
+  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ5_1, DType::kF16}) {
+    const int64_t n_cols = 64, n_rows = 16 + 32 + 7;  // Q, K, V shaped: whole groups, then a tail
+    const RandomMatrix m(type, n_rows, n_cols, 11);
+    const PackedMatrix packed(m.w);
+    const int64_t n_tokens = 19;
+    const std::vector<float> x = RandomActivations(n_tokens * n_cols, 12);
+    for (Isa isa : SupportedIsas()) {
+      const std::vector<float> whole = RunMatMul(isa, m.w, x.data(), n_tokens, 2);
+      for (const WeightMatrix* w : {&m.w, &packed.w}) {
+        std::vector<float> a(n_tokens * 16), b(n_tokens * 40), c(n_tokens * 7);
+        const OutputSlice slices[] = {{16, a.data(), 16}, {32, b.data(), 40}, {7, c.data(), 7}};
+        std::vector<std::byte> scratch(MatMulScratchBytes(*w, n_tokens));
+        ThreadPool pool(2);
+        ASSERT_TRUE(
+            internal::MatMulToSlicesWithIsa(isa, *w, x.data(), n_tokens, slices, scratch, pool)
+                .ok());
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          const float* row = &whole[t * (n_rows + 3)];
+          ASSERT_TRUE(SameBits(&a[t * 16], row, 16)) << DTypeName(type) << " t=" << t;
+          ASSERT_TRUE(SameBits(&b[t * 40], row + 16, 32)) << DTypeName(type) << " t=" << t;
+          ASSERT_TRUE(SameBits(&c[t * 7], row + 48, 7)) << DTypeName(type) << " t=" << t;
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, SlicesMustCoverTheRowsInWholeGroups) {
+  ThreadPool pool(1);
+  const RandomMatrix m(DType::kQ4_1, 48, 64, 1);
+  std::vector<float> x(64, 1.0f), y(64, 0.0f);
+  std::vector<std::byte> scratch(MatMulScratchBytes(m.w, 1));
+  const OutputSlice short_of_rows[] = {{16, y.data(), 16}, {16, y.data(), 16}};
+  EXPECT_EQ(MatMulToSlices(m.w, x.data(), 1, short_of_rows, scratch, pool).code(),
+            StatusCode::kInvalidArgument);
+  const OutputSlice split_group[] = {{8, y.data(), 8}, {40, y.data(), 40}};
+  EXPECT_EQ(MatMulToSlices(m.w, x.data(), 1, split_group, scratch, pool).code(),
+            StatusCode::kInvalidArgument);
+  const OutputSlice narrow_ldy[] = {{16, y.data(), 15}, {32, y.data(), 32}};
+  EXPECT_EQ(MatMulToSlices(m.w, x.data(), 1, narrow_ldy, scratch, pool).code(),
+            StatusCode::kInvalidArgument);
+  const OutputSlice fine[] = {{16, y.data(), 16}, {32, y.data() + 16, 32}};
+  EXPECT_TRUE(MatMulToSlices(m.w, x.data(), 1, fine, scratch, pool).ok());
 }
 
 TEST(MatMulTest, ReportsAKnownIsaName) {
