@@ -4,6 +4,7 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "common/thread_pool.h"
@@ -121,6 +122,22 @@ UnpackLayout MakeUnpackLayout(const QuantLayout& layout) {
   return unpack;
 }
 
+void ScatterBlocks(const std::byte* row, const QuantLayout& layout, int64_t t, int64_t n_tokens,
+                   std::byte* xb) {
+  const float* d = reinterpret_cast<const float*>(row + layout.d_offset);
+  const float* bx = reinterpret_cast<const float*>(row + layout.bx_offset);
+  const int32_t* qsum = reinterpret_cast<const int32_t*>(row + layout.qsum_offset);
+  for (int64_t b = 0; b < layout.n_blocks; ++b) {
+    XEntry e;
+    std::memcpy(e.q, row + kBlock * b, kBlock);
+    e.d = d[b];
+    e.bx = bx[b];
+    e.qsum = qsum[b];
+    e.pad = 0;
+    std::memcpy(xb + (b * n_tokens + t) * sizeof(XEntry), &e, sizeof(XEntry));
+  }
+}
+
 namespace {
 
 // Rows [row_begin, row_end) of a GGUF-layout matrix as a matrix of their own.
@@ -211,9 +228,14 @@ Status MatMulToSlicesWithIsa(Isa isa, const WeightMatrix& w, const float* x, int
   std::byte* xq =
       reinterpret_cast<std::byte*>(RoundUp(reinterpret_cast<uintptr_t>(scratch.data()), 64));
   const int64_t min_tokens = std::max<int64_t>(1, (int64_t{1} << 14) / w.n_cols);
+  std::byte* xb = packed_kernel
+                      ? reinterpret_cast<std::byte*>(RoundUp(
+                            reinterpret_cast<uintptr_t>(xq + n_tokens * layout.row_stride), 64))
+                      : nullptr;
   pool.ParallelFor(n_tokens, min_tokens, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       kernels.quantize_row(x + t * w.n_cols, layout, xq + t * layout.row_stride);
+      if (xb != nullptr) ScatterBlocks(xq + t * layout.row_stride, layout, t, n_tokens, xb);
     }
   });
 
@@ -228,6 +250,7 @@ Status MatMulToSlicesWithIsa(Isa isa, const WeightMatrix& w, const float* x, int
     }
     job.n_rows = w.n_rows;
     job.xq = xq;
+    job.xb = xb;
     job.n_tokens = n_tokens;
     job.slices = slices;
     const int64_t n_groups = (w.n_rows + kPackRows - 1) / kPackRows;
@@ -266,7 +289,12 @@ Status MatMulWithIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t n_t
 
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tokens) {
   if (!internal::IsQuantized(w.type) || n_tokens <= 0 || w.n_cols <= 0) return 0;
-  return internal::MakeQuantLayout(w.n_cols).row_stride * static_cast<size_t>(n_tokens) + 64;
+  const internal::QuantLayout layout = internal::MakeQuantLayout(w.n_cols);
+  size_t bytes = layout.row_stride * static_cast<size_t>(n_tokens) + 64;
+  if (internal::HasPackedLayout(w.type)) {
+    bytes += sizeof(internal::XEntry) * static_cast<size_t>(layout.n_blocks * n_tokens) + 64;
+  }
+  return bytes;
 }
 
 Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy,

@@ -139,6 +139,21 @@ PackedGeometry MakePackedGeometry(DType type, int64_t n_cols);
 void PackGroup(const PackedGeometry& geometry, const uint8_t* src, size_t row_bytes,
                int64_t n_valid, uint8_t* dst);
 
+// Quantized activations block-major, for the packed SIMD kernels: entry (b, t) at
+// xb + (b * n_tokens + t) * sizeof(XEntry), so that one pointer and constant offsets reach
+// every token of a tile.
+struct XEntry {
+  int8_t q[32];
+  float d;
+  float bx;
+  int32_t qsum;
+  int32_t pad;
+};
+static_assert(sizeof(XEntry) == 48);
+// Copies token t's quantized row (laid out as `layout`) into its block-major entries.
+void ScatterBlocks(const std::byte* row, const QuantLayout& layout, int64_t t, int64_t n_tokens,
+                   std::byte* xb);
+
 // One MatMul over packed weights, split into groups of kPackRows rows by the driver.
 struct PackedJob {
   PackedGeometry geometry;
@@ -147,6 +162,7 @@ struct PackedJob {
   const WeightMatrix* source = nullptr;  // when groups is null: GGUF rows packed on the fly
   int64_t n_rows = 0;
   const std::byte* xq = nullptr;  // [n_tokens] rows of layout.row_stride bytes
+  const std::byte* xb = nullptr;  // the same, block-major (XEntry)
   int64_t n_tokens = 0;
   std::span<const OutputSlice> slices;  // rows in order; all but the last whole groups
 
