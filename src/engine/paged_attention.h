@@ -1,13 +1,20 @@
 // Causal multi-head attention over K/V read from a KvStore through block tables.
 //
-// Each query token attends to positions [0, its position] of its own sequence:
-// scores q.k / sqrt(head_dim) in position order, a softmax (max, then exp and a
-// sequential sum in position order), and the probability-weighted sum of V rows
-// in position order. One (token, K/V head) item is computed by one thread, so a
-// token's output depends only on its query, its position and the K/V it reads:
-// not on the batch, the chunking or the thread count. Its cost is that of its
-// own sequence's length. Grouped-query heads that share a K/V head are computed
-// together so each K/V row is read once per group.
+// Each query token attends to positions [0, its position] of its own sequence, in a fixed
+// sequence of single-precision operations (attention_lanes.h writes them lane by lane):
+//   score[p] = LaneTreeSum(16 lanes, lane l summing q[d] * k_p[d] over d = l, l + 16, ...)
+//              * (1 / sqrt(head_dim));
+//   max      = LaneTreeMax(lane-wise max of the scores in tiles of 16 positions);
+//   e[p]     = Exp(score[p] - max)    (attention_lanes.h's Exp, not std::exp);
+//   sum      = LaneTreeSum(lane-wise sums of e over the tiles of 16 positions);
+//   out[d]   = (sum over p in position order of e[p] * v_p[d]) * (1 / sum).
+// f16 K/V values are converted exactly to f32 first, so f32 and f16 stores that hold the same
+// values give the same bits. One (token, K/V head) task is computed by one thread, with the
+// query heads sharing that K/V head together (each K/V row read once per group); its result
+// depends only on its query, its position and the K/V it reads: not on the batch, the
+// chunking, the thread count, the slot count or which implementation (AVX-512 or the portable
+// loops, compiled for AVX2 and the baseline) runs it. Its cost is that of its own sequence's
+// length.
 //
 // Thread-safety: reads the store and q, writes out; one call at a time per scratch buffer.
 #pragma once
@@ -30,15 +37,15 @@ struct AttentionSpan {
   int64_t first_row = 0;  // row of the span's first token in q and out
 };
 
-// Floats of scratch PagedAttention needs: n_slots * (n_head / n_kv_head) * max_context,
-// where max_context is the largest position + 1 of any token in the batch, plus, for an f16
-// layout, n_slots * block_size * head_dim (K/V rows converted to f32: f16 -> f32 is exact,
-// so the arithmetic and its bits do not depend on how the conversion is done).
+// Floats of scratch PagedAttention needs: n_slots * n_head * (max_context
+// rounded up to a multiple of 16, plus 1), where max_context is at least the largest
+// position + 1 of any token in the batch (the scores of one task per slot).
 int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int64_t max_context,
                                     int64_t n_slots);
 
 // q, out: [n_rows, n_head, head_dim]. The K/V of every position a span reads (including
-// its own tokens) must already be in the store. Work is spread over `n_slots` slots, each
+// its own tokens) must already be in the store. n_head must be a multiple (at most 64) of
+// the layout's n_kv_head, and head_dim at most 256. Work is spread over `n_slots` slots, each
 // with its own part of `scratch`.
 void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionSpan> spans,
                     int64_t n_head, const float* q, float* out, int64_t max_context, float* scratch,

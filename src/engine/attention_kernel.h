@@ -1,0 +1,133 @@
+// Paged attention's per-task kernels: one query token, all its heads, against its
+// sequence's K/V. PagedAttention (paged_attention.h) splits a
+// batch into such tasks and runs them on its thread pool; this header is its internal
+// interface, and the tests' way to run each implementation.
+//
+// Two implementations compute the same canonical arithmetic (attention_lanes.h) and so the
+// same bits: the portable one (C++ loops over explicit lanes, compiled for AVX2 and the
+// baseline) and an AVX-512 one with intrinsics. Each call only reads the store and q and
+// writes its own out and scores; tasks with disjoint out and scores may run concurrently.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/kv_store.h"
+
+namespace pier::engine::internal {
+
+// Largest head_dim the kernels take (their per-row buffers are sized by it).
+inline constexpr int64_t kAttentionMaxHeadDim = 256;
+
+// One query token: all its query heads against its sequence's K/V (every K/V head).
+struct AttentionTask {
+  const KvStore* kv = nullptr;
+  int64_t layer = 0;
+  const int32_t* block_table = nullptr;  // the sequence's blocks
+  int64_t n_ctx = 0;                     // positions 0 .. n_ctx - 1 are attended
+  int64_t n_head = 0;                    // query heads, a multiple of the layout's n_kv_head
+  const float* q = nullptr;              // [n_head][head_dim]
+  float* out = nullptr;                  // [n_head][head_dim]
+  float* scores = nullptr;               // scratch: [n_head][score_stride]
+  int64_t score_stride = 0;              // >= n_ctx rounded up to a multiple of 16
+  float* inv_sum = nullptr;              // scratch: [n_head]
+};
+
+// Addresses of the K (or V) rows, all K/V heads, at positions 0, 1, 2, ... n_ctx - 1 of a
+// task's sequence, in order (Next() is called once per position). Block addresses are looked
+// up once per block. A task reads its K planes and then its V planes, each block's plane in
+// a different place, which the hardware prefetchers cannot guess: while the walker hands out
+// the rows of one plane it requests those of the plane kAhead further in that order (the
+// first V planes after the last K planes) into the cache, one row per row handed out, so
+// the requests are spread over the compute instead of stalling it in one burst.
+class AttentionRowWalker {
+ public:
+  AttentionRowWalker(const AttentionTask& t, bool values)
+      : kv_(*t.kv),
+        layer_(t.layer),
+        table_(t.block_table),
+        n_ctx_(t.n_ctx),
+        block_size_(t.kv->layout().block_size),
+        row_bytes_(static_cast<int64_t>(t.kv->layout().row_bytes())),
+        n_blocks_((t.n_ctx + block_size_ - 1) / block_size_),
+        plane_index_(values ? n_blocks_ : 0) {
+    Enter(plane_index_);
+    if (!values) {  // nothing requested the first K planes yet
+      for (int64_t i = 0; i < kAhead && i < 2 * n_blocks_; ++i) {
+        for (int64_t r = 0; r < RowsOf(i); ++r) PrefetchRow(Plane(i), r);
+      }
+    }
+  }
+
+  // The next position's row: [n_kv_head][head_dim] values of the layout's dtype.
+  const std::byte* Next() {
+    if (offset_ == rows_) {
+      Enter(++plane_index_);
+      offset_ = 0;
+    }
+    if (next_plane_ != nullptr) {
+      // Row `offset_` of the next plane, and on the last row all the next plane's rest.
+      const int64_t last = offset_ + 1 == rows_ ? next_rows_ : std::min(offset_ + 1, next_rows_);
+      for (int64_t r = offset_; r < last; ++r) PrefetchRow(next_plane_, r);
+    }
+    return plane_ + offset_++ * row_bytes_;
+  }
+
+ private:
+  static constexpr int64_t kLineBytes = 64;
+  // Planes requested ahead of the one being read. Measured on Zen 4 (decode, 16 sequences):
+  // 2 planes ahead, to the outer caches (locality 1: PREFETCHT2), beat 1 or 3 planes and
+  // PREFETCHT0, which stalls on the few L1 miss buffers.
+  static constexpr int64_t kAhead = 2;
+
+  // Plane `index`: K of block `index` for index < n_blocks_, else V of block index - n_blocks_.
+  const std::byte* Plane(int64_t index) const {
+    return index < n_blocks_ ? kv_.KeyPlane(layer_, table_[index])
+                             : kv_.ValuePlane(layer_, table_[index - n_blocks_]);
+  }
+  int64_t RowsOf(int64_t index) const {
+    return std::min(block_size_, n_ctx_ - index % n_blocks_ * block_size_);
+  }
+  void Enter(int64_t index) {
+    plane_ = Plane(index);
+    rows_ = RowsOf(index);
+    const bool has_next = index + kAhead < 2 * n_blocks_;
+    next_plane_ = has_next ? Plane(index + kAhead) : nullptr;
+    next_rows_ = has_next ? RowsOf(index + kAhead) : 0;
+  }
+  void PrefetchRow(const std::byte* plane, int64_t r) const {
+    for (int64_t b = 0; b < row_bytes_; b += kLineBytes)
+      __builtin_prefetch(plane + r * row_bytes_ + b, /*rw=*/0, /*locality=*/1);
+  }
+
+  const KvStore& kv_;
+  int64_t layer_;
+  const int32_t* table_;
+  int64_t n_ctx_, block_size_, row_bytes_, n_blocks_;
+  int64_t plane_index_;
+  const std::byte* plane_ = nullptr;
+  int64_t rows_ = 0, offset_ = 0;  // rows of the current plane that exist; next one
+  const std::byte* next_plane_ = nullptr;
+  int64_t next_rows_ = 0;
+};
+
+// Floats of `scores` per query head for a task of n_ctx positions: its score_stride.
+inline int64_t AttentionScoreStride(int64_t n_ctx) { return (n_ctx + 15) / 16 * 16; }
+
+void AttendPortable(const AttentionTask& task);
+void AttendAvx512(const AttentionTask& task);
+
+// The canonical Exp (attention_lanes.h) of n values, as each implementation evaluates it.
+void ExpPortable(const float* x, int64_t n, float* y);
+void ExpAvx512(const float* x, int64_t n, float* y);
+
+// Whether this CPU (and build) can run the AVX-512 kernels.
+bool CpuHasAvx512();
+
+// Which implementation PagedAttention uses: the best the CPU has (the default), or one
+// forced by tests. Not thread-safe: set it only while no PagedAttention runs.
+enum class AttentionIsa : uint8_t { kBest, kPortable, kAvx512 };
+void SetAttentionIsa(AttentionIsa isa);
+
+}  // namespace pier::engine::internal
