@@ -32,6 +32,14 @@ struct AttentionTask {
   float* scores = nullptr;               // scratch: [n_head][score_stride]
   int64_t score_stride = 0;              // >= n_ctx rounded up to a multiple of 16
   float* inv_sum = nullptr;              // scratch: [n_head]
+  // The task this thread runs next (its first K planes are requested into the cache while
+  // this one ends), or n_ctx 0; and whether this task's were requested by the one before.
+  const int32_t* next_block_table = nullptr;
+  int64_t next_n_ctx = 0;
+  bool first_planes_requested = false;
+  // Whether to request K/V planes ahead at all: worth it when they come from memory (a
+  // decode token's), not when the tasks before just read them (a prefill chunk's).
+  bool prefetch = true;
 };
 
 // Addresses of the K (or V) rows, all K/V heads, at positions 0, 1, 2, ... n_ctx - 1 of a
@@ -39,22 +47,27 @@ struct AttentionTask {
 // up once per block. A task reads its K planes and then its V planes, each block's plane in
 // a different place, which the hardware prefetchers cannot guess: while the walker hands out
 // the rows of one plane it requests those of the plane kAhead further in that order (the
-// first V planes after the last K planes) into the cache, one row per row handed out, so
-// the requests are spread over the compute instead of stalling it in one burst.
+// first V planes after the last K planes, the next task's first K planes after the last V
+// planes) into the cache, one row per row handed out, so the requests are spread over the
+// compute instead of stalling it in one burst.
 class AttentionRowWalker {
  public:
   AttentionRowWalker(const AttentionTask& t, bool values)
       : kv_(*t.kv),
         layer_(t.layer),
         table_(t.block_table),
+        next_table_(t.next_block_table),
         n_ctx_(t.n_ctx),
+        next_n_ctx_(t.next_n_ctx),
         block_size_(t.kv->layout().block_size),
         row_bytes_(static_cast<int64_t>(t.kv->layout().row_bytes())),
         n_blocks_((t.n_ctx + block_size_ - 1) / block_size_),
-        plane_index_(values ? n_blocks_ : 0) {
+        n_planes_(2 * n_blocks_ + std::min(kAhead, (t.next_n_ctx + block_size_ - 1) / block_size_)),
+        plane_index_(values ? n_blocks_ : 0),
+        prefetch_(t.prefetch) {
     Enter(plane_index_);
-    if (!values) {  // nothing requested the first K planes yet
-      for (int64_t i = 0; i < kAhead && i < 2 * n_blocks_; ++i) {
+    if (prefetch_ && !values && !t.first_planes_requested) {
+      for (int64_t i = 0; i < kAhead && i < n_planes_; ++i) {
         for (int64_t r = 0; r < RowsOf(i); ++r) PrefetchRow(Plane(i), r);
       }
     }
@@ -81,18 +94,23 @@ class AttentionRowWalker {
   // PREFETCHT0, which stalls on the few L1 miss buffers.
   static constexpr int64_t kAhead = 2;
 
-  // Plane `index`: K of block `index` for index < n_blocks_, else V of block index - n_blocks_.
+  // Plane `index`: K of block `index` for index < n_blocks_, V of block index - n_blocks_
+  // below 2 n_blocks_, then the next task's first K planes.
   const std::byte* Plane(int64_t index) const {
-    return index < n_blocks_ ? kv_.KeyPlane(layer_, table_[index])
-                             : kv_.ValuePlane(layer_, table_[index - n_blocks_]);
+    if (index < n_blocks_) return kv_.KeyPlane(layer_, table_[index]);
+    if (index < 2 * n_blocks_) return kv_.ValuePlane(layer_, table_[index - n_blocks_]);
+    return kv_.KeyPlane(layer_, next_table_[index - 2 * n_blocks_]);
   }
   int64_t RowsOf(int64_t index) const {
-    return std::min(block_size_, n_ctx_ - index % n_blocks_ * block_size_);
+    if (index < 2 * n_blocks_) {
+      return std::min(block_size_, n_ctx_ - index % n_blocks_ * block_size_);
+    }
+    return std::min(block_size_, next_n_ctx_ - (index - 2 * n_blocks_) * block_size_);
   }
   void Enter(int64_t index) {
     plane_ = Plane(index);
     rows_ = RowsOf(index);
-    const bool has_next = index + kAhead < 2 * n_blocks_;
+    const bool has_next = prefetch_ && index + kAhead < n_planes_;
     next_plane_ = has_next ? Plane(index + kAhead) : nullptr;
     next_rows_ = has_next ? RowsOf(index + kAhead) : 0;
   }
@@ -104,8 +122,10 @@ class AttentionRowWalker {
   const KvStore& kv_;
   int64_t layer_;
   const int32_t* table_;
-  int64_t n_ctx_, block_size_, row_bytes_, n_blocks_;
+  const int32_t* next_table_;
+  int64_t n_ctx_, next_n_ctx_, block_size_, row_bytes_, n_blocks_, n_planes_;
   int64_t plane_index_;
+  bool prefetch_;
   const std::byte* plane_ = nullptr;
   int64_t rows_ = 0, offset_ = 0;  // rows of the current plane that exist; next one
   const std::byte* next_plane_ = nullptr;

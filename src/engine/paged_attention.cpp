@@ -195,6 +195,19 @@ void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionS
         task.scores = slot_scratch;  // [n_head][stride]
         task.score_stride = stride;
         task.inv_sum = slot_scratch + n_head * stride;  // [n_head]
+        // Planes are requested ahead for decode tokens and for a chunk's last token, the
+        // first of its chunk to be run (its K/V are then in the cache for the others).
+        task.prefetch = item.token == item.span->n_tokens - 1;
+        if (i + n_slots < n_items) {
+          const Item& next = items[i + n_slots];
+          if (next.token == next.span->n_tokens - 1) {
+            task.next_block_table = next.span->block_table;
+            task.next_n_ctx = next.span->first_position + next.token + 1;
+          }
+        }
+        task.first_planes_requested =
+            i != slot && task.prefetch &&
+            items[i - n_slots].token == items[i - n_slots].span->n_tokens - 1;
         attend(task);
       }
     }
