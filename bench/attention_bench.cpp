@@ -8,6 +8,7 @@
 //                     caches, so this is the arithmetic alone.
 //   BM_Prefill/tokens/dtype/threads: one sequence, a chunk of `tokens` query tokens at
 //                                     positions 0 .. tokens - 1.
+//   BM_DecodePortable, BM_PrefillPortable: the portable loops instead of the AVX-512 kernel.
 // dtype: 0 = f32 K/V, 1 = f16 K/V. Each sequence's blocks are scattered over the store.
 // Times: real time, and the CPU time of the whole process (all pool threads, including
 // their short spin after each parallel section) as "CPU".
@@ -22,6 +23,7 @@
 
 #include "common/thread_pool.h"
 #include "device/cpu/cpu_device.h"
+#include "engine/attention_kernel.h"
 #include "engine/kv_convert.h"
 #include "engine/kv_store.h"
 #include "engine/paged_attention.h"
@@ -100,7 +102,8 @@ Setup MakeSetup(int64_t n_layer, int64_t n_seq, int64_t ctx, int64_t tokens_per_
 // n_layer: layers in the store; the step attends kLayers layers, cycling through them (one
 // layer: the same K/V every time, which then stays in the caches).
 void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
-         int64_t tokens_per_seq) {
+         int64_t tokens_per_seq, internal::AttentionIsa isa = internal::AttentionIsa::kBest) {
+  internal::SetAttentionIsa(isa);
   const KvDtype dtype = state.range(1) == 0 ? KvDtype::kF32 : KvDtype::kF16;
   const int threads = static_cast<int>(state.range(2));
   const int64_t n_slots = 4 * threads;  // as the Llama runner sizes them
@@ -119,6 +122,7 @@ void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
   for (const AttentionSpan& span : s.spans) {
     for (int64_t t = 0; t < span.n_tokens; ++t) pairs += span.first_position + t + 1;
   }
+  internal::SetAttentionIsa(internal::AttentionIsa::kBest);
   state.counters["pairs/s"] = benchmark::Counter(static_cast<double>(pairs * kHeads * kLayers),
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -126,6 +130,13 @@ void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
 void BM_Decode(benchmark::State& state) { Run(state, kLayers, 16, state.range(0), 1); }
 void BM_DecodeHot(benchmark::State& state) { Run(state, 1, 16, state.range(0), 1); }
 void BM_Prefill(benchmark::State& state) { Run(state, kLayers, 1, state.range(0), state.range(0)); }
+// The portable loops (what a CPU without AVX-512 runs; here their AVX2 clone).
+void BM_DecodePortable(benchmark::State& state) {
+  Run(state, kLayers, 16, state.range(0), 1, internal::AttentionIsa::kPortable);
+}
+void BM_PrefillPortable(benchmark::State& state) {
+  Run(state, kLayers, 1, state.range(0), state.range(0), internal::AttentionIsa::kPortable);
+}
 
 BENCHMARK(BM_Decode)
     ->ArgNames({"ctx", "f16", "threads"})
@@ -142,6 +153,18 @@ BENCHMARK(BM_DecodeHot)
 BENCHMARK(BM_Prefill)
     ->ArgNames({"tokens", "f16", "threads"})
     ->ArgsProduct({{512}, {0, 1}, {1, 2}})
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodePortable)
+    ->ArgNames({"ctx", "f16", "threads"})
+    ->ArgsProduct({{256}, {0, 1}, {1}})
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PrefillPortable)
+    ->ArgNames({"tokens", "f16", "threads"})
+    ->ArgsProduct({{512}, {0, 1}, {1}})
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -32,6 +32,7 @@ struct AttentionTask {
   float* scores = nullptr;               // scratch: [n_head][score_stride]
   int64_t score_stride = 0;              // >= n_ctx rounded up to a multiple of 16
   float* inv_sum = nullptr;              // scratch: [n_head]
+  float* work = nullptr;                 // scratch: AttentionWorkFloats (portable kernel)
   // The task this thread runs next (its first K planes are requested into the cache while
   // this one ends), or n_ctx 0; and whether this task's were requested by the one before.
   const int32_t* next_block_table = nullptr;
@@ -131,6 +132,11 @@ class AttentionRowWalker {
   const std::byte* next_plane_ = nullptr;
   int64_t next_rows_ = 0;
 };
+
+// Floats of AttentionTask::work: [2][n_head][head_dim rounded up to 16].
+inline int64_t AttentionWorkFloats(const KvLayout& layout, int64_t n_head) {
+  return 2 * n_head * ((layout.head_dim + 15) / 16 * 16);
+}
 
 // Floats of `scores` per query head for a task of n_ctx positions: its score_stride.
 inline int64_t AttentionScoreStride(int64_t n_ctx) { return (n_ctx + 15) / 16 * 16; }

@@ -37,9 +37,10 @@ struct AttentionSpan {
   int64_t first_row = 0;  // row of the span's first token in q and out
 };
 
-// Floats of scratch PagedAttention needs: n_slots * n_head * (max_context
-// rounded up to a multiple of 16, plus 1), where max_context is at least the largest
-// position + 1 of any token in the batch (the scores of one task per slot).
+// Floats of scratch PagedAttention needs: n_slots * n_head * (max_context rounded up to a
+// multiple of 16, plus 1, plus twice head_dim rounded up to a multiple of 16), where
+// max_context is at least the largest position + 1 of any token in the batch (one task's
+// scores and work buffers per slot).
 int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int64_t max_context,
                                     int64_t n_slots);
 
