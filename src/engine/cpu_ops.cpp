@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "engine/attention_lanes.h"
+
 namespace pier::engine::ops {
 namespace {
 
@@ -34,10 +36,19 @@ void Axpy(float a, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// Compiled for AVX-512, AVX2 and the baseline; each element's operations are the same plain
+// IEEE operations in every clone (no contraction: -ffp-contract=off), so the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void SiluMul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    // sigmoid(g) from e = exp(-|g|) <= 1: 1 / (1 + e) for g >= 0, e / (1 + e) below, so the
+    // exponential never overflows and attention's vectorizable Exp (x <= 0) serves.
+    const float e = attention::Exp(g < 0.0f ? g : -g);
+    const float sigmoid = (g >= 0.0f ? 1.0f : e) / (1.0f + e);
+    gate[i] = g * sigmoid * up[i];
   }
 }
 

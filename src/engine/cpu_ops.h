@@ -20,7 +20,9 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y
 // y[i] += a * x[i] for i < n.
 void Axpy(float a, const float* x, int64_t n, float* y);
 
-// gate[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, for i < n.
+// gate[i] = silu(gate[i]) * up[i] = gate * sigmoid(gate) * up, for i < n, with the sigmoid
+// from attention's Exp (within a few ulp of the true value); an element's bits do not
+// depend on n or on its index.
 void SiluMul(float* gate, const float* up, int64_t n);
 
 // y[i] += x[i] for i < n.
