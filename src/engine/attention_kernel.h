@@ -1,11 +1,12 @@
 // Paged attention's per-task kernels: one query token, all its heads, against its
-// sequence's K/V. PagedAttention (paged_attention.h) splits a
-// batch into such tasks and runs them on its thread pool; this header is its internal
-// interface, and the tests' way to run each implementation.
+// sequence's K/V. PagedAttention (paged_attention.h) splits a batch into such tasks and runs
+// them on its thread pool; this header is its internal interface, and the tests' way to run
+// each implementation.
 //
 // Two implementations compute the same canonical arithmetic (attention_lanes.h) and so the
-// same bits: the portable one (C++ loops over explicit lanes, compiled for AVX2 and the
-// baseline) and an AVX-512 one with intrinsics. Each call only reads the store and q and
+// same bits: the portable one (attention_portable.cpp: C++ loops over explicit lanes,
+// compiled for AVX2 and the baseline) and an AVX-512 one with intrinsics
+// (attention_avx512.cpp). Each call only reads the store and q and
 // writes its own out and scores; tasks with disjoint out and scores may run concurrently.
 #pragma once
 

@@ -9,12 +9,13 @@
 //   sum      = LaneTreeSum(lane-wise sums of e over the tiles of 16 positions);
 //   out[d]   = (sum over p in position order of e[p] * v_p[d]) * (1 / sum).
 // f16 K/V values are converted exactly to f32 first, so f32 and f16 stores that hold the same
-// values give the same bits. One (token, K/V head) task is computed by one thread, with the
-// query heads sharing that K/V head together (each K/V row read once per group); its result
-// depends only on its query, its position and the K/V it reads: not on the batch, the
-// chunking, the thread count, the slot count or which implementation (AVX-512 or the portable
-// loops, compiled for AVX2 and the baseline) runs it. Its cost is that of its own sequence's
-// length.
+// values give the same bits. One task (a query token, all its heads) is computed by one
+// thread, reading each K/V row once for all the heads; its result depends only on its query,
+// its position and the K/V it reads: not on the batch, the chunking, the thread count, the
+// slot count or which implementation (attention_kernel.h: AVX-512, or the portable loops
+// compiled for AVX2 and the baseline) runs it. Its cost is that of its own sequence's length.
+// Decode streams every K/V byte of the batch from memory once per layer: with an f32 store
+// that bandwidth, not the arithmetic, bounds its speed (an f16 store halves it).
 //
 // Thread-safety: reads the store and q, writes out; one call at a time per scratch buffer.
 #pragma once
