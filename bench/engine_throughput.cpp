@@ -80,6 +80,7 @@ struct Options {
   int64_t max_batched_tokens = 512;
   int64_t block_size = 16;
   int64_t kv_tokens = 0;  // 0: concurrency * largest request, whole blocks
+  std::string kv_dtype = "f16";
   uint64_t seed = 1;
   double time_limit_s = 600;
 };
@@ -289,6 +290,7 @@ pier::Result<std::unique_ptr<ModelInstance>> OpenInstance(const Options& options
   mi.model.path = options.model;
   mi.model.threads = options.threads;
   mi.model.block_size = options.block_size;
+  PIER_ASSIGN_OR_RETURN(mi.model.kv_dtype, pier::engine::ParseKvDtype(options.kv_dtype));
   mi.model.kv_tokens = options.kv_tokens > 0
                            ? options.kv_tokens
                            : concurrency * RoundUp(max_request_tokens, options.block_size);
@@ -433,6 +435,8 @@ int main(int argc, char** argv) {
   app.add_option("--block-size", options.block_size, "KV block size in positions");
   app.add_option("--kv-tokens", options.kv_tokens,
                  "KV capacity in positions (0: concurrency x largest request)");
+  app.add_option("--kv-dtype", options.kv_dtype, "KV cache element type (f16, f32)")
+      ->capture_default_str();
   app.add_option("--seed", options.seed, "seed of prompt and length draws");
   app.add_option("--time-limit-s", options.time_limit_s, "cap per run in seconds");
   CLI11_PARSE(app, argc, argv);
@@ -453,10 +457,10 @@ int main(int argc, char** argv) {
   }
 
   std::printf("pier_bench_engine: model %s, threads %d, max_batched_tokens %" PRId64
-              ", block size %" PRId64 ", seed %" PRIu64
+              ", block size %" PRId64 ", KV %s, seed %" PRIu64
               ", prompts of random normal-vocabulary tokens, greedy, ignore_eos\n",
               options.model.c_str(), options.threads, options.max_batched_tokens,
-              options.block_size, options.seed);
+              options.block_size, options.kv_dtype.c_str(), options.seed);
   if (pp > 0) {
     std::printf("\n|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s | %6s |\n", "PP",
                 "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s",

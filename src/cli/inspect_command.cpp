@@ -34,7 +34,7 @@ struct InspectOptions {
   bool memory = false;
   int64_t ctx = 4096;
   int threads = 0;  // 0: all hardware threads, as `pier run`
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "f16";
   std::optional<std::string> memory_budget;
   std::optional<std::string> device_memory;
 };
@@ -122,9 +122,8 @@ void PrintText(const model::GgufFile& file, const model::ModelInfo& info) {
   line("tensors", number(file.tensors().size()) + " (" + types + ")");
   line("parameters", number(info.parameter_count));
   line("weights", number(info.weight_bytes) + " bytes (" + HumanBytes(info.weight_bytes) + ")");
-  line("KV cache per token",
-       number(info.kv_bytes_per_token) +
-           " bytes (f16 K and V; the CPU runner keeps f32 unless --kv-dtype f16, see --memory)");
+  line("KV cache per token", number(info.kv_bytes_per_token) +
+                                 " bytes (f16 K and V, the CPU runner's default; see --memory)");
   line("chat template", info.has_chat_template ? "present" : "absent");
 }
 

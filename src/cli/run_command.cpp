@@ -7,9 +7,9 @@
 // a unit, "512MiB", or a percentage of the device's capacity, "80%"; default 100%) on a CPU
 // device whose capacity is --device-memory (default: available memory, capped by the
 // cgroup limit). Before the model loads, what it needs (packed and mapped weights, KV for --ctx
-// tokens stored as --kv-dtype: f32, or f16 at half the bytes, workspace) is reserved; when it does
-// not fit, the breakdown and the budget are printed and the exit status is 1. --memory-stats prints
-// the governor's figures at the end as one line "memory: {json}" on stderr.
+// tokens stored as --kv-dtype: f16 by default, or f32 at twice the bytes, workspace) is reserved;
+// when it does not fit, the breakdown and the budget are printed and the exit status is 1.
+// --memory-stats prints the governor's figures at the end as one line "memory: {json}" on stderr.
 //
 // With -p the prompt is tokenized as is (with the BOS the model asks for), prefilled, and
 // up to N tokens are sampled and printed as they complete (UTF-8 safe), stopping early at
@@ -57,7 +57,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 0;  // 0: all hardware threads
   int64_t ctx = 4096;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "f16";
   bool verbose_prompt = false;
   std::optional<std::string> memory_budget;  // unset: 100% of the device
   std::optional<std::string> device_memory;  // unset: probed
@@ -342,8 +342,8 @@ void RegisterRun(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command
       ->add_option("--kv-dtype", options->kv_dtype,
-                   "KV cache element type: f32, or f16 (half the memory, slightly different "
-                   "logits)")
+                   "KV cache element type: f16 (half f32's memory), or f32 (slightly "
+                   "different logits)")
       ->capture_default_str();
   command->add_option("--memory-budget", options->memory_budget,
                       "Memory budget: bytes with a unit (512MiB, 2GB) or a percentage of the "

@@ -43,7 +43,7 @@ struct ServeOptions {
   BudgetSpec memory_budget = BudgetSpec::Percent(100);
   std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed
   int64_t ctx = 4096;                     // KV cache positions (clamped to the model's context)
-  engine::KvDtype kv_dtype = engine::KvDtype::kF32;  // K/V element type in the cache
+  engine::KvDtype kv_dtype = engine::KvDtype::kF16;  // K/V element type in the cache
   int64_t max_batched_tokens = 512;                  // tokens per engine step
   int64_t max_seqs = 64;                             // running sequences at once
   uint64_t max_body_bytes = uint64_t{4} << 20;

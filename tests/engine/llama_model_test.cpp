@@ -38,6 +38,8 @@ TinyRun OpenTiny(const TinyModelSpec& spec, int threads = 2, int64_t kv_tokens =
   LocalModelOptions options;
   options.threads = threads;
   options.kv_tokens = kv_tokens;
+  // f32 K/V: the scalar reference keeps K/V in float, and the f32 variants are held to 1e-4.
+  options.kv_dtype = KvDtype::kF32;
   auto model = LocalModel::Create(std::move(file).value(), options);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (model.ok()) run.model = std::move(model).value();
