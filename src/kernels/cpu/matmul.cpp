@@ -228,14 +228,19 @@ Status MatMulToSlicesWithIsa(Isa isa, const WeightMatrix& w, const float* x, int
   std::byte* xq =
       reinterpret_cast<std::byte*>(RoundUp(reinterpret_cast<uintptr_t>(scratch.data()), 64));
   const int64_t min_tokens = std::max<int64_t>(1, (int64_t{1} << 14) / w.n_cols);
-  std::byte* xb = packed_kernel
+  // The packed SIMD kernels read block-major entries, the others rows.
+  std::byte* xb = packed_kernel && kernels.quantize_entries != nullptr
                       ? reinterpret_cast<std::byte*>(RoundUp(
                             reinterpret_cast<uintptr_t>(xq + n_tokens * layout.row_stride), 64))
                       : nullptr;
+  const int64_t entry_stride = n_tokens * static_cast<int64_t>(sizeof(XEntry));
   pool.ParallelFor(n_tokens, min_tokens, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      kernels.quantize_row(x + t * w.n_cols, layout, xq + t * layout.row_stride);
-      if (xb != nullptr) ScatterBlocks(xq + t * layout.row_stride, layout, t, n_tokens, xb);
+      if (xb != nullptr) {
+        kernels.quantize_entries(x + t * w.n_cols, layout, xb + t * sizeof(XEntry), entry_stride);
+      } else {
+        kernels.quantize_row(x + t * w.n_cols, layout, xq + t * layout.row_stride);
+      }
     }
   });
 

@@ -27,8 +27,8 @@ namespace pier::kernels::internal::avx2 {
 namespace pier::kernels::internal {
 
 const IsaKernels& Avx2Kernels() {
-  static const IsaKernels kernels{avx2::QuantizeRow, avx2::QuantRows, avx2::FloatRows,
-                                  avx2::PackedGroups};
+  static const IsaKernels kernels{avx2::QuantizeRow, avx2::QuantizeEntries, avx2::QuantRows,
+                                  avx2::FloatRows, avx2::PackedGroups};
   return kernels;
 }
 

@@ -27,8 +27,8 @@ namespace pier::kernels::internal::avx512 {
 namespace pier::kernels::internal {
 
 const IsaKernels& Avx512Kernels() {
-  static const IsaKernels kernels{avx512::QuantizeRow, avx512::QuantRows, avx512::FloatRows,
-                                  avx512::PackedGroups};
+  static const IsaKernels kernels{avx512::QuantizeRow, avx512::QuantizeEntries, avx512::QuantRows,
+                                  avx512::FloatRows, avx512::PackedGroups};
   return kernels;
 }
 

@@ -150,7 +150,8 @@ struct XEntry {
   int32_t pad;
 };
 static_assert(sizeof(XEntry) == 48);
-// Copies token t's quantized row (laid out as `layout`) into its block-major entries.
+// Copies token t's quantized row (laid out as `layout`) into its block-major entries: the
+// reference the SIMD paths' quantize_entries is tested against.
 void ScatterBlocks(const std::byte* row, const QuantLayout& layout, int64_t t, int64_t n_tokens,
                    std::byte* xb);
 
@@ -189,6 +190,10 @@ struct PackedJob {
 // unpacked or float matrix, or groups [group_begin, group_end) of a packed one.
 struct IsaKernels {
   void (*quantize_row)(const float* x, const QuantLayout& layout, std::byte* row);
+  // Quantizes x into block-major entries (block b's at first + b * entry_stride), for the
+  // packed SIMD kernels; null on the scalar path, whose packed kernel reads rows.
+  void (*quantize_entries)(const float* x, const QuantLayout& layout, std::byte* first,
+                           int64_t entry_stride);
   void (*quant_rows)(const QuantJob& job, int64_t row_begin, int64_t row_end);
   void (*float_rows)(const FloatJob& job, int64_t row_begin, int64_t row_end);
   void (*packed_groups)(const PackedJob& job, int64_t group_begin, int64_t group_end);

@@ -170,7 +170,7 @@ void QuantizeRowScalar(const float* x, const QuantLayout& layout, std::byte* row
 }
 
 const IsaKernels& ScalarKernels() {
-  static const IsaKernels kernels{QuantizeRowScalar, QuantRowsScalar, FloatRowsScalar,
+  static const IsaKernels kernels{QuantizeRowScalar, nullptr, QuantRowsScalar, FloatRowsScalar,
                                   PackedGroupsScalar};
   return kernels;
 }

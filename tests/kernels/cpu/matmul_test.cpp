@@ -305,6 +305,33 @@ TEST(MatMulTest, SimdActivationQuantizationMatchesScalar) {
   }
 }
 
+TEST(MatMulTest, SimdBlockMajorQuantizationMatchesScatteredScalarRows) {
+  const int64_t n_cols = 256, n_tokens = 5;
+  const internal::QuantLayout layout = internal::MakeQuantLayout(n_cols);
+  std::vector<float> x = RandomActivations(n_tokens * n_cols, 23);
+  for (int64_t k = 32; k < 64; ++k) x[k] = 0.0f;  // an all-zero block
+  const size_t entries = sizeof(internal::XEntry) * layout.n_blocks * n_tokens;
+  std::vector<std::byte> row(layout.row_stride + 64), expect(entries), got(entries);
+  std::byte* aligned =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(row.data()) + 63) / 64 * 64);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    internal::QuantizeRowScalar(x.data() + t * n_cols, layout, aligned);
+    internal::ScatterBlocks(aligned, layout, t, n_tokens, expect.data());
+  }
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (!internal::IsaSupported(isa)) continue;
+    const internal::IsaKernels& k =
+        isa == Isa::kAvx512 ? internal::Avx512Kernels() : internal::Avx2Kernels();
+    ASSERT_NE(k.quantize_entries, nullptr);
+    std::fill(got.begin(), got.end(), std::byte{0x5a});
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      k.quantize_entries(x.data() + t * n_cols, layout, got.data() + t * sizeof(internal::XEntry),
+                         n_tokens * static_cast<int64_t>(sizeof(internal::XEntry)));
+    }
+    EXPECT_EQ(std::memcmp(got.data(), expect.data(), entries), 0) << internal::IsaName(isa);
+  }
+}
+
 TEST(MatMulTest, RejectsBadArguments) {
   ThreadPool pool(1);
   const RandomMatrix m(DType::kQ4_1, 4, 64, 1);
