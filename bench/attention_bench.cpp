@@ -61,20 +61,26 @@ Setup MakeSetup(int64_t n_layer, int64_t n_seq, int64_t ctx, int64_t tokens_per_
   s.store = std::move(*PooledKvStore::Create(layout, n_blocks, *s.governor, owner));
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  // Random values: 4096 distinct floats repeated (the values do not change the timing).
-  std::vector<float> pattern(4096);
+  // Random values, one row's worth repeated in every row (the values do not change the timing).
+  std::vector<float> pattern(static_cast<size_t>(layout.row_elements()));
   for (float& v : pattern) v = dist(rng);
-  std::vector<uint16_t> pattern_f16(pattern.size());
-  ConvertF32ToF16(pattern.data(), static_cast<int64_t>(pattern.size()), pattern_f16.data());
+  std::vector<std::byte> stored(layout.row_bytes());  // the pattern in the store's dtype
+  switch (dtype) {
+    case KvDtype::kF32:
+      std::memcpy(stored.data(), pattern.data(), stored.size());
+      break;
+    case KvDtype::kF16:
+      ConvertF32ToF16(pattern.data(), static_cast<int64_t>(pattern.size()),
+                      reinterpret_cast<uint16_t*>(stored.data()));
+      break;
+    case KvDtype::kQ8_0:
+      ConvertF32ToQ8_0(pattern.data(), static_cast<int64_t>(pattern.size()), stored.data());
+      break;
+  }
   for (int32_t b = 0; b < n_blocks; ++b) {
     std::byte* data = s.store->BlockData(b);
-    const size_t bytes = layout.bytes_per_block();
-    const std::byte* src = dtype == KvDtype::kF32
-                               ? reinterpret_cast<const std::byte*>(pattern.data())
-                               : reinterpret_cast<const std::byte*>(pattern_f16.data());
-    const size_t chunk = pattern.size() * layout.element_bytes();
-    for (size_t off = 0; off < bytes; off += chunk) {
-      std::memcpy(data + off, src, std::min(chunk, bytes - off));
+    for (size_t off = 0; off < layout.bytes_per_block(); off += stored.size()) {
+      std::memcpy(data + off, stored.data(), stored.size());
     }
   }
   std::vector<int32_t> ids(static_cast<size_t>(n_blocks));
@@ -104,7 +110,9 @@ Setup MakeSetup(int64_t n_layer, int64_t n_seq, int64_t ctx, int64_t tokens_per_
 void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
          int64_t tokens_per_seq, internal::AttentionIsa isa = internal::AttentionIsa::kBest) {
   internal::SetAttentionIsa(isa);
-  const KvDtype dtype = state.range(1) == 0 ? KvDtype::kF32 : KvDtype::kF16;
+  const KvDtype dtype = state.range(1) == 0   ? KvDtype::kF32
+                        : state.range(1) == 1 ? KvDtype::kF16
+                                              : KvDtype::kQ8_0;
   const int threads = static_cast<int>(state.range(2));
   const int64_t n_slots = 4 * threads;  // as the Llama runner sizes them
   Setup s = MakeSetup(n_layer, n_seq, ctx, tokens_per_seq, dtype, n_slots);
@@ -139,31 +147,31 @@ void BM_PrefillPortable(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Decode)
-    ->ArgNames({"ctx", "f16", "threads"})
-    ->ArgsProduct({{128, 256, 768}, {0, 1}, {1, 2}})
+    ->ArgNames({"ctx", "kv", "threads"})  // kv: 0 f32, 1 f16, 2 q8_0
+    ->ArgsProduct({{128, 256, 768}, {0, 1, 2}, {1, 2}})
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeHot)
-    ->ArgNames({"ctx", "f16", "threads"})
+    ->ArgNames({"ctx", "kv", "threads"})
     ->ArgsProduct({{128}, {0, 1}, {1}})
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Prefill)
-    ->ArgNames({"tokens", "f16", "threads"})
-    ->ArgsProduct({{512}, {0, 1}, {1, 2}})
+    ->ArgNames({"tokens", "kv", "threads"})
+    ->ArgsProduct({{512}, {0, 1, 2}, {1, 2}})
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodePortable)
-    ->ArgNames({"ctx", "f16", "threads"})
+    ->ArgNames({"ctx", "kv", "threads"})
     ->ArgsProduct({{256}, {0, 1}, {1}})
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PrefillPortable)
-    ->ArgNames({"tokens", "f16", "threads"})
+    ->ArgNames({"tokens", "kv", "threads"})
     ->ArgsProduct({{512}, {0, 1}, {1}})
     ->MeasureProcessCPUTime()
     ->UseRealTime()

@@ -1,5 +1,5 @@
 // `pier inspect [MODEL] [--json]`: what a GGUF model file holds.
-// `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--kv-dtype f32|f16] [--json]`: what
+// `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--kv-dtype f16|f32|q8_0] [--json]`: what
 // loading it with `pier run` would reserve from the memory budget (engine::EstimateMemory,
 // the function `pier run`'s admission uses): mapped, packed and converted weights, KV per token and
 // for the context (in the --kv-dtype `pier run` would use), workspace, total. With --memory-budget

@@ -1,5 +1,5 @@
 // `pier run [-m MODEL] [-p PROMPT | --chat] [-n N] [--temperature T] [--seed S] [--threads N]
-//           [--ctx N] [--kv-dtype f32|f16] [--memory-budget B] [--device-memory B]
+//           [--ctx N] [--kv-dtype f16|f32|q8_0] [--memory-budget B] [--device-memory B]
 //           [--memory-stats]`:
 // generates text with a model on the CPU and streams it to stdout.
 //
@@ -342,8 +342,8 @@ void RegisterRun(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command
       ->add_option("--kv-dtype", options->kv_dtype,
-                   "KV cache element type: f16 (half f32's memory), or f32 (slightly "
-                   "different logits)")
+                   "KV cache element type: f16 (half f32's memory), q8_0 (about half of "
+                   "f16's), or f32")
       ->capture_default_str();
   command->add_option("--memory-budget", options->memory_budget,
                       "Memory budget: bytes with a unit (512MiB, 2GB) or a percentage of the "

@@ -84,8 +84,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"ctx", "TOKENS",
      "KV cache size in tokens, all requests together (default 4096, capped at the "
      "model's context)"},
-    {"kv_dtype", "f32|f16",
-     "K/V element type in the cache; f16 (default) holds twice the tokens of f32"},
+    {"kv_dtype", "f32|f16|q8_0",
+     "K/V element type in the cache; f16 (default) holds twice the tokens of f32, q8_0 "
+     "almost twice those of f16"},
     {"max_batched_tokens", "TOKENS", "Tokens computed per engine step (default 512)"},
     {"max_seqs", "N", "Sequences running at once (default 64)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -35,10 +36,18 @@ namespace {
 using attention::kLanes;
 
 // Values 16c .. 16c + 15 of a K/V row, as f32.
-template <bool kF16>
+template <KvDtype kDt>
 PIER_AVX512 inline __m512 LoadChunk(const std::byte* row, int c) {
-  if constexpr (kF16) {
+  if constexpr (kDt == KvDtype::kF16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row) + c));
+  } else if constexpr (kDt == KvDtype::kQ8_0) {
+    // Half c % 2 of block c / 2 (f16 d | int8 q[32]): float(q) * d, exact as the scalar.
+    const std::byte* block = row + 34 * (c / 2);
+    uint16_t dh;
+    std::memcpy(&dh, block, 2);
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + 16 * (c % 2)))));
+    return _mm512_mul_ps(q, _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(dh))));
   } else {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + kLanes * c);
   }
@@ -114,7 +123,7 @@ struct Shape {
 // n_valid positions that exist). rows[i]: position i's K row of this K/V head (nullptr past
 // n_valid); q: [kHb][head_dim]; scores: [kHb][stride], position i at scores[h * stride + i].
 // kC: head_dim / 16 (0: not known at compile time).
-template <bool kF16, int kC, int kHb>
+template <KvDtype kDt, int kC, int kHb>
 PIER_AVX512 void ScoreTile(const Shape& s, const std::byte* const* rows, int n_valid,
                            const float* q_rows, float* scores) {
   constexpr int kMaxC = kC > 0 ? kC : 16;
@@ -134,7 +143,7 @@ PIER_AVX512 void ScoreTile(const Shape& s, const std::byte* const* rows, int n_v
         continue;
       }
       __m512 k[kMaxC];
-      for (int c = 0; c < nc; ++c) k[c] = LoadChunk<kF16>(row, c);
+      for (int c = 0; c < nc; ++c) k[c] = LoadChunk<kDt>(row, c);
       for (int h = 0; h < kHb; ++h) {
         __m512 acc = _mm512_mul_ps(q[h][0], k[0]);
         for (int c = 1; c < nc; ++c) acc = _mm512_add_ps(acc, _mm512_mul_ps(q[h][c], k[c]));
@@ -176,7 +185,7 @@ PIER_AVX512 float SoftmaxWeights(float* scores, int64_t n_ctx) {
 // Adds the weighted V rows of one tile's n_valid positions, in position order, to the
 // running sums of kHb query heads. rows[i]: position i's V row of this K/V head; weights:
 // [kHb][stride], position i at weights[h * stride + i]; sums: [kHb][head_dim].
-template <bool kF16, int kC, int kHb>
+template <KvDtype kDt, int kC, int kHb>
 PIER_AVX512 void WeightTile(const Shape& s, const std::byte* const* rows, int n_valid,
                             const float* weights, float* sums) {
   constexpr int kMaxC = kC > 0 ? kC : 16;
@@ -187,7 +196,7 @@ PIER_AVX512 void WeightTile(const Shape& s, const std::byte* const* rows, int n_
   }
   for (int i = 0; i < n_valid; ++i) {
     __m512 v[kMaxC];
-    for (int c = 0; c < nc; ++c) v[c] = LoadChunk<kF16>(rows[i], c);
+    for (int c = 0; c < nc; ++c) v[c] = LoadChunk<kDt>(rows[i], c);
     for (int h = 0; h < kHb; ++h) {
       const __m512 e = _mm512_set1_ps(weights[h * s.stride + i]);
       for (int c = 0; c < nc; ++c) acc[h][c] = _mm512_add_ps(acc[h][c], _mm512_mul_ps(e, v[c]));
@@ -239,7 +248,7 @@ inline void HeadRows(const std::byte* const* rows, int64_t offset, const std::by
   for (int i = 0; i < kLanes; ++i) head_rows[i] = rows[i] == nullptr ? nullptr : rows[i] + offset;
 }
 
-template <bool kF16, int kC>
+template <KvDtype kDt, int kC>
 PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
   const std::byte* rows[kLanes];
   const std::byte* head_rows[kLanes];
@@ -250,8 +259,8 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
       HeadRows(rows, kvh * s.head_bytes, head_rows);
       ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
         const int64_t h = kvh * s.group + h0;
-        ScoreTile<kF16, kC, decltype(hb)::value>(s, head_rows, n_valid, task.q + h * s.head_dim,
-                                                 task.scores + h * s.stride + p0);
+        ScoreTile<kDt, kC, decltype(hb)::value>(s, head_rows, n_valid, task.q + h * s.head_dim,
+                                                task.scores + h * s.stride + p0);
       });
     }
   }
@@ -267,7 +276,7 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
       HeadRows(rows, kvh * s.head_bytes, head_rows);
       ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
         const int64_t h = kvh * s.group + h0;
-        WeightTile<kF16, kC, decltype(hb)::value>(
+        WeightTile<kDt, kC, decltype(hb)::value>(
             s, head_rows, n_valid, task.scores + h * s.stride + p0, task.out + h * s.head_dim);
       });
     }
@@ -281,19 +290,19 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
   }
 }
 
-template <bool kF16>
+template <KvDtype kDt>
 PIER_AVX512 void AttendDtype(const AttentionTask& task, const Shape& s) {
   switch (s.chunks) {
     case 1:
-      return Attend<kF16, 1>(task, s);
+      return Attend<kDt, 1>(task, s);
     case 2:
-      return Attend<kF16, 2>(task, s);
+      return Attend<kDt, 2>(task, s);
     case 4:
-      return Attend<kF16, 4>(task, s);
+      return Attend<kDt, 4>(task, s);
     case 8:
-      return Attend<kF16, 8>(task, s);
+      return Attend<kDt, 8>(task, s);
     default:
-      return Attend<kF16, 0>(task, s);
+      return Attend<kDt, 0>(task, s);
   }
 }
 
@@ -312,13 +321,17 @@ void AttendAvx512(const AttentionTask& task) {
                 .head_dim = hd,
                 .chunks = hd / kLanes,
                 .stride = task.score_stride,
-                .head_bytes = hd * static_cast<int64_t>(layout.element_bytes()),
+                .head_bytes = static_cast<int64_t>(layout.head_bytes()),
                 .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
-  if (layout.dtype == KvDtype::kF16) {
-    AttendDtype<true>(task, s);
-  } else {
-    AttendDtype<false>(task, s);
+  switch (layout.dtype) {
+    case KvDtype::kF16:
+      return AttendDtype<KvDtype::kF16>(task, s);
+    case KvDtype::kQ8_0:
+      return AttendDtype<KvDtype::kQ8_0>(task, s);
+    case KvDtype::kF32:
+      break;
   }
+  AttendDtype<KvDtype::kF32>(task, s);
 }
 
 PIER_AVX512 void ExpAvx512(const float* x, int64_t n, float* y) {

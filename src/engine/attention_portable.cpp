@@ -45,15 +45,18 @@ struct TileRows {
   const float* row[kLanes];
 };
 
-inline void HeadTileRows(const std::byte* const* rows, int n_valid, int64_t offset, bool f16,
+inline void HeadTileRows(const std::byte* const* rows, int n_valid, int64_t offset, KvDtype dtype,
                          bool copy, int64_t head_dim, float (*tile)[kAttentionMaxHeadDim],
                          TileRows& out) {
   for (int i = 0; i < n_valid; ++i) {
     const std::byte* src = rows[i] + offset;
     if (!copy) {
       out.row[i] = reinterpret_cast<const float*>(src);
-    } else if (f16) {
+    } else if (dtype == KvDtype::kF16) {
       ConvertF16ToF32(reinterpret_cast<const uint16_t*>(src), head_dim, tile[i]);
+      out.row[i] = tile[i];
+    } else if (dtype == KvDtype::kQ8_0) {
+      ConvertQ8_0ToF32(src, head_dim, tile[i]);
       out.row[i] = tile[i];
     } else {
       std::memcpy(tile[i], src, static_cast<size_t>(head_dim) * sizeof(float));
@@ -78,9 +81,9 @@ PIER_ATTENTION_CLONES void AttendPortable(const AttentionTask& task) {
   const int64_t group = task.n_head / n_kv;
   const int64_t chunks = (hd + kLanes - 1) / kLanes;
   const int64_t padded = chunks * kLanes;
-  const bool f16 = layout.dtype == KvDtype::kF16;
-  const bool copy = f16 || hd % kLanes != 0;
-  const int64_t head_bytes = hd * static_cast<int64_t>(layout.element_bytes());
+  const KvDtype dtype = layout.dtype;
+  const bool copy = dtype != KvDtype::kF32 || hd % kLanes != 0;
+  const int64_t head_bytes = static_cast<int64_t>(layout.head_bytes());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t n_ctx = task.n_ctx;
   const int64_t stride = task.score_stride;
@@ -99,7 +102,7 @@ PIER_ATTENTION_CLONES void AttendPortable(const AttentionTask& task) {
   for (int64_t p0 = 0; p0 < n_ctx; p0 += kLanes) {
     const int n_valid = NextTile(keys, p0, n_ctx, rows);
     for (int64_t kvh = 0; kvh < n_kv; ++kvh) {
-      HeadTileRows(rows, n_valid, kvh * head_bytes, f16, copy, hd, tile, head_rows);
+      HeadTileRows(rows, n_valid, kvh * head_bytes, dtype, copy, hd, tile, head_rows);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         const float* q = q_pad + h * padded;
         float* s = task.scores + h * stride + p0;
@@ -143,7 +146,7 @@ PIER_ATTENTION_CLONES void AttendPortable(const AttentionTask& task) {
   for (int64_t p0 = 0; p0 < n_ctx; p0 += kLanes) {
     const int n_valid = NextTile(values, p0, n_ctx, rows);
     for (int64_t kvh = 0; kvh < n_kv; ++kvh) {
-      HeadTileRows(rows, n_valid, kvh * head_bytes, f16, copy, hd, tile, head_rows);
+      HeadTileRows(rows, n_valid, kvh * head_bytes, dtype, copy, hd, tile, head_rows);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         const float* w = task.scores + h * stride + p0;
         for (int64_t c = 0; c < chunks; ++c) {

@@ -1,5 +1,7 @@
 #include "engine/kv_convert.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/check.h"
@@ -121,6 +123,42 @@ void ConvertF16RowsToF32(const uint16_t* src, int64_t src_stride, int64_t n_rows
   }
   for (int64_t r = 0; r < n_rows; ++r) {
     internal::ConvertF16ToF32Scalar(src + r * src_stride, row_len, dst + r * row_len);
+  }
+}
+
+}  // namespace pier::engine
+
+namespace pier::engine {
+
+void ConvertF32ToQ8_0(const float* src, int64_t n, std::byte* dst) {
+  PIER_CHECK(n % 32 == 0, "Q8_0 K/V rows hold whole blocks of 32 values");
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* x = src + 32 * b;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    std::byte* block = dst + 34 * b;
+    const uint16_t dh = Fp32ToFp16(d);
+    std::memcpy(block, &dh, 2);
+    for (int i = 0; i < 32; ++i) {
+      float q = std::round(x[i] * id);               // |q| <= 127 for finite inputs
+      if (!(q >= -127.0f && q <= 127.0f)) q = 0.0f;  // NaN or inf in: no undefined cast
+      block[2 + i] = static_cast<std::byte>(static_cast<int8_t>(q));
+    }
+  }
+}
+
+void ConvertQ8_0ToF32(const std::byte* src, int64_t n, float* dst) {
+  PIER_CHECK(n % 32 == 0, "Q8_0 K/V rows hold whole blocks of 32 values");
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const std::byte* block = src + 34 * b;
+    uint16_t dh;
+    std::memcpy(&dh, block, 2);
+    const float d = Fp16ToFp32(dh);
+    for (int i = 0; i < 32; ++i) {
+      dst[32 * b + i] = static_cast<float>(static_cast<int8_t>(block[2 + i])) * d;
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-// Conversions between the runner's f32 K/V and the f16 values of a KvDtype::kF16 store.
+// Conversions between the runner's f32 K/V and the f16 values of a KvDtype::kF16 store (and
+// the Q8_0 blocks of a KvDtype::kQ8_0 one, below).
 //
 // f32 -> f16 rounds to nearest even and gives, for every input that is not a NaN, the
 // bits of the scalar reference pier::Fp32ToFp16 (tensor/float16.h); f16 -> f32 is exact and
@@ -9,6 +10,7 @@
 // any x86-64 machine are the same. Pure functions of their arguments; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pier::engine {
@@ -18,6 +20,15 @@ void ConvertF32ToF16(const float* src, int64_t n, uint16_t* dst);
 
 // dst[i] = f32(src[i]) for i < n.  src: [n] f16 bits, dst: [n] f32.
 void ConvertF16ToF32(const uint16_t* src, int64_t n, float* dst);
+
+// Q8_0 (KvDtype::kQ8_0), as GGUF quantizes it: per block of 32 values d = amax / 127, stored
+// as f16, and q = round(x / d) (half away from zero) as int8; a block is f16 d | int8 q[32]
+// (34 bytes). The reverse is exact: float(q) * f32(d) needs at most 19 significant bits.
+// One scalar implementation, so every machine writes the same bytes.
+//   n: a multiple of 32. src: [n] f32, dst: [n / 32 * 34] bytes.
+void ConvertF32ToQ8_0(const float* src, int64_t n, std::byte* dst);
+//   src: [n / 32 * 34] bytes, dst: [n] f32.
+void ConvertQ8_0ToF32(const std::byte* src, int64_t n, float* dst);
 
 // n_rows rows of row_len values, row r starting at src + r * src_stride, into
 // dst: [n_rows][row_len] f32.

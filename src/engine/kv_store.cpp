@@ -13,6 +13,8 @@ std::string_view KvDtypeName(KvDtype dtype) {
       return "f32";
     case KvDtype::kF16:
       return "f16";
+    case KvDtype::kQ8_0:
+      return "q8_0";
   }
   return "unknown";
 }
@@ -20,20 +22,33 @@ std::string_view KvDtypeName(KvDtype dtype) {
 Result<KvDtype> ParseKvDtype(std::string_view name) {
   if (name == "f32") return KvDtype::kF32;
   if (name == "f16") return KvDtype::kF16;
+  if (name == "q8_0") return KvDtype::kQ8_0;
   return InvalidArgumentError("KV dtype '" + std::string(name) +
-                              "' is not supported (accepted: f32, f16)");
+                              "' is not supported (accepted: f32, f16, q8_0)");
+}
+
+Status ValidateKvLayout(const KvLayout& layout) {
+  if (layout.n_layer < 1 || layout.block_size < 1 || layout.n_kv_head < 1 || layout.head_dim < 1) {
+    return InvalidArgumentError("KV store: every layout dimension must be positive");
+  }
+  if (layout.dtype != KvDtype::kF32 && layout.dtype != KvDtype::kF16 &&
+      layout.dtype != KvDtype::kQ8_0) {
+    return InvalidArgumentError("KV store: unknown KV dtype");
+  }
+  if (layout.dtype == KvDtype::kQ8_0 && layout.head_dim % 32 != 0) {
+    return InvalidArgumentError(
+        "KV dtype q8_0 needs a head size that is a multiple of 32 (this "
+        "model's is " +
+        std::to_string(layout.head_dim) + "); use f16 or f32");
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<PooledKvStore>> PooledKvStore::Create(const KvLayout& layout,
                                                              int64_t n_blocks,
                                                              MemoryGovernor& governor,
                                                              OwnerId owner) {
-  if (layout.n_layer < 1 || layout.block_size < 1 || layout.n_kv_head < 1 || layout.head_dim < 1) {
-    return InvalidArgumentError("KV store: every layout dimension must be positive");
-  }
-  if (layout.dtype != KvDtype::kF32 && layout.dtype != KvDtype::kF16) {
-    return InvalidArgumentError("KV store: unknown KV dtype");
-  }
+  PIER_RETURN_IF_ERROR(ValidateKvLayout(layout));
   if (n_blocks < 1 || n_blocks > (int64_t{1} << 31) - 1) {
     return InvalidArgumentError("KV store: block count " + std::to_string(n_blocks) +
                                 " is out of range");

@@ -474,7 +474,7 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
 
   const int64_t bs = shape_.kv.block_size;
   KvStore& kv = *options_.kv;
-  const bool kv_f16 = shape_.kv.dtype == KvDtype::kF16;
+  const KvDtype kv_dtype = shape_.kv.dtype;
   const size_t kv_row_bytes = shape_.kv.row_bytes();
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
     const LayerWeights& l = layers_[il];
@@ -512,12 +512,19 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
         const float* v_row = v + (span.first_row + i) * kv_dim;  // [n_kv, hd]
         std::byte* k_dst = kv.KeyPlane(il, block) + offset;
         std::byte* v_dst = kv.ValuePlane(il, block) + offset;
-        if (kv_f16) {
-          ConvertF32ToF16(k_row, kv_dim, reinterpret_cast<uint16_t*>(k_dst));
-          ConvertF32ToF16(v_row, kv_dim, reinterpret_cast<uint16_t*>(v_dst));
-        } else {
-          std::memcpy(k_dst, k_row, kv_row_bytes);
-          std::memcpy(v_dst, v_row, kv_row_bytes);
+        switch (kv_dtype) {
+          case KvDtype::kF16:
+            ConvertF32ToF16(k_row, kv_dim, reinterpret_cast<uint16_t*>(k_dst));
+            ConvertF32ToF16(v_row, kv_dim, reinterpret_cast<uint16_t*>(v_dst));
+            break;
+          case KvDtype::kQ8_0:  // heads are whole blocks (ValidateKvLayout)
+            ConvertF32ToQ8_0(k_row, kv_dim, k_dst);
+            ConvertF32ToQ8_0(v_row, kv_dim, v_dst);
+            break;
+          case KvDtype::kF32:
+            std::memcpy(k_dst, k_row, kv_row_bytes);
+            std::memcpy(v_dst, v_row, kv_row_bytes);
+            break;
         }
       }
     }

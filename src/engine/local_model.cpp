@@ -97,6 +97,7 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
   PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(file, options.block_size));
   layout.dtype = options.kv_dtype;
+  PIER_RETURN_IF_ERROR(ValidateKvLayout(layout).WithContext(file.path()));
   const CachingAllocatorOptions pool = GovernorOptions{}.pool;
 
   MemoryEstimate e;

@@ -77,10 +77,10 @@ TEST(InspectCliTest, MemoryWithF16KvShowsHalfTheKvBytes) {
 
 TEST(InspectCliTest, UnknownKvDtypeExitsOneNamingTheAccepted) {
   CommandResult result =
-      RunPier(std::string("inspect --memory --kv-dtype q8_0 ") + PIER_DEFAULT_MODEL_PATH, true);
+      RunPier(std::string("inspect --memory --kv-dtype q4_0 ") + PIER_DEFAULT_MODEL_PATH, true);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("--kv-dtype"));
-  EXPECT_THAT(result.output, HasSubstr("accepted: f32, f16"));
+  EXPECT_THAT(result.output, HasSubstr("accepted: f32, f16, q8_0"));
 }
 
 TEST(InspectCliTest, MissingFileExitsOneNamingIt) {

@@ -153,7 +153,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"memory_budget", ""}}, "--memory-budget");
   ExpectBad({{"memory_budget", "150%"}}, "--memory-budget");
   ExpectBad({{"device_memory", "lots"}}, "--device-memory");
-  ExpectBad({{"kv_dtype", "q8_0"}}, "--kv-dtype");
+  ExpectBad({{"kv_dtype", "q4_0"}}, "--kv-dtype");
   ExpectBad({{"ctx", "1"}}, "--ctx");
   ExpectBad({{"max_batched_tokens", "0"}}, "--max-batched-tokens");
   ExpectBad({{"max_seqs", "0"}}, "--max-seqs");

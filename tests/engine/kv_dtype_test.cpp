@@ -2,10 +2,12 @@
 // reference give the same bits), layouts and stores of each dtype, and parsing its name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -146,16 +148,16 @@ TEST(KvConvertTest, StridedRowsConvertToPackedRows) {
 }
 
 TEST(KvDtypeTest, ParsesItsNamesAndRefusesOthersNamingTheAccepted) {
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
     Result<KvDtype> parsed = ParseKvDtype(KvDtypeName(dtype));
     ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
     EXPECT_EQ(*parsed, dtype);
   }
-  for (const char* bad : {"q8_0", "F16", "", "fp16", "f16 "}) {
+  for (const char* bad : {"q4_0", "Q8_0", "F16", "", "fp16", "f16 "}) {
     Result<KvDtype> parsed = ParseKvDtype(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(parsed.status().message().find("accepted: f32, f16"), std::string::npos)
+    EXPECT_NE(parsed.status().message().find("accepted: f32, f16, q8_0"), std::string::npos)
         << parsed.status().message();
   }
 }
@@ -164,13 +166,54 @@ TEST(KvDtypeTest, F16LayoutHoldsHalfTheBytes) {
   KvLayout f32{.n_layer = 30, .block_size = 16, .n_kv_head = 3, .head_dim = 64};
   KvLayout f16 = f32;
   f16.dtype = KvDtype::kF16;
-  EXPECT_EQ(f32.element_bytes(), 4u);
-  EXPECT_EQ(f16.element_bytes(), 2u);
+  EXPECT_EQ(f32.head_bytes(), 256u);
+  EXPECT_EQ(f16.head_bytes(), 128u);
   EXPECT_EQ(f32.row_elements(), f16.row_elements());
   EXPECT_EQ(f32.bytes_per_block(), 30u * 2 * 16 * 3 * 64 * 4);
   EXPECT_EQ(2 * f16.bytes_per_block(), f32.bytes_per_block());
   EXPECT_EQ(2 * f16.plane_bytes(), f32.plane_bytes());
   EXPECT_FALSE(f16 == f32);
+}
+
+TEST(KvDtypeTest, Q8_0LayoutHolds34BytesPer32Values) {
+  KvLayout q8{.n_layer = 30, .block_size = 16, .n_kv_head = 3, .head_dim = 64};
+  q8.dtype = KvDtype::kQ8_0;
+  EXPECT_EQ(q8.head_bytes(), 68u);
+  EXPECT_EQ(q8.bytes_per_block(), 30u * 2 * 16 * 3 * 68);
+  EXPECT_TRUE(ValidateKvLayout(q8).ok());
+  q8.head_dim = 80;
+  EXPECT_EQ(ValidateKvLayout(q8).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(KvConvertTest, Q8_0RoundTripsWithinHalfAStepAndKeepsZerosAndExtremes) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const int64_t n = 32 * 40;
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // an all-zero block
+  x[100] = 1e4f;                              // an outlier sets its block's scale
+  std::vector<std::byte> q(n / 32 * 34);
+  std::vector<float> back(n);
+  ConvertF32ToQ8_0(x.data(), n, q.data());
+  ConvertQ8_0ToF32(q.data(), n, back.data());
+  for (int64_t b = 0; b < n / 32; ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+    const float d = Fp16ToFp32(Fp32ToFp16(amax / 127.0f));
+    for (int i = 0; i < 32; ++i) {
+      const int64_t k = 32 * b + i;
+      // Half a step of the scale used to quantize, plus the scale's own f16 rounding.
+      ASSERT_NEAR(back[k], x[k], 0.5f * d + 127.0f * d * 1e-3f + 1e-30f) << "value " << k;
+    }
+  }
+  for (int i = 64; i < 96; ++i) EXPECT_EQ(back[i], 0.0f);
+  EXPECT_NEAR(back[100], 1e4f, 1e4f * 1e-3f);  // the block's largest value lands on +-127 d
+  // A NaN does not reach an int8 cast (no undefined behaviour); the block still converts.
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  ConvertF32ToQ8_0(x.data(), 32, q.data());
+  ConvertQ8_0ToF32(q.data(), 32, back.data());
+  EXPECT_EQ(back[5], 0.0f);
 }
 
 TEST(KvDtypeTest, F16StorePlanesTileEachBlock) {

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -306,6 +307,47 @@ TEST_F(KvF16Test, F16KvIsAsCloseToTheFloat64ReferenceAsF32Kv) {
   EXPECT_LE(e16.back(), kMaxReferenceError);
   EXPECT_LE(median16, kMaxReferenceMedianError);
   EXPECT_LE(median16, 1.5 * median32);
+}
+
+// q8_0 K/V (34 bytes per 32 values, about half of f16): the same canonical attention on
+// exactly widened values, so chunking must not change a bit, and the accuracy bounds of
+// forward_reference_test must hold (measured: see the printed line).
+TEST_F(KvF16Test, Q8_0KvIsBatchInvariantAndWithinTheReferenceBounds) {
+  std::unique_ptr<LocalModel> q8(Open(KvDtype::kQ8_0));
+  ASSERT_NE(q8, nullptr);
+  const KvLayout& layout = q8->kv().layout();
+  EXPECT_EQ(layout.dtype, KvDtype::kQ8_0);
+  EXPECT_EQ(layout.head_bytes(), static_cast<size_t>(layout.head_dim / 32 * 34));
+  EXPECT_LT(layout.bytes_per_block(), f16_->kv().layout().bytes_per_block() * 55 / 100);
+
+  // The prompt in one step (reference blocks), then in chunks of 37 (scratch blocks).
+  auto whole = q8->runner().Step(Batch{{testing::PromptSpan(
+      *prompt_, 0, kPromptTokens, kReferenceBlock, kPromptBlocks, LogitsWanted::kAll)}});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const std::vector<float> reference(whole->logits.begin(), whole->logits.end());
+  int mismatches = 0;
+  for (int64_t first = 0; first < kPromptTokens; first += 37) {
+    const int64_t n = std::min<int64_t>(37, kPromptTokens - first);
+    auto out = q8->runner().Step(Batch{{testing::PromptSpan(*prompt_, first, n, kScratchBlock,
+                                                            kPromptBlocks, LogitsWanted::kAll)}});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const std::span<const float> want =
+        std::span<const float>(reference).subspan(first * n_vocab(), n * n_vocab());
+    if (!SameBits(out->logits, want)) ++mismatches;
+  }
+  EXPECT_EQ(mismatches, 0);
+
+  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
+  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const std::vector<double> e8 = ErrorsAgainstReference(*q8, fixture, kScratchBlock);
+  ASSERT_FALSE(e8.empty());
+  const double median8 = e8[e8.size() / 2];
+  std::printf(
+      "q8_0 KV against the float64 reference, %zu positions: max |d logit| / RMS logit: median "
+      "%.4f max %.4f\n",
+      e8.size(), median8, e8.back());
+  EXPECT_LE(e8.back(), kMaxReferenceError);
+  EXPECT_LE(median8, kMaxReferenceMedianError);
 }
 
 TEST_F(KvF16Test, GreedyDecodingPicksTheF32Tokens) {

@@ -124,16 +124,10 @@ class Fixture {
     const int32_t block = tables_[seq][pos / layout_.block_size];
     const std::byte* plane =
         kv == 0 ? store_->KeyPlane(layer, block) : store_->ValuePlane(layer, block);
-    const int64_t offset =
-        (pos % layout_.block_size) * layout_.row_elements() + kv_head * layout_.head_dim;
+    const std::byte* head =
+        plane + (pos % layout_.block_size) * layout_.row_bytes() + kv_head * layout_.head_bytes();
     buf.resize(static_cast<size_t>(layout_.head_dim));
-    if (layout_.dtype == KvDtype::kF32) {
-      std::memcpy(buf.data(), reinterpret_cast<const float*>(plane) + offset,
-                  buf.size() * sizeof(float));
-    } else {
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(plane) + offset;
-      for (size_t d = 0; d < buf.size(); ++d) buf[d] = Fp16ToFp32(h[d]);
-    }
+    ReadValues(head, layout_.head_dim, buf.data());
     return buf.data();
   }
 
@@ -153,19 +147,49 @@ class Fixture {
   }
   void WriteRow(std::byte* plane, int64_t r, const std::vector<float>& row) const {
     const int64_t n = layout_.row_elements();
-    if (layout_.dtype == KvDtype::kF32) {
-      std::memcpy(reinterpret_cast<float*>(plane) + r * n, row.data(), n * sizeof(float));
-    } else {
-      ConvertF32ToF16(row.data(), n, reinterpret_cast<uint16_t*>(plane) + r * n);
+    std::byte* dst = plane + r * layout_.row_bytes();
+    switch (layout_.dtype) {
+      case KvDtype::kF32:
+        std::memcpy(dst, row.data(), n * sizeof(float));
+        break;
+      case KvDtype::kF16:
+        ConvertF32ToF16(row.data(), n, reinterpret_cast<uint16_t*>(dst));
+        break;
+      case KvDtype::kQ8_0:
+        ConvertF32ToQ8_0(row.data(), n, dst);
+        break;
+    }
+  }
+  // n stored values from src (a row or a head) as f32.
+  void ReadValues(const std::byte* src, int64_t n, float* out) const {
+    switch (layout_.dtype) {
+      case KvDtype::kF32:
+        std::memcpy(out, src, n * sizeof(float));
+        break;
+      case KvDtype::kF16:
+        for (int64_t d = 0; d < n; ++d) {
+          uint16_t h;
+          std::memcpy(&h, src + 2 * d, 2);
+          out[d] = Fp16ToFp32(h);
+        }
+        break;
+      case KvDtype::kQ8_0:
+        for (int64_t b = 0; b < n / 32; ++b) {
+          uint16_t h;
+          std::memcpy(&h, src + 34 * b, 2);
+          for (int i = 0; i < 32; ++i) {
+            out[32 * b + i] =
+                static_cast<float>(static_cast<int8_t>(src[34 * b + 2 + i])) * Fp16ToFp32(h);
+          }
+        }
+        break;
     }
   }
   std::vector<float> ReadPlane(const std::byte* plane) const {
     std::vector<float> values(static_cast<size_t>(layout_.plane_elements()));
-    if (layout_.dtype == KvDtype::kF32) {
-      std::memcpy(values.data(), plane, values.size() * sizeof(float));
-    } else {
-      ConvertF16ToF32(reinterpret_cast<const uint16_t*>(plane), static_cast<int64_t>(values.size()),
-                      values.data());
+    for (int64_t r = 0; r < layout_.block_size; ++r) {
+      ReadValues(plane + r * layout_.row_bytes(), layout_.row_elements(),
+                 values.data() + r * layout_.row_elements());
     }
     return values;
   }
@@ -249,9 +273,13 @@ std::string CaseName(const Case& c) {
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
     for (int64_t group : {1, 3, 4}) {
       for (int64_t hd : {64, 128}) cases.push_back({dtype, group, hd, 16});
+    }
+    if (dtype == KvDtype::kQ8_0) {  // whole blocks of 32 per head only
+      cases.push_back({dtype, 3, 32, 5});
+      continue;
     }
     cases.push_back({dtype, 3, 24, 5});  // head_dim not a multiple of 16, odd block size
     cases.push_back({dtype, 2, 16, 32});
@@ -379,12 +407,13 @@ TEST(PagedAttentionTest, TokenBitsDoNotDependOnBatchChunkingSlotsThreadsOrImplem
 TEST(PagedAttentionTest, F16AndF32StoresOfEqualValuesGiveEqualBits) {
   IsaGuard guard;
   ThreadPool pool(2);
-  for (int64_t hd : {64, 24}) {
-    const KvLayout f16_layout{.n_layer = 1,
-                              .block_size = 16,
-                              .n_kv_head = kKvHeads,
-                              .head_dim = hd,
-                              .dtype = KvDtype::kF16};
+  for (const auto& [hd, dtype] : {std::pair<int64_t, KvDtype>{64, KvDtype::kF16},
+                                  {24, KvDtype::kF16},
+                                  {64, KvDtype::kQ8_0},
+                                  {128, KvDtype::kQ8_0}}) {
+    // f16 (q8_0) store, f32 copy of its values: the widening is exact, so equal bits.
+    const KvLayout f16_layout{
+        .n_layer = 1, .block_size = 16, .n_kv_head = kKvHeads, .head_dim = hd, .dtype = dtype};
     KvLayout f32_layout = f16_layout;
     f32_layout.dtype = KvDtype::kF32;
     Fixture f16(f16_layout, kLengths, 5);
@@ -399,9 +428,21 @@ TEST(PagedAttentionTest, F16AndF32StoresOfEqualValuesGiveEqualBits) {
       const std::vector<float> a = Attend(f16, 0, batch, n_head, q, 4, pool);
       const std::vector<float> b = Attend(f32, 0, batch, n_head, q, 4, pool);
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
-          << "hd " << hd << " " << IsaName(isa);
+          << KvDtypeName(dtype) << " hd " << hd << " " << IsaName(isa);
     }
   }
+}
+
+TEST(PagedAttentionTest, Q8_0NeedsWholeBlocksPerHead) {
+  KvLayout layout{.n_layer = 1, .block_size = 16, .n_kv_head = 2, .head_dim = 48};
+  layout.dtype = KvDtype::kQ8_0;
+  const Status status = ValidateKvLayout(layout);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("multiple of 32"), std::string::npos) << status.ToString();
+  layout.head_dim = 64;
+  EXPECT_TRUE(ValidateKvLayout(layout).ok());
+  EXPECT_EQ(layout.head_bytes(), 68u);  // 2 blocks of f16 d + 32 int8
+  EXPECT_EQ(layout.row_bytes(), 136u);
 }
 
 // Every `step`-th float in [lo, hi] (lo < hi <= 0), by bit pattern.

@@ -145,7 +145,7 @@ TEST(RunCommandTest, BadValuesExitOneWithAReason) {
       {"-p hi --chat", "not both"},
       {"", "give a prompt"},
       {"-p hi -m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
-      {"-p hi --kv-dtype q8_0", "accepted: f32, f16"},
+      {"-p hi --kv-dtype q4_0", "accepted: f32, f16, q8_0"},
   };
   for (const Case& c : cases) {
     const CommandResult r = RunPier(c.args);

@@ -12,6 +12,7 @@ Result<std::unique_ptr<LeasedKvStore>> LeasedKvStore::Create(const KvLayout& lay
   if (layout.bytes_per_block() == 0 || layout.block_size < 1) {
     return InvalidArgumentError("leased KV store: empty block layout");
   }
+  PIER_RETURN_IF_ERROR(ValidateKvLayout(layout));
   if (options.blocks_per_chunk < 1 || options.max_chunks < 1 ||
       options.initial_chunks > options.max_chunks || options.min_chunks > options.max_chunks) {
     return InvalidArgumentError(
