@@ -8,8 +8,8 @@
 //   e[p]     = Exp(score[p] - max)    (attention_lanes.h's Exp, not std::exp);
 //   sum      = LaneTreeSum(lane-wise sums of e over the tiles of 16 positions);
 //   out[d]   = (sum over p in position order of e[p] * v_p[d]) * (1 / sum).
-// f16 K/V values are converted exactly to f32 first, so f32 and f16 stores that hold the same
-// values give the same bits. One task (a query token, all its heads) is computed by one
+// f16 and q8_0 K/V values are converted exactly to f32 first (q8_0: float(q) * d), so stores
+// of any dtype that hold the same values give the same bits. One task (a query token, all its heads) is computed by one
 // thread, reading each K/V row once for all the heads; its result depends only on its query,
 // its position and the K/V it reads: not on the batch, the chunking, the thread count, the
 // slot count or which implementation (attention_kernel.h: AVX-512, or the portable loops
