@@ -15,11 +15,12 @@
 #include <cstdint>
 
 #include "engine/kv_store.h"
+#include "engine/paged_attention.h"
 
 namespace pier::engine::internal {
 
 // Largest head_dim the kernels take (their per-row buffers are sized by it).
-inline constexpr int64_t kAttentionMaxHeadDim = 256;
+inline constexpr int64_t kAttentionMaxHeadDim = kPagedAttentionMaxHeadDim;
 
 // One query token: all its query heads against its sequence's K/V (every K/V head).
 struct AttentionTask {

@@ -192,6 +192,11 @@ Status LlamaRunner::Init() {
   hp_.n_rot = info.rope_dimension_count;
   hp_.n_ctx = info.context_length;
   hp_.eps = static_cast<float>(info.rms_norm_eps);
+  if (hp_.hd > kPagedAttentionMaxHeadDim) {
+    return UnsupportedError(file_.path() + ": head size " + std::to_string(hp_.hd) +
+                            " is above the CPU attention's limit of " +
+                            std::to_string(kPagedAttentionMaxHeadDim));
+  }
   if (hp_.n_rot % 2 != 0 || hp_.n_rot > hp_.hd) {
     return InvalidArgumentError(file_.path() + ": RoPE dimension count " +
                                 std::to_string(hp_.n_rot) + " must be even and <= head size");

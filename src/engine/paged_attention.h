@@ -9,10 +9,10 @@
 //   sum      = LaneTreeSum(lane-wise sums of e over the tiles of 16 positions);
 //   out[d]   = (sum over p in position order of e[p] * v_p[d]) * (1 / sum).
 // f16 and q8_0 K/V values are converted exactly to f32 first (q8_0: float(q) * d), so stores
-// of any dtype that hold the same values give the same bits. One task (a query token, all its heads) is computed by one
-// thread, reading each K/V row once for all the heads; its result depends only on its query,
-// its position and the K/V it reads: not on the batch, the chunking, the thread count, the
-// slot count or which implementation (attention_kernel.h: AVX-512, or the portable loops
+// of any dtype that hold the same values give the same bits. One task (a query token, all its
+// heads) is computed by one thread, reading each K/V row once for all the heads; its result depends
+// only on its query, its position and the K/V it reads: not on the batch, the chunking, the thread
+// count, the slot count or which implementation (attention_kernel.h: AVX-512, or the portable loops
 // compiled for AVX2 and the baseline) runs it. Its cost is that of its own sequence's length.
 // Decode streams every K/V byte of the batch from memory once per layer: with an f32 store
 // that bandwidth, not the arithmetic, bounds its speed (an f16 store halves it).
@@ -30,6 +30,9 @@ class ThreadPool;
 }
 
 namespace pier::engine {
+
+// The largest head size PagedAttention supports (runners refuse larger models at load).
+inline constexpr int64_t kPagedAttentionMaxHeadDim = 256;
 
 struct AttentionSpan {
   const int32_t* block_table = nullptr;  // the sequence's KV blocks

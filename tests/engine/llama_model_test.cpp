@@ -333,10 +333,14 @@ TEST(LlamaModelTest, MalformedBatchesAreRefused) {
   EXPECT_TRUE(runner.Step(Batch{{Span(Iota(39), 0, {0, 1, 2})}}).ok());  // the largest allowed
 }
 
-Result<std::unique_ptr<LocalModel>> OpenImage(const std::vector<uint8_t>& image) {
+Result<std::unique_ptr<LocalModel>> OpenImage(const std::vector<uint8_t>& image,
+                                              KvDtype kv_dtype = KvDtype::kF16) {
   auto file = model::GgufFile::FromMemory(image.data(), image.size(), "tiny.gguf");
   if (!file.ok()) return file.status();
-  return LocalModel::Create(std::move(file).value(), LocalModelOptions{});
+  LocalModelOptions options;
+  options.kv_tokens = 256;
+  options.kv_dtype = kv_dtype;
+  return LocalModel::Create(std::move(file).value(), options);
 }
 
 TEST(LlamaModelTest, BadModelFilesAreRefusedWithAReason) {
@@ -356,6 +360,28 @@ TEST(LlamaModelTest, BadModelFilesAreRefusedWithAReason) {
     auto m = OpenImage(image);
     ASSERT_FALSE(m.ok());
     EXPECT_EQ(m.status().code(), StatusCode::kUnsupported) << m.status().ToString();
+  }
+  {  // a head size above what attention supports
+    TinyModelSpec spec;
+    spec.n_embd = 640;
+    spec.n_head = 2;
+    spec.n_kv_head = 1;  // head size 320
+    spec.n_layer = 1;
+    const std::vector<uint8_t> image = BuildTinyModel(spec);
+    auto m = OpenImage(image);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), StatusCode::kUnsupported) << m.status().ToString();
+    EXPECT_NE(m.status().message().find("head size 320"), std::string::npos)
+        << m.status().ToString();
+  }
+  {  // q8_0 K/V with a head size that is not a multiple of 32 (the tiny model's is 16)
+    TinyModelSpec spec;
+    auto m = OpenImage(BuildTinyModel(spec), KvDtype::kQ8_0);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << m.status().ToString();
+    EXPECT_NE(m.status().message().find("multiple of 32"), std::string::npos)
+        << m.status().ToString();
+    EXPECT_TRUE(OpenImage(BuildTinyModel(spec), KvDtype::kF16).ok());
   }
   {  // a KV store whose layout does not fit the model
     TinyModelSpec spec;
