@@ -2,12 +2,14 @@
 //
 // Two canonical computations; every path produces their exact bits.
 //
-// Packed types (Q4_0, Q4_1, Q8_0; HasPackedLayout), per (row, token), acc = 0, then per
+// Packed types (Q4_0, Q4_1, Q8_0, Q4_K; HasPackedLayout), per (row, token), acc = 0, then per
 // block b of 32 in order:
 //      isum = exact integer sum over the block of q_w * q_x    (q_w: u4 0..15, or s8)
 //      acc  = fma(float(isum), dw * dx, acc)                    (dw * dx rounded once)
 //      acc  = fma(mw, bx, acc)                                   (Q4_0, Q4_1 only)
-//  with dw, mw the block's scale and offset (Q4_0: mw = -8 * dw; Q4_1: m) and, for the
+//  with dw, mw the block's scale and offset (Q4_0: mw = -8 * dw; Q4_1: m; Q4_K: dw = d * sc,
+//  mw = -(dmin * m), both exact in f32, from the super-block's d, dmin and the sub-block's
+//  6-bit scale and min) and, for the
 //  activations, dx = amax / 127 and bx = float(sum of the block's q_x) * dx; y = acc.
 //  One float accumulator per (row, token) lets a vector hold 16 rows of one token: the
 //  integer work is per block and the float work per block is three operations.
@@ -121,6 +123,10 @@ struct FloatJob {
 // GGUF stores them: for 4-bit types (4 chunks) the low nibbles are elements 4j..4j+3 and
 // the high nibbles elements 16+4j..16+4j+3; for Q8_0 (8 chunks) elements 4j..4j+3.
 // Sizes equal GGUF's whenever n_rows is a multiple of 16 and the group is 64-aligned.
+// Q4_K (super-blocks of 256) keeps the same quants layout per block of 32 (its nibbles
+// rearranged to Q4_1's order), then d [n_super][16] f16 | dmin [n_super][16] f16 |
+// sc [n_blocks][16] u8 | m [n_blocks][16] u8 (the 6-bit scales unpacked): 148 bytes per row
+// and super-block against GGUF's 144.
 constexpr int64_t kPackRows = 16;
 
 struct PackedGeometry {
@@ -128,11 +134,15 @@ struct PackedGeometry {
   int64_t n_blocks = 0;
   size_t qs_block_bytes = 0;  // 256 (4-bit) or 512 (Q8_0)
   size_t d_offset = 0;        // within a group
-  size_t m_offset = 0;        // within a group (Q4_1)
+  size_t m_offset = 0;        // within a group (Q4_1: m; Q4_K: dmin)
+  size_t sc_offset = 0;       // within a group (Q4_K)
+  size_t mn_offset = 0;       // within a group (Q4_K)
   size_t group_stride = 0;    // multiple of 64
 };
 bool HasPackedLayout(DType type);
 PackedGeometry MakePackedGeometry(DType type, int64_t n_cols);
+// 6-bit (scale, min) pair j of the 12 packed scale bytes of a Q4_K / Q5_K super-block.
+void ScaleMinK4(int j, const uint8_t* scales, int* scale, int* min);
 
 // Packs rows [0, n_valid) (n_valid <= kPackRows) starting at `src` (GGUF layout, rows
 // row_bytes apart) into one group at `dst` (geometry.group_stride bytes).

@@ -84,6 +84,18 @@ void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group
             isum += qw * x[e];
           }
           uint16_t dh;
+          if (g.type == DType::kQ4_K) {
+            uint16_t mh;
+            std::memcpy(&dh, group + g.d_offset + ((b / 8) * kPackRows + i) * 2, 2);
+            std::memcpy(&mh, group + g.m_offset + ((b / 8) * kPackRows + i) * 2, 2);
+            const float dw =
+                Fp16ToFp32(dh) * static_cast<float>(group[g.sc_offset + b * kPackRows + i]);
+            const float mw =
+                -(Fp16ToFp32(mh) * static_cast<float>(group[g.mn_offset + b * kPackRows + i]));
+            acc = std::fma(static_cast<float>(isum), dw * xd[b], acc);
+            acc = std::fma(mw, bx[b], acc);
+            continue;
+          }
           std::memcpy(&dh, group + g.d_offset + (b * kPackRows + i) * 2, 2);
           const float dw = Fp16ToFp32(dh);
           acc = std::fma(static_cast<float>(isum), dw * xd[b], acc);

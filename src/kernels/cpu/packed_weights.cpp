@@ -36,7 +36,8 @@ GgufBlock GgufBlockOf(DType type) {
 }  // namespace
 
 bool HasPackedLayout(DType type) {
-  return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ8_0;
+  return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ8_0 ||
+         type == DType::kQ4_K;
 }
 
 PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
@@ -46,15 +47,56 @@ PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
   g.qs_block_bytes = type == DType::kQ8_0 ? 512 : 256;
   const size_t n_blocks = static_cast<size_t>(g.n_blocks);
   g.d_offset = n_blocks * g.qs_block_bytes;
+  if (type == DType::kQ4_K) {
+    const size_t n_super = n_blocks / 8;
+    g.m_offset = g.d_offset + n_super * 2 * kPackRows;
+    g.sc_offset = g.m_offset + n_super * 2 * kPackRows;
+    g.mn_offset = g.sc_offset + n_blocks * kPackRows;
+    g.group_stride = RoundUp(g.mn_offset + n_blocks * kPackRows, 64);
+    return g;
+  }
   g.m_offset = g.d_offset + n_blocks * 2 * kPackRows;
   const size_t end = type == DType::kQ4_1 ? g.m_offset + n_blocks * 2 * kPackRows : g.m_offset;
   g.group_stride = RoundUp(end, 64);
   return g;
 }
 
+namespace {
+
+// Q4_K rows: per super-block of 256, f16 d | f16 dmin | scales[12] | qs[128], sub-blocks 2c
+// and 2c + 1 in the low and high nibbles of qs[32c .. 32c + 31].
+void PackGroupQ4K(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, int64_t n_valid,
+                  uint8_t* dst) {
+  for (int64_t i = 0; i < n_valid; ++i) {
+    const uint8_t* row = src + i * row_bytes;
+    for (int64_t s = 0; s < g.n_blocks / 8; ++s) {
+      const uint8_t* super = row + 144 * s;
+      std::memcpy(dst + g.d_offset + (s * kPackRows + i) * 2, super, 2);
+      std::memcpy(dst + g.m_offset + (s * kPackRows + i) * 2, super + 2, 2);
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = 8 * s + j;
+        int sc, m;
+        ScaleMinK4(j, super + 4, &sc, &m);
+        dst[g.sc_offset + b * kPackRows + i] = static_cast<uint8_t>(sc);
+        dst[g.mn_offset + b * kPackRows + i] = static_cast<uint8_t>(m);
+        const uint8_t* q = super + 16 + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        uint8_t* qs = dst + b * g.qs_block_bytes;
+        for (int e = 0; e < 16; ++e) {  // Q4_1's order: element e low, e + 16 high
+          const uint8_t lo = (q[e] >> shift) & 0x0f, hi = (q[e + 16] >> shift) & 0x0f;
+          qs[((e / 4) * kPackRows + i) * 4 + e % 4] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void PackGroup(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, int64_t n_valid,
                uint8_t* dst) {
   std::memset(dst, 0, g.group_stride);
+  if (g.type == DType::kQ4_K) return PackGroupQ4K(g, src, row_bytes, n_valid, dst);
   const GgufBlock gb = GgufBlockOf(g.type);
   const size_t chunks = g.qs_block_bytes / (4 * kPackRows);
   for (int64_t i = 0; i < n_valid; ++i) {
@@ -148,6 +190,24 @@ Status DequantizePackedRow(const WeightMatrix& w, int64_t row, float* out) {
   const internal::PackedGeometry g = internal::MakePackedGeometry(w.type, w.n_cols);
   const uint8_t* group = w.data + (row / kPackRows) * g.group_stride;
   const int64_t i = row % kPackRows;
+  if (w.type == DType::kQ4_K) {
+    for (int64_t b = 0; b < g.n_blocks; ++b) {
+      uint16_t dh, mh;
+      std::memcpy(&dh, group + g.d_offset + ((b / 8) * kPackRows + i) * 2, 2);
+      std::memcpy(&mh, group + g.m_offset + ((b / 8) * kPackRows + i) * 2, 2);
+      // As DequantizeRow: d1 * q - m1, with d1 = d * sc and m1 = dmin * m.
+      const float d1 = Fp16ToFp32(dh) * static_cast<float>(group[g.sc_offset + b * kPackRows + i]);
+      const float m1 = Fp16ToFp32(mh) * static_cast<float>(group[g.mn_offset + b * kPackRows + i]);
+      const uint8_t* qs = group + b * g.qs_block_bytes;
+      float* o = out + b * internal::kBlock;
+      for (int e = 0; e < 16; ++e) {
+        const uint8_t byte = qs[((e / 4) * kPackRows + i) * 4 + e % 4];
+        o[e] = d1 * static_cast<float>(byte & 0x0f) - m1;
+        o[e + 16] = d1 * static_cast<float>(byte >> 4) - m1;
+      }
+    }
+    return Status::Ok();
+  }
   for (int64_t b = 0; b < g.n_blocks; ++b) {
     uint16_t dh;
     std::memcpy(&dh, group + g.d_offset + (b * kPackRows + i) * 2, 2);

@@ -8,6 +8,17 @@
 #include "tensor/float16.h"
 
 namespace pier::kernels::internal {
+
+void ScaleMinK4(int j, const uint8_t* scales, int* scale, int* min) {
+  if (j < 4) {
+    *scale = scales[j] & 63;
+    *min = scales[j + 4] & 63;
+  } else {
+    *scale = (scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4);
+    *min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
 namespace {
 
 uint16_t LoadU16(const uint8_t* p) {
@@ -37,17 +48,6 @@ struct BlockOut {
     }
   }
 };
-
-// 6-bit (scale, min) pair j of the 12 packed scale bytes of Q4_K / Q5_K.
-void ScaleMinK4(int j, const uint8_t* scales, int* scale, int* min) {
-  if (j < 4) {
-    *scale = scales[j] & 63;
-    *min = scales[j + 4] & 63;
-  } else {
-    *scale = (scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4);
-    *min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
-  }
-}
 
 // Q4_0 (18 bytes): f16 d | qs[16]; w = d * (q - 8): q_w = q, dw = d, mw = -8 d.
 void UnpackQ4_0(const uint8_t* b, const BlockOut& out) {

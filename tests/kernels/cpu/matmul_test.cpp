@@ -368,6 +368,8 @@ std::vector<float> PackedCanonical(const WeightMatrix& w, const std::vector<floa
   std::byte* xrow =
       reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(row.data()) + 63) / 64 * 64);
   std::vector<float> y(n_tokens * w.n_rows);
+  const internal::UnpackLayout unpack = internal::MakeUnpackLayout(layout);
+  std::vector<std::byte> unpacked(unpack.row_stride);
   for (int64_t t = 0; t < n_tokens; ++t) {
     internal::QuantizeRowScalar(x.data() + t * n, layout, xrow);
     const int8_t* xq = reinterpret_cast<const int8_t*>(xrow);
@@ -375,6 +377,25 @@ std::vector<float> PackedCanonical(const WeightMatrix& w, const std::vector<floa
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const uint8_t* wrow = w.data + r * w.row_bytes;
       float acc = 0.0f;
+      if (w.type == DType::kQ4_K) {
+        // The k-quant's values and per-32 scales as UnpackRowScalar gives them (dw = d * sc,
+        // mw = -(dmin * m), the same in every lane of a block).
+        internal::UnpackRowScalar(w.type, wrow, layout, unpack, unpacked.data());
+        const uint8_t* q = reinterpret_cast<const uint8_t*>(unpacked.data());
+        const float* dw = reinterpret_cast<const float*>(unpacked.data() + unpack.dw_offset);
+        const float* mw = reinterpret_cast<const float*>(unpacked.data() + unpack.mw_offset);
+        for (int64_t b = 0; b < n / 32; ++b) {
+          int32_t isum = 0, qsum = 0;
+          for (int e = 0; e < 32; ++e) {
+            isum += q[32 * b + e] * xq[32 * b + e];
+            qsum += xq[32 * b + e];
+          }
+          acc = std::fma(static_cast<float>(isum), dw[8 * b] * xd[b], acc);
+          acc = std::fma(mw[8 * b], static_cast<float>(qsum) * xd[b], acc);
+        }
+        y[t * w.n_rows + r] = acc;
+        continue;
+      }
       for (int64_t b = 0; b < n / 32; ++b) {
         int32_t isum = 0, qsum = 0;
         float dw = 0.0f, mw = 0.0f;
@@ -424,12 +445,12 @@ struct PackedMatrix {
   }
 };
 
-const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
+const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ4_K};
 
 TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
   for (DType type : kPackedTypes) {
     for (int64_t n_rows : {1, 16, 37, 64}) {
-      const int64_t n_cols = 96;
+      const int64_t n_cols = IsKQuant(type) ? 512 : 96;
       const RandomMatrix m(type, n_rows, n_cols, 31 * n_rows + 5);
       const PackedMatrix packed(m.w);
       const int64_t n_tokens = 37;  // 16 + 16 + 4 + 1: every tile size
@@ -457,13 +478,14 @@ TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
 
 TEST(PackedMatMulTest, PackedRowsDequantizeToTheGgufValues) {
   for (DType type : kPackedTypes) {
-    const RandomMatrix m(type, 21, 64, 3);
+    const int64_t n = IsKQuant(type) ? 512 : 64;
+    const RandomMatrix m(type, 21, n, 3);
     const PackedMatrix packed(m.w);
-    std::vector<float> a(64), b(64);
+    std::vector<float> a(n), b(n);
     for (int64_t r = 0; r < 21; ++r) {
-      ASSERT_TRUE(DequantizeRow(type, m.w.data + r * m.w.row_bytes, a.data(), 64).ok());
+      ASSERT_TRUE(DequantizeRow(type, m.w.data + r * m.w.row_bytes, a.data(), n).ok());
       ASSERT_TRUE(DequantizePackedRow(packed.w, r, b.data()).ok());
-      ASSERT_TRUE(SameBits(a.data(), b.data(), 64)) << DTypeName(type) << " row " << r;
+      ASSERT_TRUE(SameBits(a.data(), b.data(), n)) << DTypeName(type) << " row " << r;
     }
     EXPECT_FALSE(DequantizePackedRow(packed.w, 21, b.data()).ok());
     EXPECT_FALSE(DequantizePackedRow(m.w, 0, b.data()).ok());  // not packed
@@ -471,12 +493,15 @@ TEST(PackedMatMulTest, PackedRowsDequantizeToTheGgufValues) {
 }
 
 TEST(PackedMatMulTest, PackedSizeEqualsGgufSizeForWholeGroups) {
-  for (DType type : kPackedTypes) {
+  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
     const RandomMatrix m(type, 48, 576, 1);
     EXPECT_EQ(PackedWeightBytes(m.w), m.bytes.size()) << DTypeName(type);
   }
-  const RandomMatrix k(DType::kQ4_K, 16, 256, 1);
-  EXPECT_EQ(PackedWeightBytes(k.w), 0u);
+  // Q4_K: its 6-bit scales unpacked to bytes, 148 bytes per row and super-block against 144.
+  const RandomMatrix k(DType::kQ4_K, 48, 1536, 1);
+  EXPECT_EQ(PackedWeightBytes(k.w), 48u * 6 * 148);
+  const RandomMatrix q6(DType::kQ6_K, 16, 256, 1);
+  EXPECT_EQ(PackedWeightBytes(q6.w), 0u);
 }
 
 TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
@@ -501,7 +526,7 @@ TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
   EXPECT_EQ(
       PackWeights(*packed, std::span<std::byte>(aligned, PackedWeightBytes(m.w))).status().code(),
       StatusCode::kInvalidArgument);
-  const RandomMatrix k(DType::kQ4_K, 16, 256, 1);
+  const RandomMatrix k(DType::kQ6_K, 16, 256, 1);
   EXPECT_EQ(PackWeights(k.w, std::span<std::byte>(aligned, 1 << 16)).status().code(),
             StatusCode::kUnsupported);
 }
