@@ -2,12 +2,14 @@
 //
 // Two canonical computations; every path produces their exact bits.
 //
-// Packed types (Q4_0, Q4_1, Q8_0, Q4_K; HasPackedLayout), per (row, token), acc = 0, then per
-// block b of 32 in order:
+// Packed types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K; HasPackedLayout), per (row, token),
+// acc = 0, then per block b of 32 in order:
 //      isum = exact integer sum over the block of q_w * q_x    (q_w: u4 0..15, or s8)
 //      acc  = fma(float(isum), dw * dx, acc)                    (dw * dx rounded once)
 //      acc  = fma(mw, bx, acc)                                   (Q4_0, Q4_1 only)
-//  with dw, mw the block's scale and offset (Q4_0: mw = -8 * dw; Q4_1: m; Q4_K: dw = d * sc,
+//  (q_w: u4 0..15, u5 0..31 for Q5_0 / Q5_1, or s8 for Q8_0)
+//  with dw, mw the block's scale and offset (Q4_0: mw = -8 * dw; Q5_0: mw = -16 * dw; Q4_1,
+//  Q5_1: m; Q4_K: dw = d * sc,
 //  mw = -(dmin * m), both exact in f32, from the super-block's d, dmin and the sub-block's
 //  6-bit scale and min) and, for the
 //  activations, dx = amax / 127 and bx = float(sum of the block's q_x) * dx; y = acc.
@@ -123,6 +125,9 @@ struct FloatJob {
 // GGUF stores them: for 4-bit types (4 chunks) the low nibbles are elements 4j..4j+3 and
 // the high nibbles elements 16+4j..16+4j+3; for Q8_0 (8 chunks) elements 4j..4j+3.
 // Sizes equal GGUF's whenever n_rows is a multiple of 16 and the group is 64-aligned.
+// Q5_0 / Q5_1 keep their low 4 bits in that nibble layout and add, after the quants,
+// qh [n_blocks][16] u32 (each row's GGUF fifth bits: bit e of element e), then d (and m):
+// GGUF's size again.
 // Q4_K (super-blocks of 256) keeps the same quants layout per block of 32 (its nibbles
 // rearranged to Q4_1's order), then d [n_super][16] f16 | dmin [n_super][16] f16 |
 // sc [n_blocks][16] u8 | m [n_blocks][16] u8 (the 6-bit scales unpacked): 148 bytes per row
@@ -135,6 +140,7 @@ struct PackedGeometry {
   size_t qs_block_bytes = 0;  // 256 (4-bit) or 512 (Q8_0)
   size_t d_offset = 0;        // within a group
   size_t m_offset = 0;        // within a group (Q4_1: m; Q4_K: dmin)
+  size_t qh_offset = 0;       // within a group (Q5_0, Q5_1)
   size_t sc_offset = 0;       // within a group (Q4_K)
   size_t mn_offset = 0;       // within a group (Q4_K)
   size_t group_stride = 0;    // multiple of 64

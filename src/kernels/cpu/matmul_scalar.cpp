@@ -80,6 +80,11 @@ void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group
               const int k = e % 16;
               const uint8_t byte = qs[((k / 4) * kPackRows + i) * 4 + k % 4];
               qw = e < 16 ? (byte & 0x0f) : (byte >> 4);
+              if (g.qh_offset != 0) {  // Q5: the fifth bit, bit e of the row's qh
+                uint32_t qh;
+                std::memcpy(&qh, group + g.qh_offset + (b * kPackRows + i) * 4, 4);
+                qw |= static_cast<int32_t>(((qh >> e) & 1u) << 4);
+              }
             }
             isum += qw * x[e];
           }
@@ -99,12 +104,14 @@ void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group
           std::memcpy(&dh, group + g.d_offset + (b * kPackRows + i) * 2, 2);
           const float dw = Fp16ToFp32(dh);
           acc = std::fma(static_cast<float>(isum), dw * xd[b], acc);
-          if (g.type == DType::kQ4_1) {
+          if (g.type == DType::kQ4_1 || g.type == DType::kQ5_1) {
             uint16_t mh;
             std::memcpy(&mh, group + g.m_offset + (b * kPackRows + i) * 2, 2);
             acc = std::fma(Fp16ToFp32(mh), bx[b], acc);
           } else if (g.type == DType::kQ4_0) {
             acc = std::fma(-8.0f * dw, bx[b], acc);
+          } else if (g.type == DType::kQ5_0) {
+            acc = std::fma(-16.0f * dw, bx[b], acc);
           }
         }
         out.y[t * out.ldy + i] = acc;

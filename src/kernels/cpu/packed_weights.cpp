@@ -28,6 +28,10 @@ GgufBlock GgufBlockOf(DType type) {
       return {18, 2, false};
     case DType::kQ4_1:
       return {20, 4, true};
+    case DType::kQ5_0:
+      return {22, 6, false};
+    case DType::kQ5_1:
+      return {24, 8, true};
     default:
       return {34, 2, false};  // Q8_0
   }
@@ -36,8 +40,8 @@ GgufBlock GgufBlockOf(DType type) {
 }  // namespace
 
 bool HasPackedLayout(DType type) {
-  return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ8_0 ||
-         type == DType::kQ4_K;
+  return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 ||
+         type == DType::kQ5_1 || type == DType::kQ8_0 || type == DType::kQ4_K;
 }
 
 PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
@@ -55,8 +59,13 @@ PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
     g.group_stride = RoundUp(g.mn_offset + n_blocks * kPackRows, 64);
     return g;
   }
+  if (type == DType::kQ5_0 || type == DType::kQ5_1) {
+    g.qh_offset = g.d_offset;
+    g.d_offset = g.qh_offset + n_blocks * 4 * kPackRows;
+  }
   g.m_offset = g.d_offset + n_blocks * 2 * kPackRows;
-  const size_t end = type == DType::kQ4_1 ? g.m_offset + n_blocks * 2 * kPackRows : g.m_offset;
+  const bool has_min = type == DType::kQ4_1 || type == DType::kQ5_1;
+  const size_t end = has_min ? g.m_offset + n_blocks * 2 * kPackRows : g.m_offset;
   g.group_stride = RoundUp(end, 64);
   return g;
 }
@@ -109,6 +118,9 @@ void PackGroup(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, in
       }
       std::memcpy(dst + g.d_offset + (b * kPackRows + i) * 2, blk, 2);
       if (gb.has_min) std::memcpy(dst + g.m_offset + (b * kPackRows + i) * 2, blk + 2, 2);
+      if (g.qh_offset != 0) {  // Q5: the 32 fifth bits sit just before the quants
+        std::memcpy(dst + g.qh_offset + (b * kPackRows + i) * 4, blk + gb.qs_offset - 4, 4);
+      }
     }
   }
 }
@@ -222,20 +234,32 @@ Status DequantizePackedRow(const WeightMatrix& w, int64_t row, float* out) {
       continue;
     }
     float m = 0.0f;
-    if (w.type == DType::kQ4_1) {
+    if (w.type == DType::kQ4_1 || w.type == DType::kQ5_1) {
       uint16_t mh;
       std::memcpy(&mh, group + g.m_offset + (b * kPackRows + i) * 2, 2);
       m = Fp16ToFp32(mh);
     }
+    uint32_t qh = 0;
+    if (g.qh_offset != 0) std::memcpy(&qh, group + g.qh_offset + (b * kPackRows + i) * 4, 4);
     for (int e = 0; e < 16; ++e) {
       const uint8_t byte = qs[((e / 4) * kPackRows + i) * 4 + e % 4];
-      const int lo = byte & 0x0f, hi = byte >> 4;
-      if (w.type == DType::kQ4_1) {
-        o[e] = d * static_cast<float>(lo) + m;
-        o[e + 16] = d * static_cast<float>(hi) + m;
-      } else {
-        o[e] = d * static_cast<float>(lo - 8);
-        o[e + 16] = d * static_cast<float>(hi - 8);
+      const int lo = (byte & 0x0f) | static_cast<int>(((qh >> e) & 1u) << 4);
+      const int hi = (byte >> 4) | static_cast<int>(((qh >> (e + 16)) & 1u) << 4);
+      // As DequantizeRow: (q - offset) * d, or q * d + m.
+      switch (w.type) {
+        case DType::kQ4_1:
+        case DType::kQ5_1:
+          o[e] = static_cast<float>(lo) * d + m;
+          o[e + 16] = static_cast<float>(hi) * d + m;
+          break;
+        case DType::kQ5_0:
+          o[e] = static_cast<float>(lo - 16) * d;
+          o[e + 16] = static_cast<float>(hi - 16) * d;
+          break;
+        default:
+          o[e] = static_cast<float>(lo - 8) * d;
+          o[e + 16] = static_cast<float>(hi - 8) * d;
+          break;
       }
     }
   }

@@ -377,9 +377,9 @@ std::vector<float> PackedCanonical(const WeightMatrix& w, const std::vector<floa
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const uint8_t* wrow = w.data + r * w.row_bytes;
       float acc = 0.0f;
-      if (w.type == DType::kQ4_K) {
-        // The k-quant's values and per-32 scales as UnpackRowScalar gives them (dw = d * sc,
-        // mw = -(dmin * m), the same in every lane of a block).
+      if (w.type == DType::kQ4_K || w.type == DType::kQ5_0 || w.type == DType::kQ5_1) {
+        // The values and per-32 scales as UnpackRowScalar gives them (Q4_K: dw = d * sc,
+        // mw = -(dmin * m); Q5_0: d, -16 d; Q5_1: d, m; the same in every lane of a block).
         internal::UnpackRowScalar(w.type, wrow, layout, unpack, unpacked.data());
         const uint8_t* q = reinterpret_cast<const uint8_t*>(unpacked.data());
         const float* dw = reinterpret_cast<const float*>(unpacked.data() + unpack.dw_offset);
@@ -445,7 +445,8 @@ struct PackedMatrix {
   }
 };
 
-const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ4_K};
+const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                              DType::kQ5_1, DType::kQ8_0, DType::kQ4_K};
 
 TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
   for (DType type : kPackedTypes) {
@@ -493,7 +494,7 @@ TEST(PackedMatMulTest, PackedRowsDequantizeToTheGgufValues) {
 }
 
 TEST(PackedMatMulTest, PackedSizeEqualsGgufSizeForWholeGroups) {
-  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
     const RandomMatrix m(type, 48, 576, 1);
     EXPECT_EQ(PackedWeightBytes(m.w), m.bytes.size()) << DTypeName(type);
   }
