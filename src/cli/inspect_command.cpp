@@ -154,7 +154,7 @@ void PrintMemory(const model::GgufFile& file, const engine::MemoryEstimate& e) {
               static_cast<long long>(e.max_step_tokens));
   line("weights, mapped", e.mapped_weight_bytes, ", used in place");
   line("weights, packed", e.packed_weight_bytes,
-       ", Q4_0/Q4_1/Q8_0 matrices repacked, pool segment");
+       ", matrices repacked for the packed kernels, pool segment");
   line("weights, converted", e.small_weight_bytes, ", f32 norms and biases, pool segment");
   line("KV cache per token", e.kv_bytes_per_token,
        ", " + std::string(engine::KvDtypeName(e.kv_dtype)) + " K and V, all layers");

@@ -2,7 +2,7 @@
 //
 // CreateCpuModelRunner reads `general.architecture` and builds the runner of that
 // architecture (llama_model.cpp for llama and SmolLM2, qwen2_model.cpp for
-// qwen2). Q4_0 / Q4_1 / Q8_0 matrices are packed once for the fastest MatMul kernels
+// qwen2). Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K matrices are packed once for the fastest kernels
 // (kernels/cpu/packed_weights.h: the same bytes, in a governor block; the file's pages
 // are released as they are packed); other weights are used in place from the file's
 // mapping and charged to the governor as an external charge; the few small tensors

@@ -110,7 +110,7 @@ class LlamaRunner final : public ModelRunner {
   const float* output_norm_ = nullptr;                 // [n_embd]
   std::vector<double> inv_freq_;                       // [n_rot/2] angle per position
   ExternalCharge weights_charge_;                      // the weights used in place (mapped)
-  Block packed_weights_;  // packed copies of the Q4_0 / Q4_1 / Q8_0 matrices
+  Block packed_weights_;  // packed copies of the matrices of packed types
   Block small_weights_;   // f32 copies of norms, biases: [sum of their sizes]
   Workspace workspace_;
 };

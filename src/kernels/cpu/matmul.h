@@ -9,7 +9,7 @@
 // SIMD paths are chosen at run time (AVX2+FMA, AVX-512 where present, scalar
 // fallback) and every path is checked against the scalar reference.
 //
-// Q4_0, Q4_1 and Q8_0 weights are best packed once at load (PackWeights in
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K weights are best packed once at load (PackWeights in
 // packed_weights.h): their kernel then computes 16 rows per vector, reusing each
 // unpacked weight block for up to 16 tokens. A GGUF-layout matrix of those types
 // is packed on the fly, 16 rows at a time, and gives the same bits.

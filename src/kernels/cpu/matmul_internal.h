@@ -117,7 +117,7 @@ struct FloatJob {
   int64_t ldy = 0;
 };
 
-// The packed layout (WeightLayout::kPacked16) of a Q4_0 / Q4_1 / Q8_0 matrix: rows in
+// The packed layout (WeightLayout::kPacked16) of a matrix of a packed type: rows in
 // groups of kPackRows (the last group padded with zero rows), each group laid out as
 //   qs [n_blocks][chunks][kPackRows][4] u8 | d [n_blocks][kPackRows] f16 |
 //   m [n_blocks][kPackRows] f16 (Q4_1 only) | zero padding to a multiple of 64

@@ -1,5 +1,5 @@
-// The packed layout of Q4_0 / Q4_1 / Q8_0 matrices (matmul_internal.h): geometry, packing
-// from GGUF rows, and reading one row back.
+// The packed layout of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K matrices (matmul_internal.h): geometry,
+// packing from GGUF rows, and reading one row back.
 
 #include "kernels/cpu/packed_weights.h"
 

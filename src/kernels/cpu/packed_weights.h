@@ -1,8 +1,9 @@
 // Weights repacked once at load for the fastest MatMul kernels.
 //
-// Q4_0, Q4_1 and Q8_0 matrices can be rearranged so that 16 rows' blocks sit side by side
-// (WeightLayout::kPacked16; the byte layout is described in matmul_internal.h). The packed
-// matrix takes the same bytes as the GGUF one when its row count is a multiple of 16, and
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K matrices can be rearranged so that 16 rows' blocks
+// sit side by side (WeightLayout::kPacked16; the byte layout is described in
+// matmul_internal.h). The packed matrix takes the same bytes as the GGUF one when its row
+// count is a multiple of 16 (Q4_K: 148 bytes per row and super-block against 144), and
 // MatMul over it gives exactly the bits MatMul gives over the GGUF matrix, only faster:
 // a vector holds 16 rows of one token, so the integer dot products of a block are shared
 // by up to 16 tokens and no horizontal sums are needed.
@@ -21,7 +22,7 @@
 
 namespace pier::kernels {
 
-// Whether MatMul has a packed layout for `type` (Q4_0, Q4_1, Q8_0).
+// Whether MatMul has a packed layout for `type` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K).
 bool HasPackedLayout(DType type);
 
 // Bytes the packed copy of `w` takes (0 when its type has no packed layout).
