@@ -24,6 +24,7 @@
 
 #include "companion_batch.h"
 #include "engine/local_model.h"
+#include "reference_fixture.h"
 
 namespace pier::engine {
 namespace {
@@ -53,10 +54,8 @@ class BatchInvarianceTest : public ::testing::Test {
     auto model = LocalModel::Open(options);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
-    std::ifstream in(std::string(PIER_SOURCE_DIR) +
-                     "/tests/fixtures/engine/forward_reference.json");
     prompt_ = new std::vector<int32_t>(
-        testing::ReferencePromptTokens(nlohmann::json::parse(in), kPromptTokens));
+        testing::ReferencePromptTokens(testing::LoadForwardReference(), kPromptTokens));
     const auto start = std::chrono::steady_clock::now();
     const SequenceSpan span = testing::PromptSpan(*prompt_, 0, kPromptTokens, kReferenceBlock,
                                                   kPromptBlocks, LogitsWanted::kAll);

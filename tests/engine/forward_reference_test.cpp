@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "engine/local_model.h"
+#include "reference_fixture.h"
 
 namespace pier::engine {
 namespace {
@@ -41,12 +42,6 @@ namespace {
 constexpr double kMaxRelativeError = 0.6;
 constexpr double kMaxMedianRelativeError = 0.15;
 constexpr double kTieGap = 0.25;
-
-nlohmann::json LoadFixture() {
-  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
-  EXPECT_TRUE(in.good());
-  return nlohmann::json::parse(in);
-}
 
 int64_t ArgMax(std::span<const float> row) {
   return std::max_element(row.begin(), row.end()) - row.begin();
@@ -68,7 +63,7 @@ class ForwardReferenceTest : public ::testing::Test {
     auto model = LocalModel::Open(options);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
-    fixture_ = new nlohmann::json(LoadFixture());
+    fixture_ = new nlohmann::json(testing::LoadForwardReference());
   }
   static void TearDownTestSuite() {
     delete model_;
@@ -104,17 +99,9 @@ TEST_F(ForwardReferenceTest, PromptLogitsMatchReference) {
     for (size_t i = 0; i < span.tokens.size(); ++i) {
       const auto& ref = prompt["positions"][i];
       const std::span<const float> row = out->Row(i);
-      const double rms = ref["l2_norm"].get<double>() / std::sqrt(static_cast<double>(n_vocab));
-      const auto top_ids = ref["top_ids"].get<std::vector<int64_t>>();
+      const double rms = testing::RmsLogit(ref, n_vocab);
       const auto top_logits = ref["top_logits"].get<std::vector<double>>();
-      const auto subset_logits = ref["subset_logits"].get<std::vector<double>>();
-      double err = 0;
-      for (size_t j = 0; j < subset.size(); ++j) {
-        err = std::max(err, std::abs(row[subset[j]] - subset_logits[j]));
-      }
-      for (size_t j = 0; j < top_ids.size(); ++j) {
-        err = std::max(err, std::abs(row[top_ids[j]] - top_logits[j]));
-      }
+      const double err = testing::MaxLogitError(row, ref, subset);
       errors.push_back(err / rms);
       EXPECT_LE(err / rms, kMaxRelativeError) << "position " << i;
       // logsumexp, the normalizer of every logprob, within the same bound.

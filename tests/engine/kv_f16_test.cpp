@@ -36,6 +36,7 @@
 
 #include "companion_batch.h"
 #include "engine/local_model.h"
+#include "reference_fixture.h"
 #include "tensor/float16.h"
 
 namespace pier::engine {
@@ -91,9 +92,7 @@ class KvF16Test : public ::testing::Test {
   }
 
   static void SetUpTestSuite() {
-    std::ifstream in(std::string(PIER_SOURCE_DIR) +
-                     "/tests/fixtures/engine/forward_reference.json");
-    const nlohmann::json fixture = nlohmann::json::parse(in);
+    const nlohmann::json fixture = testing::LoadForwardReference();
     prompt_ = new std::vector<int32_t>(testing::ReferencePromptTokens(fixture, kPromptTokens));
     greedy_prompt_ =
         new std::vector<int32_t>(fixture["prompts"][0]["ids"].get<std::vector<int32_t>>());
@@ -262,7 +261,7 @@ TEST_F(KvF16Test, LogitsAreCloseToF32Kv) {
 std::vector<double> ErrorsAgainstReference(LocalModel& model, const nlohmann::json& fixture,
                                            int32_t first_block) {
   const std::vector<int64_t> subset = fixture["subset_ids"].get<std::vector<int64_t>>();
-  const double n_vocab = static_cast<double>(model.runner().shape().n_vocab);
+  const int64_t n_vocab = model.runner().shape().n_vocab;
   std::vector<double> errors;
   for (const auto& prompt : fixture["prompts"]) {
     SequenceSpan span;
@@ -274,18 +273,8 @@ std::vector<double> ErrorsAgainstReference(LocalModel& model, const nlohmann::js
     if (!out.ok()) return errors;
     for (size_t i = 0; i < span.tokens.size(); ++i) {
       const auto& ref = prompt["positions"][i];
-      const std::span<const float> row = out->Row(i);
-      const auto top_ids = ref["top_ids"].get<std::vector<int64_t>>();
-      const auto top_logits = ref["top_logits"].get<std::vector<double>>();
-      const auto subset_logits = ref["subset_logits"].get<std::vector<double>>();
-      double err = 0;
-      for (size_t j = 0; j < subset.size(); ++j) {
-        err = std::max(err, std::abs(row[subset[j]] - subset_logits[j]));
-      }
-      for (size_t j = 0; j < top_ids.size(); ++j) {
-        err = std::max(err, std::abs(row[top_ids[j]] - top_logits[j]));
-      }
-      errors.push_back(err / (ref["l2_norm"].get<double>() / std::sqrt(n_vocab)));
+      errors.push_back(testing::MaxLogitError(out->Row(i), ref, subset) /
+                       testing::RmsLogit(ref, n_vocab));
     }
   }
   std::sort(errors.begin(), errors.end());
@@ -293,8 +282,7 @@ std::vector<double> ErrorsAgainstReference(LocalModel& model, const nlohmann::js
 }
 
 TEST_F(KvF16Test, F16KvIsAsCloseToTheFloat64ReferenceAsF32Kv) {
-  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
-  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const nlohmann::json fixture = testing::LoadForwardReference();
   const std::vector<double> e16 = ErrorsAgainstReference(*f16_, fixture, kScratchBlock);
   const std::vector<double> e32 = ErrorsAgainstReference(*f32_, fixture, kScratchBlock);
   ASSERT_EQ(e16.size(), e32.size());
@@ -337,8 +325,7 @@ TEST_F(KvF16Test, Q8_0KvIsBatchInvariantAndWithinTheReferenceBounds) {
   }
   EXPECT_EQ(mismatches, 0);
 
-  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
-  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const nlohmann::json fixture = testing::LoadForwardReference();
   const std::vector<double> e8 = ErrorsAgainstReference(*q8, fixture, kScratchBlock);
   ASSERT_FALSE(e8.empty());
   const double median8 = e8[e8.size() / 2];

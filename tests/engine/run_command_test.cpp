@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "reference_fixture.h"
+
 namespace pier::engine {
 namespace {
 
@@ -47,18 +49,13 @@ CommandResult RunPier(const std::string& args, const std::string& stdin_text = "
   return result;
 }
 
-nlohmann::json Fixture() {
-  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
-  return nlohmann::json::parse(in);
-}
-
 TEST(RunCommandTest, GreedyTextIsTheReferenceContinuation) {
   // With f32 K/V, short_text's 64 greedy tokens match the reference exactly (with f16 K/V,
   // the default, they follow it for 9 tokens, then part at a near-tie: forward_reference_test
   // and kv_f16_test bound those); the CLI stops at the first end-of-generation token
   // (<|im_end|>, id 2), which the reference does not, so it must print the reference's text
   // up to there.
-  const nlohmann::json prompt = Fixture()["prompts"][0];
+  const nlohmann::json prompt = testing::LoadForwardReference()["prompts"][0];
   ASSERT_EQ(prompt["name"], "short_text");
   size_t n_before_eog = 0;
   while (prompt["greedy"][n_before_eog]["id"].get<int>() != 2) ++n_before_eog;
