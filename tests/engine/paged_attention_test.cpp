@@ -264,7 +264,20 @@ void Reference(const Fixture& f, int64_t layer, int64_t seq, int64_t pos, int64_
 struct Case {
   KvDtype dtype;
   int64_t group, head_dim, block_size;
+
+  // The case's store layout with `n_layer` layers of kKvHeads K/V heads.
+  KvLayout Layout(int64_t n_layer) const;
 };
+
+constexpr int64_t kKvHeads = 2;
+
+KvLayout Case::Layout(int64_t n_layer) const {
+  return KvLayout{.n_layer = n_layer,
+                  .block_size = block_size,
+                  .n_kv_head = kKvHeads,
+                  .head_dim = head_dim,
+                  .dtype = dtype};
+}
 
 std::string CaseName(const Case& c) {
   return std::string(KvDtypeName(c.dtype)) + "_group" + std::to_string(c.group) + "_hd" +
@@ -287,7 +300,6 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-constexpr int64_t kKvHeads = 2;
 const std::vector<int64_t> kLengths = {1, 5, 16, 17, 40, 100, 131};
 
 // A batch as the runner builds one: some sequences decode their last token, one prefills a
@@ -309,11 +321,7 @@ TEST(PagedAttentionTest, MatchesFloat64ReferenceForEveryLayoutAndImplementation)
   IsaGuard guard;
   ThreadPool pool(2);
   for (const Case& c : Cases()) {
-    const KvLayout layout{.n_layer = 2,
-                          .block_size = c.block_size,
-                          .n_kv_head = kKvHeads,
-                          .head_dim = c.head_dim,
-                          .dtype = c.dtype};
+    const KvLayout layout = c.Layout(2);
     Fixture f(layout, kLengths, 11);
     const int64_t n_head = kKvHeads * c.group;
     const std::vector<AttentionSpan> spans = MixedBatch(f);
@@ -347,11 +355,7 @@ TEST(PagedAttentionTest, MatchesFloat64ReferenceForEveryLayoutAndImplementation)
 TEST(PagedAttentionTest, TokenBitsDoNotDependOnBatchChunkingSlotsThreadsOrImplementation) {
   IsaGuard guard;
   for (const Case& c : Cases()) {
-    const KvLayout layout{.n_layer = 1,
-                          .block_size = c.block_size,
-                          .n_kv_head = kKvHeads,
-                          .head_dim = c.head_dim,
-                          .dtype = c.dtype};
+    const KvLayout layout = c.Layout(1);
     Fixture f(layout, kLengths, 23);
     const int64_t n_head = kKvHeads * c.group, row_floats = n_head * c.head_dim;
     const std::vector<AttentionSpan> batch = MixedBatch(f);
