@@ -17,7 +17,7 @@ Three groups of cases:
     template called raise_exception (the C++ side must reproduce the message exactly), otherwise
     the Python exception class (the C++ side must fail, message free).
 
-Usage: python3 tools/gen_chat_template_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+Usage: .venv/bin/python tools/gen_chat_template_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
 """
 
 import argparse

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent numpy reference for the Llama forward pass; writes the whole-model fixture.
 
-    python3 tools/gen_forward_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+    .venv/bin/python tools/gen_forward_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
                                          [--out tests/fixtures/engine/forward_reference.json]
                                          [--check] [--simulate-q8]
 

@@ -10,8 +10,8 @@ same vocabulary (so the setup is right), then records the ids of seeded random t
 (ASCII words, runs of spaces, tabs and newlines, digits, punctuation, accents, Cyrillic,
 CJK, emoji and rare characters that need byte fallback).
 
-Needs: pip install sentencepiece protobuf gguf
-Usage: python3 tools/gen_spm_fixture.py [--vocab tests/fixtures/vendor/llama.cpp/ggml-vocab-llama-spm.gguf]
+Needs: .venv/bin/python -m pip install -r tools/requirements.txt (sentencepiece, protobuf, gguf)
+Usage: .venv/bin/python tools/gen_spm_fixture.py [--vocab tests/fixtures/vendor/llama.cpp/ggml-vocab-llama-spm.gguf]
 """
 
 import argparse

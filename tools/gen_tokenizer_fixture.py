@@ -15,7 +15,7 @@ pre-tokenizer Sequence[Digits(individual_digits=True), ByteLevel(add_prefix_spac
 use_regex=True)], BPE without ignore_merges, the 17 control tokens as special added tokens,
 and a ByteLevel post-processor that adds no BOS/EOS (matching `add_bos_token = false`).
 
-Usage: python3 tools/gen_tokenizer_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+Usage: .venv/bin/python tools/gen_tokenizer_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
 """
 
 import argparse

@@ -22,7 +22,7 @@ try:
 except ImportError as error:  # pragma: no cover - the message is the point
     raise ImportError(
         "the integration tests need the official 'openai' Python package: run scripts/bootstrap "
-        "(or `python3 -m pip install -r requirements.txt`)") from error
+        "(it installs requirements.txt into .venv/)") from error
 
 LISTENING = re.compile(r"^pier serve: listening on http://(?P<host>[^ ]+):(?P<port>\d+) "
                        r"\(model (?P<model>.+)\)$")
