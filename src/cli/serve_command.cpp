@@ -13,6 +13,7 @@
 // positions, clamped to the model's context); then the routes and the HTTP server start, and
 // one line goes to stdout, exactly:
 //   pier serve: listening on http://HOST:PORT (model ID)
+// and then one `pier serve: try: curl ...` line, a request to copy and paste.
 // (with --port 0 it shows the port the system chose). A bad setting, an unreadable keys file,
 // a model that does not load or fit its budget, or an address that cannot be bound print the
 // reason to stderr and exit 1 before anything listens. Logs go to stderr.
@@ -96,6 +97,13 @@ constexpr SettingHelp kSettingHelp[] = {
      "A stream whose client falls this many events behind is aborted (default 4096)"},
     {"write_timeout", "SECONDS",
      "A stream whose client does not take one write within this time is aborted (default 30)"},
+    {"default_max_tokens", "TOKENS",
+     "max_tokens of a request that gives none (default 2048; never above --max-tokens-limit "
+     "or the context)"},
+    {"max_tokens_limit", "TOKENS",
+     "Largest max_tokens a request may ask for; more gets 400 (default 0: the context)"},
+    {"cors_origins", "ORIGINS",
+     "Comma-separated origins allowed by CORS (http://localhost:3000), or * (default: off)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
 };
@@ -184,6 +192,8 @@ int RunServe(const ServeOptions& options) {
   api_options.model_id = model_id;
   api_options.created_unix_seconds = created;
   api_options.max_request_tokens = max_request_tokens;
+  api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);
+  api_options.max_tokens_limit = static_cast<int32_t>(options.max_tokens_limit);
   http::OpenAiApi api(api_options, &instance->client(), &instance->tokenizer(),
                       instance->chat_template(), keys_or_null, &metrics);
 
@@ -209,6 +219,8 @@ int RunServe(const ServeOptions& options) {
   server_options.max_stream_backlog = static_cast<size_t>(options.stream_backlog);
   server_options.write_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.write_timeout_seconds * 1000.0));
+  server_options.paths_served_while_draining = {"/health", "/ready", "/metrics"};
+  server_options.cors_origins = options.cors_origins;
   server_options.on_response = [&metrics](const http::HttpRequest& request, int status) {
     metrics.RecordHttpResponse(status, http::MetricsRouteLabel(request.path));
   };
@@ -217,9 +229,20 @@ int RunServe(const ServeOptions& options) {
   if (!started.ok()) return Fail(started.status());
   std::unique_ptr<http::HttpServer> server = std::move(started).value();
   admin.SetState(http::ServeState::kReady);
-  std::printf("pier serve: listening on http://%s:%u (model %s)\n",
-              HostForUrl(options.host).c_str(), static_cast<unsigned>(server->port()),
+  const std::string url_host = HostForUrl(options.host);
+  const unsigned port = static_cast<unsigned>(server->port());
+  std::printf("pier serve: listening on http://%s:%u (model %s)\n", url_host.c_str(), port,
               model_id.c_str());
+  // One copy-paste request for whoever just ran `make serve` (a wildcard host is reached
+  // through loopback; an API key, when keys are on, is the operator's to add).
+  const std::string try_host =
+      (options.host == "0.0.0.0" || options.host == "::") ? "127.0.0.1" : url_host;
+  std::printf(
+      "pier serve: try: curl http://%s:%u/v1/chat/completions%s"
+      " -H 'Content-Type: application/json' -d '{\"model\": \"%s\", \"messages\":"
+      " [{\"role\": \"user\", \"content\": \"Say hello.\"}], \"max_tokens\": 32}'\n",
+      try_host.c_str(), port,
+      options.api_keys.empty() ? "" : " -H 'Authorization: Bearer YOUR_KEY'", model_id.c_str());
   std::fflush(stdout);
 
   // Wait for a signal, feeding the watchdog every second (and logging its verdict changes).

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -56,19 +57,94 @@ Result<std::string> NonEmpty(std::string_view value, std::string_view source) {
 
 constexpr int64_t kMaxTokens = int64_t{1} << 24;
 
+// An origin as browsers send it (RFC 6454): scheme "://" host [":" port], nothing after;
+// scheme http or https, host of letters, digits, '-', '.', or a bracketed IPv6 address.
+bool IsOrigin(std::string_view origin) {
+  size_t rest = 0;
+  if (origin.starts_with("http://")) {
+    rest = 7;
+  } else if (origin.starts_with("https://")) {
+    rest = 8;
+  } else {
+    return false;
+  }
+  std::string_view host = origin.substr(rest);
+  if (host.empty()) return false;
+  if (host.front() == '[') {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos || close == 1) return false;
+    for (char c : host.substr(1, close - 1)) {
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') return false;
+    }
+    host.remove_prefix(close + 1);
+  } else {
+    size_t n = 0;
+    while (n < host.size() && (std::isalnum(static_cast<unsigned char>(host[n])) ||
+                               host[n] == '-' || host[n] == '.')) {
+      ++n;
+    }
+    if (n == 0) return false;
+    host.remove_prefix(n);
+  }
+  if (host.empty()) return true;
+  if (host.front() != ':' || host.size() < 2 || host.size() > 6) return false;
+  for (char c : host.substr(1)) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// "https://a.example, http://localhost:3000" or "*".
+Result<std::vector<std::string>> ParseCorsOrigins(std::string_view value, std::string_view source) {
+  std::vector<std::string> origins;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find(',', start);
+    if (end == std::string_view::npos) end = value.size();
+    std::string_view item = value.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    while (!item.empty() && item.back() == '/') item.remove_suffix(1);
+    if (item != "*" && !IsOrigin(item)) {
+      return InvalidArgumentError(
+          std::string(source) + ": " + Quote(item) +
+          " is not an origin (scheme://host[:port], e.g. http://localhost:3000, or *)");
+    }
+    origins.emplace_back(item);
+    start = end + 1;
+  }
+  if (origins.size() > 1 && std::find(origins.begin(), origins.end(), "*") != origins.end()) {
+    return InvalidArgumentError(std::string(source) + ": * allows every origin; list no others");
+  }
+  return origins;
+}
+
 }  // namespace
 
 const std::vector<std::string_view>& ServeSettingNames() {
-  static const std::vector<std::string_view> kNames = {"model",          "name",
-                                                       "host",           "port",
-                                                       "threads",        "http_threads",
-                                                       "api_keys",       "metrics_key",
-                                                       "max_queued",     "memory_budget",
-                                                       "device_memory",  "ctx",
-                                                       "kv_dtype",       "max_batched_tokens",
-                                                       "max_seqs",       "max_body_bytes",
-                                                       "shutdown_grace", "watchdog_seconds",
-                                                       "stream_backlog", "write_timeout"};
+  static const std::vector<std::string_view> kNames = {"model",
+                                                       "name",
+                                                       "host",
+                                                       "port",
+                                                       "threads",
+                                                       "http_threads",
+                                                       "api_keys",
+                                                       "metrics_key",
+                                                       "max_queued",
+                                                       "memory_budget",
+                                                       "device_memory",
+                                                       "ctx",
+                                                       "kv_dtype",
+                                                       "max_batched_tokens",
+                                                       "max_seqs",
+                                                       "max_body_bytes",
+                                                       "shutdown_grace",
+                                                       "watchdog_seconds",
+                                                       "stream_backlog",
+                                                       "write_timeout",
+                                                       "default_max_tokens",
+                                                       "max_tokens_limit",
+                                                       "cors_origins"};
   return kNames;
 }
 
@@ -128,6 +204,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->stream_backlog, ParseInteger(value, source, 1, 1 << 24));
   } else if (name == "write_timeout") {
     PIER_ASSIGN_OR_RETURN(o->write_timeout_seconds, ParseSeconds(value, source, 0.001));
+  } else if (name == "default_max_tokens") {
+    PIER_ASSIGN_OR_RETURN(o->default_max_tokens, ParseInteger(value, source, 1, kMaxTokens));
+  } else if (name == "max_tokens_limit") {
+    PIER_ASSIGN_OR_RETURN(o->max_tokens_limit, ParseInteger(value, source, 0, kMaxTokens));
+  } else if (name == "cors_origins") {
+    PIER_ASSIGN_OR_RETURN(o->cors_origins, ParseCorsOrigins(value, source));
   } else {
     return InvalidArgumentError(std::string(source) + ": unknown setting " + Quote(name));
   }
@@ -173,6 +255,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
 
 Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string>& flags) {
   ServeOptions options;
+  bool default_from_file = false;
   if (auto config = flags.find("config"); config != flags.end()) {
     const std::string& path = config->second;
     if (path.empty()) return InvalidArgumentError("--config: must not be empty");
@@ -188,11 +271,22 @@ Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string
         value = (folder / value).string();
       }
       PIER_RETURN_IF_ERROR(ApplyServeSetting(&options, name, value, path + ": " + name));
+      if (name == "default_max_tokens") default_from_file = true;
     }
   }
   for (const auto& [name, value] : flags) {
     if (name == "config") continue;
     PIER_RETURN_IF_ERROR(ApplyServeSetting(&options, name, value, FlagName(name)));
+  }
+  if (options.max_tokens_limit > 0 && options.default_max_tokens > options.max_tokens_limit) {
+    // Only an explicit default is an error: the built-in one follows the limit down.
+    const bool default_given = flags.count("default_max_tokens") > 0 || default_from_file;
+    if (default_given) {
+      return InvalidArgumentError(
+          "default_max_tokens (" + std::to_string(options.default_max_tokens) +
+          ") is above max_tokens_limit (" + std::to_string(options.max_tokens_limit) + ")");
+    }
+    options.default_max_tokens = options.max_tokens_limit;
   }
   return options;
 }

@@ -11,7 +11,8 @@
 //   api_keys: keys.yaml
 //
 // Unknown names in the file are an error naming them (a typo never goes unnoticed), as are
-// values that do not parse or are out of range (the message names the file or flag).
+// values that do not parse or are out of range (the message names the file or flag), and
+// settings that contradict each other (default_max_tokens above max_tokens_limit).
 //
 // Thread-safety: plain functions on values.
 #pragma once
@@ -53,6 +54,12 @@ struct ServeOptions {
   // write to its client takes longer than write_timeout seconds.
   int64_t stream_backlog = 4096;
   double write_timeout_seconds = 30;
+  // max_tokens of a request without one (capped by max_tokens_limit and the context), and the
+  // largest a request may ask for (0: the context is the only limit).
+  int64_t default_max_tokens = 2048;
+  int64_t max_tokens_limit = 0;
+  // Origins allowed by CORS ("https://app.example", or "*"); empty: no CORS headers.
+  std::vector<std::string> cors_origins;
 };
 
 // The names of all settings, as YAML keys (flags: "--" + name with '_' -> '-'), except

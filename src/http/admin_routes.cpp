@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "tokenizer/unicode.h"
 
 namespace pier::http {
 namespace {
@@ -112,6 +113,9 @@ void AdminRoutes::Register(Router& router) {
   router.Add("GET", "/v1/models", [this](const HttpRequest& r) { return ListModels(r); });
   router.AddPrefix("GET", std::string(kModelsPrefix),
                    [this](const HttpRequest& r) { return GetModel(r); });
+  // The same without /v1, for clients configured with a base URL that lacks it.
+  router.Add("GET", "/models", [this](const HttpRequest& r) { return ListModels(r); });
+  router.AddPrefix("GET", "/models/", [this](const HttpRequest& r) { return GetModel(r); });
   router.Add("POST", "/tokenize", [this](const HttpRequest& r) { return Tokenize(r); });
   router.Add("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
 }
@@ -179,7 +183,10 @@ HttpResponse AdminRoutes::ListModels(const HttpRequest& request) {
 
 HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
-  const std::string id = PercentDecode(std::string_view(request.path).substr(kModelsPrefix.size()));
+  const std::string_view path = request.path;
+  const size_t prefix =
+      path.starts_with(kModelsPrefix) ? kModelsPrefix.size() : std::string_view("/models/").size();
+  const std::string id = PercentDecode(path.substr(prefix));
   if (id != options_.model_id) {
     return ErrorResponse(
         404,
@@ -205,10 +212,33 @@ HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
     }
     encode.add_special = body["add_special"].get<bool>();
   }
+  bool with_pieces = false;
+  if (body.contains("with_pieces")) {
+    if (!body["with_pieces"].is_boolean()) {
+      return ErrorResponse(400, "\"with_pieces\" must be a boolean", "with_pieces");
+    }
+    with_pieces = body["with_pieces"].get<bool>();
+  }
   Result<std::vector<tokenizer::TokenId>> ids =
       tokenizer_->Encode(body["content"].get_ref<const std::string&>(), encode);
   if (!ids.ok()) return ErrorResponse(400, ids.status().message(), "content");
-  return JsonResponse(200, Json{{"tokens", *ids}});
+  if (!with_pieces) return JsonResponse(200, Json{{"tokens", *ids}});
+  // llama.cpp's form: each token with its text, or its bytes when they are not UTF-8 alone
+  // (a piece of a multi-byte character).
+  Json tokens = Json::array();
+  for (tokenizer::TokenId id : *ids) {
+    const std::string piece = tokenizer_->Decode(std::span<const tokenizer::TokenId>(&id, 1));
+    Json entry = {{"id", id}};
+    if (tokenizer::ValidateUtf8(piece).ok()) {
+      entry["piece"] = piece;
+    } else {
+      Json bytes = Json::array();
+      for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+      entry["piece"] = std::move(bytes);
+    }
+    tokens.push_back(std::move(entry));
+  }
+  return JsonResponse(200, Json{{"tokens", std::move(tokens)}});
 }
 
 HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {

@@ -42,7 +42,8 @@ std::string ErrorJson(int status, std::string_view message, std::string_view par
       {"message", std::string(message)},
       {"type", std::string(type.empty() ? DefaultErrorType(status) : type)},
       {"param", NullableString(param)},
-      {"code", code.empty() ? nlohmann::json(status) : nlohmann::json(std::string(code))},
+      // OpenAI's form: a string code or null, never a number.
+      {"code", NullableString(code)},
   };
   // Messages may quote client bytes that are not UTF-8: replace rather than throw.
   return nlohmann::json({{"error", error}})
@@ -54,6 +55,8 @@ HttpResponse ErrorResponse(int status, std::string_view message, std::string_vie
   HttpResponse response;
   response.status = status;
   response.body = ErrorJson(status, message, param, code, type);
+  // RFC 9110: a 401 names the scheme that would be accepted.
+  if (status == 401) response.headers.emplace_back("WWW-Authenticate", "Bearer");
   return response;
 }
 
@@ -66,6 +69,18 @@ void Router::AddPrefix(std::string method, std::string prefix, Handler handler) 
 }
 
 HttpResponse Router::Dispatch(const HttpRequest& request) const {
+  // HEAD is GET without the body (RFC 9110): the server drops the body when it sends.
+  if (request.method == "HEAD") {
+    HttpRequest as_get = request;
+    as_get.method = "GET";
+    HttpResponse response = Dispatch(as_get);
+    if (response.status == 405) {
+      for (auto& [name, value] : response.headers) {
+        if (name == "Allow") value += ", HEAD";
+      }
+    }
+    return response;
+  }
   const Route* best = nullptr;
   std::string allow;
   auto consider = [&](bool prefix) {
@@ -82,6 +97,7 @@ HttpResponse Router::Dispatch(const HttpRequest& request) const {
         }
       } else if (allow.find(route.method) == std::string::npos) {
         allow += allow.empty() ? route.method : ", " + route.method;
+        if (route.method == "GET") allow += ", HEAD";
       }
     }
   };

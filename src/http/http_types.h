@@ -61,6 +61,14 @@ class ResponseStream {
   // Units produced but not yet taken by Poll (for an engine stream: events waiting).
   virtual size_t backlog() const = 0;
   virtual void Cancel(std::string_view reason) = 0;
+  // The server ends the stream itself (shutdown after its grace period): like Cancel, and
+  // returns the bytes that end a chunked body cleanly for its client (SSE: an error event and
+  // `data: [DONE]`), sent before the chunked terminator; empty when the stream has none, or
+  // when it had already finished or been cancelled. Default: Cancel, nothing.
+  virtual std::string CancelWithEnding(std::string_view reason) {
+    Cancel(reason);
+    return {};
+  }
 };
 
 struct HttpResponse {
@@ -80,7 +88,7 @@ using Handler = std::function<HttpResponse(const HttpRequest& request)>;
 // A JSON response: {"error": {"message", "type", "param", "code"}} in OpenAI's shape. `type`
 // defaults from the status ("invalid_request_error" for 4xx, "server_error" for 5xx,
 // "authentication_error" for 401, "not_found_error" for 404, ...); param and code are null
-// when empty.
+// when empty (code is always a string or null). A 401 carries `WWW-Authenticate: Bearer`.
 HttpResponse ErrorResponse(int status, std::string_view message, std::string_view param = {},
                            std::string_view code = {}, std::string_view type = {});
 // The same error object serialized alone (for an error event inside a started SSE stream).
@@ -89,7 +97,8 @@ std::string ErrorJson(int status, std::string_view message, std::string_view par
 
 // Maps path + method to handlers. Exact paths first, then the longest matching prefix route.
 // Dispatch answers 404 (OpenAI error shape) for an unknown path and 405 with an Allow header
-// for a known path with another method. Thread-safety: add routes before the server starts;
+// for a known path with another method. HEAD is served by the GET route (the server sends
+// the head without the body). Thread-safety: add routes before the server starts;
 // Dispatch is const and may run on any thread.
 class Router {
  public:

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/build_info.h"
 #include "http/openai_request.h"
 #include "http/openai_stream.h"
 
@@ -151,8 +152,26 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
                                  : ParseCompletionRequest(http.body, limits);
   if (const auto* error = std::get_if<OpenAiError>(&parsed)) return FromError(*error);
   const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
-  if (r.model != options.model_id) {
+  // No model named: the server's (only) model serves it.
+  if (!r.model.empty() && r.model != options.model_id) {
     return ErrorResponse(404, "model " + r.model + " does not exist", "model", "model_not_found");
+  }
+  for (const auto& [token, bias] : r.logit_bias) {
+    if (token >= tokenizer->vocab_size()) {
+      return ErrorResponse(400,
+                           "logit_bias token id " + std::to_string(token) +
+                               " is outside the vocabulary (size " +
+                               std::to_string(tokenizer->vocab_size()) + ")",
+                           "logit_bias");
+    }
+  }
+  if (r.max_tokens.has_value() && options.max_tokens_limit > 0 &&
+      *r.max_tokens > options.max_tokens_limit) {
+    return ErrorResponse(400,
+                         "max_tokens " + std::to_string(*r.max_tokens) +
+                             " is above this server's limit of " +
+                             std::to_string(options.max_tokens_limit),
+                         "max_tokens");
   }
 
   // Priority: the body wins over the X-Priority header; the key's ceiling applies to both.
@@ -201,6 +220,7 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
     }
     int64_t room = limit > 0 ? limit - prompt_tokens : kFallbackMaxTokens;
     if (options.default_max_tokens > 0) room = std::min<int64_t>(room, options.default_max_tokens);
+    if (options.max_tokens_limit > 0) room = std::min<int64_t>(room, options.max_tokens_limit);
     max_tokens[i] =
         static_cast<int32_t>(std::min<int64_t>(room, std::numeric_limits<int32_t>::max()));
   }
@@ -217,6 +237,7 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   stream_options.n = r.n;
   stream_options.logprobs = r.logprobs;
   stream_options.echo = r.echo && endpoint == OpenAiEndpoint::kCompletions;
+  stream_options.system_fingerprint = std::string(SystemFingerprint());
 
   const uint64_t seed = r.seed.has_value() ? *r.seed : Random();
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -233,6 +254,7 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
     // Choice i of prompt p samples with seed + p * n + i: seed + its index in the response.
     request.sampling.seed = seed + static_cast<uint64_t>(i) * static_cast<uint64_t>(r.n);
     request.sampling.logprobs = r.logprobs;
+    request.sampling.logit_bias = r.logit_bias;
     request.n = r.n;
     request.max_tokens = max_tokens[i];
     request.stop = r.stop;
@@ -288,6 +310,12 @@ void OpenAiApi::Register(Router& router) {
     return impl->Handle(request, OpenAiEndpoint::kChatCompletions);
   });
   router.Add("POST", "/v1/completions", [impl](const HttpRequest& request) {
+    return impl->Handle(request, OpenAiEndpoint::kCompletions);
+  });
+  router.Add("POST", "/chat/completions", [impl](const HttpRequest& request) {
+    return impl->Handle(request, OpenAiEndpoint::kChatCompletions);
+  });
+  router.Add("POST", "/completions", [impl](const HttpRequest& request) {
     return impl->Handle(request, OpenAiEndpoint::kCompletions);
   });
 }

@@ -1,6 +1,7 @@
 // OpenAiApi: the OpenAI-compatible routes POST /v1/chat/completions and POST /v1/completions.
 //
-// A handler parses and validates the JSON body (openai_request.h), authenticates (ApiKeys),
+// A handler parses and validates the JSON body (openai_request.h; a body without `model` is
+// served by this server's model, another name gets 404 model_not_found), authenticates (ApiKeys),
 // resolves the priority (body field `priority` or header X-Priority, clamped to the key's
 // ceiling; the response header X-Priority-Applied says what was used), applies the chat
 // template and tokenizes, then submits one engine Request per prompt and returns at once with
@@ -31,6 +32,7 @@ struct OpenAiApiOptions {
   int32_t max_n = 8;                 // largest `n` (and prompts x n for completions)
   int64_t max_request_tokens = 0;    // prompt + max_tokens limit (the engine's)
   int32_t default_max_tokens = 0;    // when the request gives none; 0: up to the limit
+  int32_t max_tokens_limit = 0;      // largest max_tokens a request may ask; 0: no limit
 };
 
 class OpenAiApi {
@@ -42,7 +44,8 @@ class OpenAiApi {
             const ApiKeys* keys, metrics::ServingMetrics* metrics);
   ~OpenAiApi();
 
-  // Adds POST /v1/chat/completions and POST /v1/completions.
+  // Adds POST /v1/chat/completions and POST /v1/completions, and the same routes without
+  // /v1 (clients configured with a base URL that lacks it).
   void Register(Router& router);
 
  private:

@@ -1,5 +1,6 @@
 #include "http/openai_request.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -138,6 +139,38 @@ Err ReadSeed(const json& body, std::optional<uint64_t>* out) {
   return std::nullopt;
 }
 
+// {"50256": -100, "15339": 5.5}: token ids as decimal strings to biases in [-100, 100]
+// (OpenAI refuses values outside that range, and so does Pier).
+Err ReadLogitBias(const json& body, std::vector<std::pair<int32_t, float>>* out) {
+  const json* v = Field(body, "logit_bias");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_object()) return WrongType("logit_bias", "an object of token id to bias", *v);
+  constexpr size_t kMaxEntries = 1024;
+  if (v->size() > kMaxEntries) {
+    return Bad("logit_bias", "logit_bias may hold at most " + std::to_string(kMaxEntries) +
+                                 " tokens, got " + std::to_string(v->size()));
+  }
+  for (const auto& [key, value] : v->items()) {
+    int64_t id = -1;
+    auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (key.empty() || ec != std::errc() || end != key.data() + key.size() || id < 0 ||
+        id > std::numeric_limits<int32_t>::max()) {
+      return Bad("logit_bias",
+                 "logit_bias keys must be token ids (non-negative integers as "
+                 "strings), got " +
+                     Show(json(key.substr(0, 40))));
+    }
+    if (!value.is_number()) return WrongType("logit_bias", "a number for each token", value);
+    const double bias = value.get<double>();
+    if (!(std::isfinite(bias) && bias >= -100 && bias <= 100)) {
+      return Bad("logit_bias", "logit_bias values must be between -100 and 100, got " +
+                                   Show(value) + " for token " + key);
+    }
+    out->emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+  return std::nullopt;
+}
+
 Err ReadPriority(const json& body, std::optional<engine::Priority>* out) {
   const json* v = Field(body, "priority");
   if (v == nullptr) return std::nullopt;
@@ -182,10 +215,6 @@ Err CheckUnsupported(const json& body) {
       return NotSupported("response_format", "response_format of type " + type->get<std::string>());
     }
   }
-  if (const json* v = Field(body, "logit_bias"); v != nullptr) {
-    if (!v->is_object()) return WrongType("logit_bias", "an object", *v);
-    if (!v->empty()) return NotSupported("logit_bias", "logit_bias");
-  }
   if (const json* v = Field(body, "modalities"); v != nullptr) {
     if (!v->is_array()) return WrongType("modalities", "an array of strings", *v);
     for (const json& m : *v) {
@@ -198,10 +227,12 @@ Err CheckUnsupported(const json& body) {
 
 // Fields both routes share.
 Err ReadCommon(const json& body, const OpenAiRequestLimits& limits, OpenAiRequest* r) {
-  const json* model = Field(body, "model");
-  if (model == nullptr) return Bad("model", "model is required");
-  if (!model->is_string()) return WrongType("model", "a string", *model);
-  r->model = model->get<std::string>();
+  // Absent: the server's default model (the route decides).
+  if (const json* model = Field(body, "model"); model != nullptr) {
+    if (!model->is_string()) return WrongType("model", "a string", *model);
+    r->model = model->get<std::string>();
+    if (r->model.empty()) return Bad("model", "model must not be empty");
+  }
 
   PIER_OPENAI_TRY(CheckUnsupported(body));
   PIER_OPENAI_TRY(ReadBool(body, "stream", &r->stream));
@@ -242,6 +273,7 @@ Err ReadCommon(const json& body, const OpenAiRequestLimits& limits, OpenAiReques
                             "positive", &r->repetition_penalty));
   PIER_OPENAI_TRY(ReadStop(body, &r->stop));
   PIER_OPENAI_TRY(ReadSeed(body, &r->seed));
+  PIER_OPENAI_TRY(ReadLogitBias(body, &r->logit_bias));
   if (const json* user = Field(body, "user"); user != nullptr && !user->is_string()) {
     return WrongType("user", "a string", *user);
   }

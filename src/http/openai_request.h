@@ -6,11 +6,12 @@
 // mistakes), a message a user can act on and, for a known field with a wrong type or value,
 // `param` naming it (e.g. "temperature", "messages", "stream_options"). Unknown top-level
 // fields are ignored; a JSON null counts as "not given". Features Pier does not implement
-// (tools, functions, logit_bias, suffix, best_of > 1, audio, ...) are refused with "X is not
+// (tools, functions, suffix, best_of > 1, audio, ...) are refused with "X is not
 // supported" rather than silently ignored. Malformed JSON, invalid UTF-8 and a body that is not
 // an object are 400s too. Nothing here throws.
 //
-// What stays for the route (openai_api.cpp): the model name check, tokenization and the chat
+// What stays for the route (openai_api.cpp): the model name check (and the default model
+// when the body names none), logit_bias ids against the vocabulary, tokenization and the chat
 // template, max_tokens against the prompt length, the random seed when none is given, and
 // the priority ceiling of the caller's key (ClampPriority).
 //
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -53,7 +55,7 @@ enum class OpenAiEndpoint : uint8_t { kChatCompletions, kCompletions };
 
 struct OpenAiRequest {
   OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
-  std::string model;
+  std::string model;  // empty: not given (the server's default model)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;
@@ -67,7 +69,9 @@ struct OpenAiRequest {
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;  // extension
   std::optional<uint64_t> seed;     // unset: the route picks a random one
-  std::vector<std::string> stop;    // at most 4, none empty
+  // Token id -> bias in [-100, 100]; ids are checked against the vocabulary by the route.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<std::string> stop;  // at most 4, none empty
   // Alternatives per token to return: unset returns no logprobs; 0 only the sampled token's.
   // Chat: `logprobs: true` plus `top_logprobs`; completions: the integer `logprobs`.
   std::optional<int32_t> logprobs;

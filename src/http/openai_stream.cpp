@@ -94,15 +94,29 @@ std::string_view CancelLabel(std::string_view reason) {
 
 }  // namespace
 
-void OpenAiStream::Cancel(std::string_view reason) {
+void OpenAiStream::Cancel(std::string_view reason) { CancelWithEnding(reason); }
+
+std::string OpenAiStream::CancelWithEnding(std::string_view reason) {
   for (const auto& group : groups_) group->prompt.handle->SetListener({});
   {
     std::lock_guard lock(mutex_);
-    if (aborted_ || done_) return;
+    if (aborted_ || done_) return {};
     AbortAll();
     done_ = true;
+    // Every request not finished yet counts as finished by "abort".
+    for (const auto& group : groups_) {
+      if (group->finished) continue;
+      group->finished = true;
+      RecordGroup(*group, "abort");
+    }
   }
   if (metrics_ != nullptr) metrics_->RecordClientAbort(CancelLabel(reason));
+  if (!options_.stream) return {};
+  // A streaming client sees why its stream ended, then the usual end marker.
+  const std::string error =
+      ErrorJson(503, std::string(reason) + ": the request was cancelled before it finished", {},
+                "server_shutting_down");
+  return SseEvent(error) + "data: [DONE]\n\n";
 }
 
 void OpenAiStream::AbortAll() {
@@ -112,12 +126,17 @@ void OpenAiStream::AbortAll() {
   }
 }
 
+json OpenAiStream::Fingerprint() const {
+  return options_.system_fingerprint.empty() ? json(nullptr) : json(options_.system_fingerprint);
+}
+
 std::string OpenAiStream::ChunkJson(json choices) const {
   const bool chat = options_.endpoint == OpenAiEndpoint::kChatCompletions;
   json chunk = {{"id", options_.id},
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", options_.created_unix_seconds},
                 {"model", options_.model},
+                {"system_fingerprint", Fingerprint()},
                 {"choices", std::move(choices)}};
   if (options_.include_usage) chunk["usage"] = nullptr;
   return SseEvent(Dump(chunk));
@@ -291,10 +310,14 @@ void OpenAiStream::FinishGroupIfDone(Group& group) {
     if (!c.finished) return;
   }
   group.finished = true;
+  RecordGroup(group, group.choices[0].finish_reason);
+}
+
+void OpenAiStream::RecordGroup(const Group& group, std::string_view finish_reason) {
   if (metrics_ == nullptr) return;
   metrics::RequestRecord record;
   record.model = options_.model;
-  record.finish_reason = group.choices[0].finish_reason;
+  record.finish_reason = finish_reason;
   record.prompt_tokens = static_cast<int64_t>(group.prompt.prompt_tokens.size());
   record.cached_prompt_tokens = group.cached_prompt_tokens;
   engine::TimestampUs first_token = 0, finished = 0;
@@ -308,7 +331,8 @@ void OpenAiStream::FinishGroupIfDone(Group& group) {
   if (queued > 0) {
     if (first_token > 0)
       record.time_to_first_token = static_cast<double>(first_token - queued) / 1e6;
-    record.e2e_seconds = static_cast<double>(finished - queued) / 1e6;
+    // An aborted request has no finish time.
+    if (finished >= queued) record.e2e_seconds = static_cast<double>(finished - queued) / 1e6;
     const engine::TimestampUs scheduled = group.choices[0].last.times.scheduled_us;
     if (scheduled > 0) record.queue_seconds = static_cast<double>(scheduled - queued) / 1e6;
   }
@@ -349,6 +373,7 @@ std::string OpenAiStream::FullResponse() const {
                    {"object", chat ? "chat.completion" : "text_completion"},
                    {"created", options_.created_unix_seconds},
                    {"model", options_.model},
+                   {"system_fingerprint", Fingerprint()},
                    {"choices", std::move(choices)},
                    {"usage", UsageJson()}};
   return Dump(response);
@@ -385,6 +410,11 @@ StreamChunk OpenAiStream::Poll() {
   if (failure_.has_value()) {
     AbortAll();
     done_ = true;
+    for (const auto& group : groups_) {
+      if (group->finished) continue;
+      group->finished = true;
+      RecordGroup(*group, "error");
+    }
     const std::string error = ErrorJson(failure_->status, failure_->message);
     if (options_.stream) return StreamChunk{.data = out + SseEvent(error), .done = true};
     return StreamChunk{.data = error, .done = true, .status = failure_->status};
@@ -399,6 +429,7 @@ StreamChunk OpenAiStream::Poll() {
                         {"object", chat ? "chat.completion.chunk" : "text_completion"},
                         {"created", options_.created_unix_seconds},
                         {"model", options_.model},
+                        {"system_fingerprint", Fingerprint()},
                         {"choices", json::array()},
                         {"usage", UsageJson()}};
     out += SseEvent(Dump(chunk));

@@ -48,6 +48,7 @@ struct OpenAiStreamOptions {
   int32_t n = 1;                    // choices per prompt
   std::optional<int32_t> logprobs;  // alternatives per token; unset: no logprobs
   bool echo = false;                // completions: the prompt before the text
+  std::string system_fingerprint;   // the build (common/build_info.h); empty: null
 };
 
 // One submitted engine request (one prompt).
@@ -70,6 +71,10 @@ class OpenAiStream final : public ResponseStream {
   [[nodiscard]] StreamChunk Poll() override;
   size_t backlog() const override;
   void Cancel(std::string_view reason) override;
+  // Cancel; a streaming response then ends with an error event (503, code
+  // "server_shutting_down") and `data: [DONE]`. Unfinished requests are recorded in the
+  // metrics with finish reason "abort".
+  std::string CancelWithEnding(std::string_view reason) override;
 
  private:
   struct Choice;
@@ -84,8 +89,11 @@ class OpenAiStream final : public ResponseStream {
                            nlohmann::ordered_json* piece);
   void AppendPromptLogprobs(Group& group, Choice& choice, nlohmann::ordered_json* piece);
   void FinishGroupIfDone(Group& group);
+  // Records one finished engine request (all its choices) in the metrics.
+  void RecordGroup(const Group& group, std::string_view finish_reason);
   void AbortAll();
   std::string ChunkJson(nlohmann::ordered_json choices) const;
+  nlohmann::ordered_json Fingerprint() const;
   nlohmann::ordered_json UsageJson() const;
   std::string FullResponse() const;
 

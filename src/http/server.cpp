@@ -75,7 +75,9 @@ struct HttpServer::Impl {
 asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
   const HttpServerOptions& options = state->options;
   error_code ec;
-  while (!state->shutting_down) {
+  // Until Shutdown closes the acceptor (at once, or after the grace period when probe paths
+  // are served while draining).
+  for (;;) {
     // Each connection runs on its own strand: its handlers never run concurrently.
     tcp::socket socket(asio::make_strand(io));
     co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
@@ -166,10 +168,17 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
              "HttpServer::Shutdown called on an I/O thread");
 
   state.shutting_down = true;
-  asio::post(impl.accept_strand, [&impl] {
-    error_code ignored;
-    impl.acceptor.close(ignored);
-  });
+  // Without probe paths nothing new is served: stop accepting at once. With them, the
+  // listener stays open through the grace period, so that an orchestrator's fresh probe
+  // connections still reach /health (200) and /ready (503) while requests drain.
+  auto close_acceptor = [&impl] {
+    asio::post(impl.accept_strand, [&impl] {
+      error_code ignored;
+      impl.acceptor.close(ignored);
+    });
+  };
+  const bool serve_probes = !state.options.paths_served_while_draining.empty();
+  if (!serve_probes) close_acceptor();
 
   {
     std::unique_lock<std::mutex> lock(state.mu);
@@ -179,6 +188,7 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
                    state.in_flight, grace.count());
     }
   }
+  if (serve_probes) close_acceptor();
 
   std::vector<std::shared_ptr<Connection>> open;
   {

@@ -15,9 +15,17 @@
 // stream is cancelled with a logged reason and the connection closed; the engine never waits.
 // Connections beyond max_connections get 503 and are closed.
 //
-// Shutdown(grace): stop accepting; requests arriving on open connections get 503 ("shutting
-// down"); in-flight responses may finish until the grace period ends; then remaining streams
-// are cancelled and connections closed; I/O threads are joined.
+// Shutdown(grace): stop accepting (with paths_served_while_draining: only once the grace
+// period ends, so probes on new connections are answered); requests arriving get 503
+// ("shutting down") and Connection: close, except those paths; in-flight responses may finish until
+// the grace period ends; then remaining streams are cancelled and each gets a terminal event: a
+// chunked stream its ResponseStream::CancelWithEnding bytes and the chunked terminator, a collected
+// one a complete 503; then connections close; I/O threads are joined.
+//
+// Disconnects: a client that half-closes its sending side after a complete request still
+// gets its response; a reset, or a write that fails, is a disconnect. (An SSE stream whose
+// client half-closed gets one SSE comment, so that a peer that closed entirely answers with
+// a reset at once.)
 //
 // Ownership: owns its I/O threads and sockets; shares the Router. Thread-safety: Shutdown,
 // Stats and port may be called from any thread; Shutdown not from an I/O thread (it joins
@@ -30,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "http/http_types.h"
@@ -48,6 +57,13 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{30'000};    // one write to the client
   size_t max_stream_backlog = 4096;                   // ResponseStream::backlog() limit
   size_t max_connections = 4096;
+  // SO_SNDBUF of each connection (the kernel doubles it); 0 keeps the kernel's autotuning,
+  // which lets a stalled client absorb megabytes before write_timeout can act.
+  size_t send_buffer_bytes = size_t{32} << 10;
+  // Still dispatched while shutting down (liveness and readiness probes); others get 503.
+  std::vector<std::string> paths_served_while_draining;
+  // Origins allowed by CORS (cors.h), or "*"; empty: CORS off (no headers, no preflight).
+  std::vector<std::string> cors_origins;
   // Called on an I/O thread after every response is complete (or abandoned: status as sent,
   // or 499 when the client went away first). For metrics and access logs; must be quick.
   // Details: a stream cancelled by shutdown before anything was sent reports 503; errors the

@@ -2,9 +2,11 @@
 // ResponseStream), repeat while keep-alive. See server_connection.h and server.h.
 #include "http/server_connection.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
@@ -32,6 +34,14 @@ constexpr size_t kReadSize = 4096;
 // remaining input is read and discarded before the socket closes (see LingeringClose).
 constexpr auto kLingerTime = std::chrono::milliseconds(1000);
 constexpr size_t kLingerMaxBytes = size_t{1} << 20;
+// At shutdown, how long the last bytes of a cancelled response may take to write.
+constexpr auto kShutdownWriteTime = std::chrono::milliseconds(1000);
+// After a client half-closed during a stream: how often the socket is checked for a reset
+// (which says its receiving side is closed too).
+constexpr auto kHangupCheckInterval = std::chrono::milliseconds(100);
+// An SSE comment: ignored by every client, it makes a peer that has closed entirely answer
+// with a reset.
+constexpr std::string_view kSseProbe = ":\n\n";
 
 auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
@@ -106,6 +116,37 @@ void FillHead(const bhttp::request<bhttp::string_body>& message, HttpRequest& re
   }
 }
 
+// RFC 9112 framing that a proxy in front of the server could read differently from it, and
+// headers that must not repeat: the status and message to refuse the request with, or 0.
+std::pair<int, std::string> FramingError(const bhttp::request<bhttp::string_body>& message) {
+  int transfer_encodings = 0, content_lengths = 0, hosts = 0, authorizations = 0;
+  std::string coding;
+  for (const auto& field : message) {
+    const std::string_view name = View(field.name_string());
+    if (IEquals(name, "transfer-encoding")) {
+      ++transfer_encodings;
+      coding += (coding.empty() ? "" : ", ") + std::string(Trim(View(field.value())));
+    } else if (IEquals(name, "content-length")) {
+      ++content_lengths;
+    } else if (IEquals(name, "host")) {
+      ++hosts;
+    } else if (IEquals(name, "authorization")) {
+      ++authorizations;
+    }
+  }
+  if (transfer_encodings > 0 && content_lengths > 0) {
+    return {400, "a request must not carry both Transfer-Encoding and Content-Length"};
+  }
+  if (transfer_encodings > 0 && !IEquals(coding, "chunked")) {
+    return {501, "Transfer-Encoding \"" + coding + "\" is not supported (only chunked)"};
+  }
+  if (message.version() >= 11 && hosts == 0)
+    return {400, "an HTTP/1.1 request needs a Host header"};
+  if (hosts > 1) return {400, "more than one Host header"};
+  if (authorizations > 1) return {400, "more than one Authorization header"};
+  return {0, ""};
+}
+
 std::string FormatEndpoint(const tcp::endpoint& endpoint) {
   const std::string address = endpoint.address().to_string();
   const std::string port = std::to_string(endpoint.port());
@@ -119,11 +160,20 @@ Connection::Connection(std::shared_ptr<ServerState> state, tcp::socket socket)
       executor_(socket.get_executor()),
       socket_(std::move(socket)),
       deadline_timer_(executor_),
-      wake_timer_(executor_) {
+      wake_timer_(executor_),
+      hangup_timer_(executor_) {
   error_code ec;
   const tcp::endpoint endpoint = socket_.remote_endpoint(ec);
   remote_ = ec ? "unknown" : FormatEndpoint(endpoint);
   socket_.set_option(tcp::no_delay(true), ec);  // SSE chunks must not wait for Nagle
+  // A bounded send buffer: a client that stops reading blocks our writes after this many
+  // bytes (plus its own receive window), so write_timeout and the stream backlog act soon,
+  // not after the kernel's multi-megabyte autotuned buffer has filled.
+  if (const size_t bytes = state_->options.send_buffer_bytes; bytes > 0) {
+    socket_.set_option(asio::socket_base::send_buffer_size(static_cast<int>(
+                           std::min<size_t>(bytes, std::numeric_limits<int>::max()))),
+                       ec);
+  }
 }
 
 Connection::~Connection() { DisableWake(); }
@@ -136,7 +186,24 @@ void Connection::DisableWake() {
 
 void Connection::Close() {
   asio::post(executor_, [self = shared_from_this()] {
-    self->AbortStream(Abort::kShutdown, "server shutting down");
+    if (self->stream_ != nullptr && self->abort_ == Abort::kNone) {
+      // The coroutine ends the response itself: the stream's ending (SSE: an error event and
+      // [DONE]) and the chunked terminator, or a complete 503; all within kShutdownWriteTime.
+      self->abort_ = Abort::kShutdown;
+      try {
+        self->shutdown_ending_ = self->stream_->CancelWithEnding("server shutting down");
+      } catch (const std::exception& e) {
+        spdlog::warn("HTTP {}: ResponseStream::CancelWithEnding threw: {}", self->remote_,
+                     e.what());
+      }
+      spdlog::debug("HTTP {}: server shutting down; stream cancelled", self->remote_);
+      self->ArmDeadline(Clock::now() + kShutdownWriteTime);
+      self->wake_timer_.cancel();
+      return;
+    }
+    // A plain response being written may finish (its write has a deadline); the connection
+    // closes after it.
+    if (self->writing_) return;
     self->CloseSocket();
   });
 }
@@ -237,6 +304,11 @@ asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, Http
   if (head_done) {
     const auto& message = parser_->get();
     http11_ = message.version() >= 11;
+    auto [framing_status, framing_message] = FramingError(message);
+    if (framing_status != 0) {
+      const ReadResult rejected = co_await Reject(request, framing_status, framing_message);
+      co_return rejected;
+    }
     if (!parser_->is_done()) {
       // Clients such as curl wait for this before sending a large body.
       if (IEquals(View(message[bhttp::field::expect]), "100-continue")) {
@@ -305,8 +377,12 @@ asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& requ
   ++state_->requests;
   const Clock::time_point start = Clock::now();
   HttpResponse response;
-  if (state_->shutting_down) {
+  const auto& draining = state_->options.paths_served_while_draining;
+  if (state_->shutting_down &&
+      std::find(draining.begin(), draining.end(), request.path) == draining.end()) {
     response = ErrorResponse(503, "server is shutting down");
+  } else if (std::optional<HttpResponse> preflight = CorsPreflight(state_->cors, request)) {
+    response = std::move(*preflight);
   } else {
     try {
       response = state_->router->Dispatch(request);
@@ -321,6 +397,7 @@ asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& requ
     }
   }
   if (state_->shutting_down) keep_alive = false;
+  AddCorsHeaders(state_->cors, request, &response);
 
   Outcome outcome;
   if (response.stream != nullptr) {
@@ -360,6 +437,10 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
 
   stream_ = response.stream;
   abort_ = Abort::kNone;
+  shutdown_ending_.clear();
+  sse_ = chunked && response.content_type.starts_with("text/event-stream");
+  stream_headers_sent_ = false;
+  probe_wanted_ = false;
   wake_signal_ = std::make_shared<WakeSignal>();
   {
     std::lock_guard<std::mutex> lock(wake_signal_->mu);
@@ -378,6 +459,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
       c->stream_.reset();
       c->watching_ = false;
       ++c->watch_generation_;
+      c->hangup_timer_.cancel();
       --c->state_->streams_active;
     }
   } scope{this};
@@ -401,6 +483,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
     std::string head = ResponseHead(status, response, keep_alive);
     head += "Transfer-Encoding: chunked\r\n\r\n";
     co_await Write(head);
+    stream_headers_sent_ = true;
   }
 
   error_code ec;
@@ -435,7 +518,16 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
       }
     }
     if (abort_ != Abort::kNone) break;
-    if (!wake_signal_->pending.load()) {
+    if (probe_wanted_ && stream_headers_sent_) {
+      // The client half-closed: a comment chunk makes a peer that is gone answer with a
+      // reset, which the hangup check then sees.
+      probe_wanted_ = false;
+      const std::string probe = ChunkFrame(kSseProbe);
+      const bool written = co_await Write(probe);
+      if (!written) break;
+      if (abort_ != Abort::kNone) break;
+    }
+    if (!wake_signal_->pending.load() && !probe_wanted_) {
       wake_timer_.expires_at(Clock::time_point::max());
       co_await wake_timer_.async_wait(Await(ec));
     }
@@ -454,6 +546,21 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
   }
   const Abort abort = abort_;
   stream_.reset();  // a final write below is no longer a stream write
+
+  if (abort == Abort::kShutdown && !closed_) {
+    // Cancelled at shutdown: end the response so the client can tell, then close.
+    if (chunked && headers_sent) {
+      std::string ending;
+      if (!shutdown_ending_.empty()) ending = ChunkFrame(shutdown_ending_);
+      ending += "0\r\n\r\n";
+      co_await Write(ending);
+      co_return Outcome{false, status};
+    }
+    const HttpResponse unavailable =
+        ErrorResponse(503, "server shutting down: the request was cancelled before it finished");
+    const Outcome outcome = co_await SendPlain(request, unavailable, false);
+    co_return outcome;
+  }
 
   if (done && !chunked) {
     HttpResponse whole;
@@ -484,7 +591,9 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
 asio::awaitable<bool> Connection::Write(std::string_view data) {
   if (closed_) co_return false;
   error_code ec;
-  ArmDeadline(Clock::now() + state_->options.write_timeout);
+  std::chrono::milliseconds timeout = state_->options.write_timeout;
+  if (abort_ == Abort::kShutdown) timeout = std::min(timeout, kShutdownWriteTime);
+  ArmDeadline(Clock::now() + timeout);
   writing_ = true;
   co_await asio::async_write(socket_, asio::buffer(data.data(), data.size()), Await(ec));
   writing_ = false;
@@ -581,8 +690,36 @@ void Connection::OnReadable(uint64_t generation, const error_code& ec) {
       WatchForDisconnect();
       return;
     }
+    if (n == 0) {
+      // End of input: the client half-closed its sending side, which HTTP allows after a
+      // complete request; it may still read. Only a reset (or a failed write) says it is
+      // gone: probe an SSE stream once, and check for a hangup from now on.
+      watching_ = false;
+      if (sse_) {
+        probe_wanted_ = true;
+        wake_timer_.cancel();
+      }
+      CheckHangup(generation);
+      return;
+    }
   }
   AbortStream(Abort::kClientGone, "client disconnected");
+}
+
+void Connection::CheckHangup(uint64_t generation) {
+  hangup_timer_.expires_after(kHangupCheckInterval);
+  hangup_timer_.async_wait([self = shared_from_this(), generation](const error_code& ec) {
+    if (ec || generation != self->watch_generation_ || self->stream_ == nullptr ||
+        self->abort_ != Abort::kNone || self->closed_) {
+      return;
+    }
+    pollfd descriptor{self->socket_.native_handle(), 0, 0};
+    if (::poll(&descriptor, 1, 0) == 1 && (descriptor.revents & (POLLERR | POLLHUP)) != 0) {
+      self->AbortStream(Abort::kClientGone, "client disconnected");
+      return;
+    }
+    self->CheckHangup(generation);
+  });
 }
 
 void Connection::AbortStream(Abort kind, std::string_view reason) {
@@ -618,6 +755,7 @@ void Connection::CloseSocket() {
   socket_.close(ignored);
   deadline_timer_.cancel();
   wake_timer_.cancel();
+  hangup_timer_.cancel();
 }
 
 void ServerState::Register(const std::shared_ptr<Connection>& connection) {

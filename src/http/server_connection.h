@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "http/cors.h"
 #include "http/http_types.h"
 #include "http/server.h"
 
@@ -53,6 +54,7 @@ struct ServerState {
 
   const HttpServerOptions options;
   const std::shared_ptr<const Router> router;
+  const CorsPolicy cors{options.cors_origins};
 
   std::atomic<bool> shutting_down{false};
   std::atomic<int64_t> connections_accepted{0};
@@ -144,6 +146,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnWake();
   void WatchForDisconnect();
   void OnReadable(uint64_t generation, const boost::system::error_code& ec);
+  // After a half-close: checks every 100 ms whether the socket was reset (client gone).
+  void CheckHangup(uint64_t generation);
   void AbortStream(Abort kind, std::string_view reason);
   void CloseSocket();
 
@@ -163,7 +167,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<ResponseStream> stream_;
   std::shared_ptr<WakeSignal> wake_signal_;
   asio::steady_timer wake_timer_;  // the coroutine waits on it; a wake cancels it
+  asio::steady_timer hangup_timer_;
   bool writing_ = false;
+  bool sse_ = false;                  // the stream is text/event-stream, chunked
+  bool stream_headers_sent_ = false;  // its head went out (a probe chunk may be sent)
+  bool probe_wanted_ = false;         // the client half-closed: send one SSE comment
+  std::string shutdown_ending_;       // what CancelWithEnding returned at shutdown
   uint64_t watch_generation_ = 0;
   bool watching_ = false;
   Abort abort_ = Abort::kNone;

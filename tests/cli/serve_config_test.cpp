@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace pier::cli {
 namespace {
@@ -71,6 +72,9 @@ shutdown_grace: 2.5
 watchdog_seconds: 5
 stream_backlog: 64
 write_timeout: 1.5
+default_max_tokens: 100
+max_tokens_limit: 500
+cors_origins: "https://app.example, http://localhost:3000/"
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -96,8 +100,43 @@ write_timeout: 1.5
   EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
   EXPECT_EQ(o.stream_backlog, 64);
   EXPECT_DOUBLE_EQ(o.write_timeout_seconds, 1.5);
+  EXPECT_EQ(o.default_max_tokens, 100);
+  EXPECT_EQ(o.max_tokens_limit, 500);
+  EXPECT_EQ(o.cors_origins,
+            (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 20u);
+  EXPECT_EQ(ServeSettingNames().size(), 23u);
+}
+
+TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
+  for (const char* good : {"*", "http://localhost:3000", "https://a.b-c.example",
+                           "http://[::1]:8080", "http://127.0.0.1"}) {
+    Result<ServeOptions> r = ResolveServeOptions({{"cors_origins", good}});
+    EXPECT_TRUE(r.ok()) << good << ": " << r.status().ToString();
+  }
+  for (const char* bad : {"localhost:3000", "ftp://x.example", "http://", "https://a.example/path",
+                          "http://a.example:port", "http://a.example:1234567", "*, http://a.b",
+                          "http://a.example,,http://b.example", "", "http://a b"}) {
+    Result<ServeOptions> r = ResolveServeOptions({{"cors_origins", bad}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--cors-origins"), std::string::npos)
+        << r.status().message();
+  }
+}
+
+TEST_F(ServeConfigTest, DefaultMaxTokensAboveTheLimitIsAnErrorUnlessItIsTheBuiltInOne) {
+  Result<ServeOptions> clash =
+      ResolveServeOptions({{"default_max_tokens", "600"}, {"max_tokens_limit", "500"}});
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("default_max_tokens (600) is above max_tokens_limit "
+                                          "(500)"),
+            std::string::npos)
+      << clash.status().message();
+  // The built-in default (2048) follows a lower limit down.
+  Result<ServeOptions> limited = ResolveServeOptions({{"max_tokens_limit", "500"}});
+  ASSERT_TRUE(limited.ok()) << limited.status().ToString();
+  EXPECT_EQ(limited->default_max_tokens, 500);
+  EXPECT_EQ(ResolveServeOptions({})->default_max_tokens, 2048);
 }
 
 TEST_F(ServeConfigTest, FlagsWinOverTheFile) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -132,6 +133,37 @@ TEST(OpenAiRequestTest, NullMeansNotGiven) {
   EXPECT_FALSE(r.stream);
 }
 
+TEST(OpenAiRequestTest, LogitBiasIsReadAsTokenIdsAndBiases) {
+  json body = ChatBody();
+  body["logit_bias"] = {{"50256", -100}, {"7", 2.5}, {"0", 100}};
+  OpenAiRequest r = ChatOk(body);
+  std::vector<std::pair<int32_t, float>> bias = r.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias,
+            (std::vector<std::pair<int32_t, float>>{{0, 100.0f}, {7, 2.5f}, {50256, -100.0f}}));
+}
+
+TEST(OpenAiRequestTest, BadLogitBiasIs400NamingIt) {
+  for (const json& bad : {json{{"5", 100.5}}, json{{"5", -101}}, json{{"x", 1}}, json{{"-3", 1}},
+                          json{{"5", "high"}}, json{{"", 1}}, json{{"1e3", 1}}, json::array()}) {
+    json body = ChatBody();
+    body["logit_bias"] = bad;
+    OpenAiError e = ChatError(body);
+    EXPECT_EQ(e.status, 400) << bad.dump();
+    EXPECT_EQ(e.param, "logit_bias") << bad.dump();
+  }
+}
+
+TEST(OpenAiRequestTest, ModelMayBeOmittedButNotEmptyOrNotAString) {
+  json body = ChatBody();
+  body.erase("model");
+  EXPECT_EQ(ChatOk(body).model, "");
+  body["model"] = "";
+  EXPECT_EQ(ChatError(body).param, "model");
+  body["model"] = 3;
+  EXPECT_EQ(ChatError(body).param, "model");
+}
+
 TEST(OpenAiRequestTest, UnknownFieldsAreIgnored) {
   json body = ChatBody();
   body["some_future_field"] = {{"x", 1}};
@@ -245,12 +277,6 @@ TEST(OpenAiRequestTest, StreamOptionsNeedStream) {
   EXPECT_EQ(ChatError(body).param, "stream_options");
 }
 
-TEST(OpenAiRequestTest, ModelIsRequired) {
-  json body = ChatBody();
-  body.erase("model");
-  EXPECT_EQ(ChatError(body).param, "model");
-}
-
 TEST(OpenAiRequestTest, ChatLogprobsForms) {
   json body = ChatBody();
   body["logprobs"] = true;
@@ -320,7 +346,6 @@ TEST(OpenAiRequestTest, UnsupportedFeaturesSaySo) {
       {"functions", {{{"name", "f"}}}},
       {"function_call", "auto"},
       {"response_format", {{"type", "json_object"}}},
-      {"logit_bias", {{"50256", -100}}},
       {"audio", {{"voice", "alloy"}}},
       {"modalities", {"text", "audio"}},
   };

@@ -71,6 +71,19 @@ class TestClient {
     fd_ = -1;
   }
 
+  // Half-close: no more bytes from us; we can still read.
+  void ShutdownWrite() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+  }
+
+  // Everything until the server closes (or the timeout passes).
+  std::string ReadAll(milliseconds timeout = milliseconds(10'000)) {
+    WaitClosed(timeout);
+    std::string all = std::move(buffer_);
+    buffer_.clear();
+    return all;
+  }
+
   bool Send(std::string_view data) {
     while (!data.empty()) {
       const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
@@ -90,6 +103,9 @@ class TestClient {
     const Clock::time_point deadline = Clock::now() + timeout;
     auto response = ReadHead(deadline);
     if (!response) return std::nullopt;
+    if (response->status == 204 || response->status == 304 || response->status < 200) {
+      return response;  // no body, whatever the headers say
+    }
     if (response->Header("transfer-encoding") == "chunked") {
       for (;;) {
         auto chunk = ReadChunk(deadline);
@@ -231,6 +247,18 @@ class TestStream : public ResponseStream {
     changed_.notify_all();
   }
 
+  // What CancelWithEnding returns (the server's shutdown ending); empty by default.
+  void set_ending(std::string ending) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ending_ = std::move(ending);
+  }
+
+  std::string CancelWithEnding(std::string_view reason) override {
+    Cancel(reason);
+    std::lock_guard<std::mutex> lock(mu_);
+    return ending_;
+  }
+
   // Producer side. False once cancelled (nothing is queued then).
   bool Push(std::string data) {
     std::function<void()> wake;
@@ -297,6 +325,7 @@ class TestStream : public ResponseStream {
   bool started_ = false;
   int cancels_ = 0;
   std::string cancel_reason_;
+  std::string ending_;
 };
 
 // Streams created by a handler, handed to the test thread.

@@ -14,6 +14,8 @@ def assert_error(status, body, expected_status, param=None):
     error = body["error"] if isinstance(body, dict) else json.loads(body)["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert isinstance(error["message"], str) and error["message"]
+    # OpenAI's form: the code is a string or null, never a number.
+    assert error["code"] is None or isinstance(error["code"], str), error
     if param is not None:
         assert error["param"] == param, error
     return error

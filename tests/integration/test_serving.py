@@ -270,3 +270,19 @@ def test_bad_configuration_exits_1_before_listening(tmp_path):
     r = run_serve("-m", PIER_MODEL, "--memory-budget", "1MiB")
     assert r.returncode == 1 and r.stderr, r.stderr
     assert "listening" not in r.stdout
+
+
+def test_startup_prints_a_curl_that_works(start_server):
+    """After the listening line comes one `try: curl ...` line; run as printed, it answers."""
+    import shlex
+    s = start_server()
+    line = s.lines.get(timeout=10)
+    prefix = "pier serve: try: "
+    assert line is not None and line.startswith(prefix), line
+    argv = shlex.split(line[len(prefix):])
+    assert argv[0] == "curl" and f"http://{s.host}:{s.port}/v1/chat/completions" in argv
+    out = subprocess.run(argv + ["-sS", "--fail"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["model"] == s.model_id
+    assert reply["choices"][0]["message"]["content"]

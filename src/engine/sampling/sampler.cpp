@@ -70,6 +70,13 @@ Result<Sampler> Sampler::Create(const SamplingParams& params, int32_t vocab_size
   if (vocab_size < 1) {
     return InvalidArgumentError("vocab_size must be >= 1, got " + std::to_string(vocab_size));
   }
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token >= vocab_size) {
+      return InvalidArgumentError("logit_bias token id " + std::to_string(token) +
+                                  " is outside the vocabulary (size " + std::to_string(vocab_size) +
+                                  ")");
+    }
+  }
   return Sampler(params, vocab_size);
 }
 
@@ -117,6 +124,12 @@ void Sampler::ApplyPenalties(std::span<float> logits) const {
       l = static_cast<float>(static_cast<double>(l) - (frequency * count + presence));
     }
     logits[t] = l;
+  }
+  // A masked token (-inf) stays masked; the sum is done in double and rounded once.
+  for (const auto& [t, bias] : params_.logit_bias) {
+    if (std::isinf(logits[t])) continue;
+    const double biased = static_cast<double>(logits[t]) + static_cast<double>(bias);
+    logits[t] = static_cast<float>(std::clamp(biased, -kFloatMax, kFloatMax));
   }
 }
 

@@ -9,14 +9,16 @@
 //
 // Order of operations in Sample() (as vLLM and llama.cpp do it):
 //   1. penalties, in place on the logits: repetition (prompt and output tokens), then
-//      logit -= frequency_penalty * count + presence_penalty * (count > 0) (output tokens);
+//      logit -= frequency_penalty * count + presence_penalty * (count > 0) (output tokens),
+//      then logit += logit_bias[token];
 //   2. temperature 0: argmax, ties to the lowest id; nothing else applies;
 //   3. otherwise p ~ exp(logit / temperature); tokens are ranked by logit (ties to the lower id);
 //      top-k keeps the k best; top-p keeps the shortest rank prefix of those whose mass reaches
 //      top_p of their total; min-p drops tokens with p < min_p * p_max; one token is drawn from
 //      what remains in proportion to p (one uniform draw, kept tokens walked in id order).
 //
-// Logprob convention: logprobs are the log-softmax of the logits after penalties and before
+// Logprob convention: logprobs are the log-softmax of the logits after penalties (and logit
+// bias) and before
 // temperature and truncation, i.e. the model's own distribution with the request's penalties.
 // They do not depend on temperature, top-k, top-p or min-p (vLLM's default "raw" mode with
 // penalties; OpenAI does not define it more precisely).

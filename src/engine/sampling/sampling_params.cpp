@@ -48,6 +48,12 @@ Status SamplingParams::Validate() const {
   if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
     return OutOfRange("logprobs", "in [0, 20]", std::to_string(*logprobs));
   }
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) return OutOfRange("logit_bias token id", ">= 0", std::to_string(token));
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
+      return OutOfRange("logit_bias", "in [-100, 100]", FloatText(bias));
+    }
+  }
   return Status::Ok();
 }
 

@@ -8,12 +8,15 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
 namespace pier::sampling {
 
 inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr float kMaxLogitBias = 100.0f;  // OpenAI's bound, either sign
 
 struct SamplingParams {
   // Divides the logits before truncation and sampling. 0 selects greedy decoding (argmax, ties to
@@ -37,6 +40,10 @@ struct SamplingParams {
   // Logprobs to return: unset returns none; 0 returns the sampled token's logprob; n in 1..20 adds
   // the n most likely tokens with theirs.
   std::optional<int32_t> logprobs;
+  // OpenAI's logit_bias: (token id, bias) pairs, each bias in [-100, 100] added to that token's
+  // logit after the penalties (-100 all but bans a token, 100 all but forces it). Ids must be
+  // inside the vocabulary (Sampler::Create checks them); a repeated id adds up.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // OK, or INVALID_ARGUMENT naming the first field out of range and the value it had, e.g.
   // "top_p must be in (0, 1], got 1.5".
