@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace pier::sampling {
@@ -198,6 +199,48 @@ TEST(SamplerTest, LogprobsAreTheLogSoftmaxOfThePenalizedLogits) {
     EXPECT_EQ(r.top_logprobs[1].token, 1);  // ties with 3: lower id first
     EXPECT_EQ(r.top_logprobs[2].token, 3);
   }
+}
+
+TEST(SamplerTest, LogitBiasIsAddedAfterThePenaltiesAndShowsInTheLogprobs) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f,
+                                     -std::numeric_limits<float>::infinity()};
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.logprobs = 0;
+  params.logit_bias = {{1, -100.0f}, {3, 2.5f}, {3, 0.25f}, {4, 100.0f}};
+  Sampler sampler = MakeSampler(params, 5);
+  const SampleResult r = SampleOk(sampler, logits);
+  // 1 is all but banned (3 - 100); 3 gets 2.75 (repeats add up); the masked 4 stays masked.
+  EXPECT_EQ(r.token, 3);
+  const std::vector<double> biased = {1.0, 3.0 - 100.0, 2.0, 2.75};
+  double sum = 0.0;
+  for (double l : biased) sum += std::exp(l);
+  ASSERT_TRUE(r.logprob.has_value());
+  EXPECT_NEAR(*r.logprob, 2.75 - std::log(sum), 1e-6);
+
+  // The penalty applies first, then the bias: with repetition penalty 2 and bias +3 on token
+  // 2 (logit 2), its second turn is 2 / 2 + 3 = 4 > 3 (bias first would give 5 / 2 = 2.5).
+  params.logit_bias = {{2, 3.0f}};
+  params.repetition_penalty = 2.0f;
+  Sampler penalized = MakeSampler(params, 5);
+  EXPECT_EQ(SampleOk(penalized, logits).token, 2);
+  EXPECT_EQ(SampleOk(penalized, logits).token, 2);
+}
+
+TEST(SamplerTest, LogitBiasOutsideTheVocabularyOrRangeIsRefused) {
+  SamplingParams params;
+  params.logit_bias = {{5, 1.0f}};
+  auto outside = Sampler::Create(params, 5);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("outside the vocabulary"), std::string::npos);
+  params.logit_bias = {{1, 100.5f}};
+  EXPECT_FALSE(Sampler::Create(params, 5).ok());
+  params.logit_bias = {{1, std::numeric_limits<float>::quiet_NaN()}};
+  EXPECT_FALSE(Sampler::Create(params, 5).ok());
+  params.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(Sampler::Create(params, 5).ok());
+  params.logit_bias = {{4, -100.0f}, {0, 100.0f}};
+  EXPECT_TRUE(Sampler::Create(params, 5).ok());
 }
 
 TEST(SamplerTest, LogprobsIncludeThePenalties) {
