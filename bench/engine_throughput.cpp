@@ -1,5 +1,5 @@
 // pier_bench_engine: offline throughput of the LLM engine (issue 5, "Benchmarks") on one model,
-// through a ModelInstance as `pier serve` builds it: the engine thread runs continuous batching
+// through a ModelHost as `pier serve` builds it: the engine thread runs continuous batching
 // with chunked prefill over the paged KV cache; this program only submits requests and reads
 // their events.
 //
@@ -27,11 +27,11 @@
 // a few tokens fall in T_PP and S_PP = C * PP / T_PP is slightly pessimistic. Printed in
 // llama-batched-bench's table layout.
 //
-// Each run opens its own ModelInstance (max_seqs = C, KV sized for C requests of the largest
+// Each run opens its own ModelHost (max_seqs = C, KV sized for C requests of the largest
 // length unless --kv-tokens) and runs one untimed warm-up request first. The process exits 1 when
 // a request does not end with exactly max_tokens tokens (finish reason length).
 //
-// Ownership: main owns each ModelInstance. Thread-safety: one driver thread; the engine thread
+// Ownership: main owns each ModelHost. Thread-safety: one driver thread; the engine thread
 // and its compute pool do the work; event listeners only set a flag under a mutex.
 #include <sys/resource.h>
 
@@ -52,9 +52,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/model_instance.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/request.h"
+#include "serving/model_host.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -62,9 +62,9 @@ namespace {
 using pier::engine::EngineStats;
 using pier::engine::Event;
 using pier::engine::FinishReason;
-using pier::engine::ModelInstance;
 using pier::engine::Request;
 using pier::engine::RequestHandle;
+using pier::serving::ModelHost;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -164,7 +164,7 @@ class Runner {
  public:
   // Request ids are `prefix` + a counter: an id is free again only some time after its final
   // event, so runs on one engine use different prefixes.
-  Runner(ModelInstance& instance, uint64_t seed, std::string prefix)
+  Runner(ModelHost& instance, uint64_t seed, std::string prefix)
       : instance_(instance), rng_(seed), prefix_(std::move(prefix)) {
     const pier::tokenizer::Tokenizer& tok = instance.tokenizer();
     for (int32_t id = 0; id < tok.vocab_size(); ++id) {
@@ -268,7 +268,7 @@ class Runner {
   int64_t tokens_after_first_all() const { return tokens_after_first_all_; }
 
  private:
-  ModelInstance& instance_;
+  ModelHost& instance_;
   std::mt19937_64 rng_;
   const std::string prefix_;
   std::vector<int32_t> normal_tokens_;
@@ -283,10 +283,9 @@ class Runner {
   KvSampler kv_;
 };
 
-pier::Result<std::unique_ptr<ModelInstance>> OpenInstance(const Options& options,
-                                                          int64_t concurrency,
-                                                          int64_t max_request_tokens) {
-  pier::engine::ModelInstanceOptions mi;
+pier::Result<std::unique_ptr<ModelHost>> OpenInstance(const Options& options, int64_t concurrency,
+                                                      int64_t max_request_tokens) {
+  pier::serving::ModelHostOptions mi;
   mi.model.path = options.model;
   mi.model.threads = options.threads;
   mi.model.block_size = options.block_size;
@@ -296,11 +295,11 @@ pier::Result<std::unique_ptr<ModelInstance>> OpenInstance(const Options& options
                            : concurrency * RoundUp(max_request_tokens, options.block_size);
   mi.engine.scheduler.max_seqs = concurrency;
   mi.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
-  return ModelInstance::Open(mi);
+  return ModelHost::Open(mi);
 }
 
 // One untimed request through the engine (touches the weights and the workspace).
-bool WarmUp(ModelInstance& instance) {
+bool WarmUp(ModelHost& instance) {
   Runner warm(instance, 0xABCDu, "warm-up-");
   if (!warm.Submit(16, 2)) return false;
   bool bad = false;
@@ -316,7 +315,7 @@ int RunMixed(const Options& options, int64_t concurrency) {
     std::fprintf(stderr, "pier_bench_engine: %s\n", opened.status().ToString().c_str());
     return 1;
   }
-  ModelInstance& instance = **opened;
+  ModelHost& instance = **opened;
   if (!WarmUp(instance)) return 1;
   const EngineStats before = instance.engine().Stats();
 
@@ -378,7 +377,7 @@ int RunFixed(const Options& options, int64_t concurrency, int64_t pp, int64_t tg
     std::fprintf(stderr, "pier_bench_engine: %s\n", opened.status().ToString().c_str());
     return 1;
   }
-  ModelInstance& instance = **opened;
+  ModelHost& instance = **opened;
   if (!WarmUp(instance)) return 1;
 
   Runner runner(instance, options.seed + static_cast<uint64_t>(concurrency), "bench-");

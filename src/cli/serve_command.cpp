@@ -9,7 +9,7 @@
 // Startup, in order: SIGTERM and SIGINT are blocked (before any thread starts, so every
 // thread inherits the mask and only this command's main thread receives them, through
 // sigtimedwait); the options are resolved (serve_config.h: defaults < --config file < flags);
-// the API keys file is read; the model is loaded as an engine::ModelInstance (KV for --ctx
+// the API keys file is read; the model is loaded as a serving::ModelHost in the ModelRegistry (KV for --ctx
 // positions, clamped to the model's context); then the routes and the HTTP server start, and
 // one line goes to stdout, exactly:
 //   pier serve: listening on http://HOST:PORT (model ID)
@@ -50,13 +50,14 @@
 #include "cli/serve_config.h"
 #include "common/check.h"
 #include "engine/local_model.h"
-#include "engine/model_instance.h"
 #include "http/admin_routes.h"
 #include "http/api_keys.h"
 #include "http/openai_api.h"
 #include "http/server.h"
 #include "metrics/serving_metrics.h"
 #include "model/gguf_file.h"
+#include "serving/model_host.h"
+#include "serving/model_registry.h"
 
 namespace pier::cli {
 namespace {
@@ -157,55 +158,48 @@ int RunServe(const ServeOptions& options) {
 
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
   const std::string model_id = options.name.empty() ? ModelIdFromPath(path) : options.name;
-  engine::ModelInstanceOptions instance_options;
+  serving::ModelHostOptions host_options;
   {
     Result<std::unique_ptr<model::GgufFile>> file = model::GgufFile::Open(path);
     if (!file.ok()) return Fail(file.status());
-    instance_options.model.kv_tokens = engine::ClampContext(**file, options.ctx);
+    host_options.model.kv_tokens = engine::ClampContext(**file, options.ctx);
   }
-  instance_options.model.path = path;
-  instance_options.model.threads =
+  host_options.model.path = path;
+  host_options.model.threads =
       options.threads > 0 ? options.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  instance_options.model.memory_budget = options.memory_budget;
-  instance_options.model.device_memory = options.device_memory;
-  instance_options.model.kv_dtype = options.kv_dtype;
-  instance_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
-  instance_options.engine.scheduler.max_seqs = options.max_seqs;
-  instance_options.max_waiting = options.max_queued;
+  host_options.model.memory_budget = options.memory_budget;
+  host_options.model.device_memory = options.device_memory;
+  host_options.model.kv_dtype = options.kv_dtype;
+  host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
+  host_options.engine.scheduler.max_seqs = options.max_seqs;
+  host_options.max_waiting = options.max_queued;
   spdlog::info("pier serve: loading {} ({} threads, KV cache {} tokens)", path,
-               instance_options.model.threads, instance_options.model.kv_tokens);
-  Result<std::unique_ptr<engine::ModelInstance>> opened =
-      engine::ModelInstance::Open(instance_options);
+               host_options.model.threads, host_options.model.kv_tokens);
+  Result<std::unique_ptr<serving::ModelHost>> opened = serving::ModelHost::Open(host_options);
   if (!opened.ok()) return Fail(opened.status());
-  std::unique_ptr<engine::ModelInstance> instance = std::move(opened).value();
-  if (instance->chat_template() == nullptr) {
+  if (opened.value()->chat_template() == nullptr) {
     spdlog::warn("pier serve: no chat template ({}); /v1/chat/completions will refuse requests",
-                 instance->chat_template_error());
+                 opened.value()->chat_template_error());
   }
-
-  const int64_t created = CreatedUnixSeconds(path);
-  const int64_t max_request_tokens = instance->max_request_tokens();
+  auto registry = std::make_unique<serving::ModelRegistry>();
+  if (Status added =
+          registry->AddHost(model_id, CreatedUnixSeconds(path), std::move(opened).value());
+      !added.ok()) {
+    return Fail(added);
+  }
   metrics::ServingMetrics metrics(model_id);
 
   http::OpenAiApiOptions api_options;
-  api_options.model_id = model_id;
-  api_options.created_unix_seconds = created;
-  api_options.max_request_tokens = max_request_tokens;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);
   api_options.max_tokens_limit = static_cast<int32_t>(options.max_tokens_limit);
-  http::OpenAiApi api(api_options, &instance->client(), &instance->tokenizer(),
-                      instance->chat_template(), keys_or_null, &metrics);
+  http::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
 
   http::AdminRoutesOptions admin_options;
-  admin_options.model_id = model_id;
-  admin_options.created_unix_seconds = created;
-  admin_options.max_model_len = max_request_tokens;
   admin_options.watchdog_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.watchdog_seconds * 1000));
   admin_options.metrics_key = options.metrics_key;
-  http::AdminRoutes admin(admin_options, &instance->client(), &instance->tokenizer(), keys_or_null,
-                          &metrics, &instance->model().governor());
+  http::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
   auto router = std::make_shared<http::Router>();
   api.Register(*router);
@@ -281,7 +275,7 @@ int RunServe(const ServeOptions& options) {
   }
   stopper.join();
   server.reset();
-  instance.reset();  // the engine ends whatever is left (abort) before the model goes
+  registry.reset();  // each engine ends whatever is left (abort) before its model goes
   spdlog::info("pier serve: stopped");
   return 0;
 }

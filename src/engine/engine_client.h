@@ -1,9 +1,9 @@
 // EngineClient: how the serving front end (HTTP routes, `pier bench`, later the supervisor)
 // talks to one model instance's engine, without knowing where that engine runs.
 //
-// It carries the engine's plain Request and Event types. Two implementations are planned
-// (see docs/architecture.md): InProcessEngineClient below, which calls an Engine in this
-// process, and a worker-process client for `pier serve` with one process per instance.
+// It carries the engine's plain Request and Event types. Its implementations live in
+// serving/: InProcessEngineClient (an Engine in this process) and, later, the worker-process
+// client for `pier serve` with one process per instance.
 // Tokenization and chat templates stay in the front end (the caller submits token ids), so a
 // worker only ever sees tokens.
 //
@@ -14,7 +14,6 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "common/status.h"
 #include "engine/scheduler/engine.h"
@@ -33,22 +32,6 @@ class EngineClient {
   virtual void Abort(const std::string& id) = 0;
   // A snapshot; last_step_at_us is the engine's heartbeat.
   virtual EngineStats Stats() const = 0;
-};
-
-// Calls an Engine in this process (its EngineOptions::max_waiting bounds the queue). Borrows
-// the engine, which must outlive the client.
-class InProcessEngineClient final : public EngineClient {
- public:
-  explicit InProcessEngineClient(Engine* engine) : engine_(engine) {}
-
-  Result<std::shared_ptr<RequestHandle>> Submit(Request request) override {
-    return engine_->Submit(std::move(request));
-  }
-  void Abort(const std::string& id) override { engine_->Abort(id); }
-  EngineStats Stats() const override { return engine_->Stats(); }
-
- private:
-  Engine* engine_;  // not owned
 };
 
 }  // namespace pier::engine

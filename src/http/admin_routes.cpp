@@ -66,12 +66,26 @@ std::variant<Json, HttpResponse> ParseObject(const HttpRequest& request) {
 constexpr std::string_view kModelsPrefix = "/v1/models/";
 
 // The model object of /v1/models and /v1/models/{id}.
-Json ModelObject(const AdminRoutesOptions& options) {
-  return Json{{"id", options.model_id},
+Json ModelObject(const serving::ServedModel& model) {
+  return Json{{"id", model.id},
               {"object", "model"},
-              {"created", options.created_unix_seconds},
+              {"created", model.created_unix_seconds},
               {"owned_by", "pier"},
-              {"max_model_len", options.max_model_len}};
+              {"max_model_len", model.max_request_tokens}};
+}
+
+// The body's optional `model` as the registry resolves it, or the 404 to answer.
+std::variant<const serving::ServedModel*, HttpResponse> ModelOfBody(
+    const serving::ModelRegistry& registry, const Json& body) {
+  std::string name;
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string())
+      return ErrorResponse(400, "\"model\" must be a string", "model");
+    name = body["model"].get<std::string>();
+  }
+  Result<const serving::ServedModel*> model = registry.Resolve(name);
+  if (!model.ok()) return ErrorResponse(404, model.status().message(), "model", "model_not_found");
+  return *model;
 }
 
 }  // namespace
@@ -92,18 +106,29 @@ std::optional<std::string> EngineWatchdog::Observe(const engine::EngineStats& st
          " ms (watchdog timeout " + std::to_string(stall_timeout_us_ / 1000) + " ms)";
 }
 
-AdminRoutes::AdminRoutes(AdminRoutesOptions options, engine::EngineClient* client,
-                         const tokenizer::Tokenizer* tokenizer, const ApiKeys* keys,
-                         const metrics::ServingMetrics* metrics, const MemoryGovernor* governor)
-    : options_(std::move(options)),
-      client_(client),
-      tokenizer_(tokenizer),
-      keys_(keys),
-      metrics_(metrics),
-      governor_(governor),
-      watchdog_(std::chrono::duration_cast<std::chrono::microseconds>(options_.watchdog_timeout)) {
-  PIER_CHECK(client_ != nullptr && tokenizer_ != nullptr && metrics_ != nullptr,
-             "AdminRoutes needs an engine client, a tokenizer and metrics");
+AdminRoutes::AdminRoutes(AdminRoutesOptions options, const serving::ModelRegistry* registry,
+                         const ApiKeys* keys, const metrics::ServingMetrics* metrics)
+    : options_(std::move(options)), registry_(registry), keys_(keys), metrics_(metrics) {
+  PIER_CHECK(registry_ != nullptr && metrics_ != nullptr,
+             "AdminRoutes needs a model registry and metrics");
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.watchdog_timeout);
+  for (size_t i = 0; i < registry_->models().size(); ++i) {
+    watchdogs_.push_back(std::make_unique<EngineWatchdog>(timeout));
+  }
+}
+
+std::optional<std::string> AdminRoutes::ObserveEngines() {
+  const std::vector<serving::ServedModel>& models = registry_->models();
+  std::optional<std::string> first;
+  for (size_t i = 0; i < models.size() && i < watchdogs_.size(); ++i) {
+    std::optional<std::string> stall =
+        watchdogs_[i]->Observe(models[i].client->Stats(), engine::NowUs());
+    if (stall.has_value() && !first.has_value()) {
+      first = models.size() == 1 ? *stall : "model " + models[i].id + ": " + *stall;
+    }
+  }
+  return first;
 }
 
 void AdminRoutes::Register(Router& router) {
@@ -120,9 +145,7 @@ void AdminRoutes::Register(Router& router) {
   router.Add("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
 }
 
-std::optional<std::string> AdminRoutes::Tick() {
-  return watchdog_.Observe(client_->Stats(), engine::NowUs());
-}
+std::optional<std::string> AdminRoutes::Tick() { return ObserveEngines(); }
 
 Readiness AdminRoutes::CheckReady() {
   switch (state_.load()) {
@@ -133,9 +156,7 @@ Readiness AdminRoutes::CheckReady() {
     case ServeState::kReady:
       break;
   }
-  if (std::optional<std::string> stall = watchdog_.Observe(client_->Stats(), engine::NowUs())) {
-    return {false, *stall};
-  }
+  if (std::optional<std::string> stall = ObserveEngines()) return {false, *stall};
   return {true, ""};
 }
 
@@ -171,13 +192,19 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
   }
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = metrics_->Render(client_->Stats(), governor_);
+  std::vector<metrics::ModelFigures> figures;
+  for (const serving::ServedModel& model : registry_->models()) {
+    figures.push_back({model.id, model.client->Stats(), model.governor});
+  }
+  response.body = metrics_->Render(figures);
   return response;
 }
 
 HttpResponse AdminRoutes::ListModels(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
-  Json list{{"object", "list"}, {"data", Json::array({ModelObject(options_)})}};
+  Json data = Json::array();
+  for (const serving::ServedModel& model : registry_->models()) data.push_back(ModelObject(model));
+  Json list{{"object", "list"}, {"data", std::move(data)}};
   return JsonResponse(200, list);
 }
 
@@ -187,13 +214,17 @@ HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
   const size_t prefix =
       path.starts_with(kModelsPrefix) ? kModelsPrefix.size() : std::string_view("/models/").size();
   const std::string id = PercentDecode(path.substr(prefix));
-  if (id != options_.model_id) {
+  const serving::ServedModel* model = registry_->Find(id);
+  if (model == nullptr) {
+    std::string served;
+    for (const serving::ServedModel& m : registry_->models()) {
+      served += (served.empty() ? "'" : ", '") + m.id + "'";
+    }
     return ErrorResponse(
-        404,
-        "the model '" + id + "' does not exist (this server serves '" + options_.model_id + "')",
-        "model", "model_not_found");
+        404, "the model '" + id + "' does not exist (this server serves " + served + ")", "model",
+        "model_not_found");
   }
-  return JsonResponse(200, ModelObject(options_));
+  return JsonResponse(200, ModelObject(*model));
 }
 
 HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
@@ -201,6 +232,9 @@ HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
   auto parsed = ParseObject(request);
   if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
   const Json& body = std::get<Json>(parsed);
+  auto model = ModelOfBody(*registry_, body);
+  if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
+  const tokenizer::Tokenizer* tokenizer = std::get<const serving::ServedModel*>(model)->tokenizer;
   if (!body.contains("content")) return ErrorResponse(400, "\"content\" is required", "content");
   if (!body["content"].is_string()) {
     return ErrorResponse(400, "\"content\" must be a string", "content");
@@ -220,14 +254,14 @@ HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
     with_pieces = body["with_pieces"].get<bool>();
   }
   Result<std::vector<tokenizer::TokenId>> ids =
-      tokenizer_->Encode(body["content"].get_ref<const std::string&>(), encode);
+      tokenizer->Encode(body["content"].get_ref<const std::string&>(), encode);
   if (!ids.ok()) return ErrorResponse(400, ids.status().message(), "content");
   if (!with_pieces) return JsonResponse(200, Json{{"tokens", *ids}});
   // llama.cpp's form: each token with its text, or its bytes when they are not UTF-8 alone
   // (a piece of a multi-byte character).
   Json tokens = Json::array();
   for (tokenizer::TokenId id : *ids) {
-    const std::string piece = tokenizer_->Decode(std::span<const tokenizer::TokenId>(&id, 1));
+    const std::string piece = tokenizer->Decode(std::span<const tokenizer::TokenId>(&id, 1));
     Json entry = {{"id", id}};
     if (tokenizer::ValidateUtf8(piece).ok()) {
       entry["piece"] = piece;
@@ -246,11 +280,14 @@ HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
   auto parsed = ParseObject(request);
   if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
   const Json& body = std::get<Json>(parsed);
+  auto model = ModelOfBody(*registry_, body);
+  if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
+  const tokenizer::Tokenizer* tokenizer = std::get<const serving::ServedModel*>(model)->tokenizer;
   if (!body.contains("tokens")) return ErrorResponse(400, "\"tokens\" is required", "tokens");
   const Json& tokens = body["tokens"];
   if (!tokens.is_array())
     return ErrorResponse(400, "\"tokens\" must be a list of token ids", "tokens");
-  const int64_t vocab = tokenizer_->vocab_size();
+  const int64_t vocab = tokenizer->vocab_size();
   std::vector<tokenizer::TokenId> ids;
   ids.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -269,7 +306,7 @@ HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
     }
     ids.push_back(static_cast<tokenizer::TokenId>(id));
   }
-  return JsonResponse(200, Json{{"content", tokenizer_->Decode(ids, /*skip_special=*/false)}});
+  return JsonResponse(200, Json{{"content", tokenizer->Decode(ids, /*skip_special=*/false)}});
 }
 
 std::string_view MetricsRouteLabel(std::string_view path) {

@@ -6,8 +6,12 @@
 // /health and /ready are always open; /metrics is open unless a metrics key is set, then it
 // needs "Authorization: Bearer <metrics key>".
 //
-// Readiness (GET /ready): 200 {"status":"ready"} only when the model is loaded (state
-// kReady), shutdown has not begun, and the engine is not stalled; else 503
+// Models: every route that concerns a model takes it from the ModelRegistry: /v1/models lists
+// them all, /v1/models/{id} looks one up, /tokenize and /detokenize use the body's `model` (or
+// the default model when there is none).
+//
+// Readiness (GET /ready): 200 {"status":"ready"} only when the models are loaded (state
+// kReady), shutdown has not begun, and no model's engine is stalled; else 503
 // {"status":"not ready","reason":...}. Stall rule: the engine is stalled when it has had work
 // (running + waiting > 0) for longer than the watchdog timeout without finishing a step. "Has
 // had work since" is the later of the engine's heartbeat (EngineStats::last_step_at_us, the end
@@ -18,25 +22,25 @@
 // A step that takes longer than the timeout (a huge prefill on a slow machine) also reads as a
 // stall: choose the timeout well above the longest step (--watchdog-seconds, default 30).
 //
-// Ownership: borrows the client, tokenizer, keys, metrics and governor, which must outlive it.
+// Ownership: borrows the registry (and its models), keys and metrics, which must outlive it.
 // Thread-safety: handlers, SetState, Tick and CheckReady may run on any thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "engine/engine_client.h"
 #include "engine/scheduler/engine.h"
 #include "http/api_keys.h"
 #include "http/http_types.h"
-#include "memory/memory_governor.h"
 #include "metrics/serving_metrics.h"
-#include "tokenizer/tokenizer.h"
+#include "serving/model_registry.h"
 
 namespace pier::http {
 
@@ -59,9 +63,6 @@ class EngineWatchdog {
 enum class ServeState : uint8_t { kLoading, kReady, kShuttingDown };
 
 struct AdminRoutesOptions {
-  std::string model_id;
-  int64_t created_unix_seconds = 0;
-  int64_t max_model_len = 0;  // positions one request may use (prompt + generated)
   std::chrono::milliseconds watchdog_timeout{30'000};
   std::string metrics_key;  // empty: /metrics is open
 };
@@ -73,19 +74,18 @@ struct Readiness {
 
 class AdminRoutes {
  public:
-  // `client`, `tokenizer` and `metrics` are required; `keys` and `governor` may be null (open
-  // API; no memory figures in /metrics).
-  AdminRoutes(AdminRoutesOptions options, engine::EngineClient* client,
-              const tokenizer::Tokenizer* tokenizer, const ApiKeys* keys,
-              const metrics::ServingMetrics* metrics, const MemoryGovernor* governor);
+  // `registry` and `metrics` are required; `keys` may be null (open API). A model whose
+  // governor is null has no memory figures in /metrics.
+  AdminRoutes(AdminRoutesOptions options, const serving::ModelRegistry* registry,
+              const ApiKeys* keys, const metrics::ServingMetrics* metrics);
 
   // Adds the seven routes listed at the top of this file.
   void Register(Router& router);
 
   void SetState(ServeState state) { state_.store(state); }
   ServeState state() const { return state_.load(); }
-  // Feeds the watchdog one engine snapshot (call it periodically); returns the stall reason
-  // when the engine is stalled now.
+  // Feeds the watchdogs one snapshot of every engine (call it periodically); returns the stall
+  // reason when an engine is stalled now.
   std::optional<std::string> Tick();
   Readiness CheckReady();
 
@@ -99,15 +99,15 @@ class AdminRoutes {
   HttpResponse Detokenize(const HttpRequest& request);
   // The 401 response when the request lacks a valid API key, else nullopt.
   std::optional<HttpResponse> RequireKey(const HttpRequest& request) const;
+  // The first stall among the models ("model X: engine stalled: ..."), observed now.
+  std::optional<std::string> ObserveEngines();
 
   const AdminRoutesOptions options_;
-  engine::EngineClient* const client_;
-  const tokenizer::Tokenizer* const tokenizer_;
+  const serving::ModelRegistry* const registry_;
   const ApiKeys* const keys_;
   const metrics::ServingMetrics* const metrics_;
-  const MemoryGovernor* const governor_;
   std::atomic<ServeState> state_{ServeState::kLoading};
-  EngineWatchdog watchdog_;
+  std::vector<std::unique_ptr<EngineWatchdog>> watchdogs_;  // one per registry model, in order
 };
 
 // The `route` label for a request path in HTTP metrics: the path for a known route,

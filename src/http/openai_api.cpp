@@ -14,6 +14,7 @@
 #include "common/build_info.h"
 #include "http/openai_request.h"
 #include "http/openai_stream.h"
+#include "serving/request_policy.h"
 
 namespace pier::http {
 
@@ -47,9 +48,7 @@ HttpResponse FromSubmitError(const Status& status) {
 
 struct OpenAiApi::Impl {
   OpenAiApiOptions options;
-  engine::EngineClient* client;
-  const tokenizer::Tokenizer* tokenizer;
-  const tokenizer::ChatTemplate* chat_template;
+  const serving::ModelRegistry* registry;
   const ApiKeys* keys;
   metrics::ServingMetrics* metrics;
 
@@ -71,16 +70,18 @@ struct OpenAiApi::Impl {
 
   HttpResponse Handle(const HttpRequest& http, OpenAiEndpoint endpoint);
   // The prompt of each engine request (token ids) and, with echo, its text; or the error.
-  std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(const OpenAiRequest& r);
+  static std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(
+      const OpenAiRequest& r, const serving::ServedModel& model);
 };
 
 std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Prompts(
-    const OpenAiRequest& r) {
+    const OpenAiRequest& r, const serving::ServedModel& model) {
+  const tokenizer::Tokenizer* tokenizer = model.tokenizer;
+  const tokenizer::ChatTemplate* chat_template = model.chat_template;
   std::vector<OpenAiStreamPrompt> prompts;
   if (r.endpoint == OpenAiEndpoint::kChatCompletions) {
     if (chat_template == nullptr) {
-      return ErrorResponse(
-          400, "model " + options.model_id + " has no chat template; use /v1/completions");
+      return ErrorResponse(400, "model " + model.id + " has no chat template; use /v1/completions");
     }
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     for (const ChatMessage& m : r.messages) {
@@ -152,10 +153,14 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
                                  : ParseCompletionRequest(http.body, limits);
   if (const auto* error = std::get_if<OpenAiError>(&parsed)) return FromError(*error);
   const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
-  // No model named: the server's (only) model serves it.
-  if (!r.model.empty() && r.model != options.model_id) {
-    return ErrorResponse(404, "model " + r.model + " does not exist", "model", "model_not_found");
+  // No model named: the server's default model serves it.
+  Result<const serving::ServedModel*> resolved = registry->Resolve(r.model);
+  if (!resolved.ok()) {
+    return ErrorResponse(404, resolved.status().message(), "model", "model_not_found");
   }
+  const serving::ServedModel& model = **resolved;
+  engine::EngineClient* client = model.client;
+  const tokenizer::Tokenizer* tokenizer = model.tokenizer;
   for (const auto& [token, bias] : r.logit_bias) {
     if (token >= tokenizer->vocab_size()) {
       return ErrorResponse(400,
@@ -175,24 +180,18 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   }
 
   // Priority: the body wins over the X-Priority header; the key's ceiling applies to both.
-  engine::Priority priority = engine::Priority::kNormal;
-  if (r.priority.has_value()) {
-    priority = *r.priority;
-  } else if (std::optional<std::string_view> header = http.Header("x-priority")) {
-    std::optional<engine::Priority> p = ParsePriorityValue(*header);
-    if (!p.has_value()) {
-      return ErrorResponse(400, "the X-Priority header must be critical, high, normal, low or 0..3",
-                           "priority");
-    }
-    priority = *p;
+  Result<serving::RequestClass> request_class = serving::ResolveRequestClass(
+      r.priority, http.Header("x-priority"), principal.tenant, principal.max_priority);
+  if (!request_class.ok()) {
+    return ErrorResponse(400, request_class.status().message(), "priority");
   }
-  priority = ClampPriority(priority, principal.max_priority);
+  const engine::Priority priority = request_class->priority;
 
-  auto prompts_or = Prompts(r);
+  auto prompts_or = Prompts(r, model);
   if (auto* error = std::get_if<HttpResponse>(&prompts_or)) return std::move(*error);
   std::vector<OpenAiStreamPrompt> prompts = std::get<0>(std::move(prompts_or));
 
-  int64_t limit = options.max_request_tokens;
+  int64_t limit = model.max_request_tokens;
   if (limit <= 0) limit = client->Stats().max_request_tokens;
   const std::string prompt_param =
       endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
@@ -228,7 +227,7 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   OpenAiStreamOptions stream_options;
   stream_options.endpoint = endpoint;
   stream_options.id = ResponseId(endpoint);
-  stream_options.model = options.model_id;
+  stream_options.model = model.id;
   stream_options.created_unix_seconds = std::chrono::duration_cast<std::chrono::seconds>(
                                             std::chrono::system_clock::now().time_since_epoch())
                                             .count();
@@ -261,7 +260,7 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
     request.ignore_eos = r.ignore_eos;
     if (stream_options.echo && r.logprobs.has_value()) request.prompt_logprobs = *r.logprobs;
     request.priority = priority;
-    request.tenant = principal.tenant;
+    request.tenant = request_class->tenant;
     prompts[i].engine_id = request.id;
     if (Status valid = request.sampling.Validate(); !valid.ok()) {
       for (size_t j = 0; j < i; ++j) client->Abort(prompts[j].engine_id);
@@ -287,15 +286,11 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   return response;
 }
 
-OpenAiApi::OpenAiApi(OpenAiApiOptions options, engine::EngineClient* client,
-                     const tokenizer::Tokenizer* tokenizer,
-                     const tokenizer::ChatTemplate* chat_template, const ApiKeys* keys,
-                     metrics::ServingMetrics* metrics)
+OpenAiApi::OpenAiApi(OpenAiApiOptions options, const serving::ModelRegistry* registry,
+                     const ApiKeys* keys, metrics::ServingMetrics* metrics)
     : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);
-  impl_->client = client;
-  impl_->tokenizer = tokenizer;
-  impl_->chat_template = chat_template;
+  impl_->registry = registry;
   impl_->keys = keys;
   impl_->metrics = metrics;
   std::random_device device;

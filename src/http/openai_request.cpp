@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/sampling/sampling_params.h"
+#include "serving/request_policy.h"
 
 namespace pier::http {
 namespace {
@@ -176,7 +177,7 @@ Err ReadPriority(const json& body, std::optional<engine::Priority>* out) {
   if (v == nullptr) return std::nullopt;
   std::optional<engine::Priority> p;
   if (v->is_string()) {
-    p = ParsePriorityValue(v->get_ref<const std::string&>());
+    p = serving::ParsePriorityValue(v->get_ref<const std::string&>());
   } else if (v->is_number_integer()) {
     int64_t x = 0;
     if (!ReadIntValue(*v, "priority", 0, 3, &x).has_value()) {
@@ -481,20 +482,6 @@ OpenAiParseResult ParseCompletionRequest(std::string_view body, const OpenAiRequ
   auto parsed = ParseBody(body);
   if (auto* error = std::get_if<OpenAiError>(&parsed)) return std::move(*error);
   return ParseCompletion(std::get<json>(parsed), limits);
-}
-
-std::optional<engine::Priority> ParsePriorityValue(std::string_view text) {
-  if (text.size() == 1 && text[0] >= '0' && text[0] <= '3') {
-    return static_cast<engine::Priority>(text[0] - '0');
-  }
-  Result<engine::Priority> named = engine::ParsePriority(text);
-  if (!named.ok()) return std::nullopt;
-  return *named;
-}
-
-engine::Priority ClampPriority(engine::Priority requested, engine::Priority ceiling) {
-  // A lower value is served first: the ceiling is the smallest value allowed.
-  return static_cast<uint8_t>(requested) < static_cast<uint8_t>(ceiling) ? ceiling : requested;
 }
 
 }  // namespace pier::http

@@ -13,7 +13,7 @@
 // What stays for the route (openai_api.cpp): the model name check (and the default model
 // when the body names none), logit_bias ids against the vocabulary, tokenization and the chat
 // template, max_tokens against the prompt length, the random seed when none is given, and
-// the priority ceiling of the caller's key (ClampPriority).
+// the priority ceiling of the caller's key (serving/request_policy.h).
 //
 // Thread-safety: free functions over plain values.
 #pragma once
@@ -94,13 +94,5 @@ OpenAiParseResult ParseChatCompletionRequest(std::string_view body,
 // The body of POST /v1/completions.
 OpenAiParseResult ParseCompletionRequest(std::string_view body,
                                          const OpenAiRequestLimits& limits = {});
-
-// A priority written as a name ("critical", "high", "normal", "low") or a class number "0".."3"
-// (the X-Priority header's forms); nullopt otherwise.
-std::optional<engine::Priority> ParsePriorityValue(std::string_view text);
-
-// The priority a request runs at: `requested` lowered to `ceiling` when it asks for more (a
-// key with max_priority high asking for critical gets high).
-engine::Priority ClampPriority(engine::Priority requested, engine::Priority ceiling);
 
 }  // namespace pier::http

@@ -110,7 +110,7 @@ std::string OpenAiStream::CancelWithEnding(std::string_view reason) {
       RecordGroup(*group, "abort");
     }
   }
-  if (metrics_ != nullptr) metrics_->RecordClientAbort(CancelLabel(reason));
+  if (metrics_ != nullptr) metrics_->RecordClientAbort(CancelLabel(reason), options_.model);
   if (!options_.stream) return {};
   // A streaming client sees why its stream ended, then the usual end marker.
   const std::string error =

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "metrics/registry.h"
@@ -196,39 +200,69 @@ void ServingMetrics::RecordHttpResponse(int status, std::string_view route) {
       .Increment();
 }
 
-void ServingMetrics::RecordClientAbort(std::string_view reason) {
-  instruments_->client_aborts->WithLabels({{"model", model_name_}, {"reason", std::string(reason)}})
+void ServingMetrics::RecordClientAbort(std::string_view reason, std::string_view model) {
+  const std::string name = model.empty() ? model_name_ : std::string(model);
+  instruments_->client_aborts->WithLabels({{"model", name}, {"reason", std::string(reason)}})
       .Increment();
 }
 
 namespace {
 
-// Figures read at scrape time, registered in a registry that lives for one Render().
+// Figures read at scrape time, registered in a registry that lives for one Render(). Each
+// family is created once, the first time any model sets it, and every model adds its child:
+// one HELP/TYPE block per metric whatever the number of models.
 class LiveFigures {
  public:
-  explicit LiveFigures(const std::string& model) : model_(model) {}
-
-  Family<Gauge>& AddGauge(std::string name, std::string help, double value) {
-    Family<Gauge>& family = registry_.AddGauge(std::move(name), std::move(help), ModelLabel());
-    family.WithLabels({{"model", model_}}).Set(value);
+  Family<Gauge>& GaugeFamily(const std::string& name, const std::string& help,
+                             const std::vector<std::string>& labels) {
+    return Get<Gauge>(name, help, labels);
+  }
+  Family<Counter>& CounterFamily(const std::string& name, const std::string& help,
+                                 const std::vector<std::string>& labels) {
+    return Get<Counter>(name, help, labels);
+  }
+  // The model's child of a {model} gauge or counter, set to `value`.
+  Family<Gauge>& SetGauge(const std::string& model, const std::string& name,
+                          const std::string& help, double value) {
+    Family<Gauge>& family = GaugeFamily(name, help, ModelLabel());
+    family.WithLabels({{"model", model}}).Set(value);
     return family;
   }
-  Family<Counter>& AddCounter(std::string name, std::string help, double value) {
-    Family<Counter>& family = registry_.AddCounter(std::move(name), std::move(help), ModelLabel());
-    family.WithLabels({{"model", model_}}).Increment(std::max(value, 0.0));
+  Family<Counter>& SetCounter(const std::string& model, const std::string& name,
+                              const std::string& help, double value) {
+    Family<Counter>& family = CounterFamily(name, help, ModelLabel());
+    family.WithLabels({{"model", model}}).Increment(std::max(value, 0.0));
     return family;
   }
-  void Alias(const FamilyBase& target, std::string name, std::string help) {
-    registry_.AddAlias(target, std::move(name), std::move(help), ModelNameLabel());
+  // A {model_name} alias of `target` (vLLM's names), added once.
+  void Alias(const FamilyBase& target, const std::string& name, const std::string& help) {
+    if (!aliases_.insert(name).second) return;
+    registry_.AddAlias(target, name, help, ModelNameLabel());
   }
   Registry& registry() { return registry_; }
 
  private:
-  const std::string& model_;
+  template <typename T>
+  Family<T>& Get(const std::string& name, const std::string& help,
+                 const std::vector<std::string>& labels) {
+    auto it = families_.find(name);
+    if (it != families_.end()) return *static_cast<Family<T>*>(it->second);
+    Family<T>* family = nullptr;
+    if constexpr (std::is_same_v<T, Gauge>) {
+      family = &registry_.AddGauge(name, help, labels);
+    } else {
+      family = &registry_.AddCounter(name, help, labels);
+    }
+    families_.emplace(name, family);
+    return *family;
+  }
+
   Registry registry_;
+  std::map<std::string, FamilyBase*> families_;
+  std::set<std::string> aliases_;
 };
 
-void AddEngineFigures(const engine::EngineStats& e, LiveFigures& live) {
+void AddEngineFigures(const std::string& model, const engine::EngineStats& e, LiveFigures& live) {
   const double usage = e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) /
                                                    static_cast<double>(e.kv_blocks_total)
                                              : 0.0;
@@ -236,31 +270,33 @@ void AddEngineFigures(const engine::EngineStats& e, LiveFigures& live) {
       e.last_step_at_us > 0
           ? std::max<double>(static_cast<double>(engine::NowUs() - e.last_step_at_us) / 1e6, 0)
           : 0.0;
-  auto& running = live.AddGauge("pier_num_requests_running",
+  auto& running = live.SetGauge(model, "pier_num_requests_running",
                                 "Sequences holding KV blocks (one per choice of a request).",
                                 static_cast<double>(e.running));
-  auto& waiting = live.AddGauge("pier_num_requests_waiting", "Sequences queued or preempted.",
-                                static_cast<double>(e.waiting));
-  auto& swapped =
-      live.AddGauge("pier_num_requests_swapped", "Sequences whose KV blocks wait in host memory.",
-                    static_cast<double>(e.swapped));
-  auto& kv_usage = live.AddGauge("pier_kv_cache_usage_ratio",
+  auto& waiting = live.SetGauge(model, "pier_num_requests_waiting",
+                                "Sequences queued or preempted.", static_cast<double>(e.waiting));
+  auto& swapped = live.SetGauge(model, "pier_num_requests_swapped",
+                                "Sequences whose KV blocks wait in host memory.",
+                                static_cast<double>(e.swapped));
+  auto& kv_usage = live.SetGauge(model, "pier_kv_cache_usage_ratio",
                                  "KV blocks used / KV blocks in the cache (0..1).", usage);
-  live.AddGauge("pier_kv_blocks_used", "KV blocks held by sequences.",
+  live.SetGauge(model, "pier_kv_blocks_used", "KV blocks held by sequences.",
                 static_cast<double>(e.kv_blocks_used));
-  live.AddGauge("pier_kv_blocks_total", "KV blocks in the cache now (follows an elastic arena).",
+  live.SetGauge(model, "pier_kv_blocks_total",
+                "KV blocks in the cache now (follows an elastic arena).",
                 static_cast<double>(e.kv_blocks_total));
-  live.AddGauge("pier_kv_blocks_cached", "Free KV blocks still holding a reusable prefix.",
+  live.SetGauge(model, "pier_kv_blocks_cached", "Free KV blocks still holding a reusable prefix.",
                 static_cast<double>(e.kv_blocks_cached));
-  auto& preemptions =
-      live.AddCounter("pier_preemptions_total", "Sequences preempted (by recompute or by swap).",
-                      static_cast<double>(e.preemptions));
-  live.AddCounter("pier_engine_steps_total", "Engine steps run.", static_cast<double>(e.steps));
-  live.AddGauge("pier_engine_tokens_per_step", "Mean tokens per engine step since the start.",
-                e.tokens_per_step);
-  live.AddGauge("pier_engine_last_step_seconds", "Duration of the latest engine step.",
+  auto& preemptions = live.SetCounter(model, "pier_preemptions_total",
+                                      "Sequences preempted (by recompute or by swap).",
+                                      static_cast<double>(e.preemptions));
+  live.SetCounter(model, "pier_engine_steps_total", "Engine steps run.",
+                  static_cast<double>(e.steps));
+  live.SetGauge(model, "pier_engine_tokens_per_step",
+                "Mean tokens per engine step since the start.", e.tokens_per_step);
+  live.SetGauge(model, "pier_engine_last_step_seconds", "Duration of the latest engine step.",
                 static_cast<double>(e.last_step_us) / 1e6);
-  live.AddGauge("pier_engine_heartbeat_age_seconds",
+  live.SetGauge(model, "pier_engine_heartbeat_age_seconds",
                 "Seconds since the latest engine step ended (0 before the first step).",
                 heartbeat_age);
 
@@ -274,16 +310,14 @@ void AddEngineFigures(const engine::EngineStats& e, LiveFigures& live) {
   live.Alias(preemptions, "vllm:num_preemptions_total", "Cumulative number of preemptions.");
 }
 
-void AddGovernorFigures(const GovernorStats& g, const std::string& model, Registry& r) {
+void AddGovernorFigures(const GovernorStats& g, const std::string& model, LiveFigures& r) {
   const std::vector<std::string> device_labels = {"model", "device"};
   const Labels device = {{"model", model}, {"device", g.device}};
   auto gauge = [&](std::string name, std::string help, double value) {
-    r.AddGauge(std::move(name), std::move(help), device_labels).WithLabels(device).Set(value);
+    r.GaugeFamily(name, help, device_labels).WithLabels(device).Set(value);
   };
   auto counter = [&](std::string name, std::string help, double value) {
-    r.AddCounter(std::move(name), std::move(help), device_labels)
-        .WithLabels(device)
-        .Increment(value);
+    r.CounterFamily(name, help, device_labels).WithLabels(device).Increment(value);
   };
   auto bytes = [](uint64_t value) { return static_cast<double>(value); };
   gauge("pier_memory_capacity_bytes", "Device memory capacity.", bytes(g.capacity_bytes));
@@ -323,20 +357,20 @@ void AddGovernorFigures(const GovernorStats& g, const std::string& model, Regist
 
   const std::vector<std::string> owner_labels = {"model", "device", "owner"};
   auto& used =
-      r.AddGauge("pier_memory_owner_used_bytes",
-                 "Bytes charged to the owner (blocks, external, lease chunks).", owner_labels);
-  auto& peak =
-      r.AddGauge("pier_memory_owner_peak_bytes",
-                 "Highest pier_memory_owner_used_bytes since the owner was added.", owner_labels);
-  auto& committed =
-      r.AddGauge("pier_memory_owner_committed_bytes",
-                 "The owner's share of the budget: max(used, guaranteed, reserved).", owner_labels);
-  auto& guaranteed = r.AddGauge("pier_memory_owner_guaranteed_bytes",
-                                "Bytes always available to the owner.", owner_labels);
+      r.GaugeFamily("pier_memory_owner_used_bytes",
+                    "Bytes charged to the owner (blocks, external, lease chunks).", owner_labels);
+  auto& peak = r.GaugeFamily("pier_memory_owner_peak_bytes",
+                             "Highest pier_memory_owner_used_bytes since the owner was added.",
+                             owner_labels);
+  auto& committed = r.GaugeFamily(
+      "pier_memory_owner_committed_bytes",
+      "The owner's share of the budget: max(used, guaranteed, reserved).", owner_labels);
+  auto& guaranteed = r.GaugeFamily("pier_memory_owner_guaranteed_bytes",
+                                   "Bytes always available to the owner.", owner_labels);
   auto& quota =
-      r.AddGauge("pier_memory_owner_quota_bytes",
-                 "Bytes the owner may never exceed (absent when unlimited).", owner_labels);
-  auto& unresponsive = r.AddGauge(
+      r.GaugeFamily("pier_memory_owner_quota_bytes",
+                    "Bytes the owner may never exceed (absent when unlimited).", owner_labels);
+  auto& unresponsive = r.GaugeFamily(
       "pier_memory_owner_unresponsive",
       "1 while the owner has missed a shrink deadline (it may not grow), else 0.", owner_labels);
   for (const OwnerStats& o : g.owners) {
@@ -356,9 +390,16 @@ void AddGovernorFigures(const GovernorStats& g, const std::string& model, Regist
 
 std::string ServingMetrics::Render(const engine::EngineStats& engine,
                                    const MemoryGovernor* governor) const {
-  LiveFigures live(model_name_);
-  AddEngineFigures(engine, live);
-  if (governor != nullptr) AddGovernorFigures(governor->Stats(), model_name_, live.registry());
+  const ModelFigures figures[] = {{model_name_, engine, governor}};
+  return Render(figures);
+}
+
+std::string ServingMetrics::Render(std::span<const ModelFigures> models) const {
+  LiveFigures live;
+  for (const ModelFigures& m : models) AddEngineFigures(std::string(m.model), m.engine, live);
+  for (const ModelFigures& m : models) {
+    if (m.governor != nullptr) AddGovernorFigures(m.governor->Stats(), std::string(m.model), live);
+  }
   std::string out;
   live.registry().RenderTo(&out);
   registry_->RenderTo(&out);

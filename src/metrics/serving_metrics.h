@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,13 @@ struct RequestRecord {
   double e2e_seconds = -1;            // arrival -> finished
 };
 
+// One served model's live figures, read at scrape time.
+struct ModelFigures {
+  std::string_view model;
+  engine::EngineStats engine;
+  const MemoryGovernor* governor = nullptr;  // null: no memory figures
+};
+
 class ServingMetrics {
  public:
   explicit ServingMetrics(std::string model_name);
@@ -52,9 +60,13 @@ class ServingMetrics {
   // Every HTTP response, by status code (200, 400, 429, ...) and route ("/v1/completions").
   void RecordHttpResponse(int status, std::string_view route);
   // Requests aborted because the client went away or read too slowly.
-  void RecordClientAbort(std::string_view reason);
+  // `model`: the request's; empty: the model name this was created with.
+  void RecordClientAbort(std::string_view reason, std::string_view model = {});
 
-  // The full exposition (text format 0.0.4). `governor` may be null.
+  // The full exposition (text format 0.0.4): the recorded families, and the live figures of
+  // every model (engine state, and memory when its governor is given), one child per model.
+  std::string Render(std::span<const ModelFigures> models) const;
+  // The same for the one model this was created for. `governor` may be null.
   std::string Render(const engine::EngineStats& engine, const MemoryGovernor* governor) const;
 
  private:

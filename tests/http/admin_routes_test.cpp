@@ -86,11 +86,16 @@ keys:
 class AdminRoutesTest : public ::testing::Test {
  protected:
   void Build(AdminRoutesOptions options, const ApiKeys* keys = nullptr) {
-    options.model_id = "tiny-model";
-    options.created_unix_seconds = 1700000000;
-    options.max_model_len = 4096;
-    routes_ =
-        std::make_unique<AdminRoutes>(options, &client_, &tokenizer_, keys, &metrics_, nullptr);
+    routes_.reset();
+    registry_ = std::make_unique<serving::ModelRegistry>();
+    serving::ServedModel model;
+    model.id = "tiny-model";
+    model.created_unix_seconds = 1700000000;
+    model.max_request_tokens = 4096;
+    model.client = &client_;
+    model.tokenizer = &tokenizer_;
+    ASSERT_TRUE(registry_->Add(model).ok());
+    routes_ = std::make_unique<AdminRoutes>(options, registry_.get(), keys, &metrics_);
     router_ = Router();
     routes_->Register(router_);
   }
@@ -111,6 +116,7 @@ class AdminRoutesTest : public ::testing::Test {
   FakeClient client_;
   ByteTokenizer tokenizer_;
   metrics::ServingMetrics metrics_{"tiny-model"};
+  std::unique_ptr<serving::ModelRegistry> registry_;
   std::unique_ptr<AdminRoutes> routes_;
   Router router_;
 };

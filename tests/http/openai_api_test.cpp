@@ -16,9 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/model_instance.h"
 #include "http/api_keys.h"
 #include "http/http_types.h"
+#include "serving/model_host.h"
+#include "serving/model_registry.h"
 
 namespace pier::http {
 namespace {
@@ -93,12 +94,12 @@ std::vector<std::string> SseData(const std::string& body) {
 class OpenAiApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    engine::ModelInstanceOptions options;
+    serving::ModelHostOptions options;
     options.model.path = PIER_DEFAULT_MODEL_PATH;
     options.model.threads = 2;
     options.model.kv_tokens = 2048;
     options.engine.scheduler = {.max_batched_tokens = 64, .max_seqs = 8};
-    auto instance = engine::ModelInstance::Open(options);
+    auto instance = serving::ModelHost::Open(options);
     ASSERT_TRUE(instance.ok()) << instance.status().ToString();
     instance_ = std::move(instance).value().release();
     ASSERT_NE(instance_->chat_template(), nullptr) << instance_->chat_template_error();
@@ -106,11 +107,17 @@ class OpenAiApiTest : public ::testing::Test {
   static void TearDownTestSuite() { delete instance_; }
 
   void SetUp() override {
-    OpenAiApiOptions options;
-    options.model_id = kModel;
-    options.max_request_tokens = instance_->max_request_tokens();
-    api_ = std::make_unique<OpenAiApi>(options, &instance_->client(), &instance_->tokenizer(),
-                                       instance_->chat_template(), keys_.get(), nullptr);
+    serving::ServedModel model;
+    model.id = kModel;
+    model.max_request_tokens = instance_->max_request_tokens();
+    model.client = &instance_->client();
+    model.tokenizer = &instance_->tokenizer();
+    model.chat_template = instance_->chat_template();
+    router_ = Router();
+    api_.reset();
+    registry_ = std::make_unique<serving::ModelRegistry>();
+    ASSERT_TRUE(registry_->Add(model).ok());
+    api_ = std::make_unique<OpenAiApi>(OpenAiApiOptions{}, registry_.get(), keys_.get(), nullptr);
     api_->Register(router_);
   }
 
@@ -160,13 +167,14 @@ class OpenAiApiTest : public ::testing::Test {
     return {{"model", kModel}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
   }
 
-  static engine::ModelInstance* instance_;
+  static serving::ModelHost* instance_;
+  std::unique_ptr<serving::ModelRegistry> registry_;
   std::unique_ptr<ApiKeys> keys_;
   std::unique_ptr<OpenAiApi> api_;
   Router router_;
 };
 
-engine::ModelInstance* OpenAiApiTest::instance_ = nullptr;
+serving::ModelHost* OpenAiApiTest::instance_ = nullptr;
 
 TEST_F(OpenAiApiTest, GreedyCompletionEqualsTheEnginesGreedyText) {
   const std::string prompt = "The capital of France is";
@@ -576,8 +584,14 @@ TEST_F(OpenAiApiTest, SubmitErrorsMapToHttpStatuses) {
   };
   for (const auto& [status, http_status] : cases) {
     RefusingClient client(status);
-    OpenAiApi api({.model_id = kModel}, &client, &instance_->tokenizer(),
-                  instance_->chat_template(), nullptr, nullptr);
+    serving::ModelRegistry registry;
+    ASSERT_TRUE(registry
+                    .Add({.id = kModel,
+                          .client = &client,
+                          .tokenizer = &instance_->tokenizer(),
+                          .chat_template = instance_->chat_template()})
+                    .ok());
+    OpenAiApi api({}, &registry, nullptr, nullptr);
     Router router;
     api.Register(router);
     HttpRequest http;

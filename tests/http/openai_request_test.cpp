@@ -484,19 +484,5 @@ TEST(OpenAiRequestTest, InvalidUtf8IsA400) {
   }
 }
 
-TEST(OpenAiRequestTest, PriorityClampAndHeaderValues) {
-  using engine::Priority;
-  EXPECT_EQ(ClampPriority(Priority::kCritical, Priority::kHigh), Priority::kHigh);
-  EXPECT_EQ(ClampPriority(Priority::kLow, Priority::kHigh), Priority::kLow);
-  EXPECT_EQ(ClampPriority(Priority::kNormal, Priority::kNormal), Priority::kNormal);
-  EXPECT_EQ(ClampPriority(Priority::kCritical, Priority::kCritical), Priority::kCritical);
-  EXPECT_EQ(ParsePriorityValue("high"), Priority::kHigh);
-  EXPECT_EQ(ParsePriorityValue("1"), Priority::kHigh);
-  EXPECT_EQ(ParsePriorityValue("3"), Priority::kLow);
-  EXPECT_FALSE(ParsePriorityValue("4").has_value());
-  EXPECT_FALSE(ParsePriorityValue("").has_value());
-  EXPECT_FALSE(ParsePriorityValue("HIGH").has_value());
-}
-
 }  // namespace
 }  // namespace pier::http

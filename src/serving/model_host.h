@@ -1,7 +1,8 @@
-// ModelInstance: one served model in this process, assembled from its parts: the LocalModel
-// (file, device, governor, runner, KV store), its tokenizer and chat template, the Engine that
-// runs requests on it, and an InProcessEngineClient over that engine. `pier serve` and the
-// server tests build one; `pier bench` and the engine benchmark can too.
+// ModelHost: one loaded model instance in this process, assembled from its parts: the
+// LocalModel (file, device, governor, runner, KV store), its tokenizer and chat template,
+// the Engine that runs requests on it, and an InProcessEngineClient over that engine.
+// `pier serve` registers one per served model in its ModelRegistry; the server tests and
+// the engine benchmark build one too.
 //
 // Ownership: owns everything; destroys the engine (which ends unfinished requests with
 // kAbort) before the model it runs on. Thread-safety: the accessors return objects whose own
@@ -18,31 +19,31 @@
 #include "engine/engine_client.h"
 #include "engine/local_model.h"
 #include "engine/scheduler/engine.h"
+#include "serving/in_process_engine_client.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pier::engine {
+namespace pier::serving {
 
-struct ModelInstanceOptions {
+struct ModelHostOptions {
   // path, threads, kv_tokens, block_size, memory_budget, device_memory are used;
   // max_step_tokens and max_logit_rows are derived from `engine.scheduler`.
-  LocalModelOptions model;
-  EngineOptions engine;
+  engine::LocalModelOptions model;
+  engine::EngineOptions engine;
   // Submit answers RESOURCE_EXHAUSTED while this many sequences wait (0: no limit).
   int64_t max_waiting = 0;
 };
 
-class ModelInstance {
+class ModelHost {
  public:
   // LocalModel::Open's errors, the tokenizer's, and Engine::Create's. A model without a chat
   // template still loads (chat_template() is then null and chat requests are refused).
-  [[nodiscard]] static Result<std::unique_ptr<ModelInstance>> Open(
-      const ModelInstanceOptions& options);
-  ~ModelInstance();
+  [[nodiscard]] static Result<std::unique_ptr<ModelHost>> Open(const ModelHostOptions& options);
+  ~ModelHost();
 
-  EngineClient& client() { return *client_; }
-  Engine& engine() { return *engine_; }
-  LocalModel& model() { return *model_; }
+  engine::EngineClient& client() { return *client_; }
+  engine::Engine& engine() { return *engine_; }
+  engine::LocalModel& model() { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   // Null when the file has no usable chat template; then chat_template_error() says why.
   const tokenizer::ChatTemplate* chat_template() const {
@@ -53,14 +54,14 @@ class ModelInstance {
   int64_t max_request_tokens() const { return engine_->Stats().max_request_tokens; }
 
  private:
-  ModelInstance() = default;
+  ModelHost() = default;
 
-  std::unique_ptr<LocalModel> model_;
+  std::unique_ptr<engine::LocalModel> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
   std::string chat_template_error_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<InProcessEngineClient> client_;
 };
 
-}  // namespace pier::engine
+}  // namespace pier::serving

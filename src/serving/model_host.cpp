@@ -1,0 +1,37 @@
+#include "serving/model_host.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace pier::serving {
+
+Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& options) {
+  std::unique_ptr<ModelHost> host(new ModelHost());
+  engine::LocalModelOptions model_options = options.model;
+  // The workspace must hold the scheduler's largest step, with a logit row per sequence.
+  model_options.max_step_tokens = options.engine.scheduler.max_batched_tokens;
+  model_options.max_logit_rows =
+      std::min(options.engine.scheduler.max_seqs, options.engine.scheduler.max_batched_tokens);
+  PIER_ASSIGN_OR_RETURN(host->model_, engine::LocalModel::Open(model_options));
+  PIER_ASSIGN_OR_RETURN(host->tokenizer_, tokenizer::Tokenizer::FromGguf(host->model_->file()));
+  Result<tokenizer::ChatTemplate> chat_template = tokenizer::LoadChatTemplate(host->model_->file());
+  if (chat_template.ok()) {
+    host->chat_template_ = std::move(chat_template).value();
+  } else {
+    host->chat_template_error_ = chat_template.status().message();
+  }
+  engine::EngineOptions engine_options = options.engine;
+  engine_options.max_waiting = options.max_waiting;
+  PIER_ASSIGN_OR_RETURN(host->engine_,
+                        engine::Engine::Create(engine_options, &host->model_->runner(),
+                                               &host->model_->kv(), host->tokenizer_.get()));
+  host->client_ = std::make_unique<InProcessEngineClient>(host->engine_.get());
+  return host;
+}
+
+ModelHost::~ModelHost() {
+  client_.reset();
+  engine_.reset();  // ends unfinished requests before the runner and KV go away
+}
+
+}  // namespace pier::serving

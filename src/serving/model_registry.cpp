@@ -1,0 +1,64 @@
+#include "serving/model_registry.h"
+
+#include <utility>
+
+namespace pier::serving {
+
+ModelRegistry::ModelRegistry() = default;
+
+// Entries borrow from the hosts: forget them first, then end the hosts (engines stop,
+// unfinished requests end with kAbort) in reverse order of loading.
+ModelRegistry::~ModelRegistry() {
+  models_.clear();
+  while (!hosts_.empty()) hosts_.pop_back();
+}
+
+Status ModelRegistry::Add(ServedModel model) {
+  if (model.id.empty()) return InvalidArgumentError("a served model needs an id");
+  if (model.client == nullptr || model.tokenizer == nullptr) {
+    return InvalidArgumentError("model " + model.id + " needs an engine client and a tokenizer");
+  }
+  if (Find(model.id) != nullptr) {
+    return InvalidArgumentError("model " + model.id + " is already served");
+  }
+  models_.push_back(std::move(model));
+  return Status::Ok();
+}
+
+Status ModelRegistry::AddHost(std::string id, int64_t created_unix_seconds,
+                              std::unique_ptr<ModelHost> host) {
+  if (host == nullptr) return InvalidArgumentError("model " + id + " has no host");
+  ServedModel model;
+  model.id = std::move(id);
+  model.created_unix_seconds = created_unix_seconds;
+  model.max_request_tokens = host->max_request_tokens();
+  model.client = &host->client();
+  model.tokenizer = &host->tokenizer();
+  model.chat_template = host->chat_template();
+  model.governor = &host->model().governor();
+  PIER_RETURN_IF_ERROR(Add(std::move(model)));
+  hosts_.push_back(std::move(host));
+  return Status::Ok();
+}
+
+const ServedModel* ModelRegistry::Find(std::string_view id) const {
+  for (const ServedModel& model : models_) {
+    if (model.id == id) return &model;
+  }
+  return nullptr;
+}
+
+Result<const ServedModel*> ModelRegistry::Resolve(std::string_view name) const {
+  if (name.empty()) {
+    if (models_.empty()) return NotFoundError("no model is served");
+    return &models_.front();
+  }
+  if (const ServedModel* model = Find(name)) return model;
+  return NotFoundError("model " + std::string(name) + " does not exist");
+}
+
+const ServedModel* ModelRegistry::default_model() const {
+  return models_.empty() ? nullptr : &models_.front();
+}
+
+}  // namespace pier::serving
