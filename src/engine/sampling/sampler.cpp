@@ -242,25 +242,31 @@ Result<SampleResult> Sampler::Sample(std::span<float> logits) {
   ++output_counts_[result.token];
 
   if (params_.logprobs.has_value()) {
-    const double lse = LogSumExp(logits);
-    result.logprob = static_cast<float>(static_cast<double>(logits[result.token]) - lse);
-    const size_t n = std::min(static_cast<size_t>(*params_.logprobs), logits.size());
-    if (n > 0) {
-      Scratch& s = ThreadScratch(logits.size());
-      std::span<int32_t> order(s.order.data(), logits.size());
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                        [&logits](int32_t a, int32_t b) {
-                          return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                        });
-      for (size_t j = 0; j < n; ++j) {
-        const int32_t t = order[j];
-        result.top_logprobs.push_back(
-            {t, static_cast<float>(static_cast<double>(logits[t]) - lse)});
-      }
-    }
+    const TokenLogprobs lp = ComputeLogprobs(logits, result.token, *params_.logprobs);
+    result.logprob = lp.logprob;
+    result.top_logprobs = lp.top;
   }
   return result;
+}
+
+TokenLogprobs ComputeLogprobs(std::span<const float> logits, int32_t token, int32_t top_n) {
+  TokenLogprobs out;
+  const double lse = LogSumExp(logits);
+  out.logprob = static_cast<float>(static_cast<double>(logits[token]) - lse);
+  const size_t n = std::min(static_cast<size_t>(std::max(top_n, 0)), logits.size());
+  if (n == 0) return out;
+  Scratch& s = ThreadScratch(logits.size());
+  std::span<int32_t> order(s.order.data(), logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [&logits](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  for (size_t j = 0; j < n; ++j) {
+    const int32_t t = order[j];
+    out.top.push_back({t, static_cast<float>(static_cast<double>(logits[t]) - lse)});
+  }
+  return out;
 }
 
 }  // namespace pier::sampling

@@ -53,6 +53,16 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;
 };
 
+// The log-softmax of `logits` (as they are: any penalties already applied) at `token`, and
+// the `top_n` most likely tokens with theirs (most likely first, ties to the lower id): the
+// logprob convention above, with the sampler's deterministic exp, so that every logprob Pier
+// reports (sampled and prompt tokens alike) is the same on any machine.
+struct TokenLogprobs {
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+};
+TokenLogprobs ComputeLogprobs(std::span<const float> logits, int32_t token, int32_t top_n);
+
 class Sampler {
  public:
   // INVALID_ARGUMENT when params do not validate or vocab_size < 1.

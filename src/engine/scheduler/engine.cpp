@@ -575,28 +575,16 @@ void Engine::RecordPromptLogprob(int64_t sequence_id, int64_t position,
       position != static_cast<int64_t>(live.prompt_logprobs.size())) {
     return;
   }
-  double max_logit = -std::numeric_limits<double>::infinity();
-  for (float x : logits) max_logit = std::max(max_logit, static_cast<double>(x));
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
-  const double log_z = max_logit + std::log(sum);
-  auto logprob = [&](int32_t id) {
-    return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_z);
-  };
+  // The sampler's log-softmax (deterministic exp, fixed summation order): prompt logprobs
+  // follow the same convention, bit for bit on any machine, as sampled-token logprobs.
   PromptTokenLogprob lp;
   lp.position = position + 1;
   lp.token = prompt[static_cast<size_t>(position + 1)];
-  lp.logprob = logprob(lp.token);
-  const auto k = static_cast<size_t>(
-      std::min<int64_t>(*live.request.prompt_logprobs, static_cast<int64_t>(logits.size())));
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                    });
-  for (size_t i = 0; i < k; ++i) {
-    lp.top_logprobs.push_back({.token = ids[i], .logprob = logprob(ids[i])});
+  const sampling::TokenLogprobs computed =
+      sampling::ComputeLogprobs(logits, lp.token, *live.request.prompt_logprobs);
+  lp.logprob = computed.logprob;
+  for (const sampling::TokenLogprob& t : computed.top) {
+    lp.top_logprobs.push_back({.token = t.token, .logprob = t.logprob});
   }
   live.prompt_logprobs.push_back(std::move(lp));
 }

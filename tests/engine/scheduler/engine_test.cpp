@@ -322,7 +322,10 @@ TEST(EngineTest, PromptLogprobsMatchTheSamplersLogprobsOfEachPrefix) {
     bool in_top = false;
     for (size_t k = 0; k < 5; ++k) {
       EXPECT_EQ(lp.top_logprobs[k].token, first.top_logprobs[k].token) << "position " << i + 1;
-      EXPECT_NEAR(lp.top_logprobs[k].logprob, first.top_logprobs[k].logprob, 1e-5);
+      // Bit for bit: the same logits (batch invariance) through the sampler's own
+      // log-softmax (deterministic exp), not a second implementation.
+      EXPECT_EQ(lp.top_logprobs[k].logprob, first.top_logprobs[k].logprob)
+          << "position " << i + 1;
       if (lp.top_logprobs[k].token == lp.token) {
         in_top = true;
         EXPECT_FLOAT_EQ(lp.logprob, lp.top_logprobs[k].logprob);
