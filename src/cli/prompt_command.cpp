@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "model/gguf_file.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,18 +51,11 @@ int RunPrompt(const PromptOptions& options) {
   messages.push_back({{"role", "user"}, {"content", options.message}});
 
   const tokenizer::Tokenizer& tok = **tokenizer;
-  tokenizer::ChatTemplateOptions render;
-  render.add_generation_prompt = !options.no_generation_prompt;
-  if (tok.bos_id() >= 0) render.bos_token = std::string(tok.Piece(tok.bos_id()));
-  if (tok.eos_id() >= 0) render.eos_token = std::string(tok.Piece(tok.eos_id()));
-  auto prompt = chat_template->Apply(messages, render);
-  if (!prompt.ok()) return Fail(prompt.status().WithContext(path));
-
-  tokenizer::EncodeOptions encode;
-  encode.parse_special = true;
-  encode.add_special = !tokenizer::PromptStartsWithBos(*prompt, render.bos_token);
-  auto ids = tok.Encode(*prompt, encode);
-  if (!ids.ok()) return Fail(ids.status());
+  auto rendered =
+      tokenizer::RenderChatPrompt(*chat_template, tok, messages, !options.no_generation_prompt);
+  if (!rendered.ok()) return Fail(rendered.status().WithContext(path));
+  const std::string* prompt = &rendered->text;
+  const std::vector<tokenizer::TokenId>* ids = &rendered->tokens;
 
   if (options.json) {
     nlohmann::ordered_json out;

@@ -35,6 +35,7 @@
 #include "cli/commands.h"
 #include "engine/local_model.h"
 #include "engine/sampling/sampler.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -278,21 +279,14 @@ int RunRun(const RunOptions& options) {
     std::fflush(stdout);
   } else {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    tokenizer::ChatTemplateOptions template_options;
-    if (tokenizer.bos_id() >= 0)
-      template_options.bos_token = tokenizer.TokenBytes(tokenizer.bos_id());
-    if (tokenizer.eos_id() >= 0)
-      template_options.eos_token = tokenizer.TokenBytes(tokenizer.eos_id());
     std::string line;
     while (std::getline(std::cin, line)) {
       if (line.empty()) continue;
       messages.push_back({{"role", "user"}, {"content", line}});
-      auto text = chat_template->Apply(messages, template_options);
-      if (!text.ok()) return Fail(text.status());
-      tokenizer::EncodeOptions encode;
-      encode.add_special = !tokenizer::PromptStartsWithBos(*text, template_options.bos_token);
-      auto ids = tokenizer.Encode(*text, encode);
-      if (!ids.ok()) return Fail(ids.status());
+      auto rendered = tokenizer::RenderChatPrompt(*chat_template, tokenizer, messages);
+      if (!rendered.ok()) return Fail(rendered.status());
+      const std::string* text = &rendered->text;
+      const std::vector<tokenizer::TokenId>* ids = &rendered->tokens;
       if (options.verbose_prompt) PrintPrompt(tokenizer, *text, *ids);
       if (Status s = generator.Generate(*ids, options.n_predict, params, speed); !s.ok()) {
         return Fail(s);

@@ -15,6 +15,7 @@
 #include "http/openai_request.h"
 #include "http/openai_stream.h"
 #include "serving/request_policy.h"
+#include "tokenizer/chat_prompt.h"
 
 namespace pier::http {
 
@@ -89,24 +90,11 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
       if (m.name.has_value()) message["name"] = *m.name;
       messages.push_back(std::move(message));
     }
-    tokenizer::ChatTemplateOptions render;
-    render.add_generation_prompt = true;
-    if (tokenizer->bos_id() >= 0)
-      render.bos_token = std::string(tokenizer->Piece(tokenizer->bos_id()));
-    if (tokenizer->eos_id() >= 0)
-      render.eos_token = std::string(tokenizer->Piece(tokenizer->eos_id()));
-    Result<std::string> text = chat_template->Apply(messages, render);
-    if (!text.ok()) {
-      return ErrorResponse(400, "the chat template failed: " + text.status().message(), "messages");
-    }
-    tokenizer::EncodeOptions encode;
-    encode.parse_special = true;
-    // The template may write the BOS itself: do not add a second one.
-    encode.add_special = !tokenizer::PromptStartsWithBos(*text, render.bos_token);
-    Result<std::vector<int32_t>> tokens = tokenizer->Encode(*text, encode);
-    if (!tokens.ok()) return ErrorResponse(400, tokens.status().message(), "messages");
+    Result<tokenizer::ChatPrompt> rendered =
+        tokenizer::RenderChatPrompt(*chat_template, *tokenizer, messages);
+    if (!rendered.ok()) return ErrorResponse(400, rendered.status().message(), "messages");
     OpenAiStreamPrompt prompt;
-    prompt.prompt_tokens = std::move(tokens).value();
+    prompt.prompt_tokens = std::move(rendered->tokens);
     prompts.push_back(std::move(prompt));
     return prompts;
   }
