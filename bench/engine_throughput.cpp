@@ -54,6 +54,7 @@
 #include "common/status.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/request.h"
+#include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "tokenizer/tokenizer.h"
 
@@ -295,7 +296,14 @@ pier::Result<std::unique_ptr<ModelHost>> OpenInstance(const Options& options, in
                            : concurrency * RoundUp(max_request_tokens, options.block_size);
   mi.engine.scheduler.max_seqs = concurrency;
   mi.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
-  return ModelHost::Open(mi);
+  // One device set for the process, as `pier serve` has; each run's host adds its owners to
+  // the CPU governor and removes them when it ends.
+  static pier::serving::DeviceSet* const devices = [] {
+    auto created = pier::serving::DeviceSet::Create({});
+    return created.ok() ? created.value().release() : nullptr;
+  }();
+  if (devices == nullptr) return pier::InternalError("the CPU device could not be created");
+  return ModelHost::Open(mi, &devices->cpu_governor());
 }
 
 // One untimed request through the engine (touches the weights and the workspace).

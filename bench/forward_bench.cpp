@@ -35,6 +35,7 @@
 #include "engine/batch.h"
 #include "engine/local_model.h"
 #include "memory/memory_governor.h"
+#include "serving/device_set.h"
 
 namespace {
 
@@ -168,7 +169,12 @@ int Run(const Options& options) {
   lm.path = options.model;
   lm.threads = options.threads;
   lm.kv_tokens = ctx;
-  auto opened = LocalModel::Open(lm);
+  auto devices = pier::serving::DeviceSet::Create({});
+  if (!devices.ok()) {
+    std::fprintf(stderr, "pier_bench_forward: %s\n", devices.status().ToString().c_str());
+    return 1;
+  }
+  auto opened = LocalModel::Open(lm, &(*devices)->cpu_governor());
   if (!opened.ok()) {
     std::fprintf(stderr, "pier_bench_forward: %s\n", opened.status().ToString().c_str());
     return 1;

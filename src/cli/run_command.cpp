@@ -35,6 +35,7 @@
 #include "cli/commands.h"
 #include "engine/local_model.h"
 #include "engine/sampling/sampler.h"
+#include "serving/device_set.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/incremental_decoder.h"
@@ -201,18 +202,19 @@ nlohmann::json MemoryStatsJson(const engine::LocalModel& model, MemoryGovernor& 
           {"owners", owners}};
 }
 
-// --kv-dtype, --memory-budget and --device-memory into the model's options; bad values are
-// errors.
-Status ParseMemoryFlags(const RunOptions& options, engine::LocalModelOptions* model_options) {
+// --kv-dtype into the model's options, --memory-budget and --device-memory into the device
+// set's; bad values are errors.
+Status ParseMemoryFlags(const RunOptions& options, engine::LocalModelOptions* model_options,
+                        serving::DeviceSetOptions* devices) {
   Result<engine::KvDtype> kv_dtype = engine::ParseKvDtype(options.kv_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status().WithContext("--kv-dtype");
   model_options->kv_dtype = *kv_dtype;
   if (options.memory_budget.has_value()) {
-    PIER_ASSIGN_OR_RETURN(model_options->memory_budget,
+    PIER_ASSIGN_OR_RETURN(devices->cpu_budget,
                           ParseBudget(*options.memory_budget, "--memory-budget"));
   }
   if (options.device_memory.has_value()) {
-    PIER_ASSIGN_OR_RETURN(model_options->device_memory,
+    PIER_ASSIGN_OR_RETURN(devices->cpu_capacity,
                           ParseByteSize(*options.device_memory, "--device-memory"));
   }
   return Status::Ok();
@@ -239,7 +241,10 @@ int RunRun(const RunOptions& options) {
   params.seed = options.seed;
   if (Status s = params.Validate(); !s.ok()) return Fail(s);
   engine::LocalModelOptions model_options;
-  if (Status s = ParseMemoryFlags(options, &model_options); !s.ok()) return Fail(s);
+  serving::DeviceSetOptions device_options;
+  if (Status s = ParseMemoryFlags(options, &model_options, &device_options); !s.ok()) {
+    return Fail(s);
+  }
 
   std::string prompt = options.prompt;
   if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
@@ -262,7 +267,10 @@ int RunRun(const RunOptions& options) {
   model_options.kv_tokens = ctx;
   model_options.max_step_tokens = kPrefillChunk;
   model_options.max_logit_rows = 1;
-  auto model = engine::LocalModel::Create(std::move(file).value(), model_options);
+  auto devices = serving::DeviceSet::Create(device_options);
+  if (!devices.ok()) return Fail(devices.status());
+  auto model = engine::LocalModel::Create(std::move(file).value(), model_options,
+                                          &(*devices)->cpu_governor());
   if (!model.ok()) return Fail(model.status());
   const tokenizer::Tokenizer& tokenizer = **tok;
   Generator generator(**model, tokenizer, ctx);

@@ -9,9 +9,9 @@
 // Startup, in order: SIGTERM and SIGINT are blocked (before any thread starts, so every
 // thread inherits the mask and only this command's main thread receives them, through
 // sigtimedwait); the options are resolved (serve_config.h: defaults < --config file < flags);
-// the API keys file is read; the model is loaded as a serving::ModelHost in the ModelRegistry (KV for --ctx
-// positions, clamped to the model's context); then the routes and the HTTP server start, and
-// one line goes to stdout, exactly:
+// the API keys file is read; the model is loaded as a serving::ModelHost in the ModelRegistry (KV
+// for --ctx positions, clamped to the model's context); then the routes and the HTTP server start,
+// and one line goes to stdout, exactly:
 //   pier serve: listening on http://HOST:PORT (model ID)
 // and then one `pier serve: try: curl ...` line, a request to copy and paste.
 // (with --port 0 it shows the port the system chose). A bad setting, an unreadable keys file,
@@ -56,6 +56,7 @@
 #include "http/server.h"
 #include "metrics/serving_metrics.h"
 #include "model/gguf_file.h"
+#include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_registry.h"
 
@@ -168,15 +169,21 @@ int RunServe(const ServeOptions& options) {
   host_options.model.threads =
       options.threads > 0 ? options.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  host_options.model.memory_budget = options.memory_budget;
-  host_options.model.device_memory = options.device_memory;
   host_options.model.kv_dtype = options.kv_dtype;
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
   host_options.engine.scheduler.max_seqs = options.max_seqs;
   host_options.max_waiting = options.max_queued;
   spdlog::info("pier serve: loading {} ({} threads, KV cache {} tokens)", path,
                host_options.model.threads, host_options.model.kv_tokens);
-  Result<std::unique_ptr<serving::ModelHost>> opened = serving::ModelHost::Open(host_options);
+  // One device set for the process: every model on a device shares its governor.
+  serving::DeviceSetOptions device_options;
+  device_options.cpu_budget = options.memory_budget;
+  device_options.cpu_capacity = options.device_memory;
+  Result<std::unique_ptr<serving::DeviceSet>> created = serving::DeviceSet::Create(device_options);
+  if (!created.ok()) return Fail(created.status());
+  std::unique_ptr<serving::DeviceSet> devices = std::move(created).value();
+  Result<std::unique_ptr<serving::ModelHost>> opened =
+      serving::ModelHost::Open(host_options, &devices->cpu_governor());
   if (!opened.ok()) return Fail(opened.status());
   if (opened.value()->chat_template() == nullptr) {
     spdlog::warn("pier serve: no chat template ({}); /v1/chat/completions will refuse requests",
@@ -276,6 +283,7 @@ int RunServe(const ServeOptions& options) {
   stopper.join();
   server.reset();
   registry.reset();  // each engine ends whatever is left (abort) before its model goes
+  devices.reset();   // the governors last, once nothing is charged to them
   spdlog::info("pier serve: stopped");
   return 0;
 }

@@ -1,10 +1,11 @@
 #include "engine/local_model.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "device/cpu/cpu_device.h"
 #include "engine/cpu_runner.h"
 #include "engine/paged_attention.h"
 #include "kernels/cpu/matmul.h"
@@ -146,59 +147,75 @@ int64_t ClampContext(const model::GgufFile& file, int64_t requested) {
   return requested;
 }
 
+namespace {
+
+// The model's name, or "name#2", "name#3", ... when another instance on the device already
+// charges under it: owners of one governor have distinct names.
+std::string UniqueOwnerPrefix(const MemoryGovernor& governor, const std::string& name) {
+  const GovernorStats stats = governor.Stats();
+  auto taken = [&stats](const std::string& prefix) {
+    for (const OwnerStats& o : stats.owners) {
+      if (o.name.starts_with(prefix + "/")) return true;
+    }
+    return false;
+  };
+  if (!taken(name)) return name;
+  for (int n = 2;; ++n) {
+    const std::string candidate = name + "#" + std::to_string(n);
+    if (!taken(candidate)) return candidate;
+  }
+}
+
+}  // namespace
+
 LocalModel::~LocalModel() {
   runner_.reset();
   kv_.reset();
   pool_.reset();
   reservations_.clear();
   file_.reset();
-  governor_.reset();
-  device_.reset();
+  // The governor is shared: give its budget back by removing this model's owners.
+  for (OwnerId owner : owners_) {
+    if (Status removed = governor_->RemoveOwner(owner); !removed.ok()) {
+      spdlog::warn("model unload: {}", removed.ToString());
+    }
+  }
 }
 
-Result<std::unique_ptr<LocalModel>> LocalModel::Open(const LocalModelOptions& options) {
+Result<std::unique_ptr<LocalModel>> LocalModel::Open(const LocalModelOptions& options,
+                                                     MemoryGovernor* governor) {
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
-  return Create(std::move(file), options);
+  return Create(std::move(file), options, governor);
 }
 
 Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::GgufFile> file,
-                                                       const LocalModelOptions& options) {
+                                                       const LocalModelOptions& options,
+                                                       MemoryGovernor* governor) {
+  if (governor == nullptr) return InvalidArgumentError("a model needs its device's governor");
   if (options.threads < 1) return InvalidArgumentError("threads must be at least 1");
   if (options.kv_tokens < 1) return InvalidArgumentError("KV capacity must be at least 1 token");
-  if (options.device_memory.has_value() && *options.device_memory == 0) {
-    return InvalidArgumentError("device memory must be more than 0 bytes");
-  }
   std::unique_ptr<LocalModel> m(new LocalModel());
-  CpuDeviceOptions device_options;
-  if (options.device_memory.has_value()) device_options.capacity_bytes = *options.device_memory;
-  PIER_ASSIGN_OR_RETURN(std::unique_ptr<CpuDevice> device, CpuDevice::Create(device_options));
-  m->device_ = std::move(device);
-  GovernorOptions governor_options;
-  governor_options.budget = options.memory_budget;
-  auto governor = MemoryGovernor::Create(m->device_.get(), governor_options);
-  if (!governor.ok()) {
-    if (!options.device_memory.has_value()) return governor.status();
-    return governor.status().WithContext("with --device-memory " +
-                                         FormatBytes(*options.device_memory));
-  }
-  m->governor_ = std::move(governor).value();
+  m->governor_ = governor;
   m->file_ = std::move(file);
 
   // Admission: reserve what the model needs before any of it is allocated.
   PIER_ASSIGN_OR_RETURN(m->estimate_, EstimateMemory(*m->file_, options));
   const MemoryEstimate& e = m->estimate_;
-  const std::string name = ModelName(*m->file_);
+  const std::string name = UniqueOwnerPrefix(*m->governor_, ModelName(*m->file_));
   PIER_ASSIGN_OR_RETURN(OwnerId weights, m->governor_->AddOwner({.name = name + "/weights"}));
+  m->owners_.push_back(weights);
   PIER_ASSIGN_OR_RETURN(OwnerId workspace, m->governor_->AddOwner({.name = name + "/workspace"}));
+  m->owners_.push_back(workspace);
   PIER_ASSIGN_OR_RETURN(OwnerId kv_owner, m->governor_->AddOwner({.name = name + "/kv"}));
+  m->owners_.push_back(kv_owner);
   const GovernorStats before = m->governor_->Stats();
   const uint64_t free_bytes =
       before.budget_bytes - std::min(before.budget_bytes, before.committed_bytes);
   auto refuse = [&](const std::string& detail) {
     std::string budget =
         FormatBytes(before.budget_bytes) + " (" + std::to_string(before.budget_bytes) + " bytes";
-    if (options.memory_budget.is_percent) {
-      budget += ", " + options.memory_budget.ToString() + " of a device of " +
+    if (m->governor_->budget_spec().is_percent) {
+      budget += ", " + m->governor_->budget_spec().ToString() + " of a device of " +
                 FormatBytes(before.capacity_bytes);
     }
     budget += ")";
@@ -224,7 +241,7 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   PIER_ASSIGN_OR_RETURN(m->kv_, PooledKvStore::Create(layout, n_blocks, *m->governor_, kv_owner));
 
   CpuRunnerOptions runner_options;
-  runner_options.governor = m->governor_.get();
+  runner_options.governor = m->governor_;
   runner_options.weights_owner = weights;
   runner_options.workspace_owner = workspace;
   runner_options.kv = m->kv_.get();

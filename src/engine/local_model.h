@@ -1,9 +1,10 @@
 // LocalModel: one model instance on the CPU with everything it runs on, for
 // `pier run`, tests and benchmarks (and, later, the workers of `pier serve`).
 //
-// Open() maps the GGUF file, creates the CPU device (its capacity probed, or given by
-// `--device-memory`) and its memory governor (budget from `--memory-budget`, owners
-// "<name>/weights", "<name>/workspace", "<name>/kv"). Then comes admission: the memory the
+// Open() maps the GGUF file and adds the model's owners ("<name>/weights", "<name>/workspace",
+// "<name>/kv") to the governor of the device it runs on, which it borrows: one governor per
+// device, created once per process (serving::DeviceSet) and shared by every model there, so
+// each model's admission sees what the others hold. Then comes admission: the memory the
 // model will need (EstimateMemory: packed and mapped weights, KV for the requested context, the
 // workspace of the largest step) is reserved from the governor before anything is
 // allocated, and a model that does not fit is refused with the breakdown and the budget
@@ -11,10 +12,11 @@
 // size and dtype (--kv-dtype) and the architecture's runner. The engine (issue 5) builds
 // its own paged KV cache on the same pieces instead.
 //
-// Ownership: owns all of it; members are destroyed in reverse order of creation
-// (runner, KV, pool, reservations, file, governor, device), so every governor handle is gone
-// before the governor. Thread-safety: one thread uses it (see model_runner.h); the
-// governor itself may be read (Stats) from any thread.
+// Ownership: owns all of it but the governor; members are destroyed in reverse order of
+// creation (runner, KV, pool, reservations, file), then the model's owners are removed from
+// the governor (its budget is free for other models); the governor must outlive the model.
+// Thread-safety: one thread uses it (see model_runner.h); the governor itself may be read (Stats)
+// from any thread.
 #pragma once
 
 #include <cstdint>
@@ -49,10 +51,6 @@ struct LocalModelOptions {
   // otherwise.
   int64_t max_step_tokens = 512;
   int64_t max_logit_rows = 1;
-  // `--memory-budget`: the governor's budget (bytes or a percentage of the capacity).
-  BudgetSpec memory_budget = BudgetSpec::Percent(100);
-  // `--device-memory`: the CPU device's capacity in bytes; probed when unset.
-  std::optional<uint64_t> device_memory;
 };
 
 // What loading a model reserves from its device's budget, in bytes as the governor will
@@ -81,7 +79,7 @@ struct MemoryEstimate {
   std::string Breakdown() const;
 };
 
-// The estimate for `file` under `options` (path, budget and device fields are ignored).
+// The estimate for `file` under `options` (the path is ignored).
 // Errors as ReadModelInfo's, and INVALID_ARGUMENT for non-positive sizes or counts.
 [[nodiscard]] Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
                                                     const LocalModelOptions& options);
@@ -92,16 +90,17 @@ int64_t ClampContext(const model::GgufFile& file, int64_t requested);
 
 class LocalModel {
  public:
-  // The file's errors, the runner's (unsupported architecture or types), bad budget or
-  // capacity values (INVALID_ARGUMENT, e.g. a budget above the device's capacity), a model
-  // that does not fit the budget (RESOURCE_EXHAUSTED: what it needs, broken down, and what
-  // there is), or the governor's later refusal; INVALID_ARGUMENT for threads < 1 or
-  // kv_tokens < 1.
-  [[nodiscard]] static Result<std::unique_ptr<LocalModel>> Open(const LocalModelOptions& options);
+  // The file's errors, the runner's (unsupported architecture or types), a model that does
+  // not fit what is left of the budget (RESOURCE_EXHAUSTED: what it needs, broken down, and
+  // what there is), or the governor's later refusal; INVALID_ARGUMENT for threads < 1,
+  // kv_tokens < 1 or a null governor. `governor`: the device's (borrowed, must outlive it).
+  [[nodiscard]] static Result<std::unique_ptr<LocalModel>> Open(const LocalModelOptions& options,
+                                                                MemoryGovernor* governor);
   // The same for a file already opened (options.path is ignored), e.g. an in-memory image
   // in tests (its bytes must outlive the LocalModel).
   [[nodiscard]] static Result<std::unique_ptr<LocalModel>> Create(
-      std::unique_ptr<model::GgufFile> file, const LocalModelOptions& options);
+      std::unique_ptr<model::GgufFile> file, const LocalModelOptions& options,
+      MemoryGovernor* governor);
   ~LocalModel();
 
   const model::GgufFile& file() const { return *file_; }
@@ -109,15 +108,15 @@ class LocalModel {
   KvStore& kv() { return *kv_; }
   ThreadPool& pool() { return *pool_; }
   MemoryGovernor& governor() { return *governor_; }
-  Device& device() { return *device_; }
+  Device& device() { return governor_->device(); }
   // What admission reserved.
   const MemoryEstimate& estimate() const { return estimate_; }
 
  private:
   LocalModel() = default;
 
-  std::unique_ptr<Device> device_;
-  std::unique_ptr<MemoryGovernor> governor_;
+  MemoryGovernor* governor_ = nullptr;  // not owned: the device's, shared
+  std::vector<OwnerId> owners_;         // removed from the governor at the end
   std::unique_ptr<model::GgufFile> file_;
   MemoryEstimate estimate_;
   std::vector<Reservation> reservations_;  // weights, workspace, KV: held for the lifetime

@@ -223,6 +223,8 @@ class MemoryGovernor {
 
   Device& device() const { return *device_; }
   uint64_t budget_bytes() const { return budget_bytes_; }
+  // The budget as it was given (bytes or a percentage of the capacity), for messages.
+  const BudgetSpec& budget_spec() const { return options_.budget; }
 
   // Registers an owner. kInvalidArgument for an empty or duplicate name, a guarantee above
   // the maximum, or guarantees that together exceed the budget.

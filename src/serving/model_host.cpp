@@ -5,14 +5,15 @@
 
 namespace pier::serving {
 
-Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& options) {
+Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& options,
+                                                   MemoryGovernor* governor) {
   std::unique_ptr<ModelHost> host(new ModelHost());
   engine::LocalModelOptions model_options = options.model;
   // The workspace must hold the scheduler's largest step, with a logit row per sequence.
   model_options.max_step_tokens = options.engine.scheduler.max_batched_tokens;
   model_options.max_logit_rows =
       std::min(options.engine.scheduler.max_seqs, options.engine.scheduler.max_batched_tokens);
-  PIER_ASSIGN_OR_RETURN(host->model_, engine::LocalModel::Open(model_options));
+  PIER_ASSIGN_OR_RETURN(host->model_, engine::LocalModel::Open(model_options, governor));
   PIER_ASSIGN_OR_RETURN(host->tokenizer_, tokenizer::Tokenizer::FromGguf(host->model_->file()));
   Result<tokenizer::ChatTemplate> chat_template = tokenizer::LoadChatTemplate(host->model_->file());
   if (chat_template.ok()) {

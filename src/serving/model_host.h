@@ -26,8 +26,8 @@
 namespace pier::serving {
 
 struct ModelHostOptions {
-  // path, threads, kv_tokens, block_size, memory_budget, device_memory are used;
-  // max_step_tokens and max_logit_rows are derived from `engine.scheduler`.
+  // path, threads, kv_tokens, block_size and kv_dtype are used; max_step_tokens and
+  // max_logit_rows are derived from `engine.scheduler`.
   engine::LocalModelOptions model;
   engine::EngineOptions engine;
   // Submit answers RESOURCE_EXHAUSTED while this many sequences wait (0: no limit).
@@ -38,7 +38,10 @@ class ModelHost {
  public:
   // LocalModel::Open's errors, the tokenizer's, and Engine::Create's. A model without a chat
   // template still loads (chat_template() is then null and chat requests are refused).
-  [[nodiscard]] static Result<std::unique_ptr<ModelHost>> Open(const ModelHostOptions& options);
+  // `governor`: the governor of the device it runs on (DeviceSet), borrowed; it must outlive
+  // the host.
+  [[nodiscard]] static Result<std::unique_ptr<ModelHost>> Open(const ModelHostOptions& options,
+                                                               MemoryGovernor* governor);
   ~ModelHost();
 
   engine::EngineClient& client() { return *client_; }

@@ -19,6 +19,7 @@
 #include "engine/local_model.h"
 #include "memory/byte_size.h"
 #include "model/gguf_file.h"
+#include "serving/device_set.h"
 
 namespace pier::engine {
 namespace {
@@ -165,8 +166,12 @@ TEST(MemoryBudgetTest, GovernorChargesWhatInspectShows) {
   auto file = OpenDefault();
   auto estimate = EstimateMemory(*file, options);
   ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
-  options.memory_budget = BudgetSpec::Bytes(estimate->total_bytes());
-  auto model = LocalModel::Open(options);
+  // A device set of its own: a budget of exactly the estimate.
+  serving::DeviceSetOptions device_options;
+  device_options.cpu_budget = BudgetSpec::Bytes(estimate->total_bytes());
+  auto devices = serving::DeviceSet::Create(device_options);
+  ASSERT_TRUE(devices.ok()) << devices.status().ToString();
+  auto model = LocalModel::Open(options, &(*devices)->cpu_governor());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   MemoryGovernor& governor = (*model)->governor();
 
@@ -206,6 +211,50 @@ TEST(MemoryBudgetTest, GovernorChargesWhatInspectShows) {
   EXPECT_LE(stats.peak_reserved_bytes, estimate->total_bytes());
   EXPECT_LE(stats.peak_reserved_bytes, stats.budget_bytes);
   EXPECT_EQ(stats.failure_count, 0u);
+}
+
+TEST(MemoryBudgetTest, ModelsOnOneDeviceShareItsBudget) {
+  // One device set, room for one model but not two: the second is refused with the numbers,
+  // and once the first is gone its budget is free again.
+  LocalModelOptions options = RunOptions(512);
+  options.path = PIER_DEFAULT_MODEL_PATH;
+  auto file = OpenDefault();
+  auto estimate = EstimateMemory(*file, options);
+  ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
+  serving::DeviceSetOptions device_options;
+  device_options.cpu_budget = BudgetSpec::Bytes(estimate->total_bytes() * 3 / 2);
+  auto devices = serving::DeviceSet::Create(device_options);
+  ASSERT_TRUE(devices.ok()) << devices.status().ToString();
+  MemoryGovernor& governor = (*devices)->cpu_governor();
+
+  auto first = LocalModel::Open(options, &governor);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = LocalModel::Open(options, &governor);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(second.status().message().find("is free"), std::string::npos)
+      << second.status().message();
+  EXPECT_EQ(governor.Stats().owners.size(), 3u) << "the refused model left no owner behind";
+
+  first->reset();
+  EXPECT_EQ(governor.Stats().owners.size(), 0u);
+  EXPECT_EQ(governor.Stats().committed_bytes, 0u);
+  auto again = LocalModel::Open(options, &governor);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+
+  // Two instances that fit get owners of distinct names.
+  serving::DeviceSetOptions roomy;
+  roomy.cpu_budget = BudgetSpec::Bytes(estimate->total_bytes() * 5 / 2);
+  auto big = serving::DeviceSet::Create(roomy);
+  ASSERT_TRUE(big.ok());
+  auto a = LocalModel::Open(options, &(*big)->cpu_governor());
+  auto b = LocalModel::Open(options, &(*big)->cpu_governor());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::string> names;
+  for (const OwnerStats& o : (*big)->cpu_governor().Stats().owners) names.push_back(o.name);
+  ASSERT_EQ(names.size(), 6u);
+  EXPECT_NE(names[0], names[3]);
+  EXPECT_TRUE(names[3].find("#2/") != std::string::npos) << names[3];
 }
 
 TEST(MemoryBudgetTest, TooSmallBudgetExitsWithTheNumbers) {

@@ -25,6 +25,7 @@
 #include "companion_batch.h"
 #include "engine/local_model.h"
 #include "reference_fixture.h"
+#include "test_governor.h"
 
 namespace pier::engine {
 namespace {
@@ -51,7 +52,7 @@ class BatchInvarianceTest : public ::testing::Test {
     options.threads = 2;
     options.block_size = kBlock;
     options.kv_tokens = (kCompanionBlock + 64 * 2) * kBlock;
-    auto model = LocalModel::Open(options);
+    auto model = LocalModel::Open(options, pier::testing::TestGovernor());
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
     prompt_ = new std::vector<int32_t>(

@@ -35,6 +35,7 @@
 
 #include "engine/local_model.h"
 #include "reference_fixture.h"
+#include "test_governor.h"
 
 namespace pier::engine {
 namespace {
@@ -60,7 +61,7 @@ class ForwardReferenceTest : public ::testing::Test {
     options.path = PIER_DEFAULT_MODEL_PATH;
     options.threads = 2;
     options.kv_tokens = 1024;
-    auto model = LocalModel::Open(options);
+    auto model = LocalModel::Open(options, pier::testing::TestGovernor());
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
     fixture_ = new nlohmann::json(testing::LoadForwardReference());

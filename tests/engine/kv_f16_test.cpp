@@ -38,6 +38,7 @@
 #include "engine/local_model.h"
 #include "reference_fixture.h"
 #include "tensor/float16.h"
+#include "test_governor.h"
 
 namespace pier::engine {
 namespace {
@@ -86,7 +87,7 @@ class KvF16Test : public ::testing::Test {
     options.block_size = kBlock;
     options.kv_tokens = (kCompanionBlock + 2 * 64) * kBlock;
     options.kv_dtype = dtype;
-    auto model = LocalModel::Open(options);
+    auto model = LocalModel::Open(options, pier::testing::TestGovernor());
     EXPECT_TRUE(model.ok()) << model.status().ToString();
     return model.ok() ? std::move(model).value().release() : nullptr;
   }

@@ -14,6 +14,7 @@
 #include "device/cpu/cpu_device.h"
 #include "engine/cpu_runner.h"
 #include "engine/local_model.h"
+#include "test_governor.h"
 #include "tiny_model.h"
 
 namespace pier::engine {
@@ -40,7 +41,7 @@ TinyRun OpenTiny(const TinyModelSpec& spec, int threads = 2, int64_t kv_tokens =
   options.kv_tokens = kv_tokens;
   // f32 K/V: the scalar reference keeps K/V in float, and the f32 variants are held to 1e-4.
   options.kv_dtype = KvDtype::kF32;
-  auto model = LocalModel::Create(std::move(file).value(), options);
+  auto model = LocalModel::Create(std::move(file).value(), options, pier::testing::TestGovernor());
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (model.ok()) run.model = std::move(model).value();
   return run;
@@ -340,7 +341,7 @@ Result<std::unique_ptr<LocalModel>> OpenImage(const std::vector<uint8_t>& image,
   LocalModelOptions options;
   options.kv_tokens = 256;
   options.kv_dtype = kv_dtype;
-  return LocalModel::Create(std::move(file).value(), options);
+  return LocalModel::Create(std::move(file).value(), options, pier::testing::TestGovernor());
 }
 
 TEST(LlamaModelTest, BadModelFilesAreRefusedWithAReason) {

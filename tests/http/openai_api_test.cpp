@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../engine/test_governor.h"
 #include "http/api_keys.h"
 #include "http/http_types.h"
 #include "serving/model_host.h"
@@ -99,7 +100,7 @@ class OpenAiApiTest : public ::testing::Test {
     options.model.threads = 2;
     options.model.kv_tokens = 2048;
     options.engine.scheduler = {.max_batched_tokens = 64, .max_seqs = 8};
-    auto instance = serving::ModelHost::Open(options);
+    auto instance = serving::ModelHost::Open(options, pier::testing::TestGovernor());
     ASSERT_TRUE(instance.ok()) << instance.status().ToString();
     instance_ = std::move(instance).value().release();
     ASSERT_NE(instance_->chat_template(), nullptr) << instance_->chat_template_error();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_governor.h"
 #include "engine/local_model.h"
 #include "engine/scheduler/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -21,7 +22,7 @@ class EngineModelTest : public ::testing::Test {
     options.path = PIER_DEFAULT_MODEL_PATH;
     options.threads = 2;
     options.kv_tokens = 2048;
-    auto model = LocalModel::Open(options);
+    auto model = LocalModel::Open(options, pier::testing::TestGovernor());
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
     auto tok = tokenizer::Tokenizer::FromGguf(model_->file());

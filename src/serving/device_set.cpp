@@ -1,0 +1,36 @@
+#include "serving/device_set.h"
+
+#include <utility>
+
+#include "device/cpu/cpu_device.h"
+
+namespace pier::serving {
+
+Result<std::unique_ptr<DeviceSet>> DeviceSet::Create(const DeviceSetOptions& options) {
+  if (options.cpu_capacity.has_value() && *options.cpu_capacity == 0) {
+    return InvalidArgumentError("device memory must be more than 0 bytes");
+  }
+  std::unique_ptr<DeviceSet> set(new DeviceSet());
+  CpuDeviceOptions device_options;
+  if (options.cpu_capacity.has_value()) device_options.capacity_bytes = *options.cpu_capacity;
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<CpuDevice> cpu, CpuDevice::Create(device_options));
+  set->cpu_ = std::move(cpu);
+  GovernorOptions governor_options;
+  governor_options.budget = options.cpu_budget;
+  Result<std::unique_ptr<MemoryGovernor>> governor =
+      MemoryGovernor::Create(set->cpu_.get(), governor_options);
+  if (!governor.ok()) {
+    if (!options.cpu_capacity.has_value()) return governor.status();
+    return governor.status().WithContext("with --device-memory " +
+                                         FormatBytes(*options.cpu_capacity));
+  }
+  set->cpu_governor_ = std::move(governor).value();
+  return set;
+}
+
+DeviceSet::~DeviceSet() {
+  cpu_governor_.reset();
+  cpu_.reset();
+}
+
+}  // namespace pier::serving

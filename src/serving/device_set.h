@@ -1,0 +1,50 @@
+// DeviceSet: the devices this process serves on, each with its one MemoryGovernor: one budget
+// per device, shared by every model placed there. Created once (by `pier serve`, `pier run`,
+// a benchmark or a test) and borrowed by every model it loads; nothing below serving/ creates
+// a device's governor, so two models on one device can never each believe they own all of it.
+//
+// Today the set holds the CPU device (capacity probed from the system and its cgroup, or given
+// by `--device-memory`; budget `--memory-budget`). CUDA devices join it with the GPU backend.
+//
+// Ownership: owns the devices and governors; the governors must outlive every model (and
+// every block) charged to them. Thread-safety: the accessors are const after Create; the
+// governors are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "common/status.h"
+#include "device/device.h"
+#include "memory/byte_size.h"
+#include "memory/memory_governor.h"
+
+namespace pier::serving {
+
+struct DeviceSetOptions {
+  BudgetSpec cpu_budget = BudgetSpec::Percent(100);  // `--memory-budget`
+  std::optional<uint64_t> cpu_capacity;              // `--device-memory`; unset: probed
+};
+
+class DeviceSet {
+ public:
+  // The CPU device's probe errors; INVALID_ARGUMENT for a zero capacity or a budget above the
+  // capacity (with "with --device-memory X" when the capacity was given).
+  [[nodiscard]] static Result<std::unique_ptr<DeviceSet>> Create(const DeviceSetOptions& options);
+  ~DeviceSet();
+  DeviceSet(const DeviceSet&) = delete;
+  DeviceSet& operator=(const DeviceSet&) = delete;
+
+  Device& cpu() { return *cpu_; }
+  MemoryGovernor& cpu_governor() { return *cpu_governor_; }
+  const MemoryGovernor& cpu_governor() const { return *cpu_governor_; }
+
+ private:
+  DeviceSet() = default;
+
+  std::unique_ptr<Device> cpu_;
+  std::unique_ptr<MemoryGovernor> cpu_governor_;  // destroyed before the device
+};
+
+}  // namespace pier::serving
