@@ -13,6 +13,7 @@
 #include "common/thread_pool.h"
 #include "engine/kv_convert.h"
 #include "engine/paged_attention.h"
+#include "engine/step_workspace.h"
 #include "engine/workspace.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"
@@ -62,13 +63,6 @@ struct Hyper {
   float eps = 0;
 };
 
-// Offsets of one step's buffers in the workspace.
-struct StepBuffers {
-  size_t x, h, q, k, v, attn, gate, up, cos_sin, att_scratch, mm_scratch, out_x, logits;
-  size_t mm_scratch_bytes = 0;
-  int64_t att_slots = 0;
-};
-
 class LlamaRunner final : public ModelRunner {
  public:
   LlamaRunner(const model::GgufFile& file, const LlamaVariant& variant,
@@ -102,6 +96,7 @@ class LlamaRunner final : public ModelRunner {
   const LlamaVariant variant_;
   const CpuRunnerOptions options_;
   Hyper hp_;
+  StepDims step_dims_;  // the model's part of every step's layout (set by Init)
   ModelShape shape_;
   std::vector<LayerWeights> layers_;
   const model::GgufTensorInfo* token_embd_ = nullptr;  // [n_vocab, n_embd], any dequantizable type
@@ -318,6 +313,14 @@ Status LlamaRunner::Init() {
                                 ": the KV store's layout does not match the model (layers, "
                                 "K/V heads, head size)");
   }
+  step_dims_.n_embd = hp_.n_embd;
+  step_dims_.n_head = hp_.n_head;
+  step_dims_.n_kv_head = hp_.n_kv;
+  step_dims_.head_dim = hp_.hd;
+  step_dims_.n_ff = hp_.n_ff;
+  step_dims_.n_rot = hp_.n_rot;
+  step_dims_.n_vocab = hp_.n_vocab;
+  step_dims_.kv = shape_.kv;
   return Status::Ok();
 }
 
@@ -420,31 +423,22 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
 
   const int64_t E = hp_.n_embd, q_dim = hp_.n_head * hp_.hd, kv_dim = hp_.n_kv * hp_.hd;
   const int64_t half_rot = hp_.n_rot / 2;
-  StepBuffers b;
-  WorkspacePlan plan;
-  b.x = plan.Add<float>(n_tok * E);                   // [T, n_embd] residual stream
-  b.h = plan.Add<float>(n_tok * E);                   // [T, n_embd] normed / projected
-  b.q = plan.Add<float>(n_tok * q_dim);               // [T, n_head, hd]
-  b.k = plan.Add<float>(n_tok * kv_dim);              // [T, n_kv, hd]
-  b.v = plan.Add<float>(n_tok * kv_dim);              // [T, n_kv, hd]
-  b.attn = plan.Add<float>(n_tok * q_dim);            // [T, n_head, hd]
-  b.gate = plan.Add<float>(n_tok * hp_.n_ff);         // [T, n_ff]
-  b.up = plan.Add<float>(n_tok * hp_.n_ff);           // [T, n_ff]
-  b.cos_sin = plan.Add<float>(n_tok * half_rot * 2);  // [T, n_rot/2, 2]
-  b.att_slots = 4 * options_.pool->num_threads();
-  b.att_scratch =
-      plan.Add<float>(PagedAttentionScratchFloats(shape_.kv, hp_.n_head, max_context, b.att_slots));
-  b.mm_scratch_bytes = 0;
+  // The layout admission reserved for (step_workspace.h), with this step's sizes.
+  StepDims dims = step_dims_;
+  dims.n_tok = n_tok;
+  dims.n_out = n_out;
+  dims.max_context = max_context;
+  dims.att_slots = 4 * options_.pool->num_threads();
   for (const LayerWeights& l : layers_) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) {
-      b.mm_scratch_bytes = std::max(b.mm_scratch_bytes, kernels::MatMulScratchBytes(*w, n_tok));
+      dims.mm_scratch_bytes =
+          std::max(dims.mm_scratch_bytes, kernels::MatMulScratchBytes(*w, n_tok));
     }
   }
-  b.mm_scratch_bytes = std::max(b.mm_scratch_bytes, kernels::MatMulScratchBytes(output_, n_out));
-  b.mm_scratch = plan.Add<std::byte>(static_cast<int64_t>(b.mm_scratch_bytes));
-  b.out_x = plan.Add<float>(n_out * E);             // [R, n_embd]
-  b.logits = plan.Add<float>(n_out * hp_.n_vocab);  // [R, n_vocab]
-  PIER_RETURN_IF_ERROR(workspace_.Reserve(plan.bytes()));
+  dims.mm_scratch_bytes =
+      std::max(dims.mm_scratch_bytes, kernels::MatMulScratchBytes(output_, n_out));
+  const StepBuffers b = LayOutStep(dims);
+  PIER_RETURN_IF_ERROR(workspace_.Reserve(b.bytes));
 
   float* x = workspace_.At<float>(b.x);
   float* h = workspace_.At<float>(b.h);

@@ -8,6 +8,7 @@
 
 #include "engine/cpu_runner.h"
 #include "engine/paged_attention.h"
+#include "engine/step_workspace.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"
 #include "model/model_info.h"
@@ -29,43 +30,27 @@ uint64_t PoolFootprint(uint64_t bytes, const CachingAllocatorOptions& pool) {
   return RoundUp(rounded, pool.large_round_bytes);
 }
 
-// One buffer of a WorkspacePlan: rounded to 64 bytes as the runner does.
-uint64_t PlanBytes(int64_t count, uint64_t element_bytes) {
-  return RoundUp(static_cast<uint64_t>(std::max<int64_t>(count, 0)) * element_bytes, 64);
-}
-
-// The workspace of a step of `n_tok` tokens, `n_out` logit rows and attention over
-// `max_context` positions, laid out as the Llama-family runner lays it out
-// (LlamaRunner::Step in llama_model.cpp).
+// The largest step's workspace, laid out as the runner lays out every step
+// (step_workspace.h). The MatMul scratch is the largest any of the step's products needs: the
+// block matrices see every token, the output matrix only the logit rows.
 uint64_t StepWorkspaceBytes(const model::GgufFile& file, const model::ModelInfo& info,
                             const KvLayout& layout, int64_t n_tok, int64_t n_out,
                             int64_t max_context, int threads) {
-  const int64_t E = info.embedding_length, hd = info.head_dim;
-  const int64_t q_dim = info.head_count * hd, kv_dim = info.head_count_kv * hd;
-  const int64_t half_rot = info.rope_dimension_count / 2;
-  uint64_t bytes = 0;
-  bytes += 2 * PlanBytes(n_tok * E, 4);                         // x, h: [T, n_embd]
-  bytes += 2 * PlanBytes(n_tok * q_dim, 4);                     // q, attn: [T, n_head, hd]
-  bytes += 2 * PlanBytes(n_tok * kv_dim, 4);                    // k, v: [T, n_kv, hd]
-  bytes += 2 * PlanBytes(n_tok * info.feed_forward_length, 4);  // gate, up: [T, n_ff]
-  bytes += PlanBytes(n_tok * half_rot * 2, 4);                  // cos_sin: [T, n_rot/2, 2]
-  bytes += PlanBytes(
-      PagedAttentionScratchFloats(layout, info.head_count, max_context, 4 * int64_t{threads}), 4);
-  // Matmul scratch: the largest any 2-D weight needs for a step's rows (the output matrix
-  // sees only the logit rows, which are fewer).
-  size_t mm_scratch = 0;
+  StepDims dims = StepDimsOf(info, layout);
+  dims.n_tok = n_tok;
+  dims.n_out = n_out;
+  dims.max_context = max_context;
+  dims.att_slots = 4 * int64_t{threads};
   for (const model::GgufTensorInfo& t : file.tensors()) {
     if (t.dims.size() != 2) continue;
     const std::optional<uint64_t> row_bytes = RowBytes(t.type, t.dims[0]);
     if (!row_bytes) continue;
     const kernels::WeightMatrix w{t.type, t.dims[1], t.dims[0], t.data,
                                   static_cast<size_t>(*row_bytes)};
-    mm_scratch = std::max(mm_scratch, kernels::MatMulScratchBytes(w, std::max(n_tok, n_out)));
+    dims.mm_scratch_bytes =
+        std::max(dims.mm_scratch_bytes, kernels::MatMulScratchBytes(w, std::max(n_tok, n_out)));
   }
-  bytes += PlanBytes(static_cast<int64_t>(mm_scratch), 1);
-  bytes += PlanBytes(n_out * E, 4);                // out_x: [R, n_embd]
-  bytes += PlanBytes(n_out * info.vocab_size, 4);  // logits: [R, n_vocab]
-  return bytes;
+  return LayOutStep(dims).bytes;
 }
 
 // Reads a file's general.name, for owner names.
