@@ -11,14 +11,15 @@
 // when it does not fit, the breakdown and the budget are printed and the exit status is 1.
 // --memory-stats prints the governor's figures at the end as one line "memory: {json}" on stderr.
 //
-// With -p the prompt is tokenized as is (with the BOS the model asks for), prefilled, and
-// up to N tokens are sampled and printed as they complete (UTF-8 safe), stopping early at
-// an end-of-generation token or when the context is full. With --chat every line of
+// Generation goes through the Engine as in `pier serve` (one generation path): with -p the
+// prompt is tokenized as is (with the BOS the model asks for), prefilled in chunks, and up to
+// N tokens are sampled and printed as the engine releases them (UTF-8 safe), stopping early
+// at an end-of-generation token or when the context is full. With --chat every line of
 // standard input is a user turn: the conversation so far is rendered with the model's chat
-// template, only the tokens not already in the KV cache are prefilled, and the reply is
-// printed followed by a newline. At the end, prompt and decode speeds go to stderr.
-// Bad values (negative temperature, top_p outside (0, 1], a prompt longer than the
-// context, ...) print the reason and exit 1.
+// template (tokenizer/chat_prompt.h), the prefix cache serves the turns already computed,
+// and the reply is printed followed by a newline. At the end, prompt and decode speeds go to
+// stderr. Bad values (negative temperature, top_p outside (0, 1], a prompt longer than the context,
+// ...) print the reason and exit 1.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -35,16 +36,14 @@
 #include "cli/commands.h"
 #include "engine/local_model.h"
 #include "engine/sampling/sampler.h"
+#include "engine/scheduler/engine.h"
 #include "serving/device_set.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct RunOptions {
   std::string model;
@@ -73,20 +72,17 @@ struct Speed {
   double decode_seconds = 0;
 };
 
-constexpr int64_t kPrefillChunk = 512;  // tokens per prefill step (bounds the workspace)
+constexpr int64_t kPrefillChunk = 512;  // tokens per engine step (bounds the workspace)
 
-// One sequence filling the whole KV store; keeps the tokens whose K/V are cached so that a
-// chat turn prefills only what is new.
+// Generation through the Engine, exactly as `pier serve` runs a request: one sequence at a
+// time, chunked prefill, the prefix cache (a chat turn prefills only what is new), the
+// engine's end-of-generation and context handling. Text is printed as the engine releases it.
 class Generator {
  public:
-  Generator(engine::LocalModel& model, const tokenizer::Tokenizer& tok, int64_t ctx)
-      : model_(model), tok_(tok), ctx_(ctx) {
-    const int64_t n_blocks = model.kv().num_blocks();
-    for (int32_t b = 0; b < n_blocks; ++b) blocks_.push_back(b);
-  }
+  Generator(engine::Engine& engine, int64_t ctx) : engine_(engine), ctx_(ctx) {}
 
-  // Prefills `prompt` (reusing the cached common prefix), then samples up to n tokens,
-  // writing text to stdout as it completes (and to last_reply()).
+  // Submits `prompt` for up to n tokens and prints the reply as it comes (also kept in
+  // last_reply()).
   Status Generate(const std::vector<int32_t>& prompt, int64_t n,
                   const sampling::SamplingParams& params, Speed& speed) {
     if (prompt.empty()) return InvalidArgumentError("the prompt is empty");
@@ -95,75 +91,46 @@ class Generator {
                                   " tokens; the context holds " + std::to_string(ctx_) +
                                   " (raise --ctx, up to the model's context length)");
     }
-    size_t common = 0;
-    while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) {
-      ++common;
-    }
-    common = std::min(common, prompt.size() - 1);  // the last prompt token yields the logits
-    cached_.assign(prompt.begin(), prompt.begin() + static_cast<int64_t>(common));
-
-    const auto prefill_start = Clock::now();
-    std::vector<float> logits;
-    for (size_t first = common; first < prompt.size(); first += kPrefillChunk) {
-      const size_t end = std::min(prompt.size(), first + kPrefillChunk);
-      std::vector<int32_t> chunk(prompt.begin() + first, prompt.begin() + end);
-      PIER_RETURN_IF_ERROR(Step(
-          chunk, end == prompt.size() ? engine::LogitsWanted::kLast : engine::LogitsWanted::kNone,
-          &logits));
-    }
-    speed.prompt_tokens += static_cast<int64_t>(prompt.size() - common);
-    speed.prompt_seconds += std::chrono::duration<double>(Clock::now() - prefill_start).count();
-
-    PIER_ASSIGN_OR_RETURN(sampling::Sampler sampler,
-                          sampling::Sampler::Create(params, static_cast<int32_t>(logits.size())));
-    PIER_RETURN_IF_ERROR(sampler.AddPromptTokens(prompt));
-    tokenizer::IncrementalDecoder decoder(tok_, /*skip_special=*/true);
     last_reply_.clear();
-    const auto decode_start = Clock::now();
-    for (int64_t i = 0; i < n; ++i) {
-      PIER_ASSIGN_OR_RETURN(sampling::SampleResult sample, sampler.Sample(logits));
-      if (tok_.IsEndOfGeneration(sample.token)) break;
-      const std::string text = decoder.Push(sample.token);
-      last_reply_ += text;
-      std::fwrite(text.data(), 1, text.size(), stdout);
+    if (n == 0) return Status::Ok();
+    // What the context leaves; reaching it ends the reply with a note.
+    const int64_t room = ctx_ - static_cast<int64_t>(prompt.size());
+    engine::Request request;
+    request.id = "run-" + std::to_string(++requests_);
+    request.prompt_tokens = prompt;
+    request.sampling = params;
+    request.max_tokens = static_cast<int32_t>(std::min(n, room));
+    PIER_ASSIGN_OR_RETURN(std::shared_ptr<engine::RequestHandle> handle,
+                          engine_.Submit(std::move(request)));
+    while (std::optional<engine::Event> event = handle->Next()) {
+      last_reply_ += event->text;
+      std::fwrite(event->text.data(), 1, event->text.size(), stdout);
       std::fflush(stdout);
-      if (static_cast<int64_t>(cached_.size()) >= ctx_) {
-        std::fprintf(stderr, "\n[context of %lld tokens is full]\n", static_cast<long long>(ctx_));
-        break;
+      if (!event->finish.has_value()) continue;
+      if (*event->finish == engine::FinishReason::kError) return InternalError(event->error);
+      const engine::Usage& u = event->usage;
+      const engine::Timestamps& t = event->times;
+      speed.prompt_tokens += u.prompt_tokens - u.cached_prompt_tokens;
+      if (t.first_token_us > 0 && t.scheduled_us > 0) {
+        speed.prompt_seconds += static_cast<double>(t.first_token_us - t.scheduled_us) / 1e6;
+        // Every sampled token but the last took a forward pass.
+        speed.decode_tokens += std::max<int64_t>(u.completion_tokens - 1, 0);
+        speed.decode_seconds += static_cast<double>(t.finished_us - t.first_token_us) / 1e6;
       }
-      if (i + 1 == n) break;  // the last token needs no forward pass
-      PIER_RETURN_IF_ERROR(Step({sample.token}, engine::LogitsWanted::kLast, &logits));
-      ++speed.decode_tokens;
+      if (*event->finish == engine::FinishReason::kLength && room < n &&
+          u.completion_tokens >= room) {
+        std::fprintf(stderr, "\n[context of %lld tokens is full]\n", static_cast<long long>(ctx_));
+      }
     }
-    speed.decode_seconds += std::chrono::duration<double>(Clock::now() - decode_start).count();
-    const std::string rest = decoder.Flush();
-    last_reply_ += rest;
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-    std::fflush(stdout);
     return Status::Ok();
   }
 
   const std::string& last_reply() const { return last_reply_; }
 
  private:
-  Status Step(const std::vector<int32_t>& tokens, engine::LogitsWanted wanted,
-              std::vector<float>* logits) {
-    engine::SequenceSpan span;
-    span.tokens = tokens;
-    span.first_position = static_cast<int64_t>(cached_.size());
-    span.block_table = blocks_;
-    span.logits = wanted;
-    PIER_ASSIGN_OR_RETURN(engine::StepOutput out, model_.runner().Step(engine::Batch{{span}}));
-    cached_.insert(cached_.end(), tokens.begin(), tokens.end());
-    if (wanted != engine::LogitsWanted::kNone) logits->assign(out.logits.begin(), out.logits.end());
-    return Status::Ok();
-  }
-
-  engine::LocalModel& model_;
-  const tokenizer::Tokenizer& tok_;
+  engine::Engine& engine_;
   const int64_t ctx_;
-  std::vector<int32_t> blocks_;  // the whole store, in order
-  std::vector<int32_t> cached_;  // tokens whose K/V are in the store, positions 0..
+  int64_t requests_ = 0;
   std::string last_reply_;
 };
 
@@ -273,7 +240,13 @@ int RunRun(const RunOptions& options) {
                                           &(*devices)->cpu_governor());
   if (!model.ok()) return Fail(model.status());
   const tokenizer::Tokenizer& tokenizer = **tok;
-  Generator generator(**model, tokenizer, ctx);
+  engine::EngineOptions engine_options;
+  engine_options.scheduler.max_batched_tokens = kPrefillChunk;
+  engine_options.scheduler.max_seqs = 1;
+  auto engine =
+      engine::Engine::Create(engine_options, &(*model)->runner(), &(*model)->kv(), &tokenizer);
+  if (!engine.ok()) return Fail(engine.status());
+  Generator generator(**engine, ctx);
   Speed speed;
 
   if (!options.chat) {
@@ -314,6 +287,7 @@ int RunRun(const RunOptions& options) {
     std::fprintf(stderr, "memory: %s\n",
                  MemoryStatsJson(**model, (*model)->governor()).dump().c_str());
   }
+  engine->reset();  // the engine thread ends before the model it runs on
   return 0;
 }
 
