@@ -4,8 +4,14 @@
 // It carries the engine's plain Request and Event types. Its implementations live in
 // serving/: InProcessEngineClient (an Engine in this process) and, later, the worker-process
 // client for `pier serve` with one process per instance.
-// Tokenization and chat templates stay in the front end (the caller submits token ids), so a
-// worker only ever sees tokens.
+// What crosses this interface: token ids in (tokenization and chat templates stay in the
+// front end), events out that carry both the sampled token ids and their text. Detokenization
+// and stop strings run in the engine, next to the sampler: a stop string must end generation
+// in the step that completes it (a front end that matched text after the fact would let the
+// engine run on and would need an abort round trip per stop), and the text held back while a
+// stop string may be forming is the engine's to release. A worker therefore loads the model's
+// tokenizer (from the GGUF it maps anyway) for decoding only; the front end's own copy does the
+// encoding, templates and API shapes. See docs/architecture.md.
 //
 // Thread-safety: every method may be called from any thread. Submit must not block on the
 // model (it validates and queues); events are read from the returned handle, synchronously
