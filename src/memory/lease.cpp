@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "memory/governor_internal.h"
+#include "memory/reclaim_policy.h"
 
 namespace pier {
 namespace {
@@ -39,51 +40,33 @@ void MemoryGovernor::CheckDeadlinesLocked() {
 
 bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t need,
                                        uint64_t exclude_lease, Reclaim* reclaim) {
-  struct Candidate {
-    LeaseState* lease;
-    bool idle;
-    int priority;
-  };
-  std::vector<Candidate> candidates;
+  // A snapshot of the other owners' leases; the choice itself is reclaim_policy.h's.
+  std::vector<ReclaimCandidate> snapshot;
   for (auto& [id, lease] : leases_) {
-    if (id == exclude_lease || lease->owner == requester.id || lease->request) continue;
+    if (id == exclude_lease) continue;
     const OwnerState* o = FindLocked(lease->owner);
     if (o == nullptr) continue;
-    if (!lease->idle && o->spec.priority >= requester.spec.priority) continue;
-    candidates.push_back({lease.get(), lease->idle, o->spec.priority});
+    snapshot.push_back({.lease_id = id,
+                        .owner = lease->owner.value,
+                        .idle = lease->idle,
+                        .priority = o->spec.priority,
+                        .shrink_pending = lease->request.has_value(),
+                        .chunks = lease->chunks,
+                        .min_chunks = lease->min_chunks,
+                        .chunk_bytes = lease->chunk_bytes,
+                        .owner_charged = o->charged,
+                        .owner_keep = std::max(o->spec.guaranteed_bytes, o->floor)});
   }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     if (a.idle != b.idle) return a.idle;
-                     return a.priority < b.priority;
-                   });
-  // How much each owner can give back without going below its guarantee or reservations.
-  std::map<OwnerId, uint64_t> owner_room;
+  const ReclaimPlan plan =
+      ChooseReclaim(snapshot, requester.id.value, requester.spec.priority, need);
+  if (!plan.enough) return false;
   struct Planned {
     LeaseState* lease;
     size_t chunks;
   };
   std::vector<Planned> planned;
-  uint64_t found = 0;
-  for (const Candidate& c : candidates) {
-    if (found >= need) break;
-    LeaseState& lease = *c.lease;
-    const OwnerState& o = *FindLocked(lease.owner);
-    auto [it, inserted] = owner_room.try_emplace(lease.owner, 0);
-    if (inserted) {
-      const uint64_t keep = std::max(o.spec.guaranteed_bytes, o.floor);
-      it->second = o.charged > keep ? o.charged - keep : 0;
-    }
-    size_t spare = lease.chunks > lease.min_chunks ? lease.chunks - lease.min_chunks : 0;
-    spare = std::min<size_t>(spare, it->second / lease.chunk_bytes);
-    const size_t wanted = (need - found + lease.chunk_bytes - 1) / lease.chunk_bytes;
-    const size_t take = std::min(spare, wanted);
-    if (take == 0) continue;
-    planned.push_back({&lease, take});
-    it->second -= take * lease.chunk_bytes;
-    found += take * lease.chunk_bytes;
-  }
-  if (found < need) return false;
+  for (const ReclaimTake& take : plan.takes)
+    planned.push_back({leases_.at(take.lease_id).get(), take.chunks});
   const auto deadline = Clock::now() + options_.shrink_deadline;
   for (const Planned& p : planned) {
     ShrinkRequest request;

@@ -1,0 +1,68 @@
+// The reclaim choice alone, over hand-made snapshots (no governor, no locking).
+#include "memory/reclaim_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace pier {
+namespace {
+
+constexpr uint64_t kChunk = 1024;
+
+ReclaimCandidate Lease(uint64_t id, uint64_t owner, bool idle, int priority, size_t chunks) {
+  return {.lease_id = id,
+          .owner = owner,
+          .idle = idle,
+          .priority = priority,
+          .shrink_pending = false,
+          .chunks = chunks,
+          .min_chunks = 0,
+          .chunk_bytes = kChunk,
+          .owner_charged = chunks * kChunk,
+          .owner_keep = 0};
+}
+
+TEST(ReclaimPolicyTest, IdleLeasesYieldFirstThenTheLowestPriority) {
+  // Requester: owner 9 at priority 5. Busy owners of priority 1 and 3 yield (weaker); a busy
+  // owner of priority 7 does not; the idle one (priority 8) yields first anyway.
+  const std::vector<ReclaimCandidate> leases = {Lease(1, 1, false, 3, 4), Lease(2, 2, false, 7, 4),
+                                                Lease(3, 3, true, 8, 2), Lease(4, 4, false, 1, 4)};
+  const ReclaimPlan plan = ChooseReclaim(leases, 9, 5, 5 * kChunk);
+  ASSERT_TRUE(plan.enough);
+  ASSERT_EQ(plan.takes.size(), 2u);
+  EXPECT_EQ(plan.takes[0].lease_id, 3u);  // idle: all 2 chunks
+  EXPECT_EQ(plan.takes[0].chunks, 2u);
+  EXPECT_EQ(plan.takes[1].lease_id, 4u);  // then priority 1: the 3 still needed
+  EXPECT_EQ(plan.takes[1].chunks, 3u);
+  EXPECT_EQ(plan.bytes, 5 * kChunk);
+}
+
+TEST(ReclaimPolicyTest, NeverBelowMinimumsGuaranteesOrPendingShrinks) {
+  std::vector<ReclaimCandidate> leases = {Lease(1, 1, true, 0, 8), Lease(2, 2, true, 0, 8),
+                                          Lease(3, 3, true, 0, 8)};
+  leases[0].min_chunks = 6;           // 2 spare
+  leases[1].owner_keep = 7 * kChunk;  // the owner keeps 7 chunks' worth: 1 spare
+  leases[2].shrink_pending = true;    // already asked: not again
+  const ReclaimPlan plan = ChooseReclaim(leases, 9, 0, 10 * kChunk);
+  EXPECT_FALSE(plan.enough);
+  EXPECT_EQ(plan.bytes, 3 * kChunk);
+  // Two leases of one owner share its room.
+  std::vector<ReclaimCandidate> shared = {Lease(1, 1, true, 0, 4), Lease(2, 1, true, 0, 4)};
+  shared[0].owner_charged = shared[1].owner_charged = 8 * kChunk;
+  shared[0].owner_keep = shared[1].owner_keep = 5 * kChunk;
+  const ReclaimPlan capped = ChooseReclaim(shared, 9, 0, 8 * kChunk);
+  EXPECT_EQ(capped.bytes, 3 * kChunk);
+}
+
+TEST(ReclaimPolicyTest, TheRequesterNeverReclaimsFromItselfAndEqualsDoNotYield) {
+  const std::vector<ReclaimCandidate> leases = {Lease(1, 9, true, 0, 8), Lease(2, 2, false, 4, 8)};
+  const ReclaimPlan plan = ChooseReclaim(leases, 9, 4, kChunk);
+  EXPECT_FALSE(plan.enough);
+  EXPECT_TRUE(plan.takes.empty());
+  // Asking for nothing is always enough.
+  EXPECT_TRUE(ChooseReclaim(leases, 9, 4, 0).enough);
+}
+
+}  // namespace
+}  // namespace pier
