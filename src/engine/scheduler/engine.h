@@ -45,6 +45,7 @@
 #include "engine/scheduler/block_manager.h"
 #include "engine/scheduler/leased_kv_store.h"
 #include "engine/scheduler/request.h"
+#include "engine/scheduler/request_handle.h"
 #include "engine/scheduler/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -61,40 +62,6 @@ struct EngineOptions {
   // Submit answers RESOURCE_EXHAUSTED ("queue full") while this many sequences wait to be
   // admitted, counting those submitted since the last step (0: no limit).
   int64_t max_waiting = 0;
-};
-
-// The events of one request, in order. Written by the engine, read by any thread.
-class RequestHandle {
- public:
-  RequestHandle(std::string id, int32_t n) : id_(std::move(id)), choices_left_(n) {}
-
-  const std::string& id() const { return id_; }
-  // The next event; waits for one. nullopt once every choice has finished and all events
-  // were read, or when `timeout` passes first.
-  std::optional<Event> Next(std::chrono::milliseconds timeout = std::chrono::hours(24));
-  // Every event until all choices have finished (waits).
-  std::vector<Event> WaitAll();
-  // Every event available now (does not wait).
-  std::vector<Event> Drain();
-  bool finished() const;
-  // Events pushed and not yet read (a slow reader's backlog).
-  size_t pending() const;
-  // `on_event` is called after every Push (from the engine thread, without the handle's lock
-  // held), and once at once when events are already pending: an asynchronous reader (the HTTP
-  // server's event loop) uses it to wake up and Drain(). It must be quick and must not call
-  // back into the engine. Replaces any earlier listener; an empty function removes it.
-  void SetListener(std::function<void()> on_event);
-
-  // Engine side.
-  void Push(Event event);
-
- private:
-  const std::string id_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Event> events_;                         // guarded by mutex_
-  int32_t choices_left_;                             // guarded by mutex_
-  std::shared_ptr<std::function<void()>> listener_;  // guarded by mutex_
 };
 
 struct EngineStats {
