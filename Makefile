@@ -3,6 +3,11 @@
 
 JOBS ?= $(shell nproc)
 
+# ccache hits across checkouts (CI builds a fresh clone in another folder): paths are hashed
+# relative to the checkout, and the working directory is not hashed into debug-info builds.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+
 all: build
 
 bootstrap:
