@@ -9,9 +9,10 @@
 // Startup, in order: SIGTERM and SIGINT are blocked (before any thread starts, so every
 // thread inherits the mask and only this command's main thread receives them, through
 // sigtimedwait); the options are resolved (serve_config.h: defaults < --config file < flags);
-// the API keys file is read; the model is loaded as a serving::ModelHost in the ModelRegistry (KV
-// for --ctx positions, clamped to the model's context); then the routes and the HTTP server start,
-// and one line goes to stdout, exactly:
+// the API keys file is read; the device set is created (one governor per device) and the model
+// is loaded into the ModelRegistry (serving/model_loader.h: KV for --ctx positions, clamped to
+// the model's context); then the routes and the HTTP server start, and one line goes to stdout,
+// exactly:
 //   pier serve: listening on http://HOST:PORT (model ID)
 // and then one `pier serve: try: curl ...` line, a request to copy and paste.
 // (with --port 0 it shows the port the system chose). A bad setting, an unreadable keys file,
@@ -29,7 +30,6 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -37,7 +37,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,15 +48,14 @@
 #include "cli/commands.h"
 #include "cli/serve_config.h"
 #include "common/check.h"
-#include "engine/local_model.h"
 #include "http/admin_routes.h"
 #include "http/api_keys.h"
 #include "http/openai_api.h"
 #include "http/server.h"
 #include "metrics/serving_metrics.h"
-#include "model/gguf_file.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
+#include "serving/model_loader.h"
 #include "serving/model_registry.h"
 
 namespace pier::cli {
@@ -115,13 +113,6 @@ int Fail(const Status& status) {
   return 1;
 }
 
-// The model's `created`: the file's modification time, else now.
-int64_t CreatedUnixSeconds(const std::string& path) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) == 0) return static_cast<int64_t>(info.st_mtime);
-  return static_cast<int64_t>(std::time(nullptr));
-}
-
 std::string HostForUrl(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
@@ -157,24 +148,6 @@ int RunServe(const ServeOptions& options) {
   }
   const http::ApiKeys* keys_or_null = keys.enabled() ? &keys : nullptr;
 
-  const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
-  const std::string model_id = options.name.empty() ? ModelIdFromPath(path) : options.name;
-  serving::ModelHostOptions host_options;
-  {
-    Result<std::unique_ptr<model::GgufFile>> file = model::GgufFile::Open(path);
-    if (!file.ok()) return Fail(file.status());
-    host_options.model.kv_tokens = engine::ClampContext(**file, options.ctx);
-  }
-  host_options.model.path = path;
-  host_options.model.threads =
-      options.threads > 0 ? options.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  host_options.model.kv_dtype = options.kv_dtype;
-  host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
-  host_options.engine.scheduler.max_seqs = options.max_seqs;
-  host_options.max_waiting = options.max_queued;
-  spdlog::info("pier serve: loading {} ({} threads, KV cache {} tokens)", path,
-               host_options.model.threads, host_options.model.kv_tokens);
   // One device set for the process: every model on a device shares its governor.
   serving::DeviceSetOptions device_options;
   device_options.cpu_budget = options.memory_budget;
@@ -182,19 +155,23 @@ int RunServe(const ServeOptions& options) {
   Result<std::unique_ptr<serving::DeviceSet>> created = serving::DeviceSet::Create(device_options);
   if (!created.ok()) return Fail(created.status());
   std::unique_ptr<serving::DeviceSet> devices = std::move(created).value();
-  Result<std::unique_ptr<serving::ModelHost>> opened =
-      serving::ModelHost::Open(host_options, &devices->cpu_governor());
-  if (!opened.ok()) return Fail(opened.status());
-  if (opened.value()->chat_template() == nullptr) {
-    spdlog::warn("pier serve: no chat template ({}); /v1/chat/completions will refuse requests",
-                 opened.value()->chat_template_error());
-  }
+
+  serving::ModelLoadOptions load;
+  load.path = options.model.empty() ? DefaultModelPath() : options.model;
+  load.id = options.name;
+  load.threads = options.threads > 0
+                     ? options.threads
+                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  load.ctx = options.ctx;
+  load.kv_dtype = options.kv_dtype;
+  load.max_batched_tokens = options.max_batched_tokens;
+  load.max_seqs = options.max_seqs;
+  load.max_queued = options.max_queued;
   auto registry = std::make_unique<serving::ModelRegistry>();
-  if (Status added =
-          registry->AddHost(model_id, CreatedUnixSeconds(path), std::move(opened).value());
-      !added.ok()) {
-    return Fail(added);
+  if (Status loaded = serving::LoadModel(load, *devices, *registry); !loaded.ok()) {
+    return Fail(loaded);
   }
+  const std::string model_id = registry->default_model()->id;
   metrics::ServingMetrics metrics(model_id);
 
   http::OpenAiApiOptions api_options;

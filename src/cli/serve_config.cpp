@@ -291,11 +291,4 @@ Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string
   return options;
 }
 
-std::string ModelIdFromPath(std::string_view path) {
-  std::string id = std::filesystem::path(path).filename().string();
-  constexpr std::string_view kSuffix = ".gguf";
-  if (id.size() > kSuffix.size() && id.ends_with(kSuffix)) id.resize(id.size() - kSuffix.size());
-  return id;
-}
-
 }  // namespace pier::cli

@@ -88,8 +88,4 @@ std::string FlagName(std::string_view setting);
 [[nodiscard]] Result<ServeOptions> ResolveServeOptions(
     const std::map<std::string, std::string>& flags);
 
-// The model id for a model path: "SmolLM2-135M-Instruct.Q4_1" for
-// ".../SmolLM2-135M-Instruct.Q4_1.gguf".
-std::string ModelIdFromPath(std::string_view path);
-
 }  // namespace pier::cli

@@ -224,12 +224,6 @@ TEST_F(ServeConfigTest, EmptyFileAndMissingFile) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
-TEST(ModelIdFromPathTest, DropsFolderAndGgufSuffix) {
-  EXPECT_EQ(ModelIdFromPath("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "SmolLM2-135M-Instruct.Q4_1");
-  EXPECT_EQ(ModelIdFromPath("model.bin"), "model.bin");
-  EXPECT_EQ(ModelIdFromPath("dir/.gguf"), ".gguf");
-}
-
 TEST(FlagNameTest, UnderscoresBecomeDashes) {
   EXPECT_EQ(FlagName("max_batched_tokens"), "--max-batched-tokens");
   EXPECT_EQ(FlagName("port"), "--port");

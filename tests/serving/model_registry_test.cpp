@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "serving/model_loader.h"
+
 namespace pier::serving {
 namespace {
 
@@ -75,6 +77,12 @@ TEST(ModelRegistryTest, RefusesDuplicatesAndIncompleteEntries) {
   EXPECT_FALSE(registry.Add({.id = "d", .client = &client, .tokenizer = nullptr}).ok());
   EXPECT_FALSE(registry.AddHost("e", 0, nullptr).ok());
   EXPECT_EQ(registry.models().size(), 1u);
+}
+
+TEST(ModelIdFromPathTest, DropsFolderAndGgufSuffix) {
+  EXPECT_EQ(ModelIdFromPath("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "SmolLM2-135M-Instruct.Q4_1");
+  EXPECT_EQ(ModelIdFromPath("model.bin"), "model.bin");
+  EXPECT_EQ(ModelIdFromPath("dir/.gguf"), ".gguf");
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+#include "serving/model_loader.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include "engine/local_model.h"
+#include "model/gguf_file.h"
+#include "serving/model_host.h"
+
+namespace pier::serving {
+namespace {
+
+// The model's `created`: the file's modification time, else now.
+int64_t CreatedUnixSeconds(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return static_cast<int64_t>(info.st_mtime);
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+}  // namespace
+
+std::string ModelIdFromPath(std::string_view path) {
+  std::string id = std::filesystem::path(path).filename().string();
+  constexpr std::string_view kSuffix = ".gguf";
+  if (id.size() > kSuffix.size() && id.ends_with(kSuffix)) id.resize(id.size() - kSuffix.size());
+  return id;
+}
+
+Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegistry& registry) {
+  const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+  ModelHostOptions host_options;
+  {
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
+                          model::GgufFile::Open(options.path));
+    host_options.model.kv_tokens = engine::ClampContext(*file, options.ctx);
+  }
+  host_options.model.path = options.path;
+  host_options.model.threads = options.threads;
+  host_options.model.kv_dtype = options.kv_dtype;
+  host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
+  host_options.engine.scheduler.max_seqs = options.max_seqs;
+  host_options.max_waiting = options.max_queued;
+  spdlog::info("loading {} as {} ({} threads, KV cache {} tokens)", options.path, id,
+               host_options.model.threads, host_options.model.kv_tokens);
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host,
+                        ModelHost::Open(host_options, &devices.cpu_governor()));
+  if (host->chat_template() == nullptr) {
+    spdlog::warn("model {} has no chat template ({}); /v1/chat/completions will refuse it", id,
+                 host->chat_template_error());
+  }
+  return registry.AddHost(id, CreatedUnixSeconds(options.path), std::move(host));
+}
+
+}  // namespace pier::serving

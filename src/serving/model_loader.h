@@ -1,0 +1,38 @@
+// LoadModel: opens one model on its device and registers it, the way `pier serve` (and later
+// its worker processes and on-demand loads) brings a model up: the context is clamped to the
+// model's own, the engine is sized from the scheduler limits, and `created` is the file's
+// modification time.
+//
+// Thread-safety: call before serving starts (the registry is not locked).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "engine/kv_store.h"
+#include "serving/device_set.h"
+#include "serving/model_registry.h"
+
+namespace pier::serving {
+
+struct ModelLoadOptions {
+  std::string path;    // GGUF file
+  std::string id;      // what clients name; empty: the file name without .gguf
+  int threads = 1;     // compute threads, counting the engine thread
+  int64_t ctx = 4096;  // KV positions, clamped to the model's context length
+  engine::KvDtype kv_dtype = engine::KvDtype::kF16;
+  int64_t max_batched_tokens = 512;
+  int64_t max_seqs = 64;
+  int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
+};
+
+// The file's, the host's and the registry's errors (a model that does not fit the device's
+// budget is RESOURCE_EXHAUSTED with the numbers). On success the registry serves the model.
+[[nodiscard]] Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices,
+                               ModelRegistry& registry);
+
+// "SmolLM2-135M-Instruct.Q4_1" for ".../SmolLM2-135M-Instruct.Q4_1.gguf".
+std::string ModelIdFromPath(std::string_view path);
+
+}  // namespace pier::serving
