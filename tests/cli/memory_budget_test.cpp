@@ -158,18 +158,28 @@ TEST(MemoryBudgetTest, InspectMemorySaysWhetherRunWouldFit) {
   EXPECT_NE(bad.err.find("more than the device's capacity"), std::string::npos) << bad.err;
 }
 
+// The default model's options for a `ctx`-token context.
+LocalModelOptions DefaultModelOptions(int64_t ctx) {
+  LocalModelOptions options = RunOptions(ctx);
+  options.path = PIER_DEFAULT_MODEL_PATH;
+  return options;
+}
+
+// A device set of its own whose CPU budget is `bytes`.
+Result<std::unique_ptr<serving::DeviceSet>> DevicesWithBudget(uint64_t bytes) {
+  serving::DeviceSetOptions options;
+  options.cpu_budget = BudgetSpec::Bytes(bytes);
+  return serving::DeviceSet::Create(options);
+}
+
 TEST(MemoryBudgetTest, GovernorChargesWhatInspectShows) {
   // A 512-token context filled by one 512-token step: the largest step the estimate plans
   // for, attending over the whole context.
-  LocalModelOptions options = RunOptions(512);
-  options.path = PIER_DEFAULT_MODEL_PATH;
-  auto file = OpenDefault();
-  auto estimate = EstimateMemory(*file, options);
+  const LocalModelOptions options = DefaultModelOptions(512);
+  auto estimate = EstimateMemory(*OpenDefault(), options);
   ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
   // A device set of its own: a budget of exactly the estimate.
-  serving::DeviceSetOptions device_options;
-  device_options.cpu_budget = BudgetSpec::Bytes(estimate->total_bytes());
-  auto devices = serving::DeviceSet::Create(device_options);
+  auto devices = DevicesWithBudget(estimate->total_bytes());
   ASSERT_TRUE(devices.ok()) << devices.status().ToString();
   auto model = LocalModel::Open(options, &(*devices)->cpu_governor());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -216,14 +226,10 @@ TEST(MemoryBudgetTest, GovernorChargesWhatInspectShows) {
 TEST(MemoryBudgetTest, ModelsOnOneDeviceShareItsBudget) {
   // One device set, room for one model but not two: the second is refused with the numbers,
   // and once the first is gone its budget is free again.
-  LocalModelOptions options = RunOptions(512);
-  options.path = PIER_DEFAULT_MODEL_PATH;
-  auto file = OpenDefault();
-  auto estimate = EstimateMemory(*file, options);
+  const LocalModelOptions options = DefaultModelOptions(512);
+  auto estimate = EstimateMemory(*OpenDefault(), options);
   ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
-  serving::DeviceSetOptions device_options;
-  device_options.cpu_budget = BudgetSpec::Bytes(estimate->total_bytes() * 3 / 2);
-  auto devices = serving::DeviceSet::Create(device_options);
+  auto devices = DevicesWithBudget(estimate->total_bytes() * 3 / 2);
   ASSERT_TRUE(devices.ok()) << devices.status().ToString();
   MemoryGovernor& governor = (*devices)->cpu_governor();
 
@@ -243,9 +249,7 @@ TEST(MemoryBudgetTest, ModelsOnOneDeviceShareItsBudget) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
 
   // Two instances that fit get owners of distinct names.
-  serving::DeviceSetOptions roomy;
-  roomy.cpu_budget = BudgetSpec::Bytes(estimate->total_bytes() * 5 / 2);
-  auto big = serving::DeviceSet::Create(roomy);
+  auto big = DevicesWithBudget(estimate->total_bytes() * 5 / 2);
   ASSERT_TRUE(big.ok());
   auto a = LocalModel::Open(options, &(*big)->cpu_governor());
   auto b = LocalModel::Open(options, &(*big)->cpu_governor());
