@@ -2,10 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/ast.h"
+#include "tokenizer/jinja/eval.h"
+#include "tokenizer/jinja/parser.h"
+#include "tokenizer/jinja/value.h"
 
 namespace pier::tokenizer {
 namespace {

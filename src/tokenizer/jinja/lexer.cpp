@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja/lexer.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "tokenizer/jinja_string.h"
+#include "tokenizer/jinja/strings.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

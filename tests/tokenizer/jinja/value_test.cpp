@@ -1,11 +1,11 @@
 // Python value semantics of Pier's Jinja engine (expected strings are CPython's outputs).
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/value.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "tokenizer/jinja_string.h"
+#include "tokenizer/jinja/strings.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

@@ -1,8 +1,8 @@
-#include "tokenizer/jinja_validate.h"
+#include "tokenizer/jinja/validate.h"
 
 #include <string>
 
-#include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja/builtins.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

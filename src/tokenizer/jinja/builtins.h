@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/value.h"
 
 namespace pier::tokenizer::jinja {
 

@@ -1,10 +1,10 @@
-// Jinja filters and tests (see jinja_builtins.h).
+// Jinja filters and tests (see builtins.h).
 #include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_string.h"
+#include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/strings.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja/parser.h"
 
 #include <initializer_list>
 
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_validate.h"
+#include "tokenizer/jinja/lexer.h"
+#include "tokenizer/jinja/validate.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

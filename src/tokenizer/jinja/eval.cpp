@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_eval.h"
+#include "tokenizer/jinja/eval.h"
 
 #include <chrono>
 #include <ctime>
 #include <unordered_map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_operators.h"
+#include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/operators.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

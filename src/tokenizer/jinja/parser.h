@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "tokenizer/jinja_ast.h"
+#include "tokenizer/jinja/ast.h"
 
 namespace pier::tokenizer::jinja {
 

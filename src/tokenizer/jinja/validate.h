@@ -8,7 +8,7 @@
 #pragma once
 
 #include "common/status.h"
-#include "tokenizer/jinja_ast.h"
+#include "tokenizer/jinja/ast.h"
 
 namespace pier::tokenizer::jinja {
 

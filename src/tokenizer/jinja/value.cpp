@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/value.h"
 
 #include <utf8proc.h>
 
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja_string.h"
+#include "tokenizer/jinja/strings.h"
 
 namespace pier::tokenizer::jinja {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/value.h"
 
 namespace pier::tokenizer::jinja {
 

@@ -1,8 +1,8 @@
-#include "tokenizer/jinja_operators.h"
+#include "tokenizer/jinja/operators.h"
 
 #include <cmath>
 
-#include "tokenizer/jinja_string.h"
+#include "tokenizer/jinja/strings.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

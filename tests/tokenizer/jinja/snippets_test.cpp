@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja/eval.h"
+#include "tokenizer/jinja/parser.h"
 
 namespace pier::tokenizer::jinja {
 namespace {

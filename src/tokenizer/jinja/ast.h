@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/value.h"
 
 namespace pier::tokenizer::jinja {
 

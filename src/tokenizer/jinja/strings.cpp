@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_string.h"
+#include "tokenizer/jinja/strings.h"
 
 #include <utf8proc.h>
 

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "common/status.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/ast.h"
+#include "tokenizer/jinja/value.h"
 
 namespace pier::tokenizer::jinja {
 

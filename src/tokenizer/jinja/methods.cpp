@@ -1,9 +1,9 @@
-// Attribute, item and slice access, and Python methods on values (see jinja_builtins.h).
+// Attribute, item and slice access, and Python methods on values (see builtins.h).
 #include <algorithm>
 #include <unordered_set>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_string.h"
+#include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/strings.h"
 
 namespace pier::tokenizer::jinja {
 namespace {
