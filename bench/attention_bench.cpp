@@ -18,19 +18,27 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "common/thread_pool.h"
 #include "device/cpu/cpu_device.h"
-#include "engine/attention_kernel.h"
-#include "engine/kv_convert.h"
 #include "engine/kv_store.h"
-#include "engine/paged_attention.h"
+#include "kernels/cpu/attention_kernel.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/kv_convert.h"
+#include "kernels/cpu/paged_attention.h"
 #include "memory/memory_governor.h"
 
 namespace pier::engine {
 namespace {
+
+using kernels::AttentionSpan;
+using kernels::ConvertF32ToF16;
+using kernels::ConvertF32ToQ8_0;
+using kernels::PagedAttention;
+using kernels::PagedAttentionScratchFloats;
 
 constexpr int64_t kLayers = 30, kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlockSize = 16;
 
@@ -108,8 +116,12 @@ Setup MakeSetup(int64_t n_layer, int64_t n_seq, int64_t ctx, int64_t tokens_per_
 // n_layer: layers in the store; the step attends kLayers layers, cycling through them (one
 // layer: the same K/V every time, which then stays in the caches).
 void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
-         int64_t tokens_per_seq, internal::AttentionIsa isa = internal::AttentionIsa::kBest) {
-  internal::SetAttentionIsa(isa);
+         int64_t tokens_per_seq, std::optional<kernels::Isa> isa = std::nullopt) {
+  if (isa.has_value() && !kernels::IsaSupported(*isa)) {
+    state.SkipWithError("this CPU lacks the path");
+    return;
+  }
+  kernels::internal::SetActiveIsaForTesting(isa);
   const KvDtype dtype = state.range(1) == 0   ? KvDtype::kF32
                         : state.range(1) == 1 ? KvDtype::kF16
                                               : KvDtype::kQ8_0;
@@ -119,7 +131,7 @@ void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
   ThreadPool pool(threads);
   for (auto _ : state) {
     for (int64_t layer = 0; layer < kLayers; ++layer) {
-      PagedAttention(*s.store, layer % n_layer, s.spans, kHeads, s.q.data(), s.out.data(),
+      PagedAttention(s.store->View(), layer % n_layer, s.spans, kHeads, s.q.data(), s.out.data(),
                      s.max_context, s.scratch.data(), n_slots, pool);
     }
     benchmark::DoNotOptimize(s.out.data());
@@ -130,7 +142,7 @@ void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
   for (const AttentionSpan& span : s.spans) {
     for (int64_t t = 0; t < span.n_tokens; ++t) pairs += span.first_position + t + 1;
   }
-  internal::SetAttentionIsa(internal::AttentionIsa::kBest);
+  kernels::internal::SetActiveIsaForTesting(std::nullopt);
   state.counters["pairs/s"] = benchmark::Counter(static_cast<double>(pairs * kHeads * kLayers),
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -138,12 +150,13 @@ void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
 void BM_Decode(benchmark::State& state) { Run(state, kLayers, 16, state.range(0), 1); }
 void BM_DecodeHot(benchmark::State& state) { Run(state, 1, 16, state.range(0), 1); }
 void BM_Prefill(benchmark::State& state) { Run(state, kLayers, 1, state.range(0), state.range(0)); }
-// The portable loops (what a CPU without AVX-512 runs; here their AVX2 clone).
+// The portable loops compiled for AVX2 (what a CPU without AVX-512 runs). PIER_CPU_ISA
+// forces every benchmark onto one level instead.
 void BM_DecodePortable(benchmark::State& state) {
-  Run(state, kLayers, 16, state.range(0), 1, internal::AttentionIsa::kPortable);
+  Run(state, kLayers, 16, state.range(0), 1, kernels::Isa::kAvx2);
 }
 void BM_PrefillPortable(benchmark::State& state) {
-  Run(state, kLayers, 1, state.range(0), state.range(0), internal::AttentionIsa::kPortable);
+  Run(state, kLayers, 1, state.range(0), state.range(0), kernels::Isa::kAvx2);
 }
 
 BENCHMARK(BM_Decode)

@@ -67,9 +67,8 @@ void BM_MatMul(benchmark::State& state) {
   const int64_t n_rows = state.range(0), n_cols = state.range(1), n_tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   const DType type = static_cast<DType>(state.range(4));
-  const internal::Isa isa =
-      state.range(5) < 0 ? internal::BestIsa() : static_cast<internal::Isa>(state.range(5));
-  if (!internal::IsaSupported(isa)) {
+  const Isa isa = state.range(5) < 0 ? BestIsa() : static_cast<Isa>(state.range(5));
+  if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
@@ -99,7 +98,7 @@ void BM_MatMul(benchmark::State& state) {
       benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["GB/s"] =
       benchmark::Counter(weight_bytes * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(DTypeName(type)) + " " + internal::IsaName(isa) +
+  state.SetLabel(std::string(DTypeName(type)) + " " + IsaName(isa) +
                  (packed ? " packed" : " gguf"));
 }
 
@@ -119,7 +118,7 @@ void ModelShapes(benchmark::internal::Benchmark* b) {
   // Packed on the fly from the GGUF layout, and the portable AVX2 path, on one layer.
   for (int64_t tokens : {1, 16, 512}) {
     b->Args({1536, 576, tokens, 1, q41, -1, 0});
-    b->Args({1536, 576, tokens, 1, q41, static_cast<int64_t>(internal::Isa::kAvx2), 1});
+    b->Args({1536, 576, tokens, 1, q41, static_cast<int64_t>(Isa::kAvx2), 1});
   }
 }
 BENCHMARK(BM_MatMul)->Apply(ModelShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "device/cpu/cpu_device.h"
 #include "device/cuda/cuda_plugin.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "memory/byte_size.h"
 
 namespace pier::cli {
@@ -29,7 +30,9 @@ int RunDevices(bool json) {
     nlohmann::ordered_json out;
     out["cpu"] = {{"capacity_bytes", (*cpu)->TotalBytes()},
                   {"mem_total_bytes", memory.mem_total_bytes},
-                  {"mem_available_bytes", memory.mem_available_bytes}};
+                  {"mem_available_bytes", memory.mem_available_bytes},
+                  {"kernel_isa", kernels::IsaName(kernels::ActiveIsa())},
+                  {"best_isa", kernels::IsaName(kernels::BestIsa())}};
     if (memory.cgroup) {
       out["cpu"]["cgroup_limit_bytes"] = memory.cgroup->limit_bytes;
       out["cpu"]["cgroup_path"] = memory.cgroup->path;
@@ -48,7 +51,9 @@ int RunDevices(bool json) {
     std::printf(", cgroup v%d limit %s at %s", memory.cgroup->version,
                 FormatBytes(memory.cgroup->limit_bytes).c_str(), memory.cgroup->path.c_str());
   }
-  std::printf(")\ncuda:  %s\n", gpu.Summary().c_str());
+  std::printf(")\n       kernels %s (best on this CPU: %s; PIER_CPU_ISA forces a level)\n",
+              kernels::IsaName(kernels::ActiveIsa()), kernels::IsaName(kernels::BestIsa()));
+  std::printf("cuda:  %s\n", gpu.Summary().c_str());
   return 0;
 }
 

@@ -1,10 +1,18 @@
 // `pier`: the single binary. Subcommands register themselves (commands.h).
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "kernels/cpu/cpu_isa.h"
 
 int main(int argc, char** argv) {
+  // A PIER_CPU_ISA this CPU cannot honour is an error before any command runs, not a silent
+  // fallback that would make a benchmark of one path measure another.
+  if (const pier::Status isa = pier::kernels::ValidateCpuIsaOverride(); !isa.ok()) {
+    std::fprintf(stderr, "pier: %s\n", isa.message().c_str());
+    return 2;
+  }
   CLI::App app{"Pier: an inference server that hosts many models on shared GPUs and CPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pier 0.1.0");

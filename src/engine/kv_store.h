@@ -23,53 +23,19 @@
 
 #include "common/check.h"
 #include "common/status.h"
+#include "kernels/cpu/paged_kv.h"
 #include "memory/memory_governor.h"
 
 namespace pier::engine {
 
-// The element type of stored K/V values.
-enum class KvDtype : uint8_t {
-  kF32,   // exact copies of the runner's f32 K/V
-  kF16,   // IEEE half, rounded to nearest even: half the memory
-  kQ8_0,  // GGUF's Q8_0 per 32 values of a head (f16 scale, int8 values): 34 bytes per 32,
-          // about half of f16; the head size must be a multiple of 32
-};
+using kernels::KvDtype;
+using kernels::KvLayout;
 
 // "f32", "f16" or "q8_0".
 std::string_view KvDtypeName(KvDtype dtype);
 // "f32", "f16" or "q8_0" (as `--kv-dtype` takes them); INVALID_ARGUMENT naming the accepted
 // values.
 [[nodiscard]] Result<KvDtype> ParseKvDtype(std::string_view name);
-
-struct KvLayout {
-  int64_t n_layer = 0;
-  int64_t block_size = 16;  // positions per block
-  int64_t n_kv_head = 0;
-  int64_t head_dim = 0;
-  KvDtype dtype = KvDtype::kF32;
-
-  // Bytes of one head's head_dim values of one position.
-  size_t head_bytes() const {
-    const auto hd = static_cast<size_t>(head_dim);
-    switch (dtype) {
-      case KvDtype::kF16:
-        return 2 * hd;
-      case KvDtype::kQ8_0:
-        return hd / 32 * 34;
-      case KvDtype::kF32:
-        break;
-    }
-    return 4 * hd;
-  }
-  // Values of one position of one layer's K (or V): n_kv_head * head_dim.
-  int64_t row_elements() const { return n_kv_head * head_dim; }
-  // Values of one layer's K (or V) in one block.
-  int64_t plane_elements() const { return block_size * row_elements(); }
-  size_t row_bytes() const { return static_cast<size_t>(n_kv_head) * head_bytes(); }
-  size_t plane_bytes() const { return static_cast<size_t>(block_size) * row_bytes(); }
-  size_t bytes_per_block() const { return static_cast<size_t>(n_layer) * 2 * plane_bytes(); }
-  friend bool operator==(const KvLayout&, const KvLayout&) = default;
-};
 
 // INVALID_ARGUMENT for a non-positive dimension, an unknown dtype, or q8_0 with a head size
 // that is not a multiple of 32 (the message names the head size).
@@ -84,6 +50,13 @@ class KvStore {
 
   const KvLayout& layout() const { return layout_; }
   virtual int64_t num_blocks() const = 0;
+
+  // The store as the kernels read it (valid while the store lives).
+  kernels::PagedKvView View() const {
+    return kernels::PagedKvView(layout_, this, [](const void* store, int32_t block) {
+      return static_cast<const KvStore*>(store)->BlockData(block);
+    });
+  }
 
   // Start of block `block` (0 <= block < num_blocks()): bytes_per_block() bytes.
   virtual std::byte* BlockData(int32_t block) const = 0;

@@ -11,19 +11,25 @@
 
 #include "common/check.h"
 #include "common/thread_pool.h"
-#include "engine/kv_convert.h"
-#include "engine/paged_attention.h"
 #include "engine/step_workspace.h"
 #include "engine/workspace.h"
+#include "kernels/cpu/kv_convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/paged_attention.h"
 #include "model/model_info.h"
 #include "tensor/dequantize.h"
 
 namespace pier::engine {
 namespace {
 
+using kernels::AttentionSpan;
+using kernels::ConvertF32ToF16;
+using kernels::ConvertF32ToQ8_0;
+using kernels::kPagedAttentionMaxHeadDim;
+using kernels::PagedAttention;
 using kernels::WeightMatrix;
+namespace ops = kernels::ops;
 
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [n_embd]
@@ -527,7 +533,7 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
         }
       }
     }
-    PagedAttention(kv, il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
+    PagedAttention(kv.View(), il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
                    *options_.pool);
     PIER_RETURN_IF_ERROR(MatMul(l.wo, attn, n_tok, h, b));
     ForEachRow(n_tok, E, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });

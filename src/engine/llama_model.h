@@ -20,15 +20,15 @@
 #include <memory>
 #include <string>
 
-#include "engine/cpu_ops.h"
 #include "engine/cpu_runner.h"
+#include "kernels/cpu/row_ops.h"
 
 namespace pier::engine {
 
 // What distinguishes the members of the family.
 struct LlamaVariant {
   bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias are required
-  ops::RopeStyle rope_style = ops::RopeStyle::kNormal;
+  kernels::ops::RopeStyle rope_style = kernels::ops::RopeStyle::kNormal;
 };
 
 // `general.architecture` llama: no biases, adjacent-pair RoPE on GGUF's permuted Q/K rows.

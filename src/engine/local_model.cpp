@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "engine/cpu_runner.h"
-#include "engine/paged_attention.h"
 #include "engine/step_workspace.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/paged_attention.h"
 #include "model/model_info.h"
 #include "tensor/dtype.h"
 

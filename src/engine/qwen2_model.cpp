@@ -10,7 +10,7 @@ Result<std::unique_ptr<ModelRunner>> CreateQwen2Runner(const model::GgufFile& fi
                                                        const CpuRunnerOptions& options) {
   LlamaVariant variant;
   variant.qkv_bias = true;
-  variant.rope_style = ops::RopeStyle::kNeox;
+  variant.rope_style = kernels::ops::RopeStyle::kNeox;
   return CreateLlamaFamilyRunner(file, variant, options);
 }
 

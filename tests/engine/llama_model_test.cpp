@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "device/cpu/cpu_device.h"
 #include "engine/cpu_runner.h"
 #include "engine/local_model.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "test_governor.h"
 #include "tiny_model.h"
 
@@ -208,6 +211,32 @@ TEST(LlamaModelTest, EveryChunkingGivesIdenticalBits) {
     }
     EXPECT_TRUE(SameBits(RunChunked(runner, tokens, chunks, {0, 4, 8}), whole)) << trial;
   }
+}
+
+// Every CPU level this machine has (cpu_isa.h: the MatMul, attention, row and K/V paths all
+// switch together) gives the same logits, bit for bit, for every weight type and variant.
+TEST(LlamaModelTest, EveryCpuIsaLevelGivesIdenticalBits) {
+  struct Reset {
+    ~Reset() { kernels::internal::SetActiveIsaForTesting(std::nullopt); }
+  } reset;
+  int levels = 0;
+  for (const VariantCase& c : Variants()) {
+    TinyRun run = OpenTiny(c.spec);
+    ASSERT_NE(run.model, nullptr) << c.name;
+    const std::vector<int32_t> tokens = RandomTokens(21, c.spec.n_vocab, 3);
+    kernels::internal::SetActiveIsaForTesting(kernels::Isa::kScalar);
+    const std::vector<float> scalar = RunChunked(run.model->runner(), tokens, {16, 5}, {1, 0});
+    levels = 1;
+    for (kernels::Isa isa : {kernels::Isa::kAvx2, kernels::Isa::kAvx512}) {
+      if (!kernels::IsaSupported(isa)) continue;
+      kernels::internal::SetActiveIsaForTesting(isa);
+      EXPECT_TRUE(SameBits(RunChunked(run.model->runner(), tokens, {16, 5}, {1, 0}), scalar))
+          << c.name << " at " << kernels::IsaName(isa);
+      ++levels;
+    }
+  }
+  std::printf("CPU levels compared: %d (best here: %s)\n", levels,
+              kernels::IsaName(kernels::BestIsa()));
 }
 
 TEST(LlamaModelTest, BatchCompanyAndThreadCountDoNotChangeBits) {

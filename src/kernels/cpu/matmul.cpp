@@ -16,23 +16,6 @@ namespace {
 
 size_t RoundUp(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-bool CpuHas(const char* feature) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  // __builtin_cpu_supports needs a string literal, hence the explicit list.
-  const std::string f = feature;
-  if (f == "avx2") return __builtin_cpu_supports("avx2");
-  if (f == "fma") return __builtin_cpu_supports("fma");
-  if (f == "f16c") return __builtin_cpu_supports("f16c");
-  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
-  if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
-  if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
-  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
-#endif
-  (void)feature;
-  return false;
-}
-
 const IsaKernels& KernelsFor(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
@@ -58,49 +41,6 @@ constexpr int64_t kMinChunkMacs = 1 << 15;
 const IsaKernels& Avx2Kernels() { return ScalarKernels(); }
 const IsaKernels& Avx512Kernels() { return ScalarKernels(); }
 #endif
-
-const char* IsaName(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kScalar:
-      break;
-  }
-  return "scalar";
-}
-
-namespace {
-
-bool DetectIsa(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return true;
-    case Isa::kAvx2:
-      return CpuHas("avx2") && CpuHas("fma") && CpuHas("f16c");
-    case Isa::kAvx512:
-      return DetectIsa(Isa::kAvx2) && CpuHas("avx512f") && CpuHas("avx512vl") &&
-             CpuHas("avx512bw") && CpuHas("avx512vnni");
-  }
-  return false;
-}
-
-}  // namespace
-
-bool IsaSupported(Isa isa) {
-  static const bool supported[3] = {true, DetectIsa(Isa::kAvx2), DetectIsa(Isa::kAvx512)};
-  return supported[static_cast<int>(isa)];
-}
-
-Isa BestIsa() {
-  static const Isa best = [] {
-    if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
-    if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
-    return Isa::kScalar;
-  }();
-  return best;
-}
 
 QuantLayout MakeQuantLayout(int64_t n_cols) {
   QuantLayout layout;
@@ -304,16 +244,15 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tokens) {
 
 Status MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy,
               std::span<std::byte> scratch, ThreadPool& pool) {
-  return internal::MatMulWithIsa(internal::BestIsa(), w, x, n_tokens, y, ldy, scratch, pool);
+  return internal::MatMulWithIsa(ActiveIsa(), w, x, n_tokens, y, ldy, scratch, pool);
 }
 
 Status MatMulToSlices(const WeightMatrix& w, const float* x, int64_t n_tokens,
                       std::span<const OutputSlice> slices, std::span<std::byte> scratch,
                       ThreadPool& pool) {
-  return internal::MatMulToSlicesWithIsa(internal::BestIsa(), w, x, n_tokens, slices, scratch,
-                                         pool);
+  return internal::MatMulToSlicesWithIsa(ActiveIsa(), w, x, n_tokens, slices, scratch, pool);
 }
 
-const char* MatMulIsaName() { return internal::IsaName(internal::BestIsa()); }
+const char* MatMulIsaName() { return IsaName(ActiveIsa()); }
 
 }  // namespace pier::kernels

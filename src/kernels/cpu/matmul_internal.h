@@ -41,15 +41,10 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul.h"
 
 namespace pier::kernels::internal {
-
-enum class Isa { kScalar, kAvx2, kAvx512 };
-
-const char* IsaName(Isa isa);
-bool IsaSupported(Isa isa);
-Isa BestIsa();
 
 // MatMul / MatMulToSlices forced onto one path (which must be supported), for tests and
 // benchmarks.

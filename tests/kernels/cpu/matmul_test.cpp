@@ -17,8 +17,6 @@
 namespace pier::kernels {
 namespace {
 
-using internal::Isa;
-
 const DType kAllTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
                            DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
                            DType::kF16,  DType::kBF16, DType::kF32};
@@ -114,7 +112,7 @@ std::vector<float> RunMatMul(Isa isa, const WeightMatrix& w, const float* x, int
 std::vector<Isa> SupportedIsas() {
   std::vector<Isa> isas;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (internal::IsaSupported(isa)) isas.push_back(isa);
+    if (IsaSupported(isa)) isas.push_back(isa);
   }
   return isas;
 }
@@ -195,7 +193,7 @@ TEST(MatMulTest, MatchesScalarReferenceForEveryTypeAndOddShape) {
         const std::vector<float> x = RandomActivations(max_tokens * n_cols, 5 + n_cols);
         const Reference ref = ComputeReference(m.w, x, max_tokens);
         for (int64_t n_tokens : {1, 2, 3, 5, 67}) {
-          const std::vector<float> y = RunMatMul(internal::BestIsa(), m.w, x.data(), n_tokens, 2);
+          const std::vector<float> y = RunMatMul(BestIsa(), m.w, x.data(), n_tokens, 2);
           for (int64_t t = 0; t < n_tokens; ++t) {
             for (int64_t r = 0; r < n_rows; ++r) {
               const double expect = ref.y[t * n_rows + r];
@@ -221,7 +219,7 @@ TEST(MatMulTest, FloatWeightsHandleColumnsNotAMultipleOfEight) {
       for (int64_t t = 0; t < 4; ++t) {
         for (int64_t r = 0; r < 5; ++r) {
           ASSERT_NEAR(y[t * 8 + r], ref.y[t * 5 + r], kRelTolerance * ref.mass[t * 5 + r])
-              << DTypeName(type) << " " << internal::IsaName(isa);
+              << DTypeName(type) << " " << IsaName(isa);
         }
       }
     }
@@ -249,7 +247,7 @@ TEST(MatMulTest, TokenAloneEqualsItsRowInAnyBatchAndThreadCount) {
           const std::vector<float> y = RunMatMul(isa, m.w, x.data(), n_tokens, threads);
           for (int64_t t = 0; t < n_tokens; ++t) {
             ASSERT_TRUE(SameBits(&y[t * (n_rows + 3)], alone[t].data(), n_rows))
-                << DTypeName(type) << " " << internal::IsaName(isa) << " threads=" << threads
+                << DTypeName(type) << " " << IsaName(isa) << " threads=" << threads
                 << " n_tokens=" << n_tokens << " t=" << t;
           }
         }
@@ -261,7 +259,7 @@ TEST(MatMulTest, TokenAloneEqualsItsRowInAnyBatchAndThreadCount) {
 TEST(MatMulTest, EverySimdPathMatchesScalarPathBitwise) {
   const std::vector<Isa> isas = SupportedIsas();
   std::printf("MatMul paths on this CPU:");
-  for (Isa isa : isas) std::printf(" %s", internal::IsaName(isa));
+  for (Isa isa : isas) std::printf(" %s", IsaName(isa));
   std::printf(" (default %s)\n", MatMulIsaName());
   for (DType type : kAllTypes) {
     const int64_t n_cols = IsKQuant(type) ? 768 : 224;
@@ -276,8 +274,8 @@ TEST(MatMulTest, EverySimdPathMatchesScalarPathBitwise) {
           for (int64_t r = 0; r < n_rows; ++r) {
             const int64_t i = t * (n_rows + 3) + r;
             ASSERT_TRUE(SameBits(&y[i], &scalar[i], 1))
-                << DTypeName(type) << " " << internal::IsaName(isa) << " t=" << t << " r=" << r
-                << ": " << y[i] << " vs scalar " << scalar[i];
+                << DTypeName(type) << " " << IsaName(isa) << " t=" << t << " r=" << r << ": "
+                << y[i] << " vs scalar " << scalar[i];
           }
         }
       }
@@ -301,7 +299,7 @@ TEST(MatMulTest, SimdActivationQuantizationMatchesScalar) {
                                     : isa == Isa::kAvx2 ? internal::Avx2Kernels()
                                                         : internal::ScalarKernels();
     k.quantize_row(x.data(), layout, align(b));
-    EXPECT_EQ(std::memcmp(align(a), align(b), layout.row_stride), 0) << internal::IsaName(isa);
+    EXPECT_EQ(std::memcmp(align(a), align(b), layout.row_stride), 0) << IsaName(isa);
   }
 }
 
@@ -319,7 +317,7 @@ TEST(MatMulTest, SimdBlockMajorQuantizationMatchesScatteredScalarRows) {
     internal::ScatterBlocks(aligned, layout, t, n_tokens, expect.data());
   }
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
-    if (!internal::IsaSupported(isa)) continue;
+    if (!IsaSupported(isa)) continue;
     const internal::IsaKernels& k =
         isa == Isa::kAvx512 ? internal::Avx512Kernels() : internal::Avx2Kernels();
     ASSERT_NE(k.quantize_entries, nullptr);
@@ -328,7 +326,7 @@ TEST(MatMulTest, SimdBlockMajorQuantizationMatchesScatteredScalarRows) {
       k.quantize_entries(x.data() + t * n_cols, layout, got.data() + t * sizeof(internal::XEntry),
                          n_tokens * static_cast<int64_t>(sizeof(internal::XEntry)));
     }
-    EXPECT_EQ(std::memcmp(got.data(), expect.data(), entries), 0) << internal::IsaName(isa);
+    EXPECT_EQ(std::memcmp(got.data(), expect.data(), entries), 0) << IsaName(isa);
   }
 }
 
@@ -463,10 +461,9 @@ TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
           for (int64_t t = 0; t < n_tokens; ++t) {
             for (int64_t r = 0; r < n_rows; ++r) {
               ASSERT_TRUE(SameBits(&y[t * (n_rows + 3) + r], &expect[t * n_rows + r], 1))
-                  << DTypeName(type) << " " << internal::IsaName(isa)
-                  << (w == &m.w ? " gguf" : " packed") << " n_rows=" << n_rows << " t=" << t
-                  << " r=" << r << ": " << y[t * (n_rows + 3) + r] << " vs "
-                  << expect[t * n_rows + r];
+                  << DTypeName(type) << " " << IsaName(isa) << (w == &m.w ? " gguf" : " packed")
+                  << " n_rows=" << n_rows << " t=" << t << " r=" << r << ": "
+                  << y[t * (n_rows + 3) + r] << " vs " << expect[t * n_rows + r];
             }
             // The padding after the rows is never written.
             ASSERT_TRUE(std::isnan(y[t * (n_rows + 3) + n_rows]));

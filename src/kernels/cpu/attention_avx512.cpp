@@ -14,20 +14,12 @@
 #include <type_traits>
 
 #include "common/check.h"
-#include "engine/attention_kernel.h"
-#include "engine/attention_lanes.h"
+#include "kernels/cpu/attention_kernel.h"
+#include "kernels/cpu/attention_lanes.h"
 
-namespace pier::engine::internal {
+namespace pier::kernels::internal {
 
 #if defined(__x86_64__) && defined(__GNUC__)
-
-bool CpuHasAvx512() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return has;
-}
 
 namespace {
 
@@ -312,7 +304,7 @@ void AttendAvx512(const AttentionTask& task) {
   const KvLayout& layout = task.kv->layout();
   const int64_t hd = layout.head_dim;
   if (hd % kLanes != 0) {  // partial chunks: the portable loops (the same bits)
-    AttendPortable(task);
+    AttendPortableAvx2(task);
     return;
   }
   const Shape s{.n_ctx = task.n_ctx,
@@ -345,8 +337,6 @@ PIER_AVX512 void ExpAvx512(const float* x, int64_t n, float* y) {
 
 #else
 
-bool CpuHasAvx512() { return false; }
-
 void AttendAvx512(const AttentionTask&) {
   PIER_CHECK(false, "AVX-512 attention called on a build without it");
 }
@@ -357,4 +347,4 @@ void ExpAvx512(const float*, int64_t, float*) {
 
 #endif
 
-}  // namespace pier::engine::internal
+}  // namespace pier::kernels::internal

@@ -13,7 +13,7 @@
 #include <bit>
 #include <cstdint>
 
-namespace pier::engine::attention {
+namespace pier::kernels::attention {
 
 // Lanes of the canonical vector: partial dot products, score tiles and softmax sums are
 // kept in 16 lanes.
@@ -78,4 +78,4 @@ inline float Exp(float x) {
   return x < kExpMin ? 0.0f : e;
 }
 
-}  // namespace pier::engine::attention
+}  // namespace pier::kernels::attention

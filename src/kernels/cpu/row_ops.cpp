@@ -1,10 +1,11 @@
-#include "engine/cpu_ops.h"
+#include "kernels/cpu/row_ops.h"
 
 #include <cmath>
 
-#include "engine/attention_lanes.h"
+#include "kernels/cpu/attention_lanes.h"
+#include "kernels/cpu/cpu_isa.h"
 
-namespace pier::engine::ops {
+namespace pier::kernels::ops {
 namespace {
 
 constexpr int kLanes = 8;
@@ -36,12 +37,9 @@ void Axpy(float a, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-// Compiled for AVX-512, AVX2 and the baseline; each element's operations are the same plain
-// IEEE operations in every clone (no contraction: -ffp-contract=off), so the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-void SiluMul(float* gate, const float* up, int64_t n) {
+namespace {
+
+__attribute__((always_inline)) inline void SiluMulBody(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     // sigmoid(g) from e = exp(-|g|) <= 1: 1 / (1 + e) for g >= 0, e / (1 + e) below, so the
@@ -50,6 +48,36 @@ void SiluMul(float* gate, const float* up, int64_t n) {
     const float sigmoid = (g >= 0.0f ? 1.0f : e) / (1.0f + e);
     gate[i] = g * sigmoid * up[i];
   }
+}
+
+// The same loop compiled for AVX-512, AVX2 and the baseline, picked by ActiveIsa(); each
+// element's operations are the same plain IEEE operations in every one (no contraction:
+// -ffp-contract=off), so the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx512f"))) void SiluMulAvx512(float* gate, const float* up, int64_t n) {
+  SiluMulBody(gate, up, n);
+}
+__attribute__((target("avx2"))) void SiluMulAvx2(float* gate, const float* up, int64_t n) {
+  SiluMulBody(gate, up, n);
+}
+#else
+void SiluMulAvx512(float* gate, const float* up, int64_t n) { SiluMulBody(gate, up, n); }
+void SiluMulAvx2(float* gate, const float* up, int64_t n) { SiluMulBody(gate, up, n); }
+#endif
+void SiluMulScalar(float* gate, const float* up, int64_t n) { SiluMulBody(gate, up, n); }
+
+}  // namespace
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      return SiluMulAvx512(gate, up, n);
+    case Isa::kAvx2:
+      return SiluMulAvx2(gate, up, n);
+    case Isa::kScalar:
+      break;
+  }
+  SiluMulScalar(gate, up, n);
 }
 
 void Add(const float* x, int64_t n, float* y) {
@@ -72,4 +100,4 @@ void Rope(RopeStyle style, float* x, int64_t n_heads, int64_t head_dim, int64_t 
   }
 }
 
-}  // namespace pier::engine::ops
+}  // namespace pier::kernels::ops

@@ -4,16 +4,17 @@
 // f32 -> f16 rounds to nearest even and gives, for every input that is not a NaN, the
 // bits of the scalar reference pier::Fp32ToFp16 (tensor/float16.h); f16 -> f32 is exact and
 // gives the bits of pier::Fp16ToFp32 for every pattern that is not a NaN. A NaN stays a NaN
-// (the vector path may quiet it or keep another payload). Each call picks, once per
-// process, the F16C instructions (_mm256_cvtps_ph / _mm256_cvtph_ps) when the CPU has them
-// and the scalar reference otherwise; both give the same bits, so K/V written or read on
-// any x86-64 machine are the same. Pure functions of their arguments; thread-safe.
+// (the vector path may quiet it or keep another payload). Each call picks, by
+// ActiveIsa() (cpu_isa.h: the AVX2 level includes F16C), the F16C instructions (_mm256_cvtps_ph /
+// _mm256_cvtph_ps) when the CPU has them and the scalar reference otherwise; both give the same
+// bits, so K/V written or read on any x86-64 machine are the same. Pure functions of their
+// arguments; thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace pier::engine {
+namespace pier::kernels {
 
 // dst[i] = f16(src[i]) for i < n.  src: [n] f32, dst: [n] f16 bits.
 void ConvertF32ToF16(const float* src, int64_t n, uint16_t* dst);
@@ -37,8 +38,7 @@ void ConvertF16RowsToF32(const uint16_t* src, int64_t src_stride, int64_t n_rows
 
 namespace internal {
 
-// Whether this CPU has F16C (the vector paths below may only be called then).
-bool CpuHasF16c();
+// The paths below; the F16C ones may only be called where IsaSupported(Isa::kAvx2).
 void ConvertF32ToF16Scalar(const float* src, int64_t n, uint16_t* dst);
 void ConvertF16ToF32Scalar(const uint16_t* src, int64_t n, float* dst);
 void ConvertF32ToF16F16c(const float* src, int64_t n, uint16_t* dst);
@@ -47,4 +47,4 @@ void ConvertF16RowsToF32F16c(const uint16_t* src, int64_t src_stride, int64_t n_
                              int64_t row_len, float* dst);
 
 }  // namespace internal
-}  // namespace pier::engine
+}  // namespace pier::kernels

@@ -1,22 +1,27 @@
-#include "engine/paged_attention.h"
+#include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "common/check.h"
 #include "common/thread_pool.h"
-#include "engine/attention_kernel.h"
+#include "kernels/cpu/attention_kernel.h"
 
-namespace pier::engine {
+namespace pier::kernels {
 
 namespace internal {
 
-namespace {
-std::atomic<AttentionIsa> g_isa{AttentionIsa::kBest};
-}  // namespace
-
-void SetAttentionIsa(AttentionIsa isa) { g_isa.store(isa, std::memory_order_relaxed); }
+AttendFn AttentionKernelFor(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return AttendAvx512;
+    case Isa::kAvx2:
+      return AttendPortableAvx2;
+    case Isa::kScalar:
+      break;
+  }
+  return AttendPortable;
+}
 
 }  // namespace internal
 
@@ -41,7 +46,7 @@ int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int6
   return n_slots * SlotScratchFloats(layout, n_head, max_context);
 }
 
-void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionSpan> spans,
+void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const AttentionSpan> spans,
                     int64_t n_head, const float* q, float* out, int64_t max_context, float* scratch,
                     int64_t n_slots, ThreadPool& pool) {
   const KvLayout& layout = kv.layout();
@@ -52,15 +57,7 @@ void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionS
              "attention: query heads must be a multiple of K/V heads");
   PIER_CHECK(hd >= 1 && hd <= internal::kAttentionMaxHeadDim,
              "attention: head_dim must be between 1 and 256");
-  internal::AttentionIsa isa = internal::g_isa.load(std::memory_order_relaxed);
-  if (isa == internal::AttentionIsa::kBest) {
-    isa = internal::CpuHasAvx512() ? internal::AttentionIsa::kAvx512
-                                   : internal::AttentionIsa::kPortable;
-  }
-  PIER_CHECK(isa != internal::AttentionIsa::kAvx512 || internal::CpuHasAvx512(),
-             "attention: AVX-512 kernel forced on a CPU without it");
-  void (*attend)(const internal::AttentionTask&) =
-      isa == internal::AttentionIsa::kAvx512 ? internal::AttendAvx512 : internal::AttendPortable;
+  const internal::AttendFn attend = internal::AttentionKernelFor(ActiveIsa());
 
   std::vector<Item> items;
   for (const AttentionSpan& span : spans) {
@@ -113,4 +110,4 @@ void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionS
   });
 }
 
-}  // namespace pier::engine
+}  // namespace pier::kernels

@@ -14,17 +14,18 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/kv_store.h"
-#include "engine/paged_attention.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/paged_kv.h"
 
-namespace pier::engine::internal {
+namespace pier::kernels::internal {
 
 // Largest head_dim the kernels take (their per-row buffers are sized by it).
 inline constexpr int64_t kAttentionMaxHeadDim = kPagedAttentionMaxHeadDim;
 
 // One query token: all its query heads against its sequence's K/V (every K/V head).
 struct AttentionTask {
-  const KvStore* kv = nullptr;
+  const PagedKvView* kv = nullptr;
   int64_t layer = 0;
   const int32_t* block_table = nullptr;  // the sequence's blocks
   int64_t n_ctx = 0;                     // positions 0 .. n_ctx - 1 are attended
@@ -122,7 +123,7 @@ class AttentionRowWalker {
       __builtin_prefetch(plane + r * row_bytes_ + b, /*rw=*/0, /*locality=*/1);
   }
 
-  const KvStore& kv_;
+  const PagedKvView& kv_;
   int64_t layer_;
   const int32_t* table_;
   const int32_t* next_table_;
@@ -143,19 +144,19 @@ inline int64_t AttentionWorkFloats(const KvLayout& layout, int64_t n_head) {
 // Floats of `scores` per query head for a task of n_ctx positions: its score_stride.
 inline int64_t AttentionScoreStride(int64_t n_ctx) { return (n_ctx + 15) / 16 * 16; }
 
+// The implementations, each only called where ActiveIsa() (cpu_isa.h) allows it: the portable
+// loops compiled for the baseline and for AVX2, and the AVX-512 intrinsics.
 void AttendPortable(const AttentionTask& task);
+void AttendPortableAvx2(const AttentionTask& task);
 void AttendAvx512(const AttentionTask& task);
 
 // The canonical Exp (attention_lanes.h) of n values, as each implementation evaluates it.
 void ExpPortable(const float* x, int64_t n, float* y);
+void ExpPortableAvx2(const float* x, int64_t n, float* y);
 void ExpAvx512(const float* x, int64_t n, float* y);
 
-// Whether this CPU (and build) can run the AVX-512 kernels.
-bool CpuHasAvx512();
+// The implementation for `isa` (which this CPU must support).
+using AttendFn = void (*)(const AttentionTask&);
+AttendFn AttentionKernelFor(Isa isa);
 
-// Which implementation PagedAttention uses: the best the CPU has (the default), or one
-// forced by tests. Not thread-safe: set it only while no PagedAttention runs.
-enum class AttentionIsa : uint8_t { kBest, kPortable, kAvx512 };
-void SetAttentionIsa(AttentionIsa isa);
-
-}  // namespace pier::engine::internal
+}  // namespace pier::kernels::internal

@@ -1,10 +1,11 @@
-#include "engine/kv_convert.h"
+#include "kernels/cpu/kv_convert.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "common/check.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "tensor/float16.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -14,20 +15,15 @@
 #define PIER_KV_F16C 0
 #endif
 
-namespace pier::engine {
+namespace pier::kernels {
 namespace internal {
 
-bool CpuHasF16c() {
-#if PIER_KV_F16C
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
+namespace {
+
+// F16C is part of the AVX2 level (cpu_isa.h); the scalar level uses the reference.
+bool UseF16c() { return PIER_KV_F16C && ActiveIsa() != Isa::kScalar; }
+
+}  // namespace
 
 void ConvertF32ToF16Scalar(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = Fp32ToFp16(src[i]);
@@ -100,7 +96,7 @@ void ConvertF16ToF32F16c(const uint16_t*, int64_t, float*) {
 }  // namespace internal
 
 void ConvertF32ToF16(const float* src, int64_t n, uint16_t* dst) {
-  if (internal::CpuHasF16c()) {
+  if (internal::UseF16c()) {
     internal::ConvertF32ToF16F16c(src, n, dst);
   } else {
     internal::ConvertF32ToF16Scalar(src, n, dst);
@@ -108,7 +104,7 @@ void ConvertF32ToF16(const float* src, int64_t n, uint16_t* dst) {
 }
 
 void ConvertF16ToF32(const uint16_t* src, int64_t n, float* dst) {
-  if (internal::CpuHasF16c()) {
+  if (internal::UseF16c()) {
     internal::ConvertF16ToF32F16c(src, n, dst);
   } else {
     internal::ConvertF16ToF32Scalar(src, n, dst);
@@ -117,7 +113,7 @@ void ConvertF16ToF32(const uint16_t* src, int64_t n, float* dst) {
 
 void ConvertF16RowsToF32(const uint16_t* src, int64_t src_stride, int64_t n_rows, int64_t row_len,
                          float* dst) {
-  if (internal::CpuHasF16c()) {
+  if (internal::UseF16c()) {
     internal::ConvertF16RowsToF32F16c(src, src_stride, n_rows, row_len, dst);
     return;
   }
@@ -126,9 +122,9 @@ void ConvertF16RowsToF32(const uint16_t* src, int64_t src_stride, int64_t n_rows
   }
 }
 
-}  // namespace pier::engine
+}  // namespace pier::kernels
 
-namespace pier::engine {
+namespace pier::kernels {
 
 void ConvertF32ToQ8_0(const float* src, int64_t n, std::byte* dst) {
   PIER_CHECK(n % 32 == 0, "Q8_0 K/V rows hold whole blocks of 32 values");
@@ -162,4 +158,4 @@ void ConvertQ8_0ToF32(const std::byte* src, int64_t n, float* dst) {
   }
 }
 
-}  // namespace pier::engine
+}  // namespace pier::kernels

@@ -19,19 +19,20 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/attention_kernel.h"
-#include "engine/attention_lanes.h"
-#include "engine/kv_convert.h"
+#include "kernels/cpu/attention_kernel.h"
+#include "kernels/cpu/attention_lanes.h"
+#include "kernels/cpu/kv_convert.h"
 
-namespace pier::engine::internal {
+namespace pier::kernels::internal {
 
-// Compiled for AVX2 as well as the baseline, chosen at load time. Both clones evaluate the
-// same operations in the same order (no fused multiply-adds: -ffp-contract=off), so the
-// results are the same bits.
+// The kernel's body is compiled twice, for the baseline and for AVX2 (AttendPortableAvx2),
+// and PagedAttention picks one by ActiveIsa() (cpu_isa.h). Both evaluate the same operations
+// in the same order (no fused multiply-adds: -ffp-contract=off), so the results are the same
+// bits.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PIER_ATTENTION_CLONES __attribute__((target_clones("avx2", "default")))
+#define PIER_TARGET_AVX2 __attribute__((target("avx2")))
 #else
-#define PIER_ATTENTION_CLONES
+#define PIER_TARGET_AVX2
 #endif
 
 namespace {
@@ -72,9 +73,7 @@ inline int NextTile(AttentionRowWalker& walker, int64_t p0, int64_t n_ctx, const
   return n_valid;
 }
 
-}  // namespace
-
-PIER_ATTENTION_CLONES void AttendPortable(const AttentionTask& task) {
+__attribute__((always_inline)) inline void Attend(const AttentionTask& task) {
   const KvLayout& layout = task.kv->layout();
   const int64_t hd = layout.head_dim;
   const int64_t n_kv = layout.n_kv_head;
@@ -167,8 +166,16 @@ PIER_ATTENTION_CLONES void AttendPortable(const AttentionTask& task) {
   }
 }
 
-PIER_ATTENTION_CLONES void ExpPortable(const float* x, int64_t n, float* y) {
+__attribute__((always_inline)) inline void Exp(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = attention::Exp(x[i]);
 }
 
-}  // namespace pier::engine::internal
+}  // namespace
+
+void AttendPortable(const AttentionTask& task) { Attend(task); }
+PIER_TARGET_AVX2 void AttendPortableAvx2(const AttentionTask& task) { Attend(task); }
+
+void ExpPortable(const float* x, int64_t n, float* y) { Exp(x, n, y); }
+PIER_TARGET_AVX2 void ExpPortableAvx2(const float* x, int64_t n, float* y) { Exp(x, n, y); }
+
+}  // namespace pier::kernels::internal

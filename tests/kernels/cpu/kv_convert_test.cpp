@@ -1,23 +1,23 @@
-// The KV dtype: f16 conversions (the run-time chosen path, the F16C path and the scalar
-// reference give the same bits), layouts and stores of each dtype, and parsing its name.
+// The K/V conversions: the dispatched path, the F16C path and the scalar reference give the
+// same bits for f16; Q8_0 round-trips within half a step.
+#include "kernels/cpu/kv_convert.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
-#include "device/cpu/cpu_device.h"
-#include "engine/kv_convert.h"
-#include "engine/kv_store.h"
-#include "memory/memory_governor.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "tensor/float16.h"
 
-namespace pier::engine {
+namespace pier::kernels {
 namespace {
 
 bool IsNanHalf(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
@@ -27,7 +27,7 @@ int64_t F32ToF16Mismatches(const std::vector<float>& in) {
   std::vector<uint16_t> reference(in.size()), dispatched(in.size()), f16c(in.size());
   internal::ConvertF32ToF16Scalar(in.data(), static_cast<int64_t>(in.size()), reference.data());
   ConvertF32ToF16(in.data(), static_cast<int64_t>(in.size()), dispatched.data());
-  if (internal::CpuHasF16c()) {
+  if (IsaSupported(Isa::kAvx2)) {
     internal::ConvertF32ToF16F16c(in.data(), static_cast<int64_t>(in.size()), f16c.data());
   } else {
     f16c = reference;
@@ -50,13 +50,13 @@ int64_t F32ToF16Mismatches(const std::vector<float>& in) {
 }
 
 TEST(KvConvertTest, F16ToF32MatchesTheReferenceForEveryPattern) {
-  std::printf("F16C %s\n", internal::CpuHasF16c() ? "present: vector path checked"
-                                                  : "absent: only the scalar path runs here");
+  std::printf("F16C %s\n", IsaSupported(Isa::kAvx2) ? "present: vector path checked"
+                                                    : "absent: only the scalar path runs here");
   std::vector<uint16_t> all(65536);
   for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
   std::vector<float> dispatched(all.size()), f16c(all.size());
   ConvertF16ToF32(all.data(), 65536, dispatched.data());
-  if (internal::CpuHasF16c()) {
+  if (IsaSupported(Isa::kAvx2)) {
     internal::ConvertF16ToF32F16c(all.data(), 65536, f16c.data());
   } else {
     internal::ConvertF16ToF32Scalar(all.data(), 65536, f16c.data());
@@ -147,44 +147,6 @@ TEST(KvConvertTest, StridedRowsConvertToPackedRows) {
   }
 }
 
-TEST(KvDtypeTest, ParsesItsNamesAndRefusesOthersNamingTheAccepted) {
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
-    Result<KvDtype> parsed = ParseKvDtype(KvDtypeName(dtype));
-    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-    EXPECT_EQ(*parsed, dtype);
-  }
-  for (const char* bad : {"q4_0", "Q8_0", "F16", "", "fp16", "f16 "}) {
-    Result<KvDtype> parsed = ParseKvDtype(bad);
-    ASSERT_FALSE(parsed.ok()) << bad;
-    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(parsed.status().message().find("accepted: f32, f16, q8_0"), std::string::npos)
-        << parsed.status().message();
-  }
-}
-
-TEST(KvDtypeTest, F16LayoutHoldsHalfTheBytes) {
-  KvLayout f32{.n_layer = 30, .block_size = 16, .n_kv_head = 3, .head_dim = 64};
-  KvLayout f16 = f32;
-  f16.dtype = KvDtype::kF16;
-  EXPECT_EQ(f32.head_bytes(), 256u);
-  EXPECT_EQ(f16.head_bytes(), 128u);
-  EXPECT_EQ(f32.row_elements(), f16.row_elements());
-  EXPECT_EQ(f32.bytes_per_block(), 30u * 2 * 16 * 3 * 64 * 4);
-  EXPECT_EQ(2 * f16.bytes_per_block(), f32.bytes_per_block());
-  EXPECT_EQ(2 * f16.plane_bytes(), f32.plane_bytes());
-  EXPECT_FALSE(f16 == f32);
-}
-
-TEST(KvDtypeTest, Q8_0LayoutHolds34BytesPer32Values) {
-  KvLayout q8{.n_layer = 30, .block_size = 16, .n_kv_head = 3, .head_dim = 64};
-  q8.dtype = KvDtype::kQ8_0;
-  EXPECT_EQ(q8.head_bytes(), 68u);
-  EXPECT_EQ(q8.bytes_per_block(), 30u * 2 * 16 * 3 * 68);
-  EXPECT_TRUE(ValidateKvLayout(q8).ok());
-  q8.head_dim = 80;
-  EXPECT_EQ(ValidateKvLayout(q8).code(), StatusCode::kInvalidArgument);
-}
-
 TEST(KvConvertTest, Q8_0RoundTripsWithinHalfAStepAndKeepsZerosAndExtremes) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -216,28 +178,5 @@ TEST(KvConvertTest, Q8_0RoundTripsWithinHalfAStepAndKeepsZerosAndExtremes) {
   EXPECT_EQ(back[5], 0.0f);
 }
 
-TEST(KvDtypeTest, F16StorePlanesTileEachBlock) {
-  auto device = CpuDevice::Create();
-  ASSERT_TRUE(device.ok());
-  auto governor = MemoryGovernor::Create(device->get());
-  ASSERT_TRUE(governor.ok());
-  auto owner = (*governor)->AddOwner({.name = "kv"});
-  ASSERT_TRUE(owner.ok());
-  KvLayout layout{
-      .n_layer = 3, .block_size = 4, .n_kv_head = 2, .head_dim = 8, .dtype = KvDtype::kF16};
-  auto store = PooledKvStore::Create(layout, 5, **governor, *owner);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  const KvStore& kv = **store;
-  EXPECT_GE((*governor)->Stats().committed_bytes, 5 * layout.bytes_per_block());
-  for (int32_t b = 0; b < 5; ++b) {
-    EXPECT_EQ(kv.BlockData(b) - kv.BlockData(0), static_cast<ptrdiff_t>(b * 3 * 2 * 4 * 16 * 2));
-    for (int64_t l = 0; l < 3; ++l) {
-      EXPECT_EQ(kv.KeyPlane(l, b), kv.BlockData(b) + 2 * l * 4 * 16 * 2);
-      EXPECT_EQ(kv.ValuePlane(l, b), kv.KeyPlane(l, b) + 4 * 16 * 2);
-    }
-  }
-  EXPECT_DEATH((void)kv.Keys(0, 0), "non-f32 KV layout");
-}
-
 }  // namespace
-}  // namespace pier::engine
+}  // namespace pier::kernels

@@ -23,13 +23,13 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/kv_store.h"
+#include "kernels/cpu/paged_kv.h"
 
 namespace pier {
 class ThreadPool;
 }
 
-namespace pier::engine {
+namespace pier::kernels {
 
 // The largest head size PagedAttention supports (runners refuse larger models at load).
 inline constexpr int64_t kPagedAttentionMaxHeadDim = 256;
@@ -52,8 +52,8 @@ int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int6
 // its own tokens) must already be in the store. n_head must be a multiple (at most 64) of
 // the layout's n_kv_head, and head_dim at most 256. Work is spread over `n_slots` slots, each
 // with its own part of `scratch`.
-void PagedAttention(const KvStore& kv, int64_t layer, std::span<const AttentionSpan> spans,
+void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const AttentionSpan> spans,
                     int64_t n_head, const float* q, float* out, int64_t max_context, float* scratch,
                     int64_t n_slots, ThreadPool& pool);
 
-}  // namespace pier::engine
+}  // namespace pier::kernels

@@ -1,19 +1,23 @@
-#include "engine/cpu_ops.h"
+#include "kernels/cpu/row_ops.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
-namespace pier::engine::ops {
+#include "kernels/cpu/cpu_isa.h"
+
+namespace pier::kernels::ops {
 namespace {
 
 double SiluMulReference(double g, double up) { return g / (1.0 + std::exp(-g)) * up; }
 
-TEST(CpuOpsTest, SiluMulIsCloseToTheFloat64Value) {
+TEST(RowOpsTest, SiluMulIsCloseToTheFloat64Value) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> wide(-30.0f, 30.0f);
   std::vector<float> gate(4099), up(4099), expect(4099);
@@ -36,7 +40,7 @@ TEST(CpuOpsTest, SiluMulIsCloseToTheFloat64Value) {
   EXPECT_EQ(gate[2], 100.0f * up[2]);
 }
 
-TEST(CpuOpsTest, SiluMulElementBitsDoNotDependOnLengthOrOffset) {
+TEST(RowOpsTest, SiluMulElementBitsDoNotDependOnLengthOrOffset) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 4.0f);
   const int64_t n = 1000;
@@ -57,5 +61,30 @@ TEST(CpuOpsTest, SiluMulElementBitsDoNotDependOnLengthOrOffset) {
   EXPECT_EQ(std::memcmp(shifted.data(), whole.data() + 3, sizeof(float) * (n - 3)), 0);
 }
 
+TEST(RowOpsTest, SiluMulGivesTheSameBitsAtEveryCpuLevel) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 6.0f);
+  const int64_t n = 517;
+  std::vector<float> gate(n), up(n);
+  for (int64_t i = 0; i < n; ++i) {
+    gate[i] = normal(rng);
+    up[i] = normal(rng);
+  }
+  internal::SetActiveIsaForTesting(Isa::kScalar);
+  std::vector<float> scalar = gate;
+  SiluMul(scalar.data(), up.data(), n);
+  int levels = 1;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaSupported(isa)) continue;
+    internal::SetActiveIsaForTesting(isa);
+    std::vector<float> got = gate;
+    SiluMul(got.data(), up.data(), n);
+    EXPECT_EQ(std::memcmp(got.data(), scalar.data(), sizeof(float) * n), 0) << IsaName(isa);
+    ++levels;
+  }
+  internal::SetActiveIsaForTesting(std::nullopt);
+  std::printf("SiluMul compared at %d CPU levels\n", levels);
+}
+
 }  // namespace
-}  // namespace pier::engine::ops
+}  // namespace pier::kernels::ops

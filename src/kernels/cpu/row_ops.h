@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace pier::engine::ops {
+namespace pier::kernels::ops {
 
 // sum_i a[i] * b[i]: lane l accumulates i = l mod 8; lanes summed in a fixed tree.
 float Dot(const float* a, const float* b, int64_t n);
@@ -39,4 +39,4 @@ enum class RopeStyle : uint8_t {
 void Rope(RopeStyle style, float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
           const float* cos_sin);
 
-}  // namespace pier::engine::ops
+}  // namespace pier::kernels::ops

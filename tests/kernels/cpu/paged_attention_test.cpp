@@ -1,8 +1,8 @@
 // PagedAttention against a float64 softmax attention, and its guarantees: a token's output
 // bits do not depend on the batch, the chunking, the slot or thread count, the
-// implementation (portable loops or AVX-512) or whether equal K/V values are stored as f32
-// or f16. Also the deterministic Exp it uses, against std::exp.
-#include "engine/paged_attention.h"
+// implementation (portable loops for the baseline or AVX2, or AVX-512: each ISA level) or whether
+// equal K/V values are stored as f32 or f16. Also the deterministic Exp it uses, against std::exp.
+#include "kernels/cpu/paged_attention.h"
 
 #include <gtest/gtest.h>
 
@@ -14,39 +14,63 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/thread_pool.h"
-#include "device/cpu/cpu_device.h"
-#include "engine/attention_kernel.h"
-#include "engine/kv_convert.h"
-#include "engine/kv_store.h"
-#include "memory/memory_governor.h"
+#include "kernels/cpu/attention_kernel.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/kv_convert.h"
 #include "tensor/float16.h"
 
-namespace pier::engine {
+namespace pier::kernels {
 namespace {
 
-using internal::AttentionIsa;
-
-// The implementations this CPU can run.
-std::vector<AttentionIsa> Isas() {
-  std::vector<AttentionIsa> isas = {AttentionIsa::kPortable};
-  if (internal::CpuHasAvx512()) isas.push_back(AttentionIsa::kAvx512);
+// The levels this CPU can run: each picks its own implementation (cpu_isa.h).
+std::vector<Isa> Isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaSupported(isa)) isas.push_back(isa);
+  }
   return isas;
 }
 
-const char* IsaName(AttentionIsa isa) {
-  return isa == AttentionIsa::kAvx512     ? "avx512"
-         : isa == AttentionIsa::kPortable ? "portable"
-                                          : "best";
+// Restores the default level when a test ends.
+struct IsaGuard {
+  ~IsaGuard() { internal::SetActiveIsaForTesting(std::nullopt); }
+};
+
+const char* KvDtypeName(KvDtype dtype) {
+  return dtype == KvDtype::kF16 ? "f16" : dtype == KvDtype::kQ8_0 ? "q8_0" : "f32";
 }
 
-// Restores the default implementation when a test ends.
-struct IsaGuard {
-  ~IsaGuard() { internal::SetAttentionIsa(AttentionIsa::kBest); }
+// A plain paged store: n_blocks blocks of the layout in one buffer.
+class PlainStore {
+ public:
+  PlainStore(const KvLayout& layout, int64_t n_blocks)
+      : layout_(layout),
+        n_blocks_(n_blocks),
+        bytes_(static_cast<size_t>(n_blocks) * layout.bytes_per_block()) {}
+  int32_t num_blocks() const { return static_cast<int32_t>(n_blocks_); }
+  PagedKvView View() const {
+    return PagedKvView(layout_, this, [](const void* store, int32_t block) {
+      const auto* self = static_cast<const PlainStore*>(store);
+      return const_cast<std::byte*>(self->bytes_.data()) +
+             static_cast<size_t>(block) * self->layout_.bytes_per_block();
+    });
+  }
+  std::byte* KeyPlane(int64_t layer, int32_t block) const { return View().KeyPlane(layer, block); }
+  std::byte* ValuePlane(int64_t layer, int32_t block) const {
+    return View().ValuePlane(layer, block);
+  }
+
+ private:
+  KvLayout layout_;
+  int64_t n_blocks_;
+  std::vector<std::byte> bytes_;
 };
 
 // A store of random K/V and sequences whose blocks are scattered over it.
@@ -54,15 +78,10 @@ class Fixture {
  public:
   Fixture(KvLayout layout, const std::vector<int64_t>& seq_lengths, uint32_t seed)
       : layout_(layout), rng_(seed) {
-    device_ = std::move(*CpuDevice::Create());
-    governor_ = std::move(*MemoryGovernor::Create(device_.get()));
-    const OwnerId owner = *governor_->AddOwner({.name = "kv"});
     int64_t n_blocks = 0;
     for (int64_t len : seq_lengths) n_blocks += (len + layout.block_size - 1) / layout.block_size;
     n_blocks += 3;  // blocks no sequence uses, in between
-    auto store = PooledKvStore::Create(layout, n_blocks, *governor_, owner);
-    PIER_CHECK(store.ok(), store.status().ToString());
-    store_ = std::move(*store);
+    store_ = std::make_unique<PlainStore>(layout, n_blocks);
     std::vector<int32_t> ids(static_cast<size_t>(n_blocks));
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng_);
@@ -131,7 +150,7 @@ class Fixture {
     return buf.data();
   }
 
-  const KvStore& store() const { return *store_; }
+  PagedKvView store() const { return store_->View(); }
   const KvLayout& layout() const { return layout_; }
   const int32_t* table(int64_t seq) const { return tables_[seq].data(); }
   int64_t length(int64_t seq) const { return lengths_[seq]; }
@@ -196,9 +215,7 @@ class Fixture {
 
   KvLayout layout_;
   std::mt19937 rng_;
-  std::unique_ptr<Device> device_;
-  std::unique_ptr<MemoryGovernor> governor_;
-  std::unique_ptr<PooledKvStore> store_;
+  std::unique_ptr<PlainStore> store_;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<int64_t> lengths_;
 };
@@ -327,8 +344,8 @@ TEST(PagedAttentionTest, MatchesFloat64ReferenceForEveryLayoutAndImplementation)
     const std::vector<AttentionSpan> spans = MixedBatch(f);
     const int64_t n_rows = spans.back().first_row + spans.back().n_tokens;
     const std::vector<float> q = RandomQueries(f.rng(), n_rows, n_head, c.head_dim);
-    for (AttentionIsa isa : Isas()) {
-      internal::SetAttentionIsa(isa);
+    for (Isa isa : Isas()) {
+      internal::SetActiveIsaForTesting(isa);
       const std::vector<float> out = Attend(f, 1, spans, n_head, q, 8, pool);
       double max_err = 0.0, max_ref = 0.0;
       std::vector<double> ref;
@@ -364,7 +381,7 @@ TEST(PagedAttentionTest, TokenBitsDoNotDependOnBatchChunkingSlotsThreadsOrImplem
 
     // Every token of the batch attended alone (one span of one token, one slot, one thread,
     // the portable loops): the bits every other way must reproduce.
-    internal::SetAttentionIsa(AttentionIsa::kPortable);
+    internal::SetActiveIsaForTesting(Isa::kScalar);
     ThreadPool single(1);
     std::vector<float> alone(static_cast<size_t>(n_rows * row_floats));
     for (const AttentionSpan& span : batch) {
@@ -380,8 +397,8 @@ TEST(PagedAttentionTest, TokenBitsDoNotDependOnBatchChunkingSlotsThreadsOrImplem
         std::copy(out.begin(), out.end(), alone.begin() + row * row_floats);
       }
     }
-    for (AttentionIsa isa : Isas()) {
-      internal::SetAttentionIsa(isa);
+    for (Isa isa : Isas()) {
+      internal::SetActiveIsaForTesting(isa);
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         for (int64_t n_slots : {1, 2, 7}) {
@@ -427,26 +444,14 @@ TEST(PagedAttentionTest, F16AndF32StoresOfEqualValuesGiveEqualBits) {
     const std::vector<AttentionSpan> batch = MixedBatch(f16);
     const int64_t n_rows = batch.back().first_row + batch.back().n_tokens;
     const std::vector<float> q = RandomQueries(f16.rng(), n_rows, n_head, hd);
-    for (AttentionIsa isa : Isas()) {
-      internal::SetAttentionIsa(isa);
+    for (Isa isa : Isas()) {
+      internal::SetActiveIsaForTesting(isa);
       const std::vector<float> a = Attend(f16, 0, batch, n_head, q, 4, pool);
       const std::vector<float> b = Attend(f32, 0, batch, n_head, q, 4, pool);
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
           << KvDtypeName(dtype) << " hd " << hd << " " << IsaName(isa);
     }
   }
-}
-
-TEST(PagedAttentionTest, Q8_0NeedsWholeBlocksPerHead) {
-  KvLayout layout{.n_layer = 1, .block_size = 16, .n_kv_head = 2, .head_dim = 48};
-  layout.dtype = KvDtype::kQ8_0;
-  const Status status = ValidateKvLayout(layout);
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("multiple of 32"), std::string::npos) << status.ToString();
-  layout.head_dim = 64;
-  EXPECT_TRUE(ValidateKvLayout(layout).ok());
-  EXPECT_EQ(layout.head_bytes(), 68u);  // 2 blocks of f16 d + 32 int8
-  EXPECT_EQ(layout.row_bytes(), 136u);
 }
 
 // Every `step`-th float in [lo, hi] (lo < hi <= 0), by bit pattern.
@@ -504,23 +509,27 @@ TEST(AttentionExpTest, VeryNegativeInputsGiveZeroAndNanStaysNan) {
 }
 
 TEST(AttentionExpTest, EveryImplementationGivesTheSameBits) {
-  if (!internal::CpuHasAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU: one implementation";
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "scalar-only CPU: one implementation";
   std::vector<float> x = NegativeSweep(-100.0f, -0.0f, 997);
   const float inf = std::numeric_limits<float>::infinity();
   x.insert(x.end(),
            {0.0f, -inf, std::numeric_limits<float>::quiet_NaN(), -87.3f, -87.29999f, 1.0f, 10.0f});
   std::vector<float> a(x.size()), b(x.size());
   internal::ExpPortable(x.data(), static_cast<int64_t>(x.size()), a.data());
-  internal::ExpAvx512(x.data(), static_cast<int64_t>(x.size()), b.data());
-  int64_t mismatches = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) {
-      if (mismatches++ < 5) ADD_FAILURE() << x[i] << ": " << a[i] << " vs " << b[i];
+  std::vector<void (*)(const float*, int64_t, float*)> others = {internal::ExpPortableAvx2};
+  if (IsaSupported(Isa::kAvx512)) others.push_back(internal::ExpAvx512);
+  for (auto exp : others) {
+    exp(x.data(), static_cast<int64_t>(x.size()), b.data());
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+      if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) {
+        if (mismatches++ < 5) ADD_FAILURE() << x[i] << ": " << a[i] << " vs " << b[i];
+      }
     }
+    EXPECT_EQ(mismatches, 0);
   }
-  EXPECT_EQ(mismatches, 0);
 }
 
 }  // namespace
-}  // namespace pier::engine
+}  // namespace pier::kernels
