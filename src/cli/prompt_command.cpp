@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -39,9 +40,9 @@ int RunPrompt(const PromptOptions& options) {
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
   auto file = model::GgufFile::Open(path);
   if (!file.ok()) return Fail(file.status());
-  auto tokenizer = tokenizer::Tokenizer::FromGguf(**file);
+  auto tokenizer = model::LoadTokenizer(**file);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
-  auto chat_template = tokenizer::LoadChatTemplate(**file);
+  auto chat_template = model::LoadChatTemplate(**file);
   if (!chat_template.ok()) return Fail(chat_template.status());
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();

@@ -37,6 +37,7 @@
 #include "engine/local_model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/scheduler/engine.h"
+#include "model/gguf_tokenizer.h"
 #include "serving/device_set.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
@@ -218,11 +219,11 @@ int RunRun(const RunOptions& options) {
 
   auto file = model::GgufFile::Open(options.model.empty() ? DefaultModelPath() : options.model);
   if (!file.ok()) return Fail(file.status());
-  auto tok = tokenizer::Tokenizer::FromGguf(**file);
+  auto tok = model::LoadTokenizer(**file);
   if (!tok.ok()) return Fail(tok.status());
   std::optional<tokenizer::ChatTemplate> chat_template;
   if (options.chat) {
-    auto loaded = tokenizer::LoadChatTemplate(**file);
+    auto loaded = model::LoadChatTemplate(**file);
     if (!loaded.ok()) return Fail(loaded.status());
     chat_template = std::move(loaded).value();
   }

@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::cli {
@@ -76,7 +77,7 @@ int RunTokenize(const TokenizeOptions& options) {
     std::fprintf(stderr, "pier tokenize: %s\n", file.status().ToString().c_str());
     return 1;
   }
-  auto tokenizer = tokenizer::Tokenizer::FromGguf(**file);
+  auto tokenizer = model::LoadTokenizer(**file);
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "pier tokenize: %s\n", tokenizer.status().ToString().c_str());
     return 1;

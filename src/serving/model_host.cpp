@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "model/gguf_tokenizer.h"
+
 namespace pier::serving {
 
 Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& options,
@@ -14,8 +16,8 @@ Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& optio
   model_options.max_logit_rows =
       std::min(options.engine.scheduler.max_seqs, options.engine.scheduler.max_batched_tokens);
   PIER_ASSIGN_OR_RETURN(host->model_, engine::LocalModel::Open(model_options, governor));
-  PIER_ASSIGN_OR_RETURN(host->tokenizer_, tokenizer::Tokenizer::FromGguf(host->model_->file()));
-  Result<tokenizer::ChatTemplate> chat_template = tokenizer::LoadChatTemplate(host->model_->file());
+  PIER_ASSIGN_OR_RETURN(host->tokenizer_, model::LoadTokenizer(host->model_->file()));
+  Result<tokenizer::ChatTemplate> chat_template = model::LoadChatTemplate(host->model_->file());
   if (chat_template.ok()) {
     host->chat_template_ = std::move(chat_template).value();
   } else {

@@ -9,11 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "model/gguf_file.h"
-#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/vocab.h"
 
 namespace pier::tokenizer {
 namespace {
@@ -52,17 +51,13 @@ struct Candidate {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  static Result<std::unique_ptr<Tokenizer>> Make(const model::GgufFile& file) {
-    PIER_ASSIGN_OR_RETURN(GgufVocab vocab, ReadGgufVocab(file));
-    std::string_view pre_name;
-    if (file.Has("tokenizer.ggml.pre")) {
-      PIER_ASSIGN_OR_RETURN(pre_name, file.GetString("tokenizer.ggml.pre"));
-    }
-    auto pre = PreTokenizer::ForName(pre_name);
-    if (!pre.ok()) return pre.status().WithContext(file.path());
+  static Result<std::unique_ptr<Tokenizer>> Make(const VocabularySpec& spec) {
+    PIER_ASSIGN_OR_RETURN(Vocab vocab, BuildVocab(spec));
+    auto pre = PreTokenizer::ForName(spec.pre_tokenizer);
+    if (!pre.ok()) return pre.status().WithContext(spec.source);
     std::unique_ptr<BpeTokenizer> tokenizer(
         new BpeTokenizer(std::move(vocab), std::move(pre).value()));
-    PIER_RETURN_IF_ERROR(tokenizer->BuildMerges(file));
+    tokenizer->BuildMerges(spec.merges);
     return std::unique_ptr<Tokenizer>(std::move(tokenizer));
   }
 
@@ -112,7 +107,7 @@ class BpeTokenizer final : public Tokenizer {
   }
 
  private:
-  BpeTokenizer(GgufVocab vocab, std::unique_ptr<PreTokenizer> pre)
+  BpeTokenizer(Vocab vocab, std::unique_ptr<PreTokenizer> pre)
       : vocab_(std::move(vocab)),
         pre_(std::move(pre)),
         all_specials_(vocab_.SpecialTexts(/*parse_special=*/true)),
@@ -141,21 +136,12 @@ class BpeTokenizer final : public Tokenizer {
     return it == piece_to_id_.end() ? -1 : it->second;
   }
 
-  Status BuildMerges(const model::GgufFile& file) {
-    PIER_ASSIGN_OR_RETURN(auto merges, file.GetStringArray("tokenizer.ggml.merges"));
+  void BuildMerges(const std::vector<std::pair<std::string, std::string>>& merges) {
     merges_.reserve(merges.size());
     std::string joined;
     for (size_t rank = 0; rank < merges.size(); ++rank) {
-      const std::string_view merge = merges[rank];
-      // Search from 1 so that a left part that is itself a space still splits right.
-      const size_t space = merge.find(' ', 1);
-      if (space == std::string_view::npos) {
-        return DataLossError(file.path() + ": tokenizer.ggml.merges[" + std::to_string(rank) +
-                             "] = '" + std::string(merge) +
-                             "' is not two tokens separated by a space");
-      }
-      const std::string_view left = merge.substr(0, space);
-      const std::string_view right = merge.substr(space + 1);
+      const std::string_view left = merges[rank].first;
+      const std::string_view right = merges[rank].second;
       joined.assign(left).append(right);
       const TokenId left_id = Lookup(left);
       const TokenId right_id = Lookup(right);
@@ -165,7 +151,6 @@ class BpeTokenizer final : public Tokenizer {
       if (left_id < 0 || right_id < 0 || result < 0) continue;
       merges_.emplace(PairKey(left_id, right_id), Merge{static_cast<int32_t>(rank), result});
     }
-    return Status::Ok();
   }
 
   const Merge* FindMerge(TokenId left, TokenId right) const {
@@ -224,7 +209,7 @@ class BpeTokenizer final : public Tokenizer {
     for (int32_t i = 0; i >= 0; i = symbols[i].next) ids->push_back(symbols[i].id);
   }
 
-  GgufVocab vocab_;
+  Vocab vocab_;
   std::unique_ptr<PreTokenizer> pre_;
   SpecialTokenMatcher all_specials_;   // control, unknown and user-defined texts
   SpecialTokenMatcher word_specials_;  // user-defined texts only
@@ -237,8 +222,8 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> MakeBpeTokenizer(const model::GgufFile& file) {
-  return BpeTokenizer::Make(file);
+Result<std::unique_ptr<Tokenizer>> MakeBpeTokenizer(const VocabularySpec& spec) {
+  return BpeTokenizer::Make(spec);
 }
 
 }  // namespace pier::tokenizer

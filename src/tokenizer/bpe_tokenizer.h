@@ -9,9 +9,10 @@
 
 #include "common/status.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocabulary_spec.h"
 
 namespace pier::tokenizer {
 
-Result<std::unique_ptr<Tokenizer>> MakeBpeTokenizer(const model::GgufFile& file);
+Result<std::unique_ptr<Tokenizer>> MakeBpeTokenizer(const VocabularySpec& spec);
 
 }  // namespace pier::tokenizer

@@ -22,10 +22,6 @@
 
 #include "common/status.h"
 
-namespace pier::model {
-class GgufFile;
-}
-
 namespace pier::tokenizer {
 
 namespace jinja {
@@ -82,9 +78,5 @@ class ChatTemplate {
 // True when `prompt` begins with a non-empty `bos_token`: the template already wrote the BOS,
 // so the tokenizer must not add a second one.
 bool PromptStartsWithBos(std::string_view prompt, std::string_view bos_token);
-
-// Parses the `tokenizer.chat_template` metadata of a GGUF file. NOT_FOUND when absent;
-// parse errors are prefixed with the file path.
-Result<ChatTemplate> LoadChatTemplate(const model::GgufFile& file);
 
 }  // namespace pier::tokenizer

@@ -21,10 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/gguf_file.h"
-#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 
 namespace pier::tokenizer {
 namespace {
@@ -32,7 +31,6 @@ namespace {
 constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581 "▁"
 
 constexpr std::string_view kScoresKey = "tokenizer.ggml.scores";
-constexpr std::string_view kAddSpacePrefixKey = "tokenizer.ggml.add_space_prefix";
 
 // Length of the UTF-8 sequence starting at text[pos], or 0 when it is invalid
 // (stray continuation byte, truncated, overlong, surrogate or above U+10FFFF).
@@ -130,9 +128,9 @@ struct BigramLess {
   }
 };
 
-// What MakeSpmTokenizer read from the file, with SentencePiece defaults applied.
+// What MakeSpmTokenizer takes from the spec, with SentencePiece defaults applied.
 struct SpmConfig {
-  GgufVocab vocab;
+  Vocab vocab;
   std::vector<float> scores;  // [n_vocab]
   bool add_space_prefix = true;
   std::vector<std::pair<std::string, TokenId>> specials;      // for parse_special
@@ -381,25 +379,22 @@ TokenId DefaultId(TokenId id, TokenId fallback, size_t n_vocab) {
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> MakeSpmTokenizer(const model::GgufFile& file) {
+Result<std::unique_ptr<Tokenizer>> MakeSpmTokenizer(const VocabularySpec& spec) {
   SpmConfig config;
-  PIER_ASSIGN_OR_RETURN(config.vocab, ReadGgufVocab(file));
-  GgufVocab& vocab = config.vocab;
+  PIER_ASSIGN_OR_RETURN(config.vocab, BuildVocab(spec));
+  Vocab& vocab = config.vocab;
   const size_t n_vocab = vocab.tokens.size();
 
-  if (file.Has(kScoresKey)) {
-    PIER_ASSIGN_OR_RETURN(config.scores, file.GetFloatArray(kScoresKey));
-    if (config.scores.size() != n_vocab) {
-      return DataLossError(file.path() + ": " + std::string(kScoresKey) + " has " +
-                           std::to_string(config.scores.size()) +
-                           " entries but tokenizer.ggml.tokens has " + std::to_string(n_vocab));
-    }
-  } else {
+  if (spec.scores.empty()) {
     config.scores.assign(n_vocab, 0.0f);
+  } else if (spec.scores.size() != n_vocab) {
+    return DataLossError(spec.source + ": " + std::string(kScoresKey) + " has " +
+                         std::to_string(spec.scores.size()) +
+                         " entries but tokenizer.ggml.tokens has " + std::to_string(n_vocab));
+  } else {
+    config.scores = spec.scores;
   }
-  if (file.Has(kAddSpacePrefixKey)) {
-    PIER_ASSIGN_OR_RETURN(config.add_space_prefix, file.GetBool(kAddSpacePrefixKey));
-  }
+  config.add_space_prefix = spec.add_space_prefix.value_or(true);
 
   vocab.unknown_id = DefaultId(vocab.unknown_id, 0, n_vocab);
   vocab.bos_id = DefaultId(vocab.bos_id, 1, n_vocab);

@@ -10,9 +10,10 @@
 
 #include "common/status.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocabulary_spec.h"
 
 namespace pier::tokenizer {
 
-Result<std::unique_ptr<Tokenizer>> MakeSpmTokenizer(const model::GgufFile& file);
+Result<std::unique_ptr<Tokenizer>> MakeSpmTokenizer(const VocabularySpec& spec);
 
 }  // namespace pier::tokenizer

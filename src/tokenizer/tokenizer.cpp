@@ -2,24 +2,21 @@
 
 #include <algorithm>
 
-#include "model/gguf_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace pier::tokenizer {
 
-Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const model::GgufFile& file) {
+Result<std::unique_ptr<Tokenizer>> Tokenizer::Create(const VocabularySpec& spec) {
   constexpr std::string_view kModelKey = "tokenizer.ggml.model";
-  if (!file.Has(kModelKey)) {
-    return NotFoundError(file.path() + ": has no tokenizer (metadata key " +
+  if (spec.model.empty()) {
+    return NotFoundError(spec.source + ": has no tokenizer (metadata key " +
                          std::string(kModelKey) + " is missing)");
   }
-  PIER_ASSIGN_OR_RETURN(std::string_view model, file.GetString(kModelKey));
-  if (model == "gpt2") return MakeBpeTokenizer(file);
-  if (model == "llama") return MakeSpmTokenizer(file);
-  return UnsupportedError(file.path() + ": " + std::string(kModelKey) + " = '" +
-                          std::string(model) +
+  if (spec.model == "gpt2") return MakeBpeTokenizer(spec);
+  if (spec.model == "llama") return MakeSpmTokenizer(spec);
+  return UnsupportedError(spec.source + ": " + std::string(kModelKey) + " = '" + spec.model +
                           "' is not supported (supported: 'gpt2' byte-level BPE, 'llama' "
                           "SentencePiece)");
 }

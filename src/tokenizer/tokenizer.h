@@ -1,8 +1,8 @@
-// Tokenizer: text <-> token ids for a model, built from its GGUF metadata.
+// Tokenizer: text <-> token ids for a model, built from a plain VocabularySpec
+// (vocabulary_spec.h; model/gguf_tokenizer.h reads one out of a GGUF file).
 //
-// Two algorithms live behind this interface: byte-level BPE
-// (`tokenizer.ggml.model = gpt2`, with a pre-tokenizer chosen by
-// `tokenizer.ggml.pre`) and SentencePiece-style (`llama`). Special and added
+// Two algorithms live behind this interface: byte-level BPE (spec model "gpt2", with a
+// pre-tokenizer chosen by name) and SentencePiece-style ("llama"). Special and added
 // tokens are matched verbatim before the algorithm runs when `parse_special`
 // is set. Thread-safety: immutable after construction; Encode/Decode may be
 // called from any number of threads at once.
@@ -16,25 +16,9 @@
 #include <vector>
 
 #include "common/status.h"
-
-namespace pier::model {
-class GgufFile;
-}
+#include "tokenizer/vocabulary_spec.h"
 
 namespace pier::tokenizer {
-
-using TokenId = int32_t;
-
-// As in GGUF's `tokenizer.ggml.token_type`.
-enum class TokenType : int32_t {
-  kUndefined = 0,
-  kNormal = 1,
-  kUnknown = 2,
-  kControl = 3,
-  kUserDefined = 4,
-  kUnused = 5,
-  kByte = 6,
-};
 
 struct EncodeOptions {
   bool add_special = true;    // prepend BOS / append EOS when the model asks for them
@@ -45,10 +29,10 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Builds the tokenizer a GGUF file describes. Unknown `tokenizer.ggml.model` or
-  // `tokenizer.ggml.pre`, or inconsistent vocabulary arrays, give an error naming
-  // the file and the key.
-  static Result<std::unique_ptr<Tokenizer>> FromGguf(const model::GgufFile& file);
+  // Builds the tokenizer a spec describes. No model: NOT_FOUND; an unknown model or
+  // pre-tokenizer: UNSUPPORTED; inconsistent arrays or special ids outside the vocabulary:
+  // DATA_LOSS; each naming the spec's source and the field.
+  static Result<std::unique_ptr<Tokenizer>> Create(const VocabularySpec& spec);
 
   // INVALID_ARGUMENT when `text` is not valid UTF-8.
   virtual Result<std::vector<TokenId>> Encode(std::string_view text,

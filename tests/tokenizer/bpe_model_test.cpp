@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,7 +24,7 @@ class SmolLm2TokenizerTest : public ::testing::Test {
   static void SetUpTestSuite() {
     auto file = model::GgufFile::Open(PIER_DEFAULT_MODEL_PATH);
     ASSERT_TRUE(file.ok()) << file.status().ToString();
-    auto tokenizer = Tokenizer::FromGguf(**file);
+    auto tokenizer = model::LoadTokenizer(**file);
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
     tokenizer_ = std::move(tokenizer).value().release();
     std::ifstream in(std::string(PIER_SOURCE_DIR) +

@@ -8,6 +8,7 @@
 
 #include "../model/gguf_test_writer.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -88,7 +89,7 @@ Built BuildFile(const VocabSpec& spec) {
 std::unique_ptr<Tokenizer> MakeOrDie(const VocabSpec& spec = {}) {
   Built built = BuildFile(spec);
   if (built.file == nullptr) return nullptr;
-  auto tokenizer = Tokenizer::FromGguf(*built.file);
+  auto tokenizer = model::LoadTokenizer(*built.file);
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   return tokenizer.ok() ? std::move(tokenizer).value() : nullptr;
 }
@@ -96,7 +97,7 @@ std::unique_ptr<Tokenizer> MakeOrDie(const VocabSpec& spec = {}) {
 Status MakeError(const VocabSpec& spec) {
   Built built = BuildFile(spec);
   if (built.file == nullptr) return InternalError("no file");
-  auto tokenizer = Tokenizer::FromGguf(*built.file);
+  auto tokenizer = model::LoadTokenizer(*built.file);
   return tokenizer.status();
 }
 
@@ -293,7 +294,7 @@ TEST(BpeTokenizerTest, MissingTokenizerIsNotFound) {
   const auto bytes = writer.Build();
   auto file = GgufFile::FromMemory(bytes.data(), bytes.size(), "bare.gguf");
   ASSERT_TRUE(file.ok());
-  auto tokenizer = Tokenizer::FromGguf(**file);
+  auto tokenizer = model::LoadTokenizer(**file);
   ASSERT_FALSE(tokenizer.ok());
   EXPECT_EQ(tokenizer.status().code(), StatusCode::kNotFound);
   EXPECT_NE(tokenizer.status().message().find("bare.gguf"), std::string::npos);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::tokenizer {
@@ -65,7 +66,7 @@ std::unique_ptr<Tokenizer> Load(const std::string& path) {
   auto file = model::GgufFile::Open(path);
   EXPECT_TRUE(file.ok()) << file.status().ToString() << " (run scripts/bootstrap)";
   if (!file.ok()) return nullptr;
-  auto tokenizer = Tokenizer::FromGguf(**file);
+  auto tokenizer = model::LoadTokenizer(**file);
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   return tokenizer.ok() ? std::move(tokenizer).value() : nullptr;
 }

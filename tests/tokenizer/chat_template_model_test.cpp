@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -16,7 +17,7 @@ namespace {
 TEST(ChatTemplateModelTest, DefaultModelTemplateMatchesTheFixture) {
   Result<std::unique_ptr<model::GgufFile>> file = model::GgufFile::Open(PIER_DEFAULT_MODEL_PATH);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  Result<ChatTemplate> t = LoadChatTemplate(**file);
+  Result<ChatTemplate> t = model::LoadChatTemplate(**file);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
 
   std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/chat_template/expected.json");
@@ -42,9 +43,9 @@ TEST(ChatTemplateModelTest, DefaultModelTemplateMatchesTheFixture) {
 TEST(ChatTemplateModelTest, RenderChatPromptParsesSpecialTokensAndAddsNoSecondBos) {
   Result<std::unique_ptr<model::GgufFile>> file = model::GgufFile::Open(PIER_DEFAULT_MODEL_PATH);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  Result<ChatTemplate> t = LoadChatTemplate(**file);
+  Result<ChatTemplate> t = model::LoadChatTemplate(**file);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  auto tokenizer = Tokenizer::FromGguf(**file);
+  auto tokenizer = model::LoadTokenizer(**file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", "Hi"}}};
   Result<ChatPrompt> prompt = RenderChatPrompt(*t, **tokenizer, messages);

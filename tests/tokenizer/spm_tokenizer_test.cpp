@@ -26,10 +26,17 @@
 #include <vector>
 
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::tokenizer {
 namespace {
+
+// The SentencePiece tokenizer of a GGUF file's vocabulary.
+Result<std::unique_ptr<Tokenizer>> SpmFromFile(const model::GgufFile& file) {
+  PIER_ASSIGN_OR_RETURN(VocabularySpec spec, model::ReadVocabularySpec(file));
+  return MakeSpmTokenizer(spec);
+}
 
 const std::string kVendorDir = std::string(PIER_SOURCE_DIR) + "/tests/fixtures/vendor/llama.cpp/";
 
@@ -102,7 +109,7 @@ VendorVocab LoadVendorVocab(const std::string& name) {
     return vocab;
   }
   vocab.file = std::move(file).value();
-  auto tokenizer = MakeSpmTokenizer(*vocab.file);
+  auto tokenizer = SpmFromFile(*vocab.file);
   if (!tokenizer.ok()) {
     ADD_FAILURE() << tokenizer.status().ToString();
     return vocab;
@@ -169,10 +176,10 @@ TEST(SpmTokenizerTest, DecodeOfEncodeRestoresEveryVectorInput) {
   }
 }
 
-TEST(SpmTokenizerTest, FromGgufPicksSentencePieceForLlamaVocabularies) {
+TEST(SpmTokenizerTest, LoadTokenizerPicksSentencePieceForLlamaVocabularies) {
   const VendorVocab vocab = LoadVendorVocab("ggml-vocab-llama-spm.gguf");
   ASSERT_NE(vocab.file, nullptr);
-  auto tokenizer = Tokenizer::FromGguf(*vocab.file);
+  auto tokenizer = model::LoadTokenizer(*vocab.file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   EXPECT_TRUE((*tokenizer)->strips_leading_space_on_decode());
   auto ids = (*tokenizer)->Encode(" Hello world", kPlain);
@@ -415,7 +422,7 @@ std::unique_ptr<ToyTokenizer> BuildToy(const GgufImage& gguf) {
   EXPECT_TRUE(file.ok()) << file.status().ToString();
   if (!file.ok()) return toy;
   toy->file = std::move(file).value();
-  toy->tokenizer = MakeSpmTokenizer(*toy->file);
+  toy->tokenizer = SpmFromFile(*toy->file);
   return toy;
 }
 

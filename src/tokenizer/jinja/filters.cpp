@@ -1,6 +1,8 @@
 // Jinja filters and tests (see builtins.h).
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "tokenizer/jinja/builtins.h"
@@ -8,16 +10,6 @@
 
 namespace pier::tokenizer::jinja {
 namespace {
-
-const std::unordered_set<std::string_view>& FilterNames() {
-  static const auto* names = new std::unordered_set<std::string_view>{
-      "abs",     "capitalize", "center", "count",  "d",      "default",    "dictsort", "e",
-      "escape",  "first",      "float",  "indent", "int",    "items",      "join",     "last",
-      "length",  "list",       "lower",  "map",    "max",    "min",        "reject",   "rejectattr",
-      "replace", "reverse",    "round",  "safe",   "select", "selectattr", "sort",     "string",
-      "sum",     "title",      "tojson", "trim",   "unique", "upper",      "wordcount"};
-  return *names;
-}
 
 const std::unordered_set<std::string_view>& TestNames() {
   static const auto* names = new std::unordered_set<std::string_view>{
@@ -244,9 +236,365 @@ Result<Value> MinMax(const Value& input, const CallArgs& args, bool want_max) {
   return items[best];
 }
 
+// Every filter: its names (aliases share one implementation) and what it does. ApplyFilter
+// runs them and the parser accepts exactly these names.
+struct FilterCall {
+  std::string_view name;  // as written, for filters whose aliases differ (first / last)
+  const std::string& fn;  // the same, for messages
+  const Value& input;
+  const CallArgs& args;
+};
+using FilterFn = Result<Value> (*)(const FilterCall& call);
+
+const std::unordered_map<std::string_view, FilterFn>& Filters() {
+  static const auto* table = [] {
+    auto* t = new std::unordered_map<std::string_view, FilterFn>;
+    const auto add = [t](std::initializer_list<std::string_view> names, FilterFn fn) {
+      for (std::string_view name : names) t->emplace(name, fn);
+    };
+    add({"trim"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"chars"}));
+      std::optional<std::string> chars;
+      if (a[0] != nullptr && !a[0]->is_none()) chars = ToStr(*a[0]);
+      return Value::String(PyStrip(ToStr(input), chars, true, true));
+    });
+    add({"tojson"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(
+          auto a, BindArgs(fn, args, {"ensure_ascii", "indent", "separators", "sort_keys"}));
+      int indent = -1;
+      if (a[1] != nullptr && !a[1]->is_none()) {
+        PIER_ASSIGN_OR_RETURN(int64_t n, RequireInt(a[1], "tojson indent"));
+        indent = static_cast<int>(std::clamp<int64_t>(n, 0, 64));
+      }
+      if (a[2] != nullptr && !a[2]->is_none())
+        return UnsupportedError("tojson: separators are not supported");
+      PIER_ASSIGN_OR_RETURN(std::string json,
+                            ToJson(input, indent, a[3] != nullptr && Truthy(*a[3])));
+      if (a[0] != nullptr && Truthy(*a[0])) json = EnsureAscii(json);
+      return Value::String(std::move(json));
+    });
+    add({"length", "count"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      switch (input.kind()) {
+        case ValueKind::kUndefined:
+          return Value::Int(0);
+        case ValueKind::kString:
+          return Value::Int(static_cast<int64_t>(CodepointCount(input.string_value())));
+        case ValueKind::kList:
+          if (input.is_generator()) return TypeError("object of type 'generator' has no len()");
+          return Value::Int(static_cast<int64_t>(input.list().items.size()));
+        case ValueKind::kDict:
+          return Value::Int(static_cast<int64_t>(input.dict().size()));
+        default:
+          return TypeError("object of type '" + std::string(TypeName(input)) + "' has no len()");
+      }
+    });
+    add({"default", "d"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"default_value", "boolean"}));
+      bool boolean = a[1] != nullptr && Truthy(*a[1]);
+      if (input.is_undefined() || (boolean && !Truthy(input))) {
+        return a[0] != nullptr ? *a[0] : Value::String("");
+      }
+      return input;
+    });
+    add({"join"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"d", "attribute"}));
+      std::string sep = a[0] != nullptr ? ToStr(*a[0]) : "";
+      PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
+      std::string out;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out += sep;
+        out += ToStr(a[1] != nullptr ? AttrPath(items[i], ToStr(*a[1])) : items[i]);
+      }
+      return Value::String(std::move(out));
+    });
+    add({"first", "last"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      if (name == "last" && input.is_generator()) {
+        return TypeError("'generator' object is not reversible");
+      }
+      PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
+      if (items.empty()) return Value::Undefined("No " + fn + " item, sequence was empty.");
+      return name == "first" ? items.front() : items.back();
+    });
+    add({"upper"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return Value::String(PyUpper(ToStr(input)));
+    });
+    add({"lower"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return Value::String(PyLower(ToStr(input)));
+    });
+    add({"capitalize"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return Value::String(PyCapitalize(ToStr(input)));
+    });
+    add({"title"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return Value::String(JinjaTitle(ToStr(input)));
+    });
+    add({"string"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return Value::String(ToStr(input));
+    });
+    add({"safe"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return input.is_markup() ? input : Value::Markup(ToStr(input));
+    });
+    add({"escape", "e"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return input.is_markup() ? input : Value::Markup(HtmlEscape(ToStr(input)));
+    });
+    add({"replace"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"old", "new", "count"}));
+      if (a[0] == nullptr || a[1] == nullptr)
+        return TypeError("replace() needs old and new strings");
+      int64_t count = -1;
+      if (a[2] != nullptr && !a[2]->is_none()) {
+        PIER_ASSIGN_OR_RETURN(count, RequireInt(a[2], "replace count"));
+      }
+      return Value::String(PyReplace(ToStr(input), ToStr(*a[0]), ToStr(*a[1]), count));
+    });
+    add({"int"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"default", "base"}));
+      Value dflt = a[0] != nullptr ? *a[0] : Value::Int(0);
+      int64_t base = 10;
+      if (a[1] != nullptr) {
+        PIER_ASSIGN_OR_RETURN(base, RequireInt(a[1], "int base"));
+      }
+      if (input.is_int() || input.is_bool()) return Value::Int(input.int_value());
+      if (input.is_float()) {
+        double d = input.float_value();
+        if (!std::isfinite(d) || std::abs(d) >= 9.2e18) return dflt;
+        return Value::Int(static_cast<int64_t>(d));
+      }
+      if (input.is_string()) {
+        std::optional<int64_t> v = ParseIntLike(input.string_value(), base);
+        return v ? Value::Int(*v) : dflt;
+      }
+      return dflt;
+    });
+    add({"float"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"default"}));
+      Value dflt = a[0] != nullptr ? *a[0] : Value::Float(0.0);
+      if (input.is_number()) return Value::Float(input.float_value());
+      if (input.is_string()) {
+        std::string s = PyStrip(input.string_value(), std::nullopt, true, true);
+        char* end = nullptr;
+        double d = std::strtod(s.c_str(), &end);
+        if (!s.empty() && *end == '\0') return Value::Float(d);
+      }
+      return dflt;
+    });
+    add({"list"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
+      return Value::List(std::move(items));
+    });
+    add({"items"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      if (input.is_undefined()) return Value::List({});
+      if (!input.is_dict()) return TypeError("Can only get item pairs from a mapping.");
+      std::vector<Value> pairs;
+      for (const auto& [key, value] : input.dict().entries()) {
+        pairs.push_back(Value::List({DecodeKey(key), value}, /*is_tuple=*/true));
+      }
+      return Value::Generator(std::move(pairs));
+    });
+    add({"dictsort"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"case_sensitive", "by", "reverse"}));
+      if (!input.is_dict()) return TypeError("dictsort: expected a mapping");
+      bool case_sensitive = a[0] != nullptr && Truthy(*a[0]);
+      bool by_value = a[1] != nullptr && ToStr(*a[1]) == "value";
+      std::vector<Value> pairs;
+      std::vector<Value> keys;
+      for (const auto& [key, value] : input.dict().entries()) {
+        pairs.push_back(Value::List({DecodeKey(key), value}, true));
+        keys.push_back(SortKey(by_value ? value : DecodeKey(key), case_sensitive));
+      }
+      PIER_RETURN_IF_ERROR(SortValues(&pairs, keys, a[2] != nullptr && Truthy(*a[2])));
+      return Value::List(std::move(pairs));
+    });
+    add({"sort"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"reverse", "case_sensitive", "attribute"}));
+      PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
+      bool case_sensitive = a[1] != nullptr && Truthy(*a[1]);
+      std::vector<Value> keys;
+      for (const Value& item : items) {
+        keys.push_back(
+            SortKey(a[2] != nullptr ? AttrPath(item, ToStr(*a[2])) : item, case_sensitive));
+      }
+      PIER_RETURN_IF_ERROR(SortValues(&items, keys, a[0] != nullptr && Truthy(*a[0])));
+      return Value::List(std::move(items));
+    });
+    add({"unique"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"case_sensitive", "attribute"}));
+      PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
+      bool case_sensitive = a[0] != nullptr && Truthy(*a[0]);
+      std::vector<Value> out;
+      std::vector<Value> seen;
+      for (const Value& item : items) {
+        Value key = SortKey(a[1] != nullptr ? AttrPath(item, ToStr(*a[1])) : item, case_sensitive);
+        bool dup =
+            std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, key); });
+        if (!dup) {
+          seen.push_back(key);
+          out.push_back(item);
+        }
+      }
+      return Value::Generator(std::move(out));
+    });
+    add({"reverse"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      if (input.is_string()) {
+        PIER_ASSIGN_OR_RETURN(std::vector<Value> chars, Iterate(input));
+        std::string out;
+        for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += it->string_value();
+        return Value::String(std::move(out));
+      }
+      PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
+      std::reverse(items.begin(), items.end());
+      return Value::Generator(std::move(items));
+    });
+    add({"selectattr", "rejectattr"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return SelectOrReject(name, input, args, name == "selectattr", true);
+    });
+    add({"select", "reject"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return SelectOrReject(name, input, args, name == "select", false);
+    });
+    add({"map"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return MapFilter(input, args);
+    });
+    add({"abs"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      if (input.is_float()) return Value::Float(std::abs(input.float_value()));
+      if (input.is_int() || input.is_bool()) {
+        if (input.int_value() == INT64_MIN) return TypeError("integer overflow in abs");
+        return Value::Int(std::abs(input.int_value()));
+      }
+      return TypeError("bad operand type for abs(): '" + std::string(TypeName(input)) + "'");
+    });
+    add({"round"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"precision", "method"}));
+      if (!input.is_number()) return TypeError("round: expected a number");
+      int64_t precision = 0;
+      if (a[0] != nullptr) {
+        PIER_ASSIGN_OR_RETURN(precision, RequireInt(a[0], "round precision"));
+      }
+      std::string method = a[1] != nullptr ? ToStr(*a[1]) : "common";
+      double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
+      double v = input.float_value();
+      if (method == "floor") return Value::Float(std::floor(v * scale) / scale);
+      if (method == "ceil") return Value::Float(std::ceil(v * scale) / scale);
+      if (method != "common") return TypeError("method must be common, ceil or floor");
+      // Python's round(): halves go to the even neighbour.
+      double scaled = v * scale;
+      double r = std::nearbyint(scaled);
+      return Value::Float(precision == 0 ? r : r / scale);
+    });
+    add({"sum"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"attribute", "start"}));
+      PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
+      Value total = a[1] != nullptr ? *a[1] : Value::Int(0);
+      for (const Value& raw : items) {
+        Value item = a[0] != nullptr ? AttrPath(raw, ToStr(*a[0])) : raw;
+        if (!total.is_number() || !item.is_number())
+          return TypeError("sum: unsupported operand types");
+        if (total.is_float() || item.is_float()) {
+          total = Value::Float(total.float_value() + item.float_value());
+        } else {
+          int64_t out = 0;
+          if (__builtin_add_overflow(total.int_value(), item.int_value(), &out)) {
+            return TypeError("integer overflow in sum");
+          }
+          total = Value::Int(out);
+        }
+      }
+      return total;
+    });
+    add({"max", "min"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      return MinMax(input, args, name == "max");
+    });
+    add({"indent"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"width", "first", "blank"}));
+      std::string indentation = "    ";
+      if (a[0] != nullptr) {
+        if (a[0]->is_string()) {
+          indentation = a[0]->string_value();
+        } else {
+          PIER_ASSIGN_OR_RETURN(int64_t width, RequireInt(a[0], "indent width"));
+          indentation.assign(static_cast<size_t>(std::clamp<int64_t>(width, 0, 256)), ' ');
+        }
+      }
+      bool first = a[1] != nullptr && Truthy(*a[1]);
+      bool blank = a[2] != nullptr && Truthy(*a[2]);
+      std::string s = ToStr(input) + "\n";
+      std::vector<std::string> lines = PySplit(s, std::string("\n"), -1, false);
+      lines.pop_back();  // splitlines() drops the piece after the final newline
+      std::string out = lines.empty() ? "" : lines[0];
+      for (size_t i = 1; i < lines.size(); ++i) {
+        out += "\n";
+        if (blank || !lines[i].empty()) out += indentation;
+        out += lines[i];
+      }
+      if (first) out = indentation + out;
+      return Value::String(std::move(out));
+    });
+    add({"center"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"width"}));
+      int64_t width = 80;
+      if (a[0] != nullptr) {
+        PIER_ASSIGN_OR_RETURN(width, RequireInt(a[0], "center width"));
+      }
+      std::string s = ToStr(input);
+      int64_t len = static_cast<int64_t>(CodepointCount(s));
+      width = std::min<int64_t>(width, 1 << 20);
+      if (width <= len) return Value::String(s);
+      int64_t pad = width - len;
+      int64_t left = pad / 2 + (pad & width & 1);
+      return Value::String(std::string(static_cast<size_t>(left), ' ') + s +
+                           std::string(static_cast<size_t>(pad - left), ' '));
+    });
+    add({"wordcount"}, [](const FilterCall& call) -> Result<Value> {
+      [[maybe_unused]] const auto& [name, fn, input, args] = call;
+      std::string s = ToStr(input);
+      std::vector<size_t> offsets = CodepointOffsets(s);
+      int64_t words = 0;
+      bool in_word = false;
+      for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+        std::string cp = s.substr(offsets[i], offsets[i + 1] - offsets[i]);
+        bool word_char = cp == "_" || PyIsAlnum(cp);
+        if (word_char && !in_word) ++words;
+        in_word = word_char;
+      }
+      return Value::Int(words);
+    });
+    return t;
+  }();
+  return *table;
+}
+
 }  // namespace
 
-bool IsKnownFilter(std::string_view name) { return FilterNames().count(name) != 0; }
+bool IsKnownFilter(std::string_view name) { return Filters().count(name) != 0; }
 bool IsKnownTest(std::string_view name) { return TestNames().count(name) != 0; }
 
 Result<std::vector<const Value*>> BindArgs(std::string_view function, const CallArgs& args,
@@ -301,294 +649,9 @@ Result<std::vector<Value>> Iterate(const Value& value) {
 
 Result<Value> ApplyFilter(std::string_view name, const Value& input, const CallArgs& args) {
   const std::string fn(name);
-  if (!IsKnownFilter(name)) return UnsupportedError("No filter named '" + fn + "' found.");
-  if (name == "trim") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"chars"}));
-    std::optional<std::string> chars;
-    if (a[0] != nullptr && !a[0]->is_none()) chars = ToStr(*a[0]);
-    return Value::String(PyStrip(ToStr(input), chars, true, true));
-  }
-  if (name == "tojson") {
-    PIER_ASSIGN_OR_RETURN(
-        auto a, BindArgs(fn, args, {"ensure_ascii", "indent", "separators", "sort_keys"}));
-    int indent = -1;
-    if (a[1] != nullptr && !a[1]->is_none()) {
-      PIER_ASSIGN_OR_RETURN(int64_t n, RequireInt(a[1], "tojson indent"));
-      indent = static_cast<int>(std::clamp<int64_t>(n, 0, 64));
-    }
-    if (a[2] != nullptr && !a[2]->is_none())
-      return UnsupportedError("tojson: separators are not supported");
-    PIER_ASSIGN_OR_RETURN(std::string json,
-                          ToJson(input, indent, a[3] != nullptr && Truthy(*a[3])));
-    if (a[0] != nullptr && Truthy(*a[0])) json = EnsureAscii(json);
-    return Value::String(std::move(json));
-  }
-  if (name == "length" || name == "count") {
-    switch (input.kind()) {
-      case ValueKind::kUndefined:
-        return Value::Int(0);
-      case ValueKind::kString:
-        return Value::Int(static_cast<int64_t>(CodepointCount(input.string_value())));
-      case ValueKind::kList:
-        if (input.is_generator()) return TypeError("object of type 'generator' has no len()");
-        return Value::Int(static_cast<int64_t>(input.list().items.size()));
-      case ValueKind::kDict:
-        return Value::Int(static_cast<int64_t>(input.dict().size()));
-      default:
-        return TypeError("object of type '" + std::string(TypeName(input)) + "' has no len()");
-    }
-  }
-  if (name == "default" || name == "d") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"default_value", "boolean"}));
-    bool boolean = a[1] != nullptr && Truthy(*a[1]);
-    if (input.is_undefined() || (boolean && !Truthy(input))) {
-      return a[0] != nullptr ? *a[0] : Value::String("");
-    }
-    return input;
-  }
-  if (name == "join") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"d", "attribute"}));
-    std::string sep = a[0] != nullptr ? ToStr(*a[0]) : "";
-    PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
-    std::string out;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i > 0) out += sep;
-      out += ToStr(a[1] != nullptr ? AttrPath(items[i], ToStr(*a[1])) : items[i]);
-    }
-    return Value::String(std::move(out));
-  }
-  if (name == "last" && input.is_generator()) {
-    return TypeError("'generator' object is not reversible");
-  }
-  if (name == "first" || name == "last") {
-    PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
-    if (items.empty()) return Value::Undefined("No " + fn + " item, sequence was empty.");
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "upper") return Value::String(PyUpper(ToStr(input)));
-  if (name == "lower") return Value::String(PyLower(ToStr(input)));
-  if (name == "capitalize") return Value::String(PyCapitalize(ToStr(input)));
-  if (name == "title") return Value::String(JinjaTitle(ToStr(input)));
-  if (name == "string") return Value::String(ToStr(input));
-  if (name == "safe") return input.is_markup() ? input : Value::Markup(ToStr(input));
-  if (name == "escape" || name == "e") {
-    return input.is_markup() ? input : Value::Markup(HtmlEscape(ToStr(input)));
-  }
-  if (name == "replace") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"old", "new", "count"}));
-    if (a[0] == nullptr || a[1] == nullptr) return TypeError("replace() needs old and new strings");
-    int64_t count = -1;
-    if (a[2] != nullptr && !a[2]->is_none()) {
-      PIER_ASSIGN_OR_RETURN(count, RequireInt(a[2], "replace count"));
-    }
-    return Value::String(PyReplace(ToStr(input), ToStr(*a[0]), ToStr(*a[1]), count));
-  }
-  if (name == "int") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"default", "base"}));
-    Value dflt = a[0] != nullptr ? *a[0] : Value::Int(0);
-    int64_t base = 10;
-    if (a[1] != nullptr) {
-      PIER_ASSIGN_OR_RETURN(base, RequireInt(a[1], "int base"));
-    }
-    if (input.is_int() || input.is_bool()) return Value::Int(input.int_value());
-    if (input.is_float()) {
-      double d = input.float_value();
-      if (!std::isfinite(d) || std::abs(d) >= 9.2e18) return dflt;
-      return Value::Int(static_cast<int64_t>(d));
-    }
-    if (input.is_string()) {
-      std::optional<int64_t> v = ParseIntLike(input.string_value(), base);
-      return v ? Value::Int(*v) : dflt;
-    }
-    return dflt;
-  }
-  if (name == "float") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"default"}));
-    Value dflt = a[0] != nullptr ? *a[0] : Value::Float(0.0);
-    if (input.is_number()) return Value::Float(input.float_value());
-    if (input.is_string()) {
-      std::string s = PyStrip(input.string_value(), std::nullopt, true, true);
-      char* end = nullptr;
-      double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && *end == '\0') return Value::Float(d);
-    }
-    return dflt;
-  }
-  if (name == "list") {
-    PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
-    return Value::List(std::move(items));
-  }
-  if (name == "items") {
-    if (input.is_undefined()) return Value::List({});
-    if (!input.is_dict()) return TypeError("Can only get item pairs from a mapping.");
-    std::vector<Value> pairs;
-    for (const auto& [key, value] : input.dict().entries()) {
-      pairs.push_back(Value::List({DecodeKey(key), value}, /*is_tuple=*/true));
-    }
-    return Value::Generator(std::move(pairs));
-  }
-  if (name == "dictsort") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"case_sensitive", "by", "reverse"}));
-    if (!input.is_dict()) return TypeError("dictsort: expected a mapping");
-    bool case_sensitive = a[0] != nullptr && Truthy(*a[0]);
-    bool by_value = a[1] != nullptr && ToStr(*a[1]) == "value";
-    std::vector<Value> pairs;
-    std::vector<Value> keys;
-    for (const auto& [key, value] : input.dict().entries()) {
-      pairs.push_back(Value::List({DecodeKey(key), value}, true));
-      keys.push_back(SortKey(by_value ? value : DecodeKey(key), case_sensitive));
-    }
-    PIER_RETURN_IF_ERROR(SortValues(&pairs, keys, a[2] != nullptr && Truthy(*a[2])));
-    return Value::List(std::move(pairs));
-  }
-  if (name == "sort") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"reverse", "case_sensitive", "attribute"}));
-    PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
-    bool case_sensitive = a[1] != nullptr && Truthy(*a[1]);
-    std::vector<Value> keys;
-    for (const Value& item : items) {
-      keys.push_back(
-          SortKey(a[2] != nullptr ? AttrPath(item, ToStr(*a[2])) : item, case_sensitive));
-    }
-    PIER_RETURN_IF_ERROR(SortValues(&items, keys, a[0] != nullptr && Truthy(*a[0])));
-    return Value::List(std::move(items));
-  }
-  if (name == "unique") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"case_sensitive", "attribute"}));
-    PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
-    bool case_sensitive = a[0] != nullptr && Truthy(*a[0]);
-    std::vector<Value> out;
-    std::vector<Value> seen;
-    for (const Value& item : items) {
-      Value key = SortKey(a[1] != nullptr ? AttrPath(item, ToStr(*a[1])) : item, case_sensitive);
-      bool dup =
-          std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, key); });
-      if (!dup) {
-        seen.push_back(key);
-        out.push_back(item);
-      }
-    }
-    return Value::Generator(std::move(out));
-  }
-  if (name == "reverse") {
-    if (input.is_string()) {
-      PIER_ASSIGN_OR_RETURN(std::vector<Value> chars, Iterate(input));
-      std::string out;
-      for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += it->string_value();
-      return Value::String(std::move(out));
-    }
-    PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
-    std::reverse(items.begin(), items.end());
-    return Value::Generator(std::move(items));
-  }
-  if (name == "selectattr" || name == "rejectattr") {
-    return SelectOrReject(name, input, args, name == "selectattr", true);
-  }
-  if (name == "select" || name == "reject") {
-    return SelectOrReject(name, input, args, name == "select", false);
-  }
-  if (name == "map") return MapFilter(input, args);
-  if (name == "abs") {
-    if (input.is_float()) return Value::Float(std::abs(input.float_value()));
-    if (input.is_int() || input.is_bool()) {
-      if (input.int_value() == INT64_MIN) return TypeError("integer overflow in abs");
-      return Value::Int(std::abs(input.int_value()));
-    }
-    return TypeError("bad operand type for abs(): '" + std::string(TypeName(input)) + "'");
-  }
-  if (name == "round") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"precision", "method"}));
-    if (!input.is_number()) return TypeError("round: expected a number");
-    int64_t precision = 0;
-    if (a[0] != nullptr) {
-      PIER_ASSIGN_OR_RETURN(precision, RequireInt(a[0], "round precision"));
-    }
-    std::string method = a[1] != nullptr ? ToStr(*a[1]) : "common";
-    double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
-    double v = input.float_value();
-    if (method == "floor") return Value::Float(std::floor(v * scale) / scale);
-    if (method == "ceil") return Value::Float(std::ceil(v * scale) / scale);
-    if (method != "common") return TypeError("method must be common, ceil or floor");
-    // Python's round(): halves go to the even neighbour.
-    double scaled = v * scale;
-    double r = std::nearbyint(scaled);
-    return Value::Float(precision == 0 ? r : r / scale);
-  }
-  if (name == "sum") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"attribute", "start"}));
-    PIER_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
-    Value total = a[1] != nullptr ? *a[1] : Value::Int(0);
-    for (const Value& raw : items) {
-      Value item = a[0] != nullptr ? AttrPath(raw, ToStr(*a[0])) : raw;
-      if (!total.is_number() || !item.is_number())
-        return TypeError("sum: unsupported operand types");
-      if (total.is_float() || item.is_float()) {
-        total = Value::Float(total.float_value() + item.float_value());
-      } else {
-        int64_t out = 0;
-        if (__builtin_add_overflow(total.int_value(), item.int_value(), &out)) {
-          return TypeError("integer overflow in sum");
-        }
-        total = Value::Int(out);
-      }
-    }
-    return total;
-  }
-  if (name == "max" || name == "min") return MinMax(input, args, name == "max");
-  if (name == "indent") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"width", "first", "blank"}));
-    std::string indentation = "    ";
-    if (a[0] != nullptr) {
-      if (a[0]->is_string()) {
-        indentation = a[0]->string_value();
-      } else {
-        PIER_ASSIGN_OR_RETURN(int64_t width, RequireInt(a[0], "indent width"));
-        indentation.assign(static_cast<size_t>(std::clamp<int64_t>(width, 0, 256)), ' ');
-      }
-    }
-    bool first = a[1] != nullptr && Truthy(*a[1]);
-    bool blank = a[2] != nullptr && Truthy(*a[2]);
-    std::string s = ToStr(input) + "\n";
-    std::vector<std::string> lines = PySplit(s, std::string("\n"), -1, false);
-    lines.pop_back();  // splitlines() drops the piece after the final newline
-    std::string out = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) {
-      out += "\n";
-      if (blank || !lines[i].empty()) out += indentation;
-      out += lines[i];
-    }
-    if (first) out = indentation + out;
-    return Value::String(std::move(out));
-  }
-  if (name == "center") {
-    PIER_ASSIGN_OR_RETURN(auto a, BindArgs(fn, args, {"width"}));
-    int64_t width = 80;
-    if (a[0] != nullptr) {
-      PIER_ASSIGN_OR_RETURN(width, RequireInt(a[0], "center width"));
-    }
-    std::string s = ToStr(input);
-    int64_t len = static_cast<int64_t>(CodepointCount(s));
-    width = std::min<int64_t>(width, 1 << 20);
-    if (width <= len) return Value::String(s);
-    int64_t pad = width - len;
-    int64_t left = pad / 2 + (pad & width & 1);
-    return Value::String(std::string(static_cast<size_t>(left), ' ') + s +
-                         std::string(static_cast<size_t>(pad - left), ' '));
-  }
-  if (name == "wordcount") {
-    std::string s = ToStr(input);
-    std::vector<size_t> offsets = CodepointOffsets(s);
-    int64_t words = 0;
-    bool in_word = false;
-    for (size_t i = 0; i + 1 < offsets.size(); ++i) {
-      std::string cp = s.substr(offsets[i], offsets[i + 1] - offsets[i]);
-      bool word_char = cp == "_" || PyIsAlnum(cp);
-      if (word_char && !in_word) ++words;
-      in_word = word_char;
-    }
-    return Value::Int(words);
-  }
-  return UnsupportedError("unsupported filter '" + fn + "'");
+  const auto it = Filters().find(name);
+  if (it == Filters().end()) return UnsupportedError("No filter named '" + fn + "' found.");
+  return it->second(FilterCall{name, fn, input, args});
 }
 
 Result<bool> ApplyTest(std::string_view name, const Value& input, const CallArgs& args) {

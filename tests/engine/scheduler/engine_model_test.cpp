@@ -10,6 +10,7 @@
 #include "../test_governor.h"
 #include "engine/local_model.h"
 #include "engine/scheduler/engine.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::engine {
@@ -25,7 +26,7 @@ class EngineModelTest : public ::testing::Test {
     auto model = LocalModel::Open(options, pier::testing::TestGovernor());
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
-    auto tok = tokenizer::Tokenizer::FromGguf(model_->file());
+    auto tok = model::LoadTokenizer(model_->file());
     ASSERT_TRUE(tok.ok()) << tok.status().ToString();
     tokenizer_ = std::move(tok).value().release();
   }

@@ -3,8 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../model/gguf_test_writer.h"
 #include "model/gguf_file.h"
+#include "model/gguf_test_writer.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/chat_template.h"
 
 namespace pier::tokenizer {
@@ -22,7 +23,7 @@ TEST(ChatTemplateGgufTest, LoadsTheTemplateFromMetadata) {
   Result<std::unique_ptr<GgufFile>> file =
       GgufFile::FromMemory(bytes.data(), bytes.size(), "mem.gguf");
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  Result<ChatTemplate> t = LoadChatTemplate(**file);
+  Result<ChatTemplate> t = model::LoadChatTemplate(**file);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   Result<std::string> out =
       t->Apply(nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])"));
@@ -37,7 +38,7 @@ TEST(ChatTemplateGgufTest, MissingTemplateIsNotFound) {
   Result<std::unique_ptr<GgufFile>> file =
       GgufFile::FromMemory(bytes.data(), bytes.size(), "mem.gguf");
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  EXPECT_EQ(LoadChatTemplate(**file).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(model::LoadChatTemplate(**file).status().code(), StatusCode::kNotFound);
 }
 
 TEST(ChatTemplateGgufTest, BrokenTemplateErrorNamesFileAndKey) {
@@ -47,7 +48,7 @@ TEST(ChatTemplateGgufTest, BrokenTemplateErrorNamesFileAndKey) {
   Result<std::unique_ptr<GgufFile>> file =
       GgufFile::FromMemory(bytes.data(), bytes.size(), "mem.gguf");
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  Status status = LoadChatTemplate(**file).status();
+  Status status = model::LoadChatTemplate(**file).status();
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("mem.gguf: tokenizer.chat_template"), std::string::npos)
       << status.ToString();

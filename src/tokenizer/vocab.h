@@ -1,9 +1,7 @@
-// GgufVocab: the vocabulary metadata every GGUF tokenizer shares, read and checked.
-//
-// Reads `tokenizer.ggml.tokens`, `token_type`, the special ids (bos, eos, eot,
-// eom, unknown, padding) and `add_bos_token` / `add_eos_token`, and derives the
-// end-of-generation set. Errors name the file and the key. A plain value type;
-// thread-safe to read.
+// Vocab: the checked vocabulary every tokenizer algorithm shares, built from a
+// VocabularySpec: tokens, types, the special ids (bos, eos, eot, eom, unknown, padding),
+// add_bos / add_eos, and the derived end-of-generation set. Errors name the spec's source
+// and the field (by its GGUF key). A plain value type; thread-safe to read.
 #pragma once
 
 #include <optional>
@@ -13,10 +11,11 @@
 
 #include "common/status.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocabulary_spec.h"
 
 namespace pier::tokenizer {
 
-struct GgufVocab {
+struct Vocab {
   std::vector<std::string> tokens;  // [vocab_size] entries as stored
   std::vector<TokenType> types;     // [vocab_size]; kNormal when the file has no types
   TokenId bos_id = -1;
@@ -35,6 +34,6 @@ struct GgufVocab {
   std::vector<std::pair<std::string, TokenId>> SpecialTexts(bool parse_special) const;
 };
 
-Result<GgufVocab> ReadGgufVocab(const model::GgufFile& file);
+[[nodiscard]] Result<Vocab> BuildVocab(const VocabularySpec& spec);
 
 }  // namespace pier::tokenizer
