@@ -8,20 +8,16 @@
 #include <sstream>
 #include <utility>
 
+#include "common/ascii.h"
+
 namespace pier::http {
 namespace {
-
-std::string_view TrimSpaces(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // The key a request presents: "Authorization: Bearer <key>" (scheme case-insensitive), else
 // "X-API-Key: <key>"; nullopt when neither header is there.
 std::optional<std::string_view> PresentedKey(const HttpRequest& request) {
   if (std::optional<std::string_view> auth = request.Header("authorization")) {
-    std::string_view value = TrimSpaces(*auth);
+    std::string_view value = TrimSpaceAndTab(*auth);
     constexpr std::string_view kBearer = "bearer ";
     if (value.size() >= kBearer.size()) {
       bool is_bearer = true;
@@ -29,11 +25,12 @@ std::optional<std::string_view> PresentedKey(const HttpRequest& request) {
         const char c = static_cast<char>(value[i] | 0x20);
         if (c != kBearer[i]) is_bearer = false;
       }
-      if (is_bearer) return TrimSpaces(value.substr(kBearer.size()));
+      if (is_bearer) return TrimSpaceAndTab(value.substr(kBearer.size()));
     }
     return value;  // another scheme: never matches a key unless it is literally the key
   }
-  if (std::optional<std::string_view> key = request.Header("x-api-key")) return TrimSpaces(*key);
+  if (std::optional<std::string_view> key = request.Header("x-api-key"))
+    return TrimSpaceAndTab(*key);
   return std::nullopt;
 }
 

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "common/ascii.h"
 #include "http/server_wire.h"
 
 namespace pier::http::server_internal {
@@ -39,12 +40,6 @@ constexpr size_t kLingerMaxBytes = size_t{1} << 20;
 constexpr auto kShutdownWriteTime = std::chrono::milliseconds(1000);
 int64_t Millis(std::chrono::milliseconds d) { return static_cast<int64_t>(d.count()); }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 void FillHead(const bhttp::request<bhttp::string_body>& message, HttpRequest& request) {
   request.method = std::string(message.method_string());
   request.target = std::string(message.target());
@@ -54,7 +49,8 @@ void FillHead(const bhttp::request<bhttp::string_body>& message, HttpRequest& re
   for (const auto& field : message) {
     std::string name(field.name_string());
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    request.headers.emplace_back(std::move(name), std::string(Trim(View(field.value()))));
+    request.headers.emplace_back(std::move(name),
+                                 std::string(TrimSpaceAndTab(View(field.value()))));
   }
 }
 
@@ -65,21 +61,21 @@ std::pair<int, std::string> FramingError(const bhttp::request<bhttp::string_body
   std::string coding;
   for (const auto& field : message) {
     const std::string_view name = View(field.name_string());
-    if (IEquals(name, "transfer-encoding")) {
+    if (EqualsIgnoreAsciiCase(name, "transfer-encoding")) {
       ++transfer_encodings;
-      coding += (coding.empty() ? "" : ", ") + std::string(Trim(View(field.value())));
-    } else if (IEquals(name, "content-length")) {
+      coding += (coding.empty() ? "" : ", ") + std::string(TrimSpaceAndTab(View(field.value())));
+    } else if (EqualsIgnoreAsciiCase(name, "content-length")) {
       ++content_lengths;
-    } else if (IEquals(name, "host")) {
+    } else if (EqualsIgnoreAsciiCase(name, "host")) {
       ++hosts;
-    } else if (IEquals(name, "authorization")) {
+    } else if (EqualsIgnoreAsciiCase(name, "authorization")) {
       ++authorizations;
     }
   }
   if (transfer_encodings > 0 && content_lengths > 0) {
     return {400, "a request must not carry both Transfer-Encoding and Content-Length"};
   }
-  if (transfer_encodings > 0 && !IEquals(coding, "chunked")) {
+  if (transfer_encodings > 0 && !EqualsIgnoreAsciiCase(coding, "chunked")) {
     return {501, "Transfer-Encoding \"" + coding + "\" is not supported (only chunked)"};
   }
   if (message.version() >= 11 && hosts == 0)
@@ -106,11 +102,6 @@ std::string Sanitize(std::string_view s) {
   return out;
 }
 
-bool IEquals(std::string_view a, std::string_view b) {
-  return beast::iequals(beast::string_view(a.data(), a.size()),
-                        beast::string_view(b.data(), b.size()));
-}
-
 std::string_view View(beast::string_view s) { return std::string_view(s.data(), s.size()); }
 
 bool BodylessStatus(int status) { return status < 200 || status == 204 || status == 304; }
@@ -124,8 +115,9 @@ std::string ResponseHead(int status, const HttpResponse& response, bool keep_ali
   }
   for (const auto& [name, value] : response.headers) {
     // The server owns framing and connection management.
-    if (IEquals(name, "content-length") || IEquals(name, "transfer-encoding") ||
-        IEquals(name, "connection")) {
+    if (EqualsIgnoreAsciiCase(name, "content-length") ||
+        EqualsIgnoreAsciiCase(name, "transfer-encoding") ||
+        EqualsIgnoreAsciiCase(name, "connection")) {
       continue;
     }
     head += Sanitize(name) + ": " + Sanitize(value) + "\r\n";
@@ -301,7 +293,7 @@ asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, Http
     }
     if (!parser_->is_done()) {
       // Clients such as curl wait for this before sending a large body.
-      if (IEquals(View(message[bhttp::field::expect]), "100-continue")) {
+      if (EqualsIgnoreAsciiCase(View(message[bhttp::field::expect]), "100-continue")) {
         const bool written = co_await Write("HTTP/1.1 100 Continue\r\n\r\n");
         if (!written) co_return ReadResult::kClosed;
       }

@@ -28,7 +28,6 @@ inline auto Await(boost::system::error_code& ec) {
 
 // Header text from handlers with CR and LF replaced, so it cannot split the response.
 std::string Sanitize(std::string_view s);
-bool IEquals(std::string_view a, std::string_view b);
 std::string_view View(boost::beast::string_view s);
 // 1xx, 204 and 304 responses carry no body and no Content-Length.
 bool BodylessStatus(int status);

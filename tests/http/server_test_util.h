@@ -1,6 +1,7 @@
 // Test helpers for HttpServer: a blocking POSIX-socket HTTP client that reads responses
-// incrementally (so tests can observe chunks as they arrive), and a ResponseStream driven by
-// the test (Push/Finish from any thread) that records Start/Poll/Cancel.
+// incrementally, parsing heads and chunk lines with http/client (as the load generator does) (so
+// tests can observe chunks as they arrive), and a ResponseStream driven by the test (Push/Finish
+// from any thread) that records Start/Poll/Cancel.
 //
 // Thread-safety: TestClient is used by one thread; TestStream may be fed from any thread.
 #pragma once
@@ -14,7 +15,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "http/client/response_parser.h"
 #include "http/http_types.h"
 
 namespace pier::http::testing {
@@ -140,21 +141,15 @@ class TestClient {
     const std::string head = buffer_.substr(0, end);
     buffer_.erase(0, end + 4);
     size_t line_end = head.find("\r\n");
-    const std::string status_line = head.substr(0, line_end);
-    if (status_line.size() < 12 || status_line.rfind("HTTP/1.", 0) != 0) return std::nullopt;
-    response.status = std::stoi(status_line.substr(9, 3));
+    auto status = client::ParseStatusLine(head.substr(0, line_end));
+    if (!status.ok()) return std::nullopt;
+    response.status = status->code;
     while (line_end != std::string::npos) {
       const size_t start = line_end + 2;
       line_end = head.find("\r\n", start);
-      const std::string line = head.substr(start, line_end - start);
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string name = line.substr(0, colon);
-      std::transform(name.begin(), name.end(), name.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      size_t value_start = colon + 1;
-      while (value_start < line.size() && line[value_start] == ' ') ++value_start;
-      response.headers[name] = line.substr(value_start);
+      auto header = client::ParseHeaderLine(std::string_view(head).substr(start, line_end - start));
+      if (!header.ok()) return std::nullopt;
+      response.headers[header->first] = std::move(header->second);
     }
     return response;
   }
@@ -165,7 +160,10 @@ class TestClient {
     while ((line_end = buffer_.find("\r\n")) == std::string::npos) {
       if (!Fill(deadline)) return std::nullopt;
     }
-    const size_t size = std::stoul(buffer_.substr(0, line_end), nullptr, 16);
+    const auto chunk_size =
+        client::ParseChunkSizeLine(std::string_view(buffer_).substr(0, line_end));
+    if (!chunk_size.ok()) return std::nullopt;
+    const size_t size = *chunk_size;
     while (buffer_.size() < line_end + 2 + size + 2) {
       if (!Fill(deadline)) return std::nullopt;
     }

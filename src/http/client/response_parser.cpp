@@ -1,61 +1,56 @@
-#include "loadgen/http_parser.h"
+#include "http/client/response_parser.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
+#include <utility>
 
-namespace pier::loadgen {
-namespace {
+#include "common/ascii.h"
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
+namespace pier::http::client {
+
+Result<StatusLine> ParseStatusLine(std::string_view line) {
+  // "HTTP/1.1 200 OK"; the reason phrase may be empty or absent.
+  if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || line[8] != ' ') {
+    return InvalidArgumentError("bad status line '" + PrintableAscii(line) + "'");
+  }
+  const std::string_view code = line.substr(9, 3);
+  int value = 0;
+  const auto [end, ec] = std::from_chars(code.data(), code.data() + code.size(), value);
+  if (ec != std::errc() || end != code.data() + 3 || value < 100 || value > 599 ||
+      (line.size() > 12 && line[12] != ' ')) {
+    return InvalidArgumentError("bad status code in '" + PrintableAscii(line) + "'");
+  }
+  return StatusLine{value, std::string(line.size() > 13 ? line.substr(13) : std::string_view())};
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
+Result<std::pair<std::string, std::string>> ParseHeaderLine(std::string_view line) {
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return InvalidArgumentError("bad header line '" + PrintableAscii(line) + "'");
+  }
+  const std::string_view name = line.substr(0, colon);
+  for (char c : name) {
+    if (c == ' ' || c == '\t' || c < 0x21 || c > 0x7E) {
+      return InvalidArgumentError("bad header name '" + PrintableAscii(name) + "'");
     }
   }
-  return true;
+  return std::make_pair(AsciiLower(name), std::string(TrimSpaceAndTab(line.substr(colon + 1))));
 }
 
-// Does the comma-separated header value list contain `token` (case-insensitive)?
-bool HasToken(std::string_view list, std::string_view token) {
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    const std::string_view item = Trim(list.substr(0, comma));
-    if (EqualsIgnoreCase(item, token)) return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
+Result<size_t> ParseChunkSizeLine(std::string_view line) {
+  // "1a;ext=1": hex size, optional extensions.
+  const std::string_view text = TrimSpaceAndTab(line.substr(0, line.find(';')));
+  size_t size = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size, 16);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgumentError("bad chunk size line '" + PrintableAscii(line) + "'");
   }
-  return false;
+  return size;
 }
-
-std::string Printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 80)) {
-    out += (c >= 0x20 && c < 0x7F) ? c : '?';
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string_view HttpResponseParser::Header(std::string_view name) const {
   for (const auto& [key, value] : headers_) {
-    if (EqualsIgnoreCase(key, name)) return value;
+    if (EqualsIgnoreAsciiCase(key, name)) return value;
   }
   return {};
 }
@@ -66,36 +61,19 @@ Status HttpResponseParser::Fail(std::string message) {
   return IoError("malformed HTTP response: " + message);
 }
 
-Status HttpResponseParser::ParseStatusLine(std::string_view line) {
-  // "HTTP/1.1 200 OK"; the reason phrase may be empty or absent.
-  if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || line[8] != ' ') {
-    return Fail("bad status line '" + Printable(line) + "'");
-  }
-  const std::string_view code = line.substr(9, 3);
-  int value = 0;
-  const auto [end, ec] = std::from_chars(code.data(), code.data() + code.size(), value);
-  if (ec != std::errc() || end != code.data() + 3 || value < 100 || value > 599 ||
-      (line.size() > 12 && line[12] != ' ')) {
-    return Fail("bad status code in '" + Printable(line) + "'");
-  }
-  status_code_ = value;
-  reason_ = std::string(line.size() > 13 ? line.substr(13) : std::string_view());
+Status HttpResponseParser::OnStatusLine(std::string_view line) {
+  Result<StatusLine> status = ParseStatusLine(line);
+  if (!status.ok()) return Fail(status.status().message());
+  status_code_ = status->code;
+  reason_ = std::move(status->reason);
   state_ = State::kHeaders;
   return Status::Ok();
 }
 
-Status HttpResponseParser::ParseHeaderLine(std::string_view line) {
-  const size_t colon = line.find(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return Fail("bad header line '" + Printable(line) + "'");
-  }
-  const std::string_view name = line.substr(0, colon);
-  for (char c : name) {
-    if (c == ' ' || c == '\t' || c < 0x21 || c > 0x7E) {
-      return Fail("bad header name '" + Printable(name) + "'");
-    }
-  }
-  headers_.emplace_back(Lower(name), std::string(Trim(line.substr(colon + 1))));
+Status HttpResponseParser::OnHeaderLine(std::string_view line) {
+  Result<std::pair<std::string, std::string>> header = ParseHeaderLine(line);
+  if (!header.ok()) return Fail(header.status().message());
+  headers_.push_back(std::move(*header));
   return Status::Ok();
 }
 
@@ -113,8 +91,8 @@ Status HttpResponseParser::StartBody() {
   }
   const std::string_view transfer_encoding = Header("transfer-encoding");
   if (!transfer_encoding.empty()) {
-    if (!HasToken(transfer_encoding, "chunked")) {
-      return Fail("unsupported Transfer-Encoding '" + Printable(transfer_encoding) + "'");
+    if (!ListHasToken(transfer_encoding, "chunked")) {
+      return Fail("unsupported Transfer-Encoding '" + PrintableAscii(transfer_encoding) + "'");
     }
     state_ = State::kChunkSize;
     return Status::Ok();
@@ -133,7 +111,7 @@ Status HttpResponseParser::StartBody() {
   const auto [end, ec] =
       std::from_chars(length_text.data(), length_text.data() + length_text.size(), length);
   if (ec != std::errc() || end != length_text.data() + length_text.size()) {
-    return Fail("bad Content-Length '" + Printable(length_text) + "'");
+    return Fail("bad Content-Length '" + PrintableAscii(length_text) + "'");
   }
   remaining_ = length;
   state_ = length == 0 ? State::kDone : State::kBodyLength;
@@ -197,26 +175,20 @@ Status HttpResponseParser::Feed(std::string_view bytes) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         switch (state_) {
           case State::kStatusLine:
-            PIER_RETURN_IF_ERROR(ParseStatusLine(line));
+            PIER_RETURN_IF_ERROR(OnStatusLine(line));
             break;
           case State::kHeaders:
             if (line.empty()) {
               PIER_RETURN_IF_ERROR(StartBody());
             } else {
-              PIER_RETURN_IF_ERROR(ParseHeaderLine(line));
+              PIER_RETURN_IF_ERROR(OnHeaderLine(line));
             }
             break;
           case State::kChunkSize: {
-            // "1a;ext=1": hex size, optional extensions.
-            const std::string_view text = Trim(std::string_view(line).substr(0, line.find(';')));
-            size_t size = 0;
-            const auto [end, ec] =
-                std::from_chars(text.data(), text.data() + text.size(), size, 16);
-            if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-              return Fail("bad chunk size line '" + Printable(line) + "'");
-            }
-            remaining_ = size;
-            state_ = size == 0 ? State::kTrailers : State::kChunkData;
+            Result<size_t> size = ParseChunkSizeLine(line);
+            if (!size.ok()) return Fail(size.status().message());
+            remaining_ = *size;
+            state_ = *size == 0 ? State::kTrailers : State::kChunkData;
             break;
           }
           case State::kChunkDataEnd:
@@ -315,4 +287,4 @@ void SseParser::Dispatch() {
   has_data_ = false;
 }
 
-}  // namespace pier::loadgen
+}  // namespace pier::http::client

@@ -1,14 +1,12 @@
 // The HTTP response and SSE parsers on inputs split at every byte, and on broken responses.
-#include "loadgen/http_parser.h"
+#include "http/client/response_parser.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "loadgen/http_client.h"
-
-namespace pier::loadgen {
+namespace pier::http::client {
 namespace {
 
 struct Parsed {
@@ -218,33 +216,5 @@ TEST(SseParserTest, ErrorFieldBecomesAnErrorEventAndEmptyDataIsDispatched) {
   EXPECT_EQ(events[1].data, "");
 }
 
-TEST(BaseUrlTest, ParsesHostPortAndPrefix) {
-  auto url = ParseBaseUrl("http://127.0.0.1:8080");
-  ASSERT_TRUE(url.ok());
-  EXPECT_EQ(url->host, "127.0.0.1");
-  EXPECT_EQ(url->port, 8080);
-  EXPECT_EQ(url->path_prefix, "");
-  EXPECT_EQ(url->host_header, "127.0.0.1:8080");
-  url = ParseBaseUrl("http://localhost/");
-  ASSERT_TRUE(url.ok());
-  EXPECT_EQ(url->port, 80);
-  EXPECT_EQ(url->path_prefix, "");
-  url = ParseBaseUrl("http://[::1]:9000/api/");
-  ASSERT_TRUE(url.ok());
-  EXPECT_EQ(url->host, "::1");
-  EXPECT_EQ(url->port, 9000);
-  EXPECT_EQ(url->path_prefix, "/api");
-}
-
-TEST(BaseUrlTest, RejectsOtherSchemesAndBadPorts) {
-  EXPECT_EQ(ParseBaseUrl("https://x").status().code(), StatusCode::kUnsupported);
-  EXPECT_FALSE(ParseBaseUrl("127.0.0.1:8080").ok());
-  EXPECT_FALSE(ParseBaseUrl("http://:80").ok());
-  EXPECT_FALSE(ParseBaseUrl("http://h:0").ok());
-  EXPECT_FALSE(ParseBaseUrl("http://h:70000").ok());
-  EXPECT_FALSE(ParseBaseUrl("http://h:").ok());
-  EXPECT_FALSE(ParseBaseUrl("http://[::1").ok());
-}
-
 }  // namespace
-}  // namespace pier::loadgen
+}  // namespace pier::http::client

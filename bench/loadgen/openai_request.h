@@ -17,12 +17,15 @@
 #include <string>
 #include <string_view>
 
+#include "http/client/response_parser.h"
 #include "loadgen/http_client.h"
-#include "loadgen/http_parser.h"
 #include "loadgen/metrics.h"
 #include "loadgen/workload.h"
 
 namespace pier::loadgen {
+
+using http::client::SseEvent;
+using http::client::SseParser;
 
 enum class ApiKind { kCompletions, kChat };
 

@@ -1,4 +1,6 @@
-// Incremental parsers for the load generator's HTTP client: an HTTP/1.1 response parser
+// HTTP/1.1 client-side parsing, shared by the load generator (bench/loadgen) and the tests'
+// clients: the pieces of a response head (status line, header line, chunk-size line), and
+// two incremental parsers built on them: an HTTP/1.1 response parser
 // (status line, headers, then a body framed by Content-Length, chunked transfer coding or
 // the connection's end) and a Server-Sent Events parser.
 //
@@ -18,7 +20,19 @@
 
 #include "common/status.h"
 
-namespace pier::loadgen {
+namespace pier::http::client {
+
+struct StatusLine {
+  int code = 0;
+  std::string reason;
+};
+// "HTTP/1.x NNN reason" (the reason may be empty or absent); INVALID_ARGUMENT naming the
+// line otherwise.
+[[nodiscard]] Result<StatusLine> ParseStatusLine(std::string_view line);
+// "Name: value" into (lower-cased name, value without surrounding whitespace).
+[[nodiscard]] Result<std::pair<std::string, std::string>> ParseHeaderLine(std::string_view line);
+// A chunk-size line ("1a", "1a;ext=1") into the chunk's size.
+[[nodiscard]] Result<size_t> ParseChunkSizeLine(std::string_view line);
 
 // Parses one HTTP/1.1 response. Body bytes (after de-chunking) go to the body callback in
 // the order they arrive; the callback may be empty to drop them.
@@ -63,8 +77,8 @@ class HttpResponseParser {
   };
 
   Status Fail(std::string message);
-  Status ParseStatusLine(std::string_view line);
-  Status ParseHeaderLine(std::string_view line);
+  Status OnStatusLine(std::string_view line);
+  Status OnHeaderLine(std::string_view line);
   Status StartBody();
   void EmitBody(std::string_view bytes);
 
@@ -110,4 +124,4 @@ class SseParser {
   bool has_data_ = false;
 };
 
-}  // namespace pier::loadgen
+}  // namespace pier::http::client

@@ -11,9 +11,11 @@
 #include <charconv>
 #include <cstring>
 
-#include "loadgen/http_parser.h"
+#include "http/client/response_parser.h"
 
 namespace pier::loadgen {
+
+using http::client::HttpResponseParser;
 namespace {
 
 // Closes a socket when it goes out of scope.
