@@ -9,7 +9,6 @@
 
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
-#include "tokenizer/incremental_decoder.h"
 
 namespace pier::engine {
 
@@ -62,8 +61,7 @@ struct Engine::Choice {
   int32_t index = 0;
   int64_t sequence_id = 0;
   sampling::Sampler sampler;
-  sampling::StopMatcher stop;
-  std::optional<tokenizer::IncrementalDecoder> decoder;
+  OutputProcessor output;
   int64_t generated = 0;
   TimestampUs first_token_us = 0;
   bool started = false;  // its sequence was queued
@@ -99,6 +97,7 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
   stats_.kv_blocks_max = blocks_.num_blocks();
   stats_.kv_block_size = blocks_.block_size();
   if (elastic_ != nullptr) {
+    elastic_kv_.emplace(elastic_, &blocks_, &scheduler_, options.scheduler);
     elastic_->SetShrinkHandler([this](const ShrinkRequest& r) { ShrinkKv(r.chunks); });
   }
   stats_.max_request_tokens = max_request_tokens_;
@@ -234,54 +233,22 @@ void Engine::ApplyShrink() {
     std::lock_guard lock(mutex_);
     std::swap(chunks, shrink_chunks_);
   }
-  if (elastic_ == nullptr || chunks == 0) return;
-  Lease& lease = elastic_->lease();
-  chunks = std::min(chunks, lease.chunks());
-  if (chunks == 0) return;
-  const int64_t limit =
-      static_cast<int64_t>(lease.chunks() - chunks) * elastic_->blocks_per_chunk();
-  scheduler_.PreemptHoldingBlocksFrom(static_cast<int32_t>(limit));
-  blocks_.SetCapacity(limit);
-  Status shrunk = lease.Shrink(chunks);
-  PIER_CHECK(shrunk.ok(), shrunk.ToString());
-  // Do not grow straight back into what was just given away.
-  grow_backoff_until_step_ = scheduler_.step() + 16;
+  if (!elastic_kv_.has_value() || chunks == 0 || !elastic_kv_->Shrink(chunks)) return;
   std::lock_guard lock(mutex_);
   ++stats_.kv_shrinks;
 }
 
-bool Engine::NeedsMoreBlocks(const StepPlan& plan) const {
-  if (!plan.preempted.empty() || !plan.swapped_out.empty()) return true;
-  int64_t admitted = 0;
-  for (const ScheduledSequence& s : plan.sequences) admitted += s.admit ? 1 : 0;
-  const int64_t running = scheduler_.Stats().running + admitted;
-  return scheduler_.NumWaiting() > admitted &&
-         plan.num_tokens() < options_.scheduler.max_batched_tokens &&
-         running < options_.scheduler.max_seqs;
-}
-
-bool Engine::TryGrow() {
-  if (elastic_ == nullptr || scheduler_.step() < grow_backoff_until_step_) return false;
-  Lease& lease = elastic_->lease();
-  if (lease.chunks() >= lease.max_chunks()) return false;
-  MemoryStatus grown = lease.Grow(1);
-  if (!grown.ok()) {
-    grow_backoff_until_step_ = scheduler_.step() + 16;
+bool Engine::TryGrowKv(const StepPlan& plan) {
+  if (!elastic_kv_.has_value() || !elastic_kv_->NeedsMoreBlocks(plan) || !elastic_kv_->TryGrow()) {
     return false;
   }
-  blocks_.SetCapacity(elastic_->usable_blocks());
   std::lock_guard lock(mutex_);
   ++stats_.kv_grows;
   return true;
 }
 
 void Engine::UpdateIdle() {
-  if (elastic_ == nullptr) return;
-  const bool idle = !scheduler_.HasWork();
-  if (idle != lease_idle_) {
-    elastic_->lease().SetIdle(idle);
-    lease_idle_ = idle;
-  }
+  if (elastic_kv_.has_value()) elastic_kv_->UpdateIdle();
 }
 
 void Engine::Loop() {
@@ -345,12 +312,10 @@ void Engine::StartRequest(Request request, std::shared_ptr<RequestHandle> handle
     PIER_CHECK(sampler.ok() && stop.ok(), "validated at Submit");
     Status added = sampler->AddPromptTokens(r.prompt_tokens);
     PIER_CHECK(added.ok(), "validated at Submit");
-    Choice c{.index = i,
-             .sampler = std::move(sampler).value(),
-             .stop = std::move(stop).value(),
-             .decoder = std::nullopt};
-    if (tokenizer_ != nullptr) c.decoder.emplace(*tokenizer_, r.skip_special_tokens);
-    live->choices.push_back(std::move(c));
+    live->choices.push_back(Choice{
+        .index = i,
+        .sampler = std::move(sampler).value(),
+        .output = OutputProcessor(std::move(stop).value(), tokenizer_, r.skip_special_tokens)});
   }
   const std::string id = r.id;
   Live& ref = *live;
@@ -435,7 +400,7 @@ void Engine::AbortLive(const std::string& id) {
 void Engine::Step() {
   const TimestampUs start = NowUs();
   StepPlan plan = scheduler_.Plan();
-  for (int tries = 0; tries < 4 && NeedsMoreBlocks(plan) && TryGrow(); ++tries) {
+  for (int tries = 0; tries < 4 && TryGrowKv(plan); ++tries) {
     plan = scheduler_.Plan();
   }
   const Batch batch = scheduler_.Apply(plan);
@@ -566,35 +531,18 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   e.token = sampled->token;
   e.logprob = sampled->logprob;
   e.top_logprobs = std::move(sampled->top_logprobs);
-  auto flush_text = [&]() {
-    std::string text;
-    if (c.decoder.has_value()) {
-      sampling::StopResult r = c.stop.Feed(c.decoder->Flush());
-      text += r.emit;
-      if (r.stop_index.has_value()) return std::make_pair(text, true);
-    }
-    text += c.stop.Flush();
-    return std::make_pair(text, false);
-  };
-  if (c.stop.IsEndOfGeneration(e.token)) {
-    e.text = flush_text().first;
+  OutputProcessor::Output out = c.output.OnToken(e.token);
+  e.text = std::move(out.text);
+  if (out.stopped) {
     FinishChoice(live, c, std::move(e), FinishReason::kStop);
     return;
-  }
-  if (c.decoder.has_value()) {
-    sampling::StopResult r = c.stop.Feed(c.decoder->Push(e.token));
-    e.text = std::move(r.emit);
-    if (r.stop_index.has_value()) {
-      FinishChoice(live, c, std::move(e), FinishReason::kStop);
-      return;
-    }
   }
   const int64_t length =
       static_cast<int64_t>(scheduler_.Tokens(c.sequence_id).size()) + 1;  // with this token
   if (c.generated >= live.request.max_tokens || length >= max_request_tokens_) {
-    auto [tail, stopped] = flush_text();
-    e.text += tail;
-    FinishChoice(live, c, std::move(e), stopped ? FinishReason::kStop : FinishReason::kLength);
+    OutputProcessor::Output tail = c.output.Finish();
+    e.text += tail.text;
+    FinishChoice(live, c, std::move(e), tail.stopped ? FinishReason::kStop : FinishReason::kLength);
     return;
   }
   scheduler_.AppendToken(c.sequence_id, e.token);

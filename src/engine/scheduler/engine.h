@@ -11,11 +11,9 @@
 // each samples its first token from the same logits, with seed + index.
 //
 // Elastic KV: when the KV store is a LeasedKvStore, the block manager's capacity follows the
-// lease. Before a step whose plan leaves sequences waiting for blocks (or preempts), the engine
-// grows the lease by a chunk (backing off for a few steps after a refusal). A shrink request
-// from the governor (or ShrinkKv) is honoured between steps: sequences holding blocks of the
-// last chunks are preempted by recompute, those blocks leave the cache, then the chunks go
-// back. The lease is marked idle while no sequence is live, so the governor reclaims it first.
+// lease (ElasticKvController, elastic_kv.h: grows before a step that needs blocks, honours
+// shrink requests between steps, marks the lease idle while nothing is live). Detokenization
+// and stop strings per choice: OutputProcessor (output_processor.h).
 //
 // Ownership: the engine borrows the ModelRunner, its KvStore and the Tokenizer (optional), which
 // must outlive it; it owns the BlockManager, the Scheduler and the request state.
@@ -43,7 +41,9 @@
 #include "engine/kv_store.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler/block_manager.h"
+#include "engine/scheduler/elastic_kv.h"
 #include "engine/scheduler/leased_kv_store.h"
+#include "engine/scheduler/output_processor.h"
 #include "engine/scheduler/request.h"
 #include "engine/scheduler/request_handle.h"
 #include "engine/scheduler/scheduler.h"
@@ -144,8 +144,8 @@ class Engine {
   void PublishStats(int64_t tokens, int64_t step_us);
   int64_t CountKvTokensUsed() const;
   void ApplyShrink();
-  bool NeedsMoreBlocks(const StepPlan& plan) const;
-  bool TryGrow();
+  // Grows the elastic KV arena by a chunk when `plan` needs more blocks; whether it grew.
+  bool TryGrowKv(const StepPlan& plan);
   void UpdateIdle();
 
   const EngineOptions options_;
@@ -164,9 +164,8 @@ class Engine {
   std::map<int64_t, std::pair<Live*, int32_t>> by_sequence_;  // sequence id -> (request, choice)
   int64_t next_sequence_id_ = 1;
   int64_t total_tokens_ = 0;
-  std::vector<float> logits_scratch_;  // [n_vocab]
-  int64_t grow_backoff_until_step_ = 0;
-  bool lease_idle_ = false;
+  std::vector<float> logits_scratch_;              // [n_vocab]
+  std::optional<ElasticKvController> elastic_kv_;  // with an elastic store
 
   // Shared with submitting threads.
   mutable std::mutex mutex_;
