@@ -92,7 +92,7 @@ std::variant<const serving::ServedModel*, HttpResponse> ModelOfBody(
 
 std::optional<std::string> EngineWatchdog::Observe(const engine::EngineStats& stats,
                                                    engine::TimestampUs now_us) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (stats.running + stats.waiting <= 0) {
     busy_since_us_ = 0;
     return std::nullopt;

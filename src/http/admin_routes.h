@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/scheduler/engine.h"
 #include "http/api_keys.h"
 #include "http/http_types.h"
@@ -56,8 +57,9 @@ class EngineWatchdog {
 
  private:
   const int64_t stall_timeout_us_;
-  std::mutex mutex_;
-  engine::TimestampUs busy_since_us_ = 0;  // guarded by mutex_; 0: idle at the last observation
+  Mutex mutex_;
+  engine::TimestampUs busy_since_us_ PIER_GUARDED_BY(mutex_) =
+      0;  // 0: idle at the last observation
 };
 
 enum class ServeState : uint8_t { kLoading, kReady, kShuttingDown };

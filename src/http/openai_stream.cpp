@@ -67,7 +67,7 @@ OpenAiStream::OpenAiStream(OpenAiStreamOptions options, std::vector<OpenAiStream
 
 OpenAiStream::~OpenAiStream() {
   for (const auto& group : groups_) group->prompt.handle->SetListener({});
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (!done_ && !aborted_) AbortAll();
 }
 
@@ -99,7 +99,7 @@ void OpenAiStream::Cancel(std::string_view reason) { CancelWithEnding(reason); }
 std::string OpenAiStream::CancelWithEnding(std::string_view reason) {
   for (const auto& group : groups_) group->prompt.handle->SetListener({});
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (aborted_ || done_) return {};
     AbortAll();
     done_ = true;
@@ -380,7 +380,7 @@ std::string OpenAiStream::FullResponse() const {
 }
 
 StreamChunk OpenAiStream::Poll() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (done_) return StreamChunk{.data = "", .done = true, .status = 0};
   std::string out;
   const bool chat = options_.endpoint == OpenAiEndpoint::kChatCompletions;

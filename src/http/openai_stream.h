@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/engine_client.h"
 #include "engine/scheduler/request.h"
 #include "http/http_types.h"
@@ -84,14 +85,14 @@ class OpenAiStream final : public ResponseStream {
     std::string message;
   };
 
-  void HandleEvent(Group& group, engine::Event& event, std::string& out);
+  void HandleEvent(Group& group, engine::Event& event, std::string& out) PIER_REQUIRES(mutex_);
   void AppendTokenLogprobs(Choice& choice, const engine::Event& event,
                            nlohmann::ordered_json* piece);
   void AppendPromptLogprobs(Group& group, Choice& choice, nlohmann::ordered_json* piece);
   void FinishGroupIfDone(Group& group);
   // Records one finished engine request (all its choices) in the metrics.
   void RecordGroup(const Group& group, std::string_view finish_reason);
-  void AbortAll();
+  void AbortAll() PIER_REQUIRES(mutex_);
   std::string ChunkJson(nlohmann::ordered_json choices) const;
   nlohmann::ordered_json Fingerprint() const;
   nlohmann::ordered_json UsageJson() const;
@@ -103,11 +104,11 @@ class OpenAiStream final : public ResponseStream {
   metrics::ServingMetrics* metrics_;            // not owned; may be null
   std::vector<std::unique_ptr<Group>> groups_;  // fixed after construction
 
-  mutable std::mutex mutex_;
-  bool roles_sent_ = false;         // guarded by mutex_
-  bool done_ = false;               // guarded by mutex_
-  bool aborted_ = false;            // guarded by mutex_
-  std::optional<Failure> failure_;  // guarded by mutex_
+  mutable Mutex mutex_;
+  bool roles_sent_ PIER_GUARDED_BY(mutex_) = false;
+  bool done_ PIER_GUARDED_BY(mutex_) = false;
+  bool aborted_ PIER_GUARDED_BY(mutex_) = false;
+  std::optional<Failure> failure_ PIER_GUARDED_BY(mutex_);
 };
 
 }  // namespace pier::http

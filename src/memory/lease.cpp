@@ -17,7 +17,7 @@ size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 // ---- Deadlines and reclaim (MemoryGovernor, mutex_ held) -----------------------------------
 
 void MemoryGovernor::CheckDeadlines() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   CheckDeadlinesLocked();
 }
 
@@ -85,8 +85,7 @@ bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t nee
   return true;
 }
 
-MemoryStatus MemoryGovernor::AdmitLocked(std::unique_lock<std::mutex>& lock, OwnerId owner,
-                                         uint64_t bytes, bool wait,
+MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_t bytes, bool wait,
                                          std::chrono::milliseconds timeout, uint64_t lease_id) {
   const auto give_up_at = Clock::now() + timeout;
   std::vector<uint64_t> awaited;  // shrink requests we count on (ours or already in flight)
@@ -131,9 +130,11 @@ MemoryStatus MemoryGovernor::AdmitLocked(std::unique_lock<std::mutex>& lock, Own
     }
     awaited.insert(awaited.end(), reclaim.request_ids.begin(), reclaim.request_ids.end());
     if (!reclaim.calls.empty()) {
-      lock.unlock();
+      // Handlers run without the lock (they may call back into the governor); `lock` still
+      // wraps the mutex and finds it held again before it waits or is destroyed.
+      mutex_.Unlock();
       for (auto& [handler, request] : reclaim.calls) handler(request);
-      lock.lock();
+      mutex_.Lock();
       continue;  // a cooperative handler may already have shrunk
     }
     if (!wait) {
@@ -153,7 +154,7 @@ MemoryStatus MemoryGovernor::AdmitLocked(std::unique_lock<std::mutex>& lock, Own
       return ErrorLocked(MemoryErrorKind::kReclaimTimedOut, *o, bytes,
                          "waited " + std::to_string(timeout.count()) + " ms");
     }
-    memory_freed_.wait_until(lock, wake + std::chrono::milliseconds(1));
+    lock.WaitUntil(memory_freed_, wake + std::chrono::milliseconds(1));
   }
 }
 
@@ -163,10 +164,11 @@ MemoryResult<std::unique_ptr<Lease>> MemoryGovernor::CreateLease(OwnerId owner,
                                                                  const LeaseOptions& options) {
   std::unique_ptr<Lease> lease;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     OwnerState* o = FindLocked(owner);
     if (o == nullptr) return UnknownOwner(owner, options.chunk_bytes);
     auto invalid = [&](const std::string& why) {
+      mutex_.AssertHeld();  // called with `lock` held
       return ErrorLocked(MemoryErrorKind::kInvalidRequest, *o, options.chunk_bytes,
                          "lease '" + options.name + "': " + why);
     };
@@ -214,7 +216,7 @@ MemoryResult<std::unique_ptr<Lease>> MemoryGovernor::CreateLease(OwnerId owner,
 
 Lease::~Lease() {
   MemoryGovernor& g = *governor_;
-  std::lock_guard lock(g.mutex_);
+  MutexLock lock(g.mutex_);
   auto it = g.leases_.find(id_);
   PIER_CHECK(it != g.leases_.end(), "lease state missing");
   MemoryGovernor::LeaseState& state = *it->second;
@@ -238,12 +240,12 @@ Lease::~Lease() {
 }
 
 size_t Lease::chunks() const {
-  std::lock_guard lock(governor_->mutex_);
+  MutexLock lock(governor_->mutex_);
   return governor_->leases_.at(id_)->chunks;
 }
 
 void* Lease::ChunkAddress(size_t index) const {
-  std::lock_guard lock(governor_->mutex_);
+  MutexLock lock(governor_->mutex_);
   const MemoryGovernor::LeaseState& state = *governor_->leases_.at(id_);
   PIER_CHECK(index < state.chunks, "chunk index " + std::to_string(index) + " of a lease with " +
                                        std::to_string(state.chunks) + " chunks");
@@ -252,22 +254,23 @@ void* Lease::ChunkAddress(size_t index) const {
 }
 
 std::optional<ShrinkRequest> Lease::pending_request() const {
-  std::lock_guard lock(governor_->mutex_);
+  MutexLock lock(governor_->mutex_);
   return governor_->leases_.at(id_)->request;
 }
 
 void Lease::SetIdle(bool idle) {
-  std::lock_guard lock(governor_->mutex_);
+  MutexLock lock(governor_->mutex_);
   governor_->leases_.at(id_)->idle = idle;
 }
 
 MemoryStatus Lease::Grow(size_t chunks, GrowOptions options) {
   MemoryGovernor& g = *governor_;
-  std::unique_lock lock(g.mutex_);
+  MutexLock lock(g.mutex_);
   g.CheckDeadlinesLocked();
   MemoryGovernor::OwnerState* o = g.FindLocked(owner_);
   PIER_CHECK(o != nullptr, "a Lease outlived its owner");
   auto fail = [&](MemoryErrorKind kind, uint64_t bytes, std::string detail) -> MemoryStatus {
+    g.mutex_.AssertHeld();  // called with `lock` held
     MemoryGovernor::OwnerState* owner = g.FindLocked(owner_);
     ++owner->failure_count;
     ++g.failure_count_;
@@ -338,7 +341,7 @@ MemoryStatus Lease::Grow(size_t chunks, GrowOptions options) {
 
 Status Lease::Shrink(size_t chunks) {
   MemoryGovernor& g = *governor_;
-  std::lock_guard lock(g.mutex_);
+  MutexLock lock(g.mutex_);
   MemoryGovernor::LeaseState& state = *g.leases_.at(id_);
   if (chunks == 0) return Status::Ok();
   if (chunks > state.chunks) {

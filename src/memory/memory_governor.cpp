@@ -34,7 +34,7 @@ void Block::Reset() {
 
 Status Block::RecordStream(Stream stream) {
   if (ptr_ == nullptr) return FailedPreconditionError("RecordStream on an empty Block");
-  std::lock_guard lock(governor_->mutex_);
+  MutexLock lock(governor_->mutex_);
   return governor_->pool_->RecordStream(ptr_, stream);
 }
 
@@ -76,6 +76,7 @@ void ExternalCharge::Release() {
 // ---- Backend (called with the governor's mutex held, from the pool) ------------------------
 
 Result<void*> MemoryGovernor::Backend::AllocateSegment(size_t bytes) {
+  governor_->mutex_.AssertHeld();
   const uint64_t physical = governor_->PhysicalLocked();
   if (physical + bytes > governor_->budget_bytes_) {
     return ResourceExhaustedError("a segment of " + FormatBytes(bytes) + " would hold " +
@@ -130,7 +131,7 @@ MemoryGovernor::MemoryGovernor(Device* device, GovernorOptions options, uint64_t
       pool_(std::make_unique<CachingAllocator>(backend_.get(), options_.pool)) {}
 
 MemoryGovernor::~MemoryGovernor() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PIER_CHECK(leases_.empty(), "MemoryGovernor destroyed while a Lease is alive");
   for (const auto& [id, owner] : owners_) {
     PIER_CHECK(owner->charged == 0 && owner->reservations == 0,
@@ -208,7 +209,7 @@ Result<OwnerId> MemoryGovernor::AddOwner(OwnerSpec spec) {
                                 FormatBytes(spec.guaranteed_bytes) + " is more than its maximum " +
                                 FormatBytes(spec.max_bytes));
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   uint64_t guaranteed = 0;
   for (const auto& [id, o] : owners_) {
     if (o->spec.name == spec.name) {
@@ -234,7 +235,7 @@ Result<OwnerId> MemoryGovernor::AddOwner(OwnerSpec spec) {
 }
 
 Status MemoryGovernor::RemoveOwner(OwnerId owner) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   OwnerState* o = FindLocked(owner);
   if (o == nullptr) return NotFoundError("no memory owner #" + std::to_string(owner.value));
   if (o->charged != 0 || o->leases != 0 || o->reservations != 0) {
@@ -248,7 +249,7 @@ Status MemoryGovernor::RemoveOwner(OwnerId owner) {
 }
 
 Result<OwnerId> MemoryGovernor::FindOwner(const std::string& name) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& [id, o] : owners_) {
     if (o->spec.name == name) return id;
   }
@@ -264,14 +265,14 @@ MemoryStatus MemoryGovernor::CheckChargeLocked(const OwnerState& o, uint64_t byt
 }
 
 MemoryStatus MemoryGovernor::CanCharge(OwnerId owner, uint64_t bytes) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const OwnerState* o = FindLocked(owner);
   if (o == nullptr) return UnknownOwner(owner, bytes);
   return CheckChargeLocked(*o, bytes);
 }
 
 MemoryResult<Block> MemoryGovernor::Allocate(OwnerId owner, size_t bytes, AllocateOptions options) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   OwnerState* o = FindLocked(owner);
   if (o == nullptr) return UnknownOwner(owner, bytes);
   if (bytes == 0 || bytes > kMaxByteSize) {
@@ -305,7 +306,7 @@ MemoryResult<Block> MemoryGovernor::Allocate(OwnerId owner, size_t bytes, Alloca
 }
 
 Status MemoryGovernor::FreeAddress(void* ptr) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Result<FreedBlock> freed = pool_->Free(ptr);
   if (!freed.ok()) return freed.status();
   OwnerState* o = FindLocked(OwnerId{freed->tag});
@@ -319,7 +320,7 @@ Status MemoryGovernor::FreeAddress(void* ptr) {
 }
 
 MemoryResult<Reservation> MemoryGovernor::Reserve(OwnerId owner, uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   OwnerState* o = FindLocked(owner);
   if (o == nullptr) return UnknownOwner(owner, bytes);
   if (bytes == 0 || bytes > kMaxByteSize) {
@@ -350,7 +351,7 @@ MemoryResult<Reservation> MemoryGovernor::Reserve(OwnerId owner, uint64_t bytes)
 }
 
 void MemoryGovernor::ReleaseReservation(OwnerId owner, uint64_t floor_delta) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   OwnerState* o = FindLocked(owner);
   PIER_CHECK(o != nullptr, "a Reservation outlived its owner");
   const uint64_t before = Committed(*o);
@@ -361,7 +362,7 @@ void MemoryGovernor::ReleaseReservation(OwnerId owner, uint64_t floor_delta) {
 }
 
 MemoryResult<ExternalCharge> MemoryGovernor::ChargeExternal(OwnerId owner, uint64_t bytes) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   OwnerState* o = FindLocked(owner);
   if (o == nullptr) return UnknownOwner(owner, bytes);
   if (bytes == 0 || bytes > kMaxByteSize) {
@@ -388,7 +389,7 @@ MemoryResult<ExternalCharge> MemoryGovernor::ChargeExternal(OwnerId owner, uint6
 }
 
 void MemoryGovernor::ReleaseExternal(OwnerId owner, uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   OwnerState* o = FindLocked(owner);
   PIER_CHECK(o != nullptr, "an ExternalCharge outlived its owner");
   Uncharge(*o, bytes);
@@ -399,12 +400,12 @@ void MemoryGovernor::ReleaseExternal(OwnerId owner, uint64_t bytes) {
 }
 
 size_t MemoryGovernor::Trim() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return pool_->Trim();
 }
 
 GovernorStats MemoryGovernor::Stats() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   GovernorStats stats;
   stats.device = device_->name();
   stats.capacity_bytes = device_->TotalBytes();
@@ -480,7 +481,7 @@ nlohmann::json MemoryGovernor::Snapshot() const {
                       {"deadline_misses", s.deadline_misses},
                       {"unresponsive", s.unresponsive}});
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   nlohmann::json leases = nlohmann::json::array();
   for (const auto& [id, l] : leases_) {
     nlohmann::json lease = {{"id", id},
@@ -529,7 +530,7 @@ nlohmann::json MemoryGovernor::Snapshot() const {
 }
 
 Status MemoryGovernor::CheckInvariants() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PIER_RETURN_IF_ERROR(pool_->CheckInvariants());
   uint64_t charged = 0, committed = 0, block_bytes = 0, lease_bytes = 0;
   for (const auto& [id, o] : owners_) {

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "device/device.h"
 #include "memory/byte_size.h"
@@ -276,24 +277,25 @@ class MemoryGovernor {
 
   MemoryGovernor(Device* device, GovernorOptions options, uint64_t budget_bytes);
 
-  OwnerState* FindLocked(OwnerId owner);
-  const OwnerState* FindLocked(OwnerId owner) const;
+  OwnerState* FindLocked(OwnerId owner) PIER_REQUIRES(mutex_);
+  const OwnerState* FindLocked(OwnerId owner) const PIER_REQUIRES(mutex_);
   static uint64_t Committed(const OwnerState& o);
-  uint64_t HeadroomLocked(const OwnerState& o) const;
-  uint64_t PhysicalLocked() const;
+  uint64_t HeadroomLocked(const OwnerState& o) const PIER_REQUIRES(mutex_);
+  uint64_t PhysicalLocked() const PIER_REQUIRES(mutex_);
   MemoryError ErrorLocked(MemoryErrorKind kind, const OwnerState& o, uint64_t requested,
-                          std::string detail = {}) const;
+                          std::string detail = {}) const PIER_REQUIRES(mutex_);
   // Checks quota and budget for `bytes` more; on a budget shortfall plans a reclaim.
-  MemoryStatus CheckChargeLocked(const OwnerState& o, uint64_t bytes) const;
+  MemoryStatus CheckChargeLocked(const OwnerState& o, uint64_t bytes) const PIER_REQUIRES(mutex_);
   // Quota and budget check with reclaim and optional waiting. Returns with `lock` held.
-  MemoryStatus AdmitLocked(std::unique_lock<std::mutex>& lock, OwnerId owner, uint64_t bytes,
-                           bool wait, std::chrono::milliseconds timeout, uint64_t lease_id);
+  MemoryStatus AdmitLocked(MutexLock& lock, OwnerId owner, uint64_t bytes, bool wait,
+                           std::chrono::milliseconds timeout, uint64_t lease_id)
+      PIER_REQUIRES(mutex_);
   // Plans shrink requests for `need` bytes on behalf of `requester`; false if impossible.
   bool PlanReclaimLocked(const OwnerState& requester, uint64_t need, uint64_t exclude_lease,
-                         Reclaim* reclaim);
-  void CheckDeadlinesLocked();
-  void Charge(OwnerState& o, uint64_t bytes);
-  void Uncharge(OwnerState& o, uint64_t bytes);
+                         Reclaim* reclaim) PIER_REQUIRES(mutex_);
+  void CheckDeadlinesLocked() PIER_REQUIRES(mutex_);
+  void Charge(OwnerState& o, uint64_t bytes) PIER_REQUIRES(mutex_);
+  void Uncharge(OwnerState& o, uint64_t bytes) PIER_REQUIRES(mutex_);
   void ReleaseReservation(OwnerId owner, uint64_t floor_delta);
   void ReleaseExternal(OwnerId owner, uint64_t bytes);
 
@@ -302,24 +304,24 @@ class MemoryGovernor {
   const uint64_t budget_bytes_;
   std::unique_ptr<Backend> backend_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable memory_freed_;    // notified on every free, shrink and release
-  std::unique_ptr<CachingAllocator> pool_;  // GUARDED_BY(mutex_)
-  std::map<OwnerId, std::unique_ptr<OwnerState>> owners_;   // GUARDED_BY(mutex_)
-  std::map<uint64_t, std::unique_ptr<LeaseState>> leases_;  // GUARDED_BY(mutex_)
-  uint32_t next_owner_ = 1;                                 // GUARDED_BY(mutex_)
-  uint64_t next_lease_ = 1;                                 // GUARDED_BY(mutex_)
-  uint64_t next_request_ = 1;                               // GUARDED_BY(mutex_)
-  uint64_t committed_bytes_ = 0;                            // GUARDED_BY(mutex_)
-  uint64_t arena_bytes_ = 0;                                // GUARDED_BY(mutex_)
-  uint64_t external_bytes_ = 0;                             // GUARDED_BY(mutex_)
-  uint64_t allocated_bytes_ = 0;                            // GUARDED_BY(mutex_)
-  uint64_t peak_allocated_bytes_ = 0;                       // GUARDED_BY(mutex_)
-  uint64_t peak_reserved_bytes_ = 0;                        // GUARDED_BY(mutex_)
-  uint64_t alloc_count_ = 0;                                // GUARDED_BY(mutex_)
-  uint64_t failure_count_ = 0;                              // GUARDED_BY(mutex_)
-  uint64_t shrink_requests_ = 0;                            // GUARDED_BY(mutex_)
-  uint64_t deadline_misses_ = 0;                            // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::condition_variable memory_freed_;  // notified on every free, shrink and release
+  std::unique_ptr<CachingAllocator> pool_ PIER_GUARDED_BY(mutex_);
+  std::map<OwnerId, std::unique_ptr<OwnerState>> owners_ PIER_GUARDED_BY(mutex_);
+  std::map<uint64_t, std::unique_ptr<LeaseState>> leases_ PIER_GUARDED_BY(mutex_);
+  uint32_t next_owner_ PIER_GUARDED_BY(mutex_) = 1;
+  uint64_t next_lease_ PIER_GUARDED_BY(mutex_) = 1;
+  uint64_t next_request_ PIER_GUARDED_BY(mutex_) = 1;
+  uint64_t committed_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t arena_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t external_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t allocated_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t peak_allocated_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t peak_reserved_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t alloc_count_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t failure_count_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t shrink_requests_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t deadline_misses_ PIER_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace pier

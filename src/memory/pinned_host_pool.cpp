@@ -83,7 +83,7 @@ PinnedHostPool::PinnedHostPool(Device* device, PinnedHostPoolOptions options)
       pool_(std::make_unique<CachingAllocator>(backend_.get(), options.pool)) {}
 
 PinnedHostPool::~PinnedHostPool() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   pool_.reset();
 }
 
@@ -94,24 +94,24 @@ Result<PinnedBuffer> PinnedHostPool::Allocate(size_t bytes) {
                                   " is larger than the pool's limit of " +
                                   FormatBytes(options_.limit_bytes));
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PIER_ASSIGN_OR_RETURN(AllocatedBlock block, pool_->Allocate(bytes, Stream{}, 0));
   return PinnedBuffer(this, block.ptr, bytes);
 }
 
 void PinnedHostPool::Free(void* ptr) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Result<FreedBlock> freed = pool_->Free(ptr);
   PIER_CHECK(freed.ok(), "a PinnedBuffer could not free its memory: " + freed.status().ToString());
 }
 
 size_t PinnedHostPool::Trim() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return pool_->Trim();
 }
 
 PinnedHostStats PinnedHostPool::Stats() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PinnedHostStats stats;
   stats.pool = pool_->Stats();
   stats.limit_bytes = options_.limit_bytes;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/mutex.h"
 #include "device/device.h"
 #include "memory/caching_allocator.h"
 
@@ -80,8 +81,8 @@ class PinnedHostPool {
   Device* const device_;
   const PinnedHostPoolOptions options_;
   std::unique_ptr<Backend> backend_;
-  mutable std::mutex mutex_;
-  std::unique_ptr<CachingAllocator> pool_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::unique_ptr<CachingAllocator> pool_ PIER_GUARDED_BY(mutex_);
 };
 
 }  // namespace pier

@@ -204,7 +204,7 @@ Family<T>::Family(std::string name, std::string help, std::vector<std::string> l
 template <typename T>
 T& Family<T>::WithLabels(const Labels& labels) {
   std::vector<std::string> values = ValuesOf(labels);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = children_.find(values);
   if (it == children_.end()) {
     std::unique_ptr<T> child;
@@ -233,7 +233,7 @@ template <typename T>
 void Family<T>::Render(const RenderName& as, std::string* out) const {
   AppendHeader(out, as, type());
   const std::vector<std::string>& names = *as.label_names;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& [values, child] : children_) {
     if constexpr (std::is_same_v<T, Histogram>) {
       Histogram::Snapshot snapshot = child->Read();
@@ -268,7 +268,7 @@ template <typename T>
 Family<T>& Registry::Add(std::string name, std::string help, std::vector<std::string> label_names,
                          std::vector<double> bounds) {
   CheckLabelNames(label_names, std::is_same_v<T, Histogram>);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   CheckNewName(name);
   auto family = std::make_unique<Family<T>>(name, help, std::move(label_names), std::move(bounds));
   Family<T>& ref = *family;
@@ -299,7 +299,7 @@ void Registry::AddAlias(const FamilyBase& target, std::string name, std::string 
   PIER_CHECK(label_names.size() == target.label_names().size(),
              "alias " + name + " must have as many labels as " + target.name());
   CheckLabelNames(label_names, target.type() == MetricType::kHistogram);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   CheckNewName(name);
   bool found = std::any_of(families_.begin(), families_.end(),
                            [&](const auto& family) { return family.get() == &target; });
@@ -316,7 +316,7 @@ std::string Registry::Render() const {
 }
 
 void Registry::RenderTo(std::string* out) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (const Entry& entry : entries_) {
     entry.family->Render(RenderName{entry.name, entry.help, entry.label_names}, out);
   }

@@ -36,6 +36,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace pier::metrics {
 
 // Label name -> value pairs, in the family's label-name order.
@@ -144,8 +146,8 @@ class Family final : public FamilyBase {
 
  private:
   const std::vector<double> bounds_;  // histograms only
-  mutable std::mutex mutex_;
-  std::map<std::vector<std::string>, std::unique_ptr<T>> children_;  // guarded by mutex_
+  mutable Mutex mutex_;
+  std::map<std::vector<std::string>, std::unique_ptr<T>> children_ PIER_GUARDED_BY(mutex_);
 };
 
 class Registry {
@@ -178,14 +180,14 @@ class Registry {
     const std::vector<std::string>* label_names;  // rendered label names
     std::unique_ptr<std::vector<std::string>> alias_label_names;
   };
-  void CheckNewName(const std::string& name) const;  // mutex_ held
+  void CheckNewName(const std::string& name) const PIER_REQUIRES(mutex_);
   template <typename T>
   Family<T>& Add(std::string name, std::string help, std::vector<std::string> label_names,
                  std::vector<double> bounds);
 
-  mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<FamilyBase>> families_;  // guarded by mutex_
-  std::vector<Entry> entries_;                         // guarded by mutex_
+  mutable Mutex mutex_;
+  std::vector<std::unique_ptr<FamilyBase>> families_ PIER_GUARDED_BY(mutex_);
+  std::vector<Entry> entries_ PIER_GUARDED_BY(mutex_);
 };
 
 }  // namespace pier::metrics

@@ -132,7 +132,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
 Engine::~Engine() {
   if (elastic_ != nullptr) elastic_->SetShrinkHandler({});
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -185,7 +185,7 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
   if (request.arrival_us == 0) request.arrival_us = NowUs();
   auto handle = std::make_shared<RequestHandle>(request.id, request.n);
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (stopping_) return UnavailableError("engine is shutting down");
     if (options_.max_waiting > 0) {
       const int64_t waiting = stats_.waiting + unpublished_sequences_;
@@ -207,21 +207,21 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
 
 void Engine::Abort(const std::string& id) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     aborts_.push_back(id);
   }
   cv_.notify_all();
 }
 
 EngineStats Engine::Stats() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return stats_;
 }
 
 void Engine::ShrinkKv(size_t chunks) {
   if (elastic_ == nullptr) return;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     shrink_chunks_ += chunks;
   }
   cv_.notify_all();
@@ -230,11 +230,11 @@ void Engine::ShrinkKv(size_t chunks) {
 void Engine::ApplyShrink() {
   size_t chunks = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     std::swap(chunks, shrink_chunks_);
   }
   if (!elastic_kv_.has_value() || chunks == 0 || !elastic_kv_->Shrink(chunks)) return;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++stats_.kv_shrinks;
 }
 
@@ -242,7 +242,7 @@ bool Engine::TryGrowKv(const StepPlan& plan) {
   if (!elastic_kv_.has_value() || !elastic_kv_->NeedsMoreBlocks(plan) || !elastic_kv_->TryGrow()) {
     return false;
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++stats_.kv_grows;
   return true;
 }
@@ -254,8 +254,9 @@ void Engine::UpdateIdle() {
 void Engine::Loop() {
   while (true) {
     {
-      std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] {
+      MutexLock lock(mutex_);
+      lock.Wait(cv_, [&] {
+        mutex_.AssertHeld();
         return stopping_ || !inbox_.empty() || !aborts_.empty() || shrink_chunks_ > 0 ||
                scheduler_.HasWork();
       });
@@ -282,7 +283,7 @@ void Engine::TakeInbox() {
   std::vector<std::pair<Request, std::shared_ptr<RequestHandle>>> inbox;
   std::vector<std::string> aborts;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     inbox.swap(inbox_);
     aborts.swap(aborts_);
   }
@@ -349,7 +350,7 @@ void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reaso
     // Readers who see the final event also see the blocks freed.
     const SchedulerStats s = scheduler_.Stats();
     const int64_t kv_tokens_used = CountKvTokensUsed();
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stats_.kv_blocks_used = blocks_.num_used();
     stats_.kv_blocks_cached = blocks_.num_cached();
     stats_.kv_tokens_used = kv_tokens_used;
@@ -371,7 +372,7 @@ void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reaso
   const bool last = std::all_of(live.choices.begin(), live.choices.end(),
                                 [](const Choice& choice) { return choice.done; });
   if (last) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     ids_in_use_.erase(live.request.id);
     ++stats_.requests_finished;
   }
@@ -577,7 +578,7 @@ int64_t Engine::CountKvTokensUsed() const {
 void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   const SchedulerStats s = scheduler_.Stats();
   const int64_t kv_tokens_used = CountKvTokensUsed();
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (step_us > 0 || tokens > 0) {
     ++stats_.steps;
     total_tokens_ += tokens;

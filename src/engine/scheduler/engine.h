@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "engine/kv_store.h"
 #include "engine/model_runner.h"
@@ -168,18 +169,18 @@ class Engine {
   std::optional<ElasticKvController> elastic_kv_;  // with an elastic store
 
   // Shared with submitting threads.
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable cv_;
-  std::vector<std::pair<Request, std::shared_ptr<RequestHandle>>> inbox_;  // guarded by mutex_
-  std::vector<std::string> aborts_;                                        // guarded by mutex_
-  std::set<std::string> ids_in_use_;                                       // guarded by mutex_
-  bool stopping_ = false;                                                  // guarded by mutex_
-  size_t shrink_chunks_ = 0;                                               // guarded by mutex_
+  std::vector<std::pair<Request, std::shared_ptr<RequestHandle>>> inbox_ PIER_GUARDED_BY(mutex_);
+  std::vector<std::string> aborts_ PIER_GUARDED_BY(mutex_);
+  std::set<std::string> ids_in_use_ PIER_GUARDED_BY(mutex_);
+  bool stopping_ PIER_GUARDED_BY(mutex_) = false;
+  size_t shrink_chunks_ PIER_GUARDED_BY(mutex_) = 0;
   // Sequences submitted and not yet counted in stats_.waiting/running: Submit adds n, the
   // first PublishStats after TakeInbox took them subtracts them.
-  int64_t unpublished_sequences_ = 0;  // guarded by mutex_
-  int64_t taken_sequences_ = 0;        // engine thread: taken by TakeInbox since the last publish
-  EngineStats stats_;                  // guarded by mutex_
+  int64_t unpublished_sequences_ PIER_GUARDED_BY(mutex_) = 0;
+  int64_t taken_sequences_ = 0;  // engine thread: taken by TakeInbox since the last publish
+  EngineStats stats_ PIER_GUARDED_BY(mutex_);
   std::thread thread_;
 };
 

@@ -47,12 +47,12 @@ std::byte* LeasedKvStore::BlockData(int32_t block) const {
 }
 
 void LeasedKvStore::SetShrinkHandler(std::function<void(const ShrinkRequest&)> handler) {
-  std::lock_guard lock(handler_mutex_);
+  MutexLock lock(handler_mutex_);
   handler_ = std::move(handler);
 }
 
 void LeasedKvStore::OnShrinkRequest(const ShrinkRequest& request) {
-  std::lock_guard lock(handler_mutex_);
+  MutexLock lock(handler_mutex_);
   if (handler_) handler_(request);
 }
 

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "engine/kv_store.h"
 #include "memory/lease.h"
@@ -63,8 +64,8 @@ class LeasedKvStore final : public KvStore {
   const int64_t blocks_per_chunk_;
   const size_t min_chunks_;
   std::unique_ptr<Lease> lease_;
-  std::mutex handler_mutex_;
-  std::function<void(const ShrinkRequest&)> handler_;  // guarded by handler_mutex_
+  Mutex handler_mutex_;
+  std::function<void(const ShrinkRequest&)> handler_ PIER_GUARDED_BY(handler_mutex_);
 };
 
 }  // namespace pier::engine

@@ -6,8 +6,11 @@
 namespace pier::engine {
 
 std::optional<Event> RequestHandle::Next(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
-  cv_.wait_for(lock, timeout, [&] { return !events_.empty() || choices_left_ == 0; });
+  MutexLock lock(mutex_);
+  lock.WaitFor(cv_, timeout, [&] {
+    mutex_.AssertHeld();
+    return !events_.empty() || choices_left_ == 0;
+  });
   if (events_.empty()) return std::nullopt;
   Event e = std::move(events_.front());
   events_.pop_front();
@@ -21,7 +24,7 @@ std::vector<Event> RequestHandle::WaitAll() {
 }
 
 std::vector<Event> RequestHandle::Drain() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<Event> all(std::make_move_iterator(events_.begin()),
                          std::make_move_iterator(events_.end()));
   events_.clear();
@@ -29,12 +32,12 @@ std::vector<Event> RequestHandle::Drain() {
 }
 
 bool RequestHandle::finished() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return choices_left_ == 0;
 }
 
 size_t RequestHandle::pending() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return events_.size();
 }
 
@@ -42,7 +45,7 @@ void RequestHandle::SetListener(std::function<void()> on_event) {
   std::shared_ptr<std::function<void()>> listener;
   bool call_now = false;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (on_event) listener = std::make_shared<std::function<void()>>(std::move(on_event));
     listener_ = listener;
     call_now = listener && (!events_.empty() || choices_left_ == 0);
@@ -53,7 +56,7 @@ void RequestHandle::SetListener(std::function<void()> on_event) {
 void RequestHandle::Push(Event event) {
   std::shared_ptr<std::function<void()>> listener;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (event.finish.has_value()) {
       PIER_CHECK(choices_left_ > 0, "a choice finished twice");
       --choices_left_;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/scheduler/request.h"
 
 namespace pier::engine {
@@ -47,11 +48,11 @@ class RequestHandle {
 
  private:
   const std::string id_;
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable cv_;
-  std::deque<Event> events_;                         // guarded by mutex_
-  int32_t choices_left_;                             // guarded by mutex_
-  std::shared_ptr<std::function<void()>> listener_;  // guarded by mutex_
+  std::deque<Event> events_ PIER_GUARDED_BY(mutex_);
+  int32_t choices_left_ PIER_GUARDED_BY(mutex_);
+  std::shared_ptr<std::function<void()>> listener_ PIER_GUARDED_BY(mutex_);
 };
 
 }  // namespace pier::engine
