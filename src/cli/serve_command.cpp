@@ -156,20 +156,37 @@ int RunServe(const ServeOptions& options) {
   if (!created.ok()) return Fail(created.status());
   std::unique_ptr<serving::DeviceSet> devices = std::move(created).value();
 
-  serving::ModelLoadOptions load;
-  load.path = options.model.empty() ? DefaultModelPath() : options.model;
-  load.id = options.name;
-  load.threads = options.threads > 0
-                     ? options.threads
-                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  load.ctx = options.ctx;
-  load.kv_dtype = options.kv_dtype;
-  load.max_batched_tokens = options.max_batched_tokens;
-  load.max_seqs = options.max_seqs;
-  load.max_queued = options.max_queued;
+  // The model repository: the models: list, or the one model of -m / model / name. Models
+  // load one at a time (loads that run together would mis-measure each other's memory).
+  std::vector<ModelConfig> repository = options.models;
+  if (repository.empty()) {
+    ModelConfig single;
+    single.path = options.model.empty() ? DefaultModelPath() : options.model;
+    single.name = options.name;
+    repository.push_back(std::move(single));
+  }
   auto registry = std::make_unique<serving::ModelRegistry>();
-  if (Status loaded = serving::LoadModel(load, *devices, *registry); !loaded.ok()) {
-    return Fail(loaded);
+  for (const ModelConfig& model : repository) {
+    ServeOptions settings = options;  // the server-wide settings, then the model's own
+    for (const auto& [name, value] : model.settings) {
+      Status applied = ApplyServeSetting(&settings, name, value, model.source + ": " + name);
+      PIER_CHECK(applied.ok(), "validated when the file was read");
+    }
+    serving::ModelLoadOptions load;
+    load.path = model.path;
+    load.id = model.name;
+    load.aliases = model.aliases;
+    load.threads = settings.threads > 0
+                       ? settings.threads
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    load.ctx = settings.ctx;
+    load.kv_dtype = settings.kv_dtype;
+    load.max_batched_tokens = settings.max_batched_tokens;
+    load.max_seqs = settings.max_seqs;
+    load.max_queued = settings.max_queued;
+    if (Status loaded = serving::LoadModel(load, *devices, *registry); !loaded.ok()) {
+      return Fail(repository.size() > 1 ? loaded.WithContext(model.source) : loaded);
+    }
   }
   const std::string model_id = registry->default_model()->id;
   metrics::ServingMetrics metrics(model_id);
@@ -209,8 +226,12 @@ int RunServe(const ServeOptions& options) {
   admin.SetState(http::ServeState::kReady);
   const std::string url_host = HostForUrl(options.host);
   const unsigned port = static_cast<unsigned>(server->port());
-  std::printf("pier serve: listening on http://%s:%u (model %s)\n", url_host.c_str(), port,
-              model_id.c_str());
+  std::string served;
+  for (const serving::ServedModel& m : registry->models()) {
+    served += (served.empty() ? "" : ", ") + m.id;
+  }
+  std::printf("pier serve: listening on http://%s:%u (model%s %s)\n", url_host.c_str(), port,
+              registry->models().size() > 1 ? "s" : "", served.c_str());
   // One copy-paste request for whoever just ran `make serve` (a wildcard host is reached
   // through loopback; an API key, when keys are on, is the operator's to add).
   const std::string try_host =

@@ -234,6 +234,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
   std::string unknown;
   for (const auto& item : root) {
     const std::string name = item.first.Scalar();
+    if (name == "models") continue;  // the model list: ParseModelRepository
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       unknown += (unknown.empty() ? "" : ", ") + Quote(name);
       continue;
@@ -248,7 +249,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
     std::string names;
     for (std::string_view n : known) names += (names.empty() ? "" : ", ") + std::string(n);
     return InvalidArgumentError(source + ": unknown settings " + unknown + " (known: " + names +
-                                ")");
+                                ", models)");
   }
   return settings;
 }
@@ -265,7 +266,13 @@ Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string
     text << in.rdbuf();
     PIER_ASSIGN_OR_RETURN(auto settings, ParseServeConfig(text.str(), path));
     const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    PIER_ASSIGN_OR_RETURN(options.models, ParseModelRepository(text.str(), path, folder.string()));
     for (auto& [name, value] : settings) {
+      if (!options.models.empty() && (name == "model" || name == "name")) {
+        return InvalidArgumentError(path + ": " + name +
+                                    " describes the one model of a file without a models: list; "
+                                    "give each model's path and name in the list instead");
+      }
       if ((name == "model" || name == "api_keys") && !value.empty() &&
           std::filesystem::path(value).is_relative() && !folder.empty()) {
         value = (folder / value).string();
@@ -276,6 +283,10 @@ Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string
   }
   for (const auto& [name, value] : flags) {
     if (name == "config") continue;
+    if (!options.models.empty() && (name == "model" || name == "name")) {
+      return InvalidArgumentError(FlagName(name) + " cannot be combined with the models: list of " +
+                                  flags.at("config"));
+    }
     PIER_RETURN_IF_ERROR(ApplyServeSetting(&options, name, value, FlagName(name)));
   }
   if (options.max_tokens_limit > 0 && options.default_max_tokens > options.max_tokens_limit) {

@@ -10,6 +10,9 @@
 //   memory_budget: 80%
 //   api_keys: keys.yaml
 //
+// or, for several models in one server, a `models:` list (model_repository.h) beside the
+// server-wide keys.
+//
 // Unknown names in the file are an error naming them (a typo never goes unnoticed), as are
 // values that do not parse or are out of range (the message names the file or flag), and
 // settings that contradict each other (default_max_tokens above max_tokens_limit).
@@ -25,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/model_repository.h"
 #include "common/status.h"
 #include "engine/kv_store.h"
 #include "memory/byte_size.h"
@@ -60,6 +64,8 @@ struct ServeOptions {
   int64_t max_tokens_limit = 0;
   // Origins allowed by CORS ("https://app.example", or "*"); empty: no CORS headers.
   std::vector<std::string> cors_origins;
+  // The file's `models:` list (model_repository.h); empty: one model, from `model` and `name`.
+  std::vector<ModelConfig> models;
 };
 
 // The names of all settings, as YAML keys (flags: "--" + name with '_' -> '-'), except

@@ -186,7 +186,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   // Admission: reserve what the model needs before any of it is allocated.
   PIER_ASSIGN_OR_RETURN(m->estimate_, EstimateMemory(*m->file_, options));
   const MemoryEstimate& e = m->estimate_;
-  const std::string name = UniqueOwnerPrefix(*m->governor_, ModelName(*m->file_));
+  const std::string name = UniqueOwnerPrefix(
+      *m->governor_, options.owner_name.empty() ? ModelName(*m->file_) : options.owner_name);
   PIER_ASSIGN_OR_RETURN(OwnerId weights, m->governor_->AddOwner({.name = name + "/weights"}));
   m->owners_.push_back(weights);
   PIER_ASSIGN_OR_RETURN(OwnerId workspace, m->governor_->AddOwner({.name = name + "/workspace"}));

@@ -51,6 +51,9 @@ struct LocalModelOptions {
   // otherwise.
   int64_t max_step_tokens = 512;
   int64_t max_logit_rows = 1;
+  // Prefix of the model's governor owners ("<name>/weights", ...): the served name when a
+  // server hosts several models; empty: the file's general.name. Made unique ("name#2").
+  std::string owner_name;
 };
 
 // What loading a model reserves from its device's budget, in bytes as the governor will

@@ -65,13 +65,47 @@ std::variant<Json, HttpResponse> ParseObject(const HttpRequest& request) {
 
 constexpr std::string_view kModelsPrefix = "/v1/models/";
 
-// The model object of /v1/models and /v1/models/{id}.
+// The model object of /v1/models and /v1/models/{id}: OpenAI's fields, vLLM's max_model_len,
+// and Pier's own under "pier" (clients ignore unknown fields).
 Json ModelObject(const serving::ServedModel& model) {
   return Json{{"id", model.id},
               {"object", "model"},
               {"created", model.created_unix_seconds},
               {"owned_by", "pier"},
-              {"max_model_len", model.max_request_tokens}};
+              {"max_model_len", model.max_request_tokens},
+              {"pier", {{"aliases", model.aliases}, {"state", "ready"}}}};
+}
+
+// /admin/models' detail of one model: its engine's queue and KV, and the governor owners that
+// belong to it (named "<id>/...") with their bytes.
+Json ModelDetail(const serving::ServedModel& model) {
+  const engine::EngineStats e = model.client->Stats();
+  Json detail = ModelObject(model);
+  detail["pier"]["engine"] = {{"running", e.running},
+                              {"waiting", e.waiting},
+                              {"max_request_tokens", e.max_request_tokens},
+                              {"kv_block_size", e.kv_block_size},
+                              {"kv_blocks_used", e.kv_blocks_used},
+                              {"kv_blocks_total", e.kv_blocks_total},
+                              {"kv_tokens_used", e.kv_tokens_used},
+                              {"requests_finished", e.requests_finished}};
+  Json owners = Json::array();
+  uint64_t total = 0;
+  if (model.governor != nullptr) {
+    const GovernorStats g = model.governor->Stats();
+    detail["pier"]["device"] = g.device;
+    for (const OwnerStats& o : g.owners) {
+      const std::string_view prefix = std::string_view(o.name).substr(0, o.name.find('/'));
+      if (prefix.substr(0, prefix.find('#')) != model.id) continue;
+      owners.push_back({{"owner", o.name},
+                        {"used_bytes", o.allocated_bytes},
+                        {"committed_bytes", o.committed_bytes},
+                        {"guaranteed_bytes", o.guaranteed_bytes}});
+      total += o.committed_bytes;
+    }
+  }
+  detail["pier"]["memory"] = {{"committed_bytes", total}, {"owners", std::move(owners)}};
+  return detail;
 }
 
 // The body's optional `model` as the registry resolves it, or the 404 to answer.
@@ -119,7 +153,7 @@ AdminRoutes::AdminRoutes(AdminRoutesOptions options, const serving::ModelRegistr
 }
 
 std::optional<std::string> AdminRoutes::ObserveEngines() {
-  const std::vector<serving::ServedModel>& models = registry_->models();
+  const auto& models = registry_->models();
   std::optional<std::string> first;
   for (size_t i = 0; i < models.size() && i < watchdogs_.size(); ++i) {
     std::optional<std::string> stall =
@@ -136,6 +170,7 @@ void AdminRoutes::Register(Router& router) {
   router.Add("GET", "/ready", [this](const HttpRequest& r) { return Ready(r); });
   router.Add("GET", "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
   router.Add("GET", "/v1/models", [this](const HttpRequest& r) { return ListModels(r); });
+  router.Add("GET", "/admin/models", [this](const HttpRequest& r) { return AdminModels(r); });
   router.AddPrefix("GET", std::string(kModelsPrefix),
                    [this](const HttpRequest& r) { return GetModel(r); });
   // The same without /v1, for clients configured with a base URL that lacks it.
@@ -206,6 +241,28 @@ HttpResponse AdminRoutes::ListModels(const HttpRequest& request) {
   for (const serving::ServedModel& model : registry_->models()) data.push_back(ModelObject(model));
   Json list{{"object", "list"}, {"data", std::move(data)}};
   return JsonResponse(200, list);
+}
+
+HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  Json data = Json::array();
+  uint64_t committed = 0;
+  for (const serving::ServedModel& model : registry_->models()) {
+    data.push_back(ModelDetail(model));
+    committed += data.back()["pier"]["memory"]["committed_bytes"].get<uint64_t>();
+  }
+  Json body{{"object", "list"}, {"data", std::move(data)}};
+  // The device's own figure beside the models' sum: they agree when every byte has an owner
+  // named after its model.
+  if (const serving::ServedModel* first = registry_->default_model();
+      first != nullptr && first->governor != nullptr) {
+    const GovernorStats g = first->governor->Stats();
+    body["device"] = {{"name", g.device},
+                      {"budget_bytes", g.budget_bytes},
+                      {"committed_bytes", g.committed_bytes},
+                      {"models_committed_bytes", committed}};
+  }
+  return JsonResponse(200, body);
 }
 
 HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
@@ -310,9 +367,9 @@ HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
 }
 
 std::string_view MetricsRouteLabel(std::string_view path) {
-  static constexpr std::array<std::string_view, 8> kRoutes = {
-      "/health",         "/ready",    "/metrics",   "/v1/models", "/v1/chat/completions",
-      "/v1/completions", "/tokenize", "/detokenize"};
+  static constexpr std::array<std::string_view, 9> kRoutes = {
+      "/health",         "/ready",    "/metrics",    "/v1/models",   "/v1/chat/completions",
+      "/v1/completions", "/tokenize", "/detokenize", "/admin/models"};
   for (std::string_view route : kRoutes) {
     if (path == route) return route;
   }

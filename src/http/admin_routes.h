@@ -97,6 +97,7 @@ class AdminRoutes {
   HttpResponse Metrics(const HttpRequest& request);
   HttpResponse ListModels(const HttpRequest& request);
   HttpResponse GetModel(const HttpRequest& request);
+  HttpResponse AdminModels(const HttpRequest& request);
   HttpResponse Tokenize(const HttpRequest& request);
   HttpResponse Detokenize(const HttpRequest& request);
   // The 401 response when the request lacks a valid API key, else nullopt.

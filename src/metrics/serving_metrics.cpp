@@ -310,9 +310,31 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
   live.Alias(preemptions, "vllm:num_preemptions_total", "Cumulative number of preemptions.");
 }
 
-void AddGovernorFigures(const GovernorStats& g, const std::string& model, LiveFigures& r) {
-  const std::vector<std::string> device_labels = {"model", "device"};
-  const Labels device = {{"model", model}, {"device", g.device}};
+// The served model an owner belongs to: owners are named "<model>/<part>" (a "#2" suffix when
+// a name repeats). An owner named after no model is the device's only model's, if it has one
+// model; else its name's first part.
+std::string OwnerModel(std::string_view owner, const MemoryGovernor* governor,
+                       std::span<const ModelFigures> models) {
+  const std::string_view prefix = owner.substr(0, owner.find('/'));
+  const std::string_view base = prefix.substr(0, prefix.find('#'));
+  const ModelFigures* only = nullptr;
+  int on_device = 0;
+  for (const ModelFigures& m : models) {
+    if (m.governor != governor) continue;
+    if (m.model == prefix || m.model == base) return std::string(m.model);
+    only = &m;
+    ++on_device;
+  }
+  return on_device == 1 ? std::string(only->model) : std::string(base);
+}
+
+// A device's figures once (labels: device), however many models share its governor, and each
+// owner's (labels: model, device, owner).
+void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFigures> models,
+                        LiveFigures& r) {
+  const GovernorStats g = governor->Stats();
+  const std::vector<std::string> device_labels = {"device"};
+  const Labels device = {{"device", g.device}};
   auto gauge = [&](std::string name, std::string help, double value) {
     r.GaugeFamily(name, help, device_labels).WithLabels(device).Set(value);
   };
@@ -374,7 +396,8 @@ void AddGovernorFigures(const GovernorStats& g, const std::string& model, LiveFi
       "pier_memory_owner_unresponsive",
       "1 while the owner has missed a shrink deadline (it may not grow), else 0.", owner_labels);
   for (const OwnerStats& o : g.owners) {
-    const Labels labels = {{"model", model}, {"device", g.device}, {"owner", o.name}};
+    const Labels labels = {
+        {"model", OwnerModel(o.name, governor, models)}, {"device", g.device}, {"owner", o.name}};
     used.WithLabels(labels).Set(bytes(o.allocated_bytes));
     peak.WithLabels(labels).Set(bytes(o.peak_allocated_bytes));
     committed.WithLabels(labels).Set(bytes(o.committed_bytes));
@@ -397,8 +420,14 @@ std::string ServingMetrics::Render(const engine::EngineStats& engine,
 std::string ServingMetrics::Render(std::span<const ModelFigures> models) const {
   LiveFigures live;
   for (const ModelFigures& m : models) AddEngineFigures(std::string(m.model), m.engine, live);
+  std::vector<const MemoryGovernor*> governors;  // each device once
   for (const ModelFigures& m : models) {
-    if (m.governor != nullptr) AddGovernorFigures(m.governor->Stats(), std::string(m.model), live);
+    if (m.governor == nullptr ||
+        std::find(governors.begin(), governors.end(), m.governor) != governors.end()) {
+      continue;
+    }
+    governors.push_back(m.governor);
+    AddGovernorFigures(m.governor, models, live);
   }
   std::string out;
   live.registry().RenderTo(&out);

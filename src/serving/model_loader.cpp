@@ -40,6 +40,7 @@ Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegis
     host_options.model.kv_tokens = engine::ClampContext(*file, options.ctx);
   }
   host_options.model.path = options.path;
+  host_options.model.owner_name = id;  // the governor's owners read "<id>/kv", ...
   host_options.model.threads = options.threads;
   host_options.model.kv_dtype = options.kv_dtype;
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
@@ -53,7 +54,7 @@ Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegis
     spdlog::warn("model {} has no chat template ({}); /v1/chat/completions will refuse it", id,
                  host->chat_template_error());
   }
-  return registry.AddHost(id, CreatedUnixSeconds(options.path), std::move(host));
+  return registry.AddHost(id, options.aliases, CreatedUnixSeconds(options.path), std::move(host));
 }
 
 }  // namespace pier::serving

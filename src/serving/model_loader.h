@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/kv_store.h"
@@ -17,10 +18,11 @@
 namespace pier::serving {
 
 struct ModelLoadOptions {
-  std::string path;    // GGUF file
-  std::string id;      // what clients name; empty: the file name without .gguf
-  int threads = 1;     // compute threads, counting the engine thread
-  int64_t ctx = 4096;  // KV positions, clamped to the model's context length
+  std::string path;                  // GGUF file
+  std::string id;                    // what clients name; empty: the file name without .gguf
+  std::vector<std::string> aliases;  // other names clients may use
+  int threads = 1;                   // compute threads, counting the engine thread
+  int64_t ctx = 4096;                // KV positions, clamped to the model's context length
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;
   int64_t max_batched_tokens = 512;
   int64_t max_seqs = 64;

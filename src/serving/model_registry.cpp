@@ -1,5 +1,6 @@
 #include "serving/model_registry.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace pier::serving {
@@ -18,18 +19,26 @@ Status ModelRegistry::Add(ServedModel model) {
   if (model.client == nullptr || model.tokenizer == nullptr) {
     return InvalidArgumentError("model " + model.id + " needs an engine client and a tokenizer");
   }
-  if (Find(model.id) != nullptr) {
-    return InvalidArgumentError("model " + model.id + " is already served");
+  std::vector<std::string> names = {model.id};
+  names.insert(names.end(), model.aliases.begin(), model.aliases.end());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty()) return InvalidArgumentError("model " + model.id + ": an empty alias");
+    const bool repeated = std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i),
+                                    names[i]) != names.begin() + static_cast<std::ptrdiff_t>(i);
+    if (repeated || Find(names[i]) != nullptr) {
+      return InvalidArgumentError("model " + names[i] + " is already served");
+    }
   }
   models_.push_back(std::move(model));
   return Status::Ok();
 }
 
-Status ModelRegistry::AddHost(std::string id, int64_t created_unix_seconds,
-                              std::unique_ptr<ModelHost> host) {
+Status ModelRegistry::AddHost(std::string id, std::vector<std::string> aliases,
+                              int64_t created_unix_seconds, std::unique_ptr<ModelHost> host) {
   if (host == nullptr) return InvalidArgumentError("model " + id + " has no host");
   ServedModel model;
   model.id = std::move(id);
+  model.aliases = std::move(aliases);
   model.created_unix_seconds = created_unix_seconds;
   model.max_request_tokens = host->max_request_tokens();
   model.client = &host->client();
@@ -44,6 +53,11 @@ Status ModelRegistry::AddHost(std::string id, int64_t created_unix_seconds,
 const ServedModel* ModelRegistry::Find(std::string_view id) const {
   for (const ServedModel& model : models_) {
     if (model.id == id) return &model;
+  }
+  for (const ServedModel& model : models_) {
+    if (std::find(model.aliases.begin(), model.aliases.end(), id) != model.aliases.end()) {
+      return &model;
+    }
   }
   return nullptr;
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,6 +31,7 @@ namespace pier::serving {
 
 struct ServedModel {
   std::string id;                    // what clients name in `model`
+  std::vector<std::string> aliases = {};  // other names that reach it
   int64_t created_unix_seconds = 0;  // OpenAI's `created`
   int64_t max_request_tokens = 0;    // prompt + generated positions (the engine's limit)
   engine::EngineClient* client = nullptr;
@@ -45,25 +47,26 @@ class ModelRegistry {
   ModelRegistry(const ModelRegistry&) = delete;
   ModelRegistry& operator=(const ModelRegistry&) = delete;
 
-  // INVALID_ARGUMENT for an empty id, a missing client or tokenizer, or an id already
-  // served. The first model added is the default.
+  // INVALID_ARGUMENT for an empty id, a missing client or tokenizer, or an id or alias
+  // already served (as an id or an alias). The first model added is the default.
   [[nodiscard]] Status Add(ServedModel model);
   // Adds the host's model under `id` and keeps the host alive as long as the registry.
-  [[nodiscard]] Status AddHost(std::string id, int64_t created_unix_seconds,
-                               std::unique_ptr<ModelHost> host);
+  [[nodiscard]] Status AddHost(std::string id, std::vector<std::string> aliases,
+                               int64_t created_unix_seconds, std::unique_ptr<ModelHost> host);
 
-  // The model called `id`, or null.
+  // The model called `id` (its id or one of its aliases), or null.
   const ServedModel* Find(std::string_view id) const;
   // What serves a request naming `name`: that model, or the default one when `name` is
   // empty. NOT_FOUND ("model X does not exist") otherwise, or when nothing is served.
   [[nodiscard]] Result<const ServedModel*> Resolve(std::string_view name) const;
   // The default model (the first added), or null when the registry is empty.
   const ServedModel* default_model() const;
-  // Every model, in the order they were added.
-  const std::vector<ServedModel>& models() const { return models_; }
+  // Every model, in the order they were added (a deque: entries never move, so pointers
+  // from Find and Resolve stay valid while models are added).
+  const std::deque<ServedModel>& models() const { return models_; }
 
  private:
-  std::vector<ServedModel> models_;
+  std::deque<ServedModel> models_;
   std::vector<std::unique_ptr<ModelHost>> hosts_;
 };
 

@@ -231,3 +231,97 @@ TEST(FlagNameTest, UnderscoresBecomeDashes) {
 
 }  // namespace
 }  // namespace pier::cli
+
+namespace pier::cli {
+namespace {
+
+// The models: list (model_repository.h): several models, each with its own settings, and
+// every mistake named with the file, the model and the key.
+class ModelRepositoryTest : public ServeConfigTest {
+ protected:
+  void SetUp() override {
+    ServeConfigTest::SetUp();
+    std::ofstream(dir_ / "a.gguf") << "x";
+    std::ofstream(dir_ / "b.gguf") << "x";
+  }
+  Status ErrorOf(const std::string& yaml) {
+    return ResolveServeOptions({{"config", WriteConfig(yaml)}}).status();
+  }
+};
+
+TEST_F(ModelRepositoryTest, ListsModelsWithAliasesAndTheirOwnSettings) {
+  const std::string path = WriteConfig(R"(
+ctx: 1024
+models:
+  - name: alpha
+    path: a.gguf
+    aliases: [gpt-4o-mini, chat]
+    ctx: 512
+    max_seqs: 4
+    fallback: beta
+  - name: beta
+    path: b.gguf
+    aliases: small
+)");
+  Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_EQ(o->models.size(), 2u);
+  EXPECT_EQ(o->ctx, 1024);  // server-wide
+  const ModelConfig& a = o->models[0];
+  EXPECT_EQ(a.name, "alpha");
+  EXPECT_EQ(a.path, (dir_ / "a.gguf").string());  // relative to the file's folder
+  EXPECT_EQ(a.aliases, (std::vector<std::string>{"gpt-4o-mini", "chat"}));
+  EXPECT_EQ(a.fallback, "beta");
+  EXPECT_EQ(a.settings,
+            (std::vector<std::pair<std::string, std::string>>{{"ctx", "512"}, {"max_seqs", "4"}}));
+  EXPECT_EQ(o->models[1].aliases, (std::vector<std::string>{"small"}));
+  EXPECT_TRUE(o->models[1].settings.empty());
+}
+
+TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
+  struct Case {
+    std::string yaml;
+    std::string expected;  // part of the message
+  };
+  const std::vector<Case> cases = {
+      {"models: [{name: a, path: a.gguf, colour: red}]", "models[0] (a): unknown keys \"colour\""},
+      {"models: [{name: a, path: a.gguf, ctx: lots}]", "models[0] (a): ctx: expected an integer"},
+      {"models: [{name: a, path: missing.gguf}]", "models[0] (a): path: no such file"},
+      {"models: [{path: a.gguf}]", "models[0]: name is required"},
+      {"models: [{name: a}]", "models[0] (a): path is required"},
+      {"models: [{name: 'has space', path: a.gguf}]", "may use only letters, digits"},
+      {"models: [{name: a, path: a.gguf}, {name: a, path: b.gguf}]",
+       "models[1] (a): \"a\" is already the name or an alias of"},
+      {"models: [{name: a, path: a.gguf, aliases: [x]}, {name: b, path: b.gguf, aliases: x}]",
+       "models[1] (b): \"x\" is already the name or an alias of"},
+      {"models: [{name: a, path: a.gguf, aliases: [a]}]", "\"a\" is listed twice"},
+      {"models: [{name: a, path: a.gguf, fallback: nobody}]",
+       "models[0] (a): fallback \"nobody\" names no model"},
+      {"models: [{name: a, path: a.gguf, fallback: b}, {name: b, path: b.gguf, fallback: a}]",
+       "fallback cycle a -> b -> a"},
+      {"models: [{name: a, path: a.gguf, fallback: a}]", "fallback cycle a -> a"},
+      {"models: []", "models must be a list of models"},
+      {"models: [just-a-name]", "models[0]: expected a map"},
+      {"model: a.gguf\nmodels: [{name: a, path: a.gguf}]",
+       "model describes the one model of a file without a models: list"},
+  };
+  for (const Case& c : cases) {
+    const Status status = ErrorOf(c.yaml);
+    EXPECT_FALSE(status.ok()) << c.yaml;
+    EXPECT_NE(status.message().find(c.expected), std::string::npos)
+        << c.yaml << "\n  got: " << status.message();
+    EXPECT_NE(status.message().find("serve.yaml"), std::string::npos) << status.message();
+  }
+}
+
+TEST_F(ModelRepositoryTest, TheModelFlagCannotJoinAList) {
+  const std::string path = WriteConfig("models: [{name: a, path: a.gguf}]");
+  const Status status = ResolveServeOptions({{"config", path}, {"model", "x.gguf"}}).status();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("--model cannot be combined with the models: list"),
+            std::string::npos)
+      << status.message();
+}
+
+}  // namespace
+}  // namespace pier::cli

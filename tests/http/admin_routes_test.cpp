@@ -203,11 +203,28 @@ TEST_F(AdminRoutesTest, ModelsListsTheServedModel) {
                                    {"object", "model"},
                                    {"created", 1700000000},
                                    {"owned_by", "pier"},
-                                   {"max_model_len", 4096}}));
+                                   {"max_model_len", 4096},
+                                   {"pier", {{"aliases", Json::array()}, {"state", "ready"}}}}));
   HttpResponse one = Call("GET", "/v1/models/tiny-model");
   ASSERT_EQ(one.status, 200);
   EXPECT_EQ(Body(one), body["data"][0]);
   EXPECT_EQ(Call("GET", "/v1/models/tiny%2Dmodel").status, 200);
+}
+
+TEST_F(AdminRoutesTest, AdminModelsShowsEachModelsEngineAndMemory) {
+  Build({});
+  HttpResponse r = Call("GET", "/admin/models");
+  ASSERT_EQ(r.status, 200);
+  Json body = Body(r);
+  ASSERT_EQ(body["data"].size(), 1u);
+  const Json& model = body["data"][0];
+  EXPECT_EQ(model["id"], "tiny-model");
+  EXPECT_EQ(model["pier"]["state"], "ready");
+  EXPECT_TRUE(model["pier"]["engine"].contains("kv_blocks_used"));
+  EXPECT_TRUE(model["pier"]["engine"].contains("waiting"));
+  // No governor given: no owners, nothing committed.
+  EXPECT_EQ(model["pier"]["memory"]["committed_bytes"], 0);
+  EXPECT_TRUE(model["pier"]["memory"]["owners"].empty());
 }
 
 TEST_F(AdminRoutesTest, UnknownModelIs404ModelNotFound) {

@@ -184,7 +184,7 @@ TEST(ServingMetricsTest, RendersMemoryGovernorFigures) {
 
   ServingMetrics metrics("smol");
   Exposition parsed = Parse(metrics.Render(engine::EngineStats{}, governor.get()));
-  const std::string device_labels = "{model=\"smol\",device=\"" + stats.device + "\"}";
+  const std::string device_labels = "{device=\"" + stats.device + "\"}";
   auto owner_labels = [&](const std::string& owner) {
     return "{model=\"smol\",device=\"" + stats.device + "\",owner=\"" + owner + "\"}";
   };
@@ -210,6 +210,41 @@ TEST(ServingMetricsTest, RendersMemoryGovernorFigures) {
   EXPECT_EQ(parsed.samples.count("pier_memory_owner_quota_bytes" + owner_labels("smol/kv")), 0u);
 }
 
+// Several models on one device: the device's figures once, each owner under its model, and
+// each model's engine figures under its own label.
+TEST(ServingMetricsTest, ModelsSharingADeviceShowItOnceAndTheirOwnersEach) {
+  FakeDevice device(FakeDeviceOptions{.capacity_bytes = 64 * kMiB});
+  auto governor = MakeGovernor(&device, BudgetOf(32 * kMiB));
+  OwnerId a = AddOwner(*governor, {.name = "alpha/weights"});
+  AddOwner(*governor, {.name = "beta/weights"});
+  AddOwner(*governor, {.name = "beta#2/kv"});
+  MemoryResult<Block> block = governor->Allocate(a, 2 * kMiB);
+  ASSERT_TRUE(block.ok());
+  const GovernorStats stats = governor->Stats();
+  ServingMetrics metrics("alpha");
+  engine::EngineStats busy = MadeUpStats();
+  const ModelFigures figures[] = {{"alpha", busy, governor.get()},
+                                  {"beta", engine::EngineStats{}, governor.get()}};
+  const std::string text = metrics.Render(figures);
+  Exposition parsed = Parse(text);
+  const std::string dev = "device=\"" + stats.device + "\"";
+  EXPECT_EQ(At(parsed, "pier_memory_used_bytes{" + dev + "}"), 2.0 * kMiB);
+  size_t used_lines = 0;
+  for (const auto& [series, value] : parsed.samples) {
+    used_lines += series.starts_with("pier_memory_used_bytes{") ? 1 : 0;
+  }
+  EXPECT_EQ(used_lines, 1u) << "one device, one line, however many models share it";
+  EXPECT_EQ(At(parsed,
+               "pier_memory_owner_used_bytes{model=\"alpha\"," + dev + ",owner=\"alpha/weights\"}"),
+            2.0 * kMiB);
+  EXPECT_EQ(parsed.samples.count("pier_memory_owner_used_bytes{model=\"beta\"," + dev +
+                                 ",owner=\"beta#2/kv\"}"),
+            1u);
+  EXPECT_EQ(At(parsed, "vllm:num_requests_running{model_name=\"alpha\"}"),
+            static_cast<double>(busy.running));
+  EXPECT_EQ(At(parsed, "vllm:num_requests_running{model_name=\"beta\"}"), 0);
+}
+
 // Every sample line follows the grammar and belongs to a family with HELP and TYPE (checked by
 // the parser); every family is named legally and carries the model label on every sample.
 TEST(ServingMetricsTest, EverythingRenderedIsWellFormedAndLabelledWithTheModel) {
@@ -232,7 +267,13 @@ TEST(ServingMetricsTest, EverythingRenderedIsWellFormedAndLabelledWithTheModel) 
   const std::string pier_label = "model=\"model \\\"quoted\\\"\"";
   const std::string vllm_label = "model_name=\"model \\\"quoted\\\"\"";
   for (const auto& [series, value] : parsed.samples) {
-    const std::string& label = series.starts_with("vllm:") ? vllm_label : pier_label;
+    // A device's memory figures describe the device (shared by its models): labelled by
+    // device only; everything else by model first.
+    const bool device_figure =
+        series.starts_with("pier_memory_") && !series.starts_with("pier_memory_owner_");
+    const std::string& label = series.starts_with("vllm:") ? vllm_label
+                               : device_figure             ? std::string("device=")
+                                                           : pier_label;
     EXPECT_NE(series.find("{" + label), std::string::npos) << series;
     EXPECT_TRUE(series.starts_with("pier_") || series.starts_with("vllm:")) << series;
   }

@@ -64,6 +64,33 @@ TEST(ModelRegistryTest, ResolvesByIdAndTheFirstModelIsTheDefault) {
   EXPECT_EQ(registry.models()[1].id, "b");
 }
 
+TEST(ModelRegistryTest, AliasesReachTheirModelAndMayNotCollide) {
+  NullClient client_a, client_b;
+  NoTokenizer tokenizer;
+  ModelRegistry registry;
+  ASSERT_TRUE(registry
+                  .Add({.id = "a",
+                        .aliases = {"gpt-4o-mini", "chat"},
+                        .client = &client_a,
+                        .tokenizer = &tokenizer})
+                  .ok());
+  const ServedModel* first = registry.Find("a");
+  ASSERT_TRUE(registry.Add({.id = "b", .client = &client_b, .tokenizer = &tokenizer}).ok());
+  EXPECT_EQ(registry.Find("a"), first) << "entries must not move when models are added";
+  EXPECT_EQ((*registry.Resolve("gpt-4o-mini"))->id, "a");
+  EXPECT_EQ((*registry.Resolve("chat"))->client, &client_a);
+  EXPECT_EQ((*registry.Resolve("b"))->client, &client_b);
+  // An alias may not take another model's id or alias, nor repeat within one model.
+  EXPECT_FALSE(
+      registry.Add({.id = "c", .aliases = {"b"}, .client = &client_b, .tokenizer = &tokenizer})
+          .ok());
+  EXPECT_FALSE(registry.Add({.id = "chat", .client = &client_b, .tokenizer = &tokenizer}).ok());
+  EXPECT_FALSE(
+      registry.Add({.id = "d", .aliases = {"x", "x"}, .client = &client_b, .tokenizer = &tokenizer})
+          .ok());
+  EXPECT_EQ(registry.models().size(), 2u);
+}
+
 TEST(ModelRegistryTest, RefusesDuplicatesAndIncompleteEntries) {
   NullClient client;
   NoTokenizer tokenizer;
@@ -75,7 +102,7 @@ TEST(ModelRegistryTest, RefusesDuplicatesAndIncompleteEntries) {
   EXPECT_FALSE(registry.Add({.id = "", .client = &client, .tokenizer = &tokenizer}).ok());
   EXPECT_FALSE(registry.Add({.id = "c", .client = nullptr, .tokenizer = &tokenizer}).ok());
   EXPECT_FALSE(registry.Add({.id = "d", .client = &client, .tokenizer = nullptr}).ok());
-  EXPECT_FALSE(registry.AddHost("e", 0, nullptr).ok());
+  EXPECT_FALSE(registry.AddHost("e", {}, 0, nullptr).ok());
   EXPECT_EQ(registry.models().size(), 1u);
 }
 

@@ -1,0 +1,190 @@
+#include "cli/model_repository.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "cli/serve_config.h"
+
+namespace pier::cli {
+namespace {
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+std::string Join(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// Model names and aliases appear in URLs, metric labels and owner names ("name/kv").
+bool IsValidModelName(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
+  });
+}
+
+Result<std::string> Scalar(const YAML::Node& node, const std::string& where) {
+  if (node.IsNull()) return InvalidArgumentError(where + " has no value");
+  if (!node.IsScalar()) return InvalidArgumentError(where + " must be a single value");
+  return node.Scalar();
+}
+
+Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where,
+                               const std::filesystem::path& folder) {
+  if (!entry.IsMap()) {
+    return InvalidArgumentError(where + ": expected a map (name, path, ...), got " +
+                                (entry.IsScalar() ? Quote(entry.Scalar()) : "a list"));
+  }
+  ModelConfig model;
+  // The entry's name, for messages about its other keys.
+  if (const YAML::Node name = entry["name"]; name && name.IsScalar()) model.name = name.Scalar();
+  model.source = where + (model.name.empty() ? "" : " (" + model.name + ")");
+  const std::vector<std::string_view>& known = ModelSettingNames();
+  std::string unknown;
+  for (const auto& item : entry) {
+    const std::string key = item.first.Scalar();
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      unknown += (unknown.empty() ? "" : ", ") + Quote(key);
+    }
+  }
+  if (!unknown.empty()) {
+    return InvalidArgumentError(model.source + ": unknown keys " + unknown +
+                                " (known: " + Join(known) + ")");
+  }
+  for (const auto& item : entry) {
+    const std::string key = item.first.Scalar();
+    const std::string at = model.source + ": " + key;
+    if (key == "aliases") {
+      if (item.second.IsSequence()) {
+        for (const YAML::Node& alias : item.second) {
+          PIER_ASSIGN_OR_RETURN(std::string a, Scalar(alias, at));
+          model.aliases.push_back(std::move(a));
+        }
+      } else {
+        PIER_ASSIGN_OR_RETURN(std::string a, Scalar(item.second, at));
+        model.aliases.push_back(std::move(a));
+      }
+      continue;
+    }
+    PIER_ASSIGN_OR_RETURN(std::string value, Scalar(item.second, at));
+    if (key == "name") {
+      model.name = value;
+    } else if (key == "path") {
+      model.path = value;
+      if (!model.path.empty() && std::filesystem::path(model.path).is_relative() &&
+          !folder.empty()) {
+        model.path = (folder / model.path).string();
+      }
+    } else if (key == "fallback") {
+      model.fallback = value;
+    } else {
+      // An engine setting: checked now with the server-wide parser, applied at load.
+      ServeOptions scratch;
+      PIER_RETURN_IF_ERROR(ApplyServeSetting(&scratch, key, value, at));
+      model.settings.emplace_back(key, value);
+    }
+  }
+  if (model.name.empty()) return InvalidArgumentError(model.source + ": name is required");
+  if (!IsValidModelName(model.name)) {
+    return InvalidArgumentError(model.source + ": name " + Quote(model.name) +
+                                " may use only letters, digits and . _ : - (at most 128)");
+  }
+  for (const std::string& alias : model.aliases) {
+    if (!IsValidModelName(alias)) {
+      return InvalidArgumentError(model.source + ": alias " + Quote(alias) +
+                                  " may use only letters, digits and . _ : - (at most 128)");
+    }
+  }
+  if (model.path.empty()) return InvalidArgumentError(model.source + ": path is required");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(model.path, ec)) {
+    return NotFoundError(model.source + ": path: no such file " + model.path);
+  }
+  return model;
+}
+
+// Names and aliases unique across the repository; fallbacks name a model and never lead back.
+Status CheckRepository(const std::vector<ModelConfig>& models) {
+  std::map<std::string, size_t> owner;  // name or alias -> model index
+  for (size_t i = 0; i < models.size(); ++i) {
+    std::vector<std::string> names = {models[i].name};
+    names.insert(names.end(), models[i].aliases.begin(), models[i].aliases.end());
+    for (const std::string& n : names) {
+      auto [it, fresh] = owner.emplace(n, i);
+      if (!fresh) {
+        const bool same = it->second == i;
+        return InvalidArgumentError(
+            models[i].source + ": " + Quote(n) +
+            (same ? " is listed twice"
+                  : " is already the name or an alias of " + models[it->second].source));
+      }
+    }
+  }
+  std::vector<int64_t> fallback(models.size(), -1);  // model index, or -1
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (models[i].fallback.empty()) continue;
+    auto target = owner.find(models[i].fallback);
+    if (target == owner.end()) {
+      return InvalidArgumentError(models[i].source + ": fallback " + Quote(models[i].fallback) +
+                                  " names no model of this file");
+    }
+    fallback[i] = static_cast<int64_t>(target->second);
+  }
+  // Follow each chain; coming back to a model already on it is a cycle.
+  for (size_t i = 0; i < models.size(); ++i) {
+    std::vector<size_t> chain = {i};
+    for (int64_t next = fallback[i]; next >= 0; next = fallback[static_cast<size_t>(next)]) {
+      const auto n = static_cast<size_t>(next);
+      if (std::find(chain.begin(), chain.end(), n) != chain.end()) {
+        std::string path;
+        for (size_t c : chain) path += models[c].name + " -> ";
+        return InvalidArgumentError(models[i].source + ": fallback cycle " + path + models[n].name);
+      }
+      chain.push_back(n);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& ModelSettingNames() {
+  static const std::vector<std::string_view> kNames = {
+      "name",     "path",       "aliases", "fallback", "ctx", "kv_dtype", "max_batched_tokens",
+      "max_seqs", "max_queued", "threads"};
+  return kNames;
+}
+
+Result<std::vector<ModelConfig>> ParseModelRepository(std::string_view yaml_text,
+                                                      std::string_view source_name,
+                                                      std::string_view folder) {
+  const std::string source(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(source + ": not valid YAML: " + e.what());
+  }
+  std::vector<ModelConfig> models;
+  if (!root.IsMap() || !root["models"]) return models;
+  const YAML::Node list = root["models"];
+  if (!list.IsSequence() || list.size() == 0) {
+    return InvalidArgumentError(source +
+                                ": models must be a list of models (- name: ..., path: ...)");
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    PIER_ASSIGN_OR_RETURN(ModelConfig model,
+                          ParseEntry(list[i], source + ": models[" + std::to_string(i) + "]",
+                                     std::filesystem::path(folder)));
+    models.push_back(std::move(model));
+  }
+  PIER_RETURN_IF_ERROR(CheckRepository(models));
+  return models;
+}
+
+}  // namespace pier::cli

@@ -1,0 +1,56 @@
+// The `models:` list of `pier serve`'s configuration file: several models (each with its
+// name, file, aliases and its own engine settings) in one server on one memory budget.
+//
+//   models:
+//     - name: chat
+//       path: models/SmolLM2-135M-Instruct.Q4_1.gguf   # relative: from the file's folder
+//       aliases: [gpt-4o-mini, default-chat]
+//       ctx: 2048
+//       fallback: small-chat
+//     - name: small-chat
+//       path: models/other.gguf
+//
+// Per model: `name` (required), `path` (required), `aliases` (one name or a list), `fallback`
+// (another model's name or alias, for the QoS issue's load shedding), and the engine settings
+// `ctx`, `kv_dtype`, `max_batched_tokens`, `max_seqs`, `max_queued`, `threads`, which override
+// the server-wide keys of the same name for this model. Without a list the flat `model` and
+// `name` keys (or -m) describe the one model.
+//
+// Everything is validated before anything loads, each error naming the file, the model and
+// the key: unknown keys, values that do not parse, missing files, names that are not
+// [A-Za-z0-9._:-], duplicate names or aliases, a fallback that names no model or leads back
+// to itself.
+//
+// Thread-safety: plain functions on values.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pier::cli {
+
+struct ModelConfig {
+  std::string name;
+  std::string path;
+  std::vector<std::string> aliases;
+  std::string fallback;  // empty: none
+  // Engine settings for this model only, as (setting name, text), applied over the server's.
+  std::vector<std::pair<std::string, std::string>> settings;
+  std::string source;  // "serve.yaml: models[1] (beta)", for later messages
+};
+
+// The names a model entry may use.
+const std::vector<std::string_view>& ModelSettingNames();
+
+// The `models` list of a YAML document (empty when the document has none). `folder` is the
+// file's folder (relative paths start there). INVALID_ARGUMENT / NOT_FOUND naming
+// `source_name`, the entry and the key for everything above.
+[[nodiscard]] Result<std::vector<ModelConfig>> ParseModelRepository(std::string_view yaml_text,
+                                                                    std::string_view source_name,
+                                                                    std::string_view folder);
+
+}  // namespace pier::cli
