@@ -265,7 +265,8 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
   if (event.token >= 0) {
     const int64_t now = SteadyNowUs();
     if (options_.stream && metrics_ != nullptr && choice.last_token_at_us > 0) {
-      metrics_->RecordInterTokenLatency(static_cast<double>(now - choice.last_token_at_us) / 1e6);
+      metrics_->RecordInterTokenLatency(static_cast<double>(now - choice.last_token_at_us) / 1e6,
+                                        options_.model);
     }
     choice.last_token_at_us = now;
   }

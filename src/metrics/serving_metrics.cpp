@@ -189,8 +189,12 @@ void ServingMetrics::RecordRequest(const RequestRecord& record) {
   ObserveMeasured(in.e2e->WithLabels(labels), record.e2e_seconds);
 }
 
-void ServingMetrics::RecordInterTokenLatency(double seconds) {
-  ObserveMeasured(*instruments_->itl_child, seconds);
+void ServingMetrics::RecordInterTokenLatency(double seconds, std::string_view model) {
+  if (model.empty() || model == model_name_) {
+    ObserveMeasured(*instruments_->itl_child, seconds);  // no label lookup per token
+    return;
+  }
+  ObserveMeasured(instruments_->itl->WithLabels({{"model", std::string(model)}}), seconds);
 }
 
 void ServingMetrics::RecordHttpResponse(int status, std::string_view route) {

@@ -56,7 +56,8 @@ class ServingMetrics {
 
   void RecordRequest(const RequestRecord& record);
   // Every inter-token gap of a stream as it is sent (seconds).
-  void RecordInterTokenLatency(double seconds);
+  // `model`: the request's; empty: the model name this was created with.
+  void RecordInterTokenLatency(double seconds, std::string_view model = {});
   // Every HTTP response, by status code (200, 400, 429, ...) and route ("/v1/completions").
   void RecordHttpResponse(int status, std::string_view route);
   // Requests aborted because the client went away or read too slowly.

@@ -25,7 +25,7 @@ except ImportError as error:  # pragma: no cover - the message is the point
         "(it installs requirements.txt into .venv/)") from error
 
 LISTENING = re.compile(r"^pier serve: listening on http://(?P<host>[^ ]+):(?P<port>\d+) "
-                       r"\(model (?P<model>.+)\)$")
+                       r"\(models? (?P<model>.+)\)$")
 START_TIMEOUT_S = 120
 # Every server: two compute threads and a 4096-token KV cache, like the CI machine.
 BASE_ARGS = ["--port", "0", "--threads", "2", "--ctx", "4096"]

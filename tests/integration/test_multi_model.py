@@ -1,0 +1,138 @@
+"""Several models in one `pier serve` (a models: list): routing by name and alias, outputs equal
+to a single-model server's, /v1/models and /admin/models, per-model metrics, one budget."""
+
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import tempfile
+import urllib.request
+
+import openai
+import pytest
+
+from conftest import PIER_BINARY, PIER_MODEL, PierServer
+
+MODELS = ("alpha", "beta", "gamma")
+PROMPT = [{"role": "user", "content": "Name three colours."}]
+
+
+@pytest.fixture(scope="module")
+def multi():
+    """alpha (aliases gpt-4o-mini, chat), beta, gamma (its own smaller context): the default
+    GGUF three times under different names."""
+    folder = tempfile.mkdtemp(prefix="pier-multi-")
+    config = os.path.join(folder, "models.yaml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(f"""
+models:
+  - name: alpha
+    path: {PIER_MODEL}
+    aliases: [gpt-4o-mini, chat]
+  - name: beta
+    path: {PIER_MODEL}
+    fallback: alpha
+  - name: gamma
+    path: {PIER_MODEL}
+    ctx: 1024
+""")
+    s = PierServer(["--config", config], with_model=False)
+    yield s
+    s.stop_and_check()
+
+
+def get_json(server, path):
+    with urllib.request.urlopen(server.base_url + path, timeout=60) as response:
+        return json.load(response)
+
+
+def greedy(client, model):
+    r = client.chat.completions.create(model=model, messages=PROMPT, max_tokens=16,
+                                       temperature=0, seed=1)
+    assert r.model == model or r.model in MODELS
+    return r.choices[0].message.content
+
+
+def test_every_model_and_alias_answers_with_the_single_model_servers_tokens(multi, client):
+    multi_client = openai.OpenAI(base_url=multi.base_url + "/v1", api_key="unused",
+                                 max_retries=0, timeout=120)
+    single = greedy(client, client.models.list().data[0].id)
+    assert single
+    for name in MODELS + ("gpt-4o-mini", "chat"):
+        assert greedy(multi_client, name) == single, name
+
+
+def test_unknown_model_is_404_model_not_found(multi):
+    c = openai.OpenAI(base_url=multi.base_url + "/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as error:
+        c.chat.completions.create(model="gpt-5", messages=PROMPT, max_tokens=4)
+    assert error.value.body["code"] == "model_not_found"
+
+
+def test_models_list_and_admin_detail(multi):
+    listed = get_json(multi, "/v1/models")["data"]
+    assert [m["id"] for m in listed] == list(MODELS)
+    assert listed[0]["pier"] == {"aliases": ["gpt-4o-mini", "chat"], "state": "ready"}
+    assert listed[2]["max_model_len"] == 1024
+    detail = get_json(multi, "/admin/models")
+    assert [m["id"] for m in detail["data"]] == list(MODELS)
+    for m in detail["data"]:
+        owners = [o["owner"] for o in m["pier"]["memory"]["owners"]]
+        assert sorted(owners) == sorted(f"{m['id']}/{part}" for part in
+                                        ("weights", "workspace", "kv")), owners
+        assert m["pier"]["memory"]["committed_bytes"] > 0
+    # One budget: every byte the device's governor has promised belongs to one of the models.
+    device = detail["device"]
+    assert device["committed_bytes"] == device["models_committed_bytes"]
+    assert device["committed_bytes"] <= device["budget_bytes"]
+    # gamma's smaller KV cache costs less than alpha's.
+    kv = {m["id"]: next(o["used_bytes"] for o in m["pier"]["memory"]["owners"]
+                        if o["owner"].endswith("/kv")) for m in detail["data"]}
+    assert kv["gamma"] < kv["alpha"] == kv["beta"]
+
+
+def test_concurrent_streams_to_different_models_all_complete(multi):
+    c = openai.OpenAI(base_url=multi.base_url + "/v1", api_key="unused", max_retries=0,
+                      timeout=120)
+
+    def stream(model):
+        text = ""
+        for chunk in c.chat.completions.create(model=model, messages=PROMPT, max_tokens=12,
+                                               temperature=0, stream=True):
+            if chunk.choices and chunk.choices[0].delta.content:
+                text += chunk.choices[0].delta.content
+        return text
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        texts = list(pool.map(stream, MODELS * 2))
+    assert all(texts) and len(set(texts)) == 1, texts
+
+
+def test_metrics_label_each_model_and_show_the_device_once(multi):
+    with urllib.request.urlopen(multi.base_url + "/metrics", timeout=60) as response:
+        text = response.read().decode()
+    for name in MODELS:
+        assert f'vllm:num_requests_running{{model_name="{name}"}}' in text
+        assert re.search(rf'pier_memory_owner_used_bytes{{model="{name}",device="[^"]+",'
+                         rf'owner="{name}/kv"}}', text)
+        # Streamed to every model above: its token gaps are its own.
+        assert re.search(rf'pier_inter_token_latency_seconds_count{{model="{name}"}} [1-9]', text)
+    assert len(re.findall(r"^pier_memory_used_bytes\{", text, re.M)) == 1
+    # Requests are counted under the model that served them (the alias resolves to alpha).
+    assert re.search(r'pier_requests_total\{model="alpha"[^}]*\} [1-9]', text)
+
+
+def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_not_fit():
+    folder = tempfile.mkdtemp(prefix="pier-multi-")
+    config = os.path.join(folder, "models.yaml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write("models:\n" + "".join(f"  - {{name: {n}, path: {PIER_MODEL}}}\n" for n in MODELS))
+    # Room for one model (about 212 MiB with a 4096-token f16 KV cache), not two.
+    done = subprocess.run([PIER_BINARY, "serve", "--config", config, "--port", "0",
+                           "--threads", "1", "--memory-budget", "350MiB"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "listening" not in done.stdout
+    assert "models[1] (beta)" in done.stderr and "needs" in done.stderr, done.stderr
+    assert "memory budget is 350.0 MiB" in done.stderr, done.stderr
