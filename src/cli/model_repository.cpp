@@ -155,7 +155,8 @@ Status CheckRepository(const std::vector<ModelConfig>& models) {
 
 const std::vector<std::string_view>& ModelSettingNames() {
   static const std::vector<std::string_view> kNames = {
-      "name",     "path",       "aliases", "fallback", "ctx", "kv_dtype", "max_batched_tokens",
+      "name",     "path",       "aliases", "fallback",
+      "ctx",      "kv_dtype",   "kv_min",  "max_batched_tokens",
       "max_seqs", "max_queued", "threads"};
   return kNames;
 }

@@ -12,9 +12,9 @@
 //
 // Per model: `name` (required), `path` (required), `aliases` (one name or a list), `fallback`
 // (another model's name or alias, for the QoS issue's load shedding), and the engine settings
-// `ctx`, `kv_dtype`, `max_batched_tokens`, `max_seqs`, `max_queued`, `threads`, which override
-// the server-wide keys of the same name for this model. Without a list the flat `model` and
-// `name` keys (or -m) describe the one model.
+// `ctx`, `kv_dtype`, `kv_min`, `max_batched_tokens`, `max_seqs`, `max_queued`, `threads`, which
+// override the server-wide keys of the same name for this model. Without a list the flat `model`
+// and `name` keys (or -m) describe the one model.
 //
 // Everything is validated before anything loads, each error naming the file, the model and
 // the key: unknown keys, values that do not parse, missing files, names that are not

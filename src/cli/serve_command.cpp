@@ -88,6 +88,11 @@ constexpr SettingHelp kSettingHelp[] = {
     {"kv_dtype", "f32|f16|q8_0",
      "K/V element type in the cache; f16 (default) holds twice the tokens of f32, q8_0 "
      "almost twice those of f16"},
+    {"kv_policy", "POLICY",
+     "elastic (default): each model's KV cache grows on demand up to --ctx and is lent between "
+     "models; static: each holds --ctx tokens of KV from load on"},
+    {"kv_min", "TOKENS",
+     "KV tokens each model always keeps with --kv-policy elastic (default 0: one chunk of 256)"},
     {"max_batched_tokens", "TOKENS", "Tokens computed per engine step (default 512)"},
     {"max_seqs", "N", "Sequences running at once (default 64)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
@@ -181,6 +186,8 @@ int RunServe(const ServeOptions& options) {
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     load.ctx = settings.ctx;
     load.kv_dtype = settings.kv_dtype;
+    load.kv_policy = settings.kv_policy;
+    load.kv_min_tokens = settings.kv_min;
     load.max_batched_tokens = settings.max_batched_tokens;
     load.max_seqs = settings.max_seqs;
     load.max_queued = settings.max_queued;

@@ -135,6 +135,8 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "device_memory",
                                                        "ctx",
                                                        "kv_dtype",
+                                                       "kv_policy",
+                                                       "kv_min",
                                                        "max_batched_tokens",
                                                        "max_seqs",
                                                        "max_body_bytes",
@@ -188,6 +190,13 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     if (!dtype.ok())
       return InvalidArgumentError(std::string(source) + ": " + dtype.status().message());
     o->kv_dtype = *dtype;
+  } else if (name == "kv_policy") {
+    Result<engine::KvPolicy> policy = engine::ParseKvPolicy(value);
+    if (!policy.ok())
+      return InvalidArgumentError(std::string(source) + ": " + policy.status().message());
+    o->kv_policy = *policy;
+  } else if (name == "kv_min") {
+    PIER_ASSIGN_OR_RETURN(o->kv_min, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "max_batched_tokens") {
     PIER_ASSIGN_OR_RETURN(o->max_batched_tokens, ParseInteger(value, source, 1, kMaxTokens));
   } else if (name == "max_seqs") {

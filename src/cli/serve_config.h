@@ -31,6 +31,7 @@
 #include "cli/model_repository.h"
 #include "common/status.h"
 #include "engine/kv_store.h"
+#include "engine/local_model.h"
 #include "memory/byte_size.h"
 
 namespace pier::cli {
@@ -49,8 +50,12 @@ struct ServeOptions {
   std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed
   int64_t ctx = 4096;                     // KV cache positions (clamped to the model's context)
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;  // K/V element type in the cache
-  int64_t max_batched_tokens = 512;                  // tokens per engine step
-  int64_t max_seqs = 64;                             // running sequences at once
+  // elastic: each model's KV grows on demand up to ctx and is lent between models (never
+  // below kv_min tokens); static: each model holds ctx tokens of KV from load on.
+  engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;
+  int64_t kv_min = 0;                // tokens of KV always kept (0: one chunk)
+  int64_t max_batched_tokens = 512;  // tokens per engine step
+  int64_t max_seqs = 64;             // running sequences at once
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

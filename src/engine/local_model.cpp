@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/cpu_runner.h"
+#include "engine/leased_kv_store.h"
 #include "engine/step_workspace.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"
@@ -61,13 +62,29 @@ std::string ModelName(const model::GgufFile& file) {
   return "model";
 }
 
+// Blocks per chunk of an elastic KV lease.
+int64_t ElasticChunkBlocks(const LocalModelOptions& o) {
+  return std::max<int64_t>(1, o.kv_chunk_tokens / o.block_size);
+}
+
 }  // namespace
 
+Result<KvPolicy> ParseKvPolicy(std::string_view name) {
+  if (name == "static") return KvPolicy::kStatic;
+  if (name == "elastic") return KvPolicy::kElastic;
+  return InvalidArgumentError("unknown KV policy '" + std::string(name) +
+                              "' (expected elastic or static)");
+}
+
 std::string MemoryEstimate::Breakdown() const {
+  const std::string kv =
+      kv_elastic ? "KV cache elastic, at least " + std::to_string(kv_min_tokens) + " tokens " +
+                       FormatBytes(kv_min_bytes) + " and up to " + std::to_string(kv_tokens) +
+                       " tokens " + FormatBytes(kv_bytes)
+                 : "KV cache for " + std::to_string(kv_tokens) + " tokens " + FormatBytes(kv_bytes);
   return "weights " + FormatBytes(mapped_weight_bytes) + " mapped + " +
          FormatBytes(packed_weight_bytes) + " packed + " + FormatBytes(small_weight_bytes) +
-         " converted, KV cache for " + std::to_string(kv_tokens) + " tokens " +
-         FormatBytes(kv_bytes) + " (" + FormatBytes(kv_bytes_per_token) + " per token, " +
+         " converted, " + kv + " (" + FormatBytes(kv_bytes_per_token) + " per token, " +
          std::string(KvDtypeName(kv_dtype)) + "), workspace " + FormatBytes(workspace_bytes) +
          " (steps of " + std::to_string(max_step_tokens) + " tokens)";
 }
@@ -110,6 +127,17 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
   e.kv_dtype = options.kv_dtype;
   e.kv_bytes_per_token = layout.bytes_per_block() / static_cast<uint64_t>(options.block_size);
   e.kv_bytes = PoolFootprint(layout.bytes_per_block() * static_cast<uint64_t>(n_blocks), pool);
+  if (options.kv_policy == KvPolicy::kElastic) {
+    if (options.kv_chunk_tokens < options.block_size || options.kv_min_tokens < 0) {
+      return InvalidArgumentError("elastic KV: a chunk holds at least one block, min >= 0");
+    }
+    const int64_t chunk = ElasticChunkBlocks(options) * options.block_size;
+    const int64_t min_chunks = std::max<int64_t>(1, (options.kv_min_tokens + chunk - 1) / chunk);
+    e.kv_elastic = true;
+    e.kv_min_tokens = std::min(min_chunks * chunk, e.kv_tokens);
+    e.kv_min_bytes =
+        static_cast<uint64_t>(min_chunks * ElasticChunkBlocks(options)) * layout.bytes_per_block();
+  }
 
   // The largest step: max_step_tokens tokens attending over the whole context.
   const int64_t n_tok = std::min(options.max_step_tokens, e.kv_tokens);
@@ -212,9 +240,11 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
                                   detail + "; lower --ctx or raise --memory-budget");
   };
   if (e.total_bytes() > free_bytes) return refuse("");
+  // Elastic KV is not reserved: its lease holds its minimum from the start and grows later.
   for (const auto& [owner, bytes] :
        {std::pair{weights, e.weight_bytes()}, std::pair{workspace, e.workspace_bytes},
-        std::pair{kv_owner, e.kv_bytes}}) {
+        std::pair{kv_owner, e.kv_elastic ? uint64_t{0} : e.kv_bytes}}) {
+    if (bytes == 0) continue;
     MemoryResult<Reservation> reservation = m->governor_->Reserve(owner, bytes);
     if (!reservation.ok()) return refuse(" (" + reservation.status().message() + ")");
     m->reservations_.push_back(std::move(reservation).value());
@@ -224,7 +254,24 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(*m->file_, options.block_size));
   layout.dtype = options.kv_dtype;
   const int64_t n_blocks = e.kv_tokens / options.block_size;
-  PIER_ASSIGN_OR_RETURN(m->kv_, PooledKvStore::Create(layout, n_blocks, *m->governor_, kv_owner));
+  if (e.kv_elastic) {
+    LeasedKvOptions lease;
+    lease.name = name + "/kv";
+    lease.blocks_per_chunk = ElasticChunkBlocks(options);
+    lease.max_chunks =
+        static_cast<size_t>((n_blocks + lease.blocks_per_chunk - 1) / lease.blocks_per_chunk);
+    lease.min_chunks = std::min(
+        lease.max_chunks,
+        static_cast<size_t>(e.kv_min_tokens / options.block_size / lease.blocks_per_chunk));
+    lease.min_chunks = std::max<size_t>(lease.min_chunks, 1);
+    lease.initial_chunks = lease.min_chunks;
+    Result<std::unique_ptr<LeasedKvStore>> store =
+        LeasedKvStore::Create(layout, lease, *m->governor_, kv_owner);
+    if (!store.ok()) return refuse(" (" + store.status().message() + ")");
+    m->kv_ = std::move(store).value();
+  } else {
+    PIER_ASSIGN_OR_RETURN(m->kv_, PooledKvStore::Create(layout, n_blocks, *m->governor_, kv_owner));
+  }
 
   CpuRunnerOptions runner_options;
   runner_options.governor = m->governor_;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -35,6 +36,11 @@
 #include "model/gguf_file.h"
 
 namespace pier::engine {
+
+enum class KvPolicy : uint8_t { kStatic, kElastic };
+
+// "static" or "elastic"; INVALID_ARGUMENT naming them otherwise.
+[[nodiscard]] Result<KvPolicy> ParseKvPolicy(std::string_view name);
 
 struct LocalModelOptions {
   std::string path;          // GGUF file
@@ -54,20 +60,32 @@ struct LocalModelOptions {
   // Prefix of the model's governor owners ("<name>/weights", ...): the served name when a
   // server hosts several models; empty: the file's general.name. Made unique ("name#2").
   std::string owner_name;
+  // How the KV cache holds memory. kStatic: one store of kv_tokens, reserved at load (what
+  // `pier run` and the tests use). kElastic: a LeasedKvStore that grows in chunks of
+  // kv_chunk_tokens on demand up to kv_tokens and gives chunks back when the governor asks
+  // (other models need the memory), never below kv_min_tokens (0: one chunk); admission then
+  // needs only the minimum.
+  KvPolicy kv_policy = KvPolicy::kStatic;
+  int64_t kv_min_tokens = 0;
+  int64_t kv_chunk_tokens = 256;
 };
 
 // What loading a model reserves from its device's budget, in bytes as the governor will
 // hold them (pool allocations rounded up to the pool's segments). Shared by admission
 // (LocalModel::Create) and `pier inspect --memory`.
 struct MemoryEstimate {
-  uint64_t tensor_bytes = 0;          // all tensor bytes of the file
-  uint64_t mapped_weight_bytes = 0;   // tensor bytes used in place (mapped)
-  uint64_t packed_weight_bytes = 0;   // packed copies of matrices (pool segment; same bytes)
-  uint64_t small_weight_bytes = 0;    // f32 copies of norms and biases (pool segment)
-  KvDtype kv_dtype = KvDtype::kF16;   // what the KV store holds
-  uint64_t kv_bytes_per_token = 0;    // K and V of one position, all layers, in kv_dtype
-  int64_t kv_tokens = 0;              // KV capacity, rounded up to whole blocks
-  uint64_t kv_bytes = 0;              // the KV store (pool segment)
+  uint64_t tensor_bytes = 0;         // all tensor bytes of the file
+  uint64_t mapped_weight_bytes = 0;  // tensor bytes used in place (mapped)
+  uint64_t packed_weight_bytes = 0;  // packed copies of matrices (pool segment; same bytes)
+  uint64_t small_weight_bytes = 0;   // f32 copies of norms and biases (pool segment)
+  KvDtype kv_dtype = KvDtype::kF16;  // what the KV store holds
+  uint64_t kv_bytes_per_token = 0;   // K and V of one position, all layers, in kv_dtype
+  int64_t kv_tokens = 0;             // KV capacity, rounded up to whole blocks
+  uint64_t kv_bytes = 0;             // the KV store (pool segment) at kv_tokens
+  // Elastic KV: the minimum held from load on (the lease's floor), in tokens and bytes.
+  bool kv_elastic = false;
+  int64_t kv_min_tokens = 0;
+  uint64_t kv_min_bytes = 0;
   uint64_t workspace_step_bytes = 0;  // the largest step's buffers, as the runner lays them out
   uint64_t workspace_bytes = 0;       // the pool segment holding them
   int64_t max_step_tokens = 0;
@@ -76,7 +94,10 @@ struct MemoryEstimate {
   uint64_t weight_bytes() const {
     return mapped_weight_bytes + packed_weight_bytes + small_weight_bytes;
   }
-  uint64_t total_bytes() const { return weight_bytes() + kv_bytes + workspace_bytes; }
+  // What admission needs: all of it, or with elastic KV only the KV minimum.
+  uint64_t total_bytes() const {
+    return weight_bytes() + (kv_elastic ? kv_min_bytes : kv_bytes) + workspace_bytes;
+  }
   // "weights 0 B mapped + 94.0 MiB packed + 2.0 MiB converted, KV cache for 4096 tokens 90.0 MiB
   // (22.5 KiB per token, f16), workspace 20.0 MiB (steps of 512 tokens)"
   std::string Breakdown() const;

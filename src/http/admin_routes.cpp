@@ -88,6 +88,10 @@ Json ModelDetail(const serving::ServedModel& model) {
                               {"kv_blocks_used", e.kv_blocks_used},
                               {"kv_blocks_total", e.kv_blocks_total},
                               {"kv_tokens_used", e.kv_tokens_used},
+                              {"kv_blocks_max", e.kv_blocks_max},
+                              {"kv_grows", e.kv_grows},
+                              {"kv_shrinks", e.kv_shrinks},
+                              {"preemptions", e.preemptions},
                               {"requests_finished", e.requests_finished}};
   Json owners = Json::array();
   uint64_t total = 0;

@@ -43,11 +43,15 @@ Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegis
   host_options.model.owner_name = id;  // the governor's owners read "<id>/kv", ...
   host_options.model.threads = options.threads;
   host_options.model.kv_dtype = options.kv_dtype;
+  host_options.model.kv_policy = options.kv_policy;
+  host_options.model.kv_min_tokens = options.kv_min_tokens;
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
   host_options.engine.scheduler.max_seqs = options.max_seqs;
   host_options.max_waiting = options.max_queued;
-  spdlog::info("loading {} as {} ({} threads, KV cache {} tokens)", options.path, id,
-               host_options.model.threads, host_options.model.kv_tokens);
+  spdlog::info("loading {} as {} ({} threads, KV cache {} {} tokens)", options.path, id,
+               host_options.model.threads,
+               options.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",
+               host_options.model.kv_tokens);
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host,
                         ModelHost::Open(host_options, &devices.cpu_governor()));
   if (host->chat_template() == nullptr) {

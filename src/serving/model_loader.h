@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "engine/kv_store.h"
+#include "engine/local_model.h"
 #include "serving/device_set.h"
 #include "serving/model_registry.h"
 
@@ -27,6 +28,10 @@ struct ModelLoadOptions {
   int64_t max_batched_tokens = 512;
   int64_t max_seqs = 64;
   int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
+  // Elastic (the server's default): the KV cache grows on demand up to ctx and lends memory
+  // back to other models, never below kv_min_tokens; static: ctx tokens held from load on.
+  engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;
+  int64_t kv_min_tokens = 0;
 };
 
 // The file's, the host's and the registry's errors (a model that does not fit the device's

@@ -65,6 +65,8 @@ memory_budget: 80%
 device_memory: 2GiB
 ctx: 2048
 kv_dtype: f16
+kv_policy: static
+kv_min: 512
 max_batched_tokens: 256
 max_seqs: 16
 max_body_bytes: 1MiB
@@ -93,6 +95,8 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.device_memory, uint64_t{2} << 30);
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
+  EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
+  EXPECT_EQ(o.kv_min, 512);
   EXPECT_EQ(o.max_batched_tokens, 256);
   EXPECT_EQ(o.max_seqs, 16);
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
@@ -105,7 +109,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 23u);
+  EXPECT_EQ(ServeSettingNames().size(), 25u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

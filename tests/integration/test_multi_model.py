@@ -86,10 +86,13 @@ def test_models_list_and_admin_detail(multi):
     device = detail["device"]
     assert device["committed_bytes"] == device["models_committed_bytes"]
     assert device["committed_bytes"] <= device["budget_bytes"]
-    # gamma's smaller KV cache costs less than alpha's.
+    # Elastic KV: idle, each model holds its minimum (one chunk), and may grow up to its own
+    # context (gamma's is smaller).
     kv = {m["id"]: next(o["used_bytes"] for o in m["pier"]["memory"]["owners"]
                         if o["owner"].endswith("/kv")) for m in detail["data"]}
-    assert kv["gamma"] < kv["alpha"] == kv["beta"]
+    assert kv["alpha"] == kv["beta"] == kv["gamma"] > 0
+    most = {m["id"]: m["pier"]["engine"]["kv_blocks_max"] for m in detail["data"]}
+    assert most["gamma"] * 4 == most["alpha"] == most["beta"] == 256
 
 
 def test_concurrent_streams_to_different_models_all_complete(multi):
@@ -123,16 +126,72 @@ def test_metrics_label_each_model_and_show_the_device_once(multi):
     assert re.search(r'pier_requests_total\{model="alpha"[^}]*\} [1-9]', text)
 
 
-def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_not_fit():
+@pytest.mark.parametrize("policy,budget", [("elastic", "250MiB"), ("static", "350MiB")])
+def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_not_fit(policy,
+                                                                                       budget):
     folder = tempfile.mkdtemp(prefix="pier-multi-")
     config = os.path.join(folder, "models.yaml")
     with open(config, "w", encoding="utf-8") as f:
         f.write("models:\n" + "".join(f"  - {{name: {n}, path: {PIER_MODEL}}}\n" for n in MODELS))
-    # Room for one model (about 212 MiB with a 4096-token f16 KV cache), not two.
+    # A model needs about 122 MiB of weights and workspace, plus its KV: one 5.6 MiB chunk
+    # when elastic, 90 MiB for 4096 tokens when static. Either budget holds one model, not two.
     done = subprocess.run([PIER_BINARY, "serve", "--config", config, "--port", "0",
-                           "--threads", "1", "--memory-budget", "350MiB"],
+                           "--threads", "1", "--memory-budget", budget, "--kv-policy", policy],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "listening" not in done.stdout
     assert "models[1] (beta)" in done.stderr and "needs" in done.stderr, done.stderr
-    assert "memory budget is 350.0 MiB" in done.stderr, done.stderr
+    assert f"memory budget is {budget[:-3]}.0 MiB" in done.stderr, done.stderr
+    assert ("KV cache elastic, at least 256 tokens" in done.stderr) == (policy == "elastic")
+
+
+def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next():
+    """a's burst grows its KV cache past what both could hold at once; b's burst then gets the
+    memory back from idle a through the governor's reclaim. Every request of both completes
+    with the tokens it has alone."""
+    folder = tempfile.mkdtemp(prefix="pier-elastic-")
+    config = os.path.join(folder, "models.yaml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(f"models:\n  - {{name: a, path: {PIER_MODEL}}}\n  - {{name: b, path: {PIER_MODEL}}}\n")
+    # Each model: about 122 MiB of weights and workspace. A burst of 8 requests of ~440 tokens
+    # needs about 14 KV chunks (79 MiB); the budget leaves room for one burst, not two.
+    s = PierServer(["--config", config, "--memory-budget", "335MiB"], with_model=False)
+    try:
+        c = openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0,
+                          timeout=300)
+        prompts = [f"{i}: " + "the quick brown fox jumps over the lazy dog. " * 40
+                   for i in range(8)]
+
+        def complete(model, prompt):
+            r = c.completions.create(model=model, prompt=prompt, max_tokens=32, temperature=0)
+            return r.choices[0].text
+
+        alone = complete("a", prompts[0])
+
+        def burst(model):
+            with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+                return list(pool.map(lambda p: complete(model, p), prompts))
+
+        a_out = burst("a")
+        after_a = get_json(s, "/admin/models")
+        device = after_a["device"]
+        free = device["budget_bytes"] - device["committed_bytes"]
+        a_kv = next(o["used_bytes"] for o in after_a["data"][0]["pier"]["memory"]["owners"]
+                    if o["owner"] == "a/kv")
+        assert a_kv > free, "a's burst must hold more KV than is left for b"
+        b_out = burst("b")
+        after_b = get_json(s, "/admin/models")
+        engines = {m["id"]: m["pier"]["engine"] for m in after_b["data"]}
+        b_kv = next(o["used_bytes"] for o in after_b["data"][1]["pier"]["memory"]["owners"]
+                    if o["owner"] == "b/kv")
+
+        assert a_out[0] == alone
+        assert b_out == a_out, "the same prompts give the same tokens on either model"
+        assert b_kv > free, "b's burst needed memory a held"
+        assert engines["a"]["kv_shrinks"] >= 1 and engines["b"]["kv_grows"] >= 1, engines
+        assert after_b["device"]["committed_bytes"] <= after_b["device"]["budget_bytes"]
+        assert after_b["device"]["committed_bytes"] == after_b["device"]["models_committed_bytes"]
+        for name, e in engines.items():
+            assert e["running"] == 0 and e["waiting"] == 0, (name, e)
+    finally:
+        s.stop_and_check()

@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/leased_kv_store.h"
 #include "engine/scheduler/block_manager.h"
-#include "engine/scheduler/leased_kv_store.h"
 #include "engine/scheduler/scheduler.h"
 
 namespace pier::engine {

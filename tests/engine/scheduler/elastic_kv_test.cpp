@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "device/fake_device.h"
+#include "engine/leased_kv_store.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/fake_model.h"
-#include "engine/scheduler/leased_kv_store.h"
 #include "memory/lease.h"
 #include "memory/memory_governor.h"
 

@@ -1,4 +1,4 @@
-#include "engine/scheduler/leased_kv_store.h"
+#include "engine/leased_kv_store.h"
 
 #include <string>
 #include <utility>
