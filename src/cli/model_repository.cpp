@@ -3,10 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <map>
 
 #include "cli/serve_config.h"
+#include "common/yaml.h"
 
 namespace pier::cli {
 namespace {
@@ -26,6 +28,16 @@ bool IsValidModelName(std::string_view name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == ':' || c == '-';
   });
+}
+
+Result<int> SmallInteger(std::string_view value, const std::string& where, int min, int max) {
+  int parsed = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  if (ec != std::errc() || end != value.data() + value.size() || parsed < min || parsed > max) {
+    return InvalidArgumentError(where + ": expected an integer in [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "], got " + Quote(value));
+  }
+  return parsed;
 }
 
 Result<std::string> Scalar(const YAML::Node& node, const std::string& where) {
@@ -82,6 +94,10 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       }
     } else if (key == "fallback") {
       model.fallback = value;
+    } else if (key == "priority") {
+      PIER_ASSIGN_OR_RETURN(model.priority, SmallInteger(value, at, -100, 100));
+    } else if (key == "instances") {
+      PIER_ASSIGN_OR_RETURN(model.instances, SmallInteger(value, at, 1, 16));
     } else {
       // An engine setting: checked now with the server-wide parser, applied at load.
       ServeOptions scratch;
@@ -155,9 +171,9 @@ Status CheckRepository(const std::vector<ModelConfig>& models) {
 
 const std::vector<std::string_view>& ModelSettingNames() {
   static const std::vector<std::string_view> kNames = {
-      "name",     "path",       "aliases", "fallback",
-      "ctx",      "kv_dtype",   "kv_min",  "max_batched_tokens",
-      "max_seqs", "max_queued", "threads"};
+      "name",      "path",       "aliases",  "fallback", "priority",
+      "instances", "ctx",        "kv_dtype", "kv_min",   "max_batched_tokens",
+      "max_seqs",  "max_queued", "threads"};
   return kNames;
 }
 
@@ -165,12 +181,7 @@ Result<std::vector<ModelConfig>> ParseModelRepository(std::string_view yaml_text
                                                       std::string_view source_name,
                                                       std::string_view folder) {
   const std::string source(source_name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(source + ": not valid YAML: " + e.what());
-  }
+  PIER_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml_text, source));
   std::vector<ModelConfig> models;
   if (!root.IsMap() || !root["models"]) return models;
   const YAML::Node list = root["models"];

@@ -10,7 +10,9 @@
 //     - name: small-chat
 //       path: models/other.gguf
 //
-// Per model: `name` (required), `path` (required), `aliases` (one name or a list), `fallback`
+// Per model: `name` (required), `path` (required), `aliases` (one name or a list), `instances`
+// (1..16 engines, each with its own KV cache; requests go to the least loaded), `priority`
+// (-100..100: under memory pressure a model's KV yields to higher priorities), `fallback`
 // (another model's name or alias, for the QoS issue's load shedding), and the engine settings
 // `ctx`, `kv_dtype`, `kv_min`, `max_batched_tokens`, `max_seqs`, `max_queued`, `threads`, which
 // override the server-wide keys of the same name for this model. Without a list the flat `model`
@@ -38,6 +40,10 @@ struct ModelConfig {
   std::string path;
   std::vector<std::string> aliases;
   std::string fallback;  // empty: none
+  // Who keeps KV memory under reclaim: a model yields to one of higher priority (its owners'
+  // governor priority; -100..100, default 0).
+  int priority = 0;
+  int instances = 1;  // engines serving it, each with its own KV cache (1..16)
   // Engine settings for this model only, as (setting name, text), applied over the server's.
   std::vector<std::pair<std::string, std::string>> settings;
   std::string source;  // "serve.yaml: models[1] (beta)", for later messages

@@ -78,6 +78,8 @@ constexpr SettingHelp kSettingHelp[] = {
     {"api_keys", "FILE",
      "YAML file of API keys (key, tenant, max_priority); without it the API is open"},
     {"metrics_key", "KEY", "Require \"Authorization: Bearer KEY\" on /metrics (default: open)"},
+    {"admin_key", "KEY",
+     "Require \"Authorization: Bearer KEY\" on /admin/* (default: loopback clients only)"},
     {"max_queued", "N", "Waiting sequences before requests get 429 (default 256; 0: no limit)"},
     {"memory_budget", "BYTES|PCT",
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
@@ -181,6 +183,8 @@ int RunServe(const ServeOptions& options) {
     load.path = model.path;
     load.id = model.name;
     load.aliases = model.aliases;
+    load.priority = model.priority;
+    load.instances = model.instances;
     load.threads = settings.threads > 0
                        ? settings.threads
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -207,6 +211,7 @@ int RunServe(const ServeOptions& options) {
   admin_options.watchdog_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.watchdog_seconds * 1000));
   admin_options.metrics_key = options.metrics_key;
+  admin_options.admin_key = options.admin_key;
   http::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
   auto router = std::make_shared<http::Router>();

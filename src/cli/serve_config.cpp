@@ -11,6 +11,8 @@
 #include <limits>
 #include <sstream>
 
+#include "common/yaml.h"
+
 namespace pier::cli {
 namespace {
 
@@ -130,6 +132,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "http_threads",
                                                        "api_keys",
                                                        "metrics_key",
+                                                       "admin_key",
                                                        "max_queued",
                                                        "memory_budget",
                                                        "device_memory",
@@ -177,6 +180,8 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->api_keys, NonEmpty(value, source));
   } else if (name == "metrics_key") {
     PIER_ASSIGN_OR_RETURN(o->metrics_key, NonEmpty(value, source));
+  } else if (name == "admin_key") {
+    PIER_ASSIGN_OR_RETURN(o->admin_key, NonEmpty(value, source));
   } else if (name == "max_queued") {
     PIER_ASSIGN_OR_RETURN(o->max_queued, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "memory_budget") {
@@ -228,12 +233,7 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
 Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
     std::string_view yaml_text, std::string_view source_name) {
   const std::string source(source_name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(source + ": not valid YAML: " + e.what());
-  }
+  PIER_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml_text, source));
   std::vector<std::pair<std::string, std::string>> settings;
   if (root.IsNull()) return settings;
   if (!root.IsMap()) {

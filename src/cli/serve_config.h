@@ -45,6 +45,7 @@ struct ServeOptions {
   int http_threads = 1;      // I/O threads of the HTTP server
   std::string api_keys;      // keys file; empty: the API is open
   std::string metrics_key;   // empty: /metrics is open
+  std::string admin_key;     // empty: /admin/* answer on loopback only
   int64_t max_queued = 256;  // waiting sequences before 429; 0: no limit
   BudgetSpec memory_budget = BudgetSpec::Percent(100);
   std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed

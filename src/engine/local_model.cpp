@@ -216,11 +216,17 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   const MemoryEstimate& e = m->estimate_;
   const std::string name = UniqueOwnerPrefix(
       *m->governor_, options.owner_name.empty() ? ModelName(*m->file_) : options.owner_name);
-  PIER_ASSIGN_OR_RETURN(OwnerId weights, m->governor_->AddOwner({.name = name + "/weights"}));
+  PIER_ASSIGN_OR_RETURN(
+      OwnerId weights,
+      m->governor_->AddOwner({.name = name + "/weights", .priority = options.owner_priority}));
   m->owners_.push_back(weights);
-  PIER_ASSIGN_OR_RETURN(OwnerId workspace, m->governor_->AddOwner({.name = name + "/workspace"}));
+  PIER_ASSIGN_OR_RETURN(
+      OwnerId workspace,
+      m->governor_->AddOwner({.name = name + "/workspace", .priority = options.owner_priority}));
   m->owners_.push_back(workspace);
-  PIER_ASSIGN_OR_RETURN(OwnerId kv_owner, m->governor_->AddOwner({.name = name + "/kv"}));
+  PIER_ASSIGN_OR_RETURN(
+      OwnerId kv_owner,
+      m->governor_->AddOwner({.name = name + "/kv", .priority = options.owner_priority}));
   m->owners_.push_back(kv_owner);
   const GovernorStats before = m->governor_->Stats();
   const uint64_t free_bytes =

@@ -60,6 +60,7 @@ struct LocalModelOptions {
   // Prefix of the model's governor owners ("<name>/weights", ...): the served name when a
   // server hosts several models; empty: the file's general.name. Made unique ("name#2").
   std::string owner_name;
+  int owner_priority = 0;  // the owners' governor priority (higher keeps memory longer)
   // How the KV cache holds memory. kStatic: one store of kv_tokens, reserved at load (what
   // `pier run` and the tests use). kElastic: a LeasedKvStore that grows in chunks of
   // kv_chunk_tokens on demand up to kv_tokens and gives chunks back when the governor asks

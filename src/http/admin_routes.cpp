@@ -93,6 +93,15 @@ Json ModelDetail(const serving::ServedModel& model) {
                               {"kv_shrinks", e.kv_shrinks},
                               {"preemptions", e.preemptions},
                               {"requests_finished", e.requests_finished}};
+  Json instances = Json::array();
+  for (const engine::EngineClient* instance : model.instances) {
+    const engine::EngineStats s = instance->Stats();
+    instances.push_back({{"running", s.running},
+                         {"waiting", s.waiting},
+                         {"kv_blocks_used", s.kv_blocks_used},
+                         {"requests_finished", s.requests_finished}});
+  }
+  detail["pier"]["instances"] = std::move(instances);
   Json owners = Json::array();
   uint64_t total = 0;
   if (model.governor != nullptr) {
@@ -216,17 +225,45 @@ HttpResponse AdminRoutes::Ready(const HttpRequest&) {
   return JsonResponse(503, Json{{"status", "not ready"}, {"reason", readiness.reason}});
 }
 
+namespace {
+
+// 401 unless the request carries "Authorization: Bearer <key>"; `what` names the key.
+std::optional<HttpResponse> RequireBearer(const HttpRequest& request, std::string_view key,
+                                          std::string_view what) {
+  constexpr std::string_view kBearer = "Bearer ";
+  const std::optional<std::string_view> auth = request.Header("authorization");
+  if (auth.has_value() && auth->starts_with(kBearer) &&
+      ConstantTimeEquals(auth->substr(kBearer.size()), key)) {
+    return std::nullopt;
+  }
+  const std::string name(what);
+  return ErrorResponse(401,
+                       auth.has_value()
+                           ? "invalid " + name
+                           : "missing " + name + ": send \"Authorization: Bearer <" + name + ">\"",
+                       "", auth.has_value() ? "invalid_api_key" : "missing_api_key");
+}
+
+bool FromLoopback(const HttpRequest& request) {
+  const std::string& a = request.remote_address;
+  return a.starts_with("127.") || a.starts_with("[::1]") || a.starts_with("::1");
+}
+
+}  // namespace
+
+std::optional<HttpResponse> AdminRoutes::RequireAdmin(const HttpRequest& request) const {
+  if (!options_.admin_key.empty()) return RequireBearer(request, options_.admin_key, "admin key");
+  if (FromLoopback(request)) return std::nullopt;
+  return ErrorResponse(403,
+                       "the admin routes answer only on loopback unless pier serve has "
+                       "--admin-key (then send \"Authorization: Bearer <admin key>\")",
+                       "", "admin_forbidden");
+}
+
 HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
   if (!options_.metrics_key.empty()) {
-    constexpr std::string_view kBearer = "Bearer ";
-    const std::optional<std::string_view> auth = request.Header("authorization");
-    if (!auth.has_value() || !auth->starts_with(kBearer) ||
-        !ConstantTimeEquals(auth->substr(kBearer.size()), options_.metrics_key)) {
-      return ErrorResponse(401,
-                           auth.has_value() ? "invalid metrics key"
-                                            : "missing metrics key: send \"Authorization: "
-                                              "Bearer <metrics key>\"",
-                           "", auth.has_value() ? "invalid_api_key" : "missing_api_key");
+    if (auto denied = RequireBearer(request, options_.metrics_key, "metrics key")) {
+      return std::move(*denied);
     }
   }
   HttpResponse response;
@@ -248,7 +285,7 @@ HttpResponse AdminRoutes::ListModels(const HttpRequest& request) {
 }
 
 HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
-  if (auto denied = RequireKey(request)) return std::move(*denied);
+  if (auto denied = RequireAdmin(request)) return std::move(*denied);
   Json data = Json::array();
   uint64_t committed = 0;
   for (const serving::ServedModel& model : registry_->models()) {

@@ -66,7 +66,10 @@ enum class ServeState : uint8_t { kLoading, kReady, kShuttingDown };
 
 struct AdminRoutesOptions {
   std::chrono::milliseconds watchdog_timeout{30'000};
-  std::string metrics_key;  // empty: /metrics is open
+  std::string metrics_key = {};  // empty: /metrics is open
+  // /admin/*: with a key, requests must send "Authorization: Bearer <admin_key>"; without
+  // one they are answered only from loopback (127.0.0.1, ::1), 403 otherwise.
+  std::string admin_key = {};
 };
 
 struct Readiness {
@@ -98,6 +101,8 @@ class AdminRoutes {
   HttpResponse ListModels(const HttpRequest& request);
   HttpResponse GetModel(const HttpRequest& request);
   HttpResponse AdminModels(const HttpRequest& request);
+  // The admin routes' gate (AdminRoutesOptions::admin_key); nullopt when allowed.
+  std::optional<HttpResponse> RequireAdmin(const HttpRequest& request) const;
   HttpResponse Tokenize(const HttpRequest& request);
   HttpResponse Detokenize(const HttpRequest& request);
   // The 401 response when the request lacks a valid API key, else nullopt.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/ascii.h"
+#include "common/yaml.h"
 
 namespace pier::http {
 namespace {
@@ -48,12 +49,7 @@ bool ConstantTimeEquals(std::string_view presented, std::string_view stored) {
 
 Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view source_name) {
   const std::string source(source_name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(source + ": not valid YAML: " + e.what());
-  }
+  PIER_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml_text, source));
   if (!root.IsMap() || !root["keys"]) {
     return InvalidArgumentError(source + ": expected a map with a list under \"keys\"");
   }

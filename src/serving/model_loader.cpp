@@ -40,7 +40,8 @@ Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegis
     host_options.model.kv_tokens = engine::ClampContext(*file, options.ctx);
   }
   host_options.model.path = options.path;
-  host_options.model.owner_name = id;  // the governor's owners read "<id>/kv", ...
+  host_options.model.owner_name = id;  // the governor's owners read "<id>/kv" ("<id>#2/kv", ...)
+  host_options.model.owner_priority = options.priority;
   host_options.model.threads = options.threads;
   host_options.model.kv_dtype = options.kv_dtype;
   host_options.model.kv_policy = options.kv_policy;
@@ -52,13 +53,19 @@ Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegis
                host_options.model.threads,
                options.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",
                host_options.model.kv_tokens);
-  PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host,
-                        ModelHost::Open(host_options, &devices.cpu_governor()));
-  if (host->chat_template() == nullptr) {
-    spdlog::warn("model {} has no chat template ({}); /v1/chat/completions will refuse it", id,
-                 host->chat_template_error());
+  if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
+  // One instance at a time: each admission sees what the previous ones hold.
+  std::vector<std::unique_ptr<ModelHost>> hosts;
+  for (int i = 0; i < options.instances; ++i) {
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host,
+                          ModelHost::Open(host_options, &devices.cpu_governor()));
+    hosts.push_back(std::move(host));
   }
-  return registry.AddHost(id, options.aliases, CreatedUnixSeconds(options.path), std::move(host));
+  if (hosts.front()->chat_template() == nullptr) {
+    spdlog::warn("model {} has no chat template ({}); /v1/chat/completions will refuse it", id,
+                 hosts.front()->chat_template_error());
+  }
+  return registry.AddHosts(id, options.aliases, CreatedUnixSeconds(options.path), std::move(hosts));
 }
 
 }  // namespace pier::serving

@@ -22,6 +22,8 @@ struct ModelLoadOptions {
   std::string path;                  // GGUF file
   std::string id;                    // what clients name; empty: the file name without .gguf
   std::vector<std::string> aliases;  // other names clients may use
+  int priority = 0;                  // its memory owners' priority under reclaim
+  int instances = 1;                 // engines serving it (each with its own KV and owners)
   int threads = 1;                   // compute threads, counting the engine thread
   int64_t ctx = 4096;                // KV positions, clamped to the model's context length
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;

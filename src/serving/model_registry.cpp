@@ -11,6 +11,7 @@ ModelRegistry::ModelRegistry() = default;
 // unfinished requests end with kAbort) in reverse order of loading.
 ModelRegistry::~ModelRegistry() {
   models_.clear();
+  pools_.clear();
   while (!hosts_.empty()) hosts_.pop_back();
 }
 
@@ -35,18 +36,36 @@ Status ModelRegistry::Add(ServedModel model) {
 
 Status ModelRegistry::AddHost(std::string id, std::vector<std::string> aliases,
                               int64_t created_unix_seconds, std::unique_ptr<ModelHost> host) {
-  if (host == nullptr) return InvalidArgumentError("model " + id + " has no host");
+  std::vector<std::unique_ptr<ModelHost>> hosts;
+  hosts.push_back(std::move(host));
+  return AddHosts(std::move(id), std::move(aliases), created_unix_seconds, std::move(hosts));
+}
+
+Status ModelRegistry::AddHosts(std::string id, std::vector<std::string> aliases,
+                               int64_t created_unix_seconds,
+                               std::vector<std::unique_ptr<ModelHost>> hosts) {
+  if (hosts.empty() || std::find(hosts.begin(), hosts.end(), nullptr) != hosts.end()) {
+    return InvalidArgumentError("model " + id + " has no host");
+  }
   ServedModel model;
   model.id = std::move(id);
   model.aliases = std::move(aliases);
   model.created_unix_seconds = created_unix_seconds;
-  model.max_request_tokens = host->max_request_tokens();
-  model.client = &host->client();
-  model.tokenizer = &host->tokenizer();
-  model.chat_template = host->chat_template();
-  model.governor = &host->model().governor();
+  ModelHost& first = *hosts.front();
+  model.max_request_tokens = first.max_request_tokens();
+  for (const auto& host : hosts) {
+    model.instances.push_back(&host->client());
+    model.max_request_tokens = std::min(model.max_request_tokens, host->max_request_tokens());
+  }
+  std::unique_ptr<engine::EngineClient> pool;
+  if (hosts.size() > 1) pool = std::make_unique<InstancePoolClient>(model.instances);
+  model.client = pool != nullptr ? pool.get() : &first.client();
+  model.tokenizer = &first.tokenizer();
+  model.chat_template = first.chat_template();
+  model.governor = &first.model().governor();
   PIER_RETURN_IF_ERROR(Add(std::move(model)));
-  hosts_.push_back(std::move(host));
+  if (pool != nullptr) pools_.push_back(std::move(pool));
+  for (auto& host : hosts) hosts_.push_back(std::move(host));
   return Status::Ok();
 }
 

@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "engine/engine_client.h"
 #include "memory/memory_governor.h"
+#include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -30,11 +31,13 @@
 namespace pier::serving {
 
 struct ServedModel {
-  std::string id;                    // what clients name in `model`
+  std::string id;                         // what clients name in `model`
   std::vector<std::string> aliases = {};  // other names that reach it
-  int64_t created_unix_seconds = 0;  // OpenAI's `created`
-  int64_t max_request_tokens = 0;    // prompt + generated positions (the engine's limit)
+  int64_t created_unix_seconds = 0;       // OpenAI's `created`
+  int64_t max_request_tokens = 0;         // prompt + generated positions (the engine's limit)
   engine::EngineClient* client = nullptr;
+  // Its instances' clients (one engine each); `client` spreads requests over them.
+  std::vector<engine::EngineClient*> instances = {};
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;  // null: chat is refused
   const MemoryGovernor* governor = nullptr;                // null: no memory figures
@@ -53,6 +56,11 @@ class ModelRegistry {
   // Adds the host's model under `id` and keeps the host alive as long as the registry.
   [[nodiscard]] Status AddHost(std::string id, std::vector<std::string> aliases,
                                int64_t created_unix_seconds, std::unique_ptr<ModelHost> host);
+  // Several instances of one model under one id: requests go to the least loaded
+  // (InstancePoolClient); the tokenizer and template are the first instance's.
+  [[nodiscard]] Status AddHosts(std::string id, std::vector<std::string> aliases,
+                                int64_t created_unix_seconds,
+                                std::vector<std::unique_ptr<ModelHost>> hosts);
 
   // The model called `id` (its id or one of its aliases), or null.
   const ServedModel* Find(std::string_view id) const;
@@ -68,6 +76,7 @@ class ModelRegistry {
  private:
   std::deque<ServedModel> models_;
   std::vector<std::unique_ptr<ModelHost>> hosts_;
+  std::vector<std::unique_ptr<engine::EngineClient>> pools_;  // for models with instances
 };
 
 }  // namespace pier::serving

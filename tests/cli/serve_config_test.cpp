@@ -60,6 +60,7 @@ threads: 3
 http_threads: 2
 api_keys: /etc/pier/keys.yaml
 metrics_key: scrape
+admin_key: operator
 max_queued: 7
 memory_budget: 80%
 device_memory: 2GiB
@@ -89,6 +90,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.http_threads, 2);
   EXPECT_EQ(o.api_keys, "/etc/pier/keys.yaml");
   EXPECT_EQ(o.metrics_key, "scrape");
+  EXPECT_EQ(o.admin_key, "operator");
   EXPECT_EQ(o.max_queued, 7);
   EXPECT_TRUE(o.memory_budget.is_percent);
   EXPECT_EQ(o.memory_budget.percent, 80);
@@ -109,7 +111,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 25u);
+  EXPECT_EQ(ServeSettingNames().size(), 26u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -262,6 +264,8 @@ models:
     aliases: [gpt-4o-mini, chat]
     ctx: 512
     max_seqs: 4
+    priority: 10
+    instances: 2
     fallback: beta
   - name: beta
     path: b.gguf
@@ -276,6 +280,10 @@ models:
   EXPECT_EQ(a.path, (dir_ / "a.gguf").string());  // relative to the file's folder
   EXPECT_EQ(a.aliases, (std::vector<std::string>{"gpt-4o-mini", "chat"}));
   EXPECT_EQ(a.fallback, "beta");
+  EXPECT_EQ(a.priority, 10);
+  EXPECT_EQ(a.instances, 2);
+  EXPECT_EQ(o->models[1].instances, 1);
+  EXPECT_EQ(o->models[1].priority, 0);
   EXPECT_EQ(a.settings,
             (std::vector<std::pair<std::string, std::string>>{{"ctx", "512"}, {"max_seqs", "4"}}));
   EXPECT_EQ(o->models[1].aliases, (std::vector<std::string>{"small"}));
@@ -305,6 +313,10 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
        "fallback cycle a -> b -> a"},
       {"models: [{name: a, path: a.gguf, fallback: a}]", "fallback cycle a -> a"},
       {"models: []", "models must be a list of models"},
+      {"models: [{name: a, path: a.gguf, priority: 101}]",
+       "models[0] (a): priority: expected an integer in [-100, 100]"},
+      {"models: [{name: a, path: a.gguf, instances: 0}]",
+       "models[0] (a): instances: expected an integer in [1, 16]"},
       {"models: [just-a-name]", "models[0]: expected a map"},
       {"model: a.gguf\nmodels: [{name: a, path: a.gguf}]",
        "model describes the one model of a file without a models: list"},

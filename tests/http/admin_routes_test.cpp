@@ -213,7 +213,11 @@ TEST_F(AdminRoutesTest, ModelsListsTheServedModel) {
 
 TEST_F(AdminRoutesTest, AdminModelsShowsEachModelsEngineAndMemory) {
   Build({});
-  HttpResponse r = Call("GET", "/admin/models");
+  HttpRequest request;
+  request.method = "GET";
+  request.target = request.path = "/admin/models";
+  request.remote_address = "127.0.0.1:40000";
+  HttpResponse r = router_.Dispatch(request);
   ASSERT_EQ(r.status, 200);
   Json body = Body(r);
   ASSERT_EQ(body["data"].size(), 1u);
@@ -225,6 +229,28 @@ TEST_F(AdminRoutesTest, AdminModelsShowsEachModelsEngineAndMemory) {
   // No governor given: no owners, nothing committed.
   EXPECT_EQ(model["pier"]["memory"]["committed_bytes"], 0);
   EXPECT_TRUE(model["pier"]["memory"]["owners"].empty());
+}
+
+TEST_F(AdminRoutesTest, AdminRoutesNeedTheAdminKeyOrLoopback) {
+  auto call = [&](const std::string& remote, std::vector<std::pair<std::string, std::string>> h) {
+    HttpRequest request;
+    request.method = "GET";
+    request.target = request.path = "/admin/models";
+    request.remote_address = remote;
+    request.headers = std::move(h);
+    return router_.Dispatch(request);
+  };
+  Build({});
+  EXPECT_EQ(call("127.0.0.1:5000", {}).status, 200);
+  EXPECT_EQ(call("[::1]:5000", {}).status, 200);
+  HttpResponse remote = call("10.0.0.7:5000", {});
+  EXPECT_EQ(remote.status, 403);
+  EXPECT_NE(remote.body.find("--admin-key"), std::string::npos) << remote.body;
+
+  Build({.admin_key = "op-secret"});
+  EXPECT_EQ(call("127.0.0.1:5000", {}).status, 401) << "with a key, loopback needs it too";
+  EXPECT_EQ(call("10.0.0.7:5000", {{"authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(call("10.0.0.7:5000", {{"authorization", "Bearer op-secret"}}).status, 200);
 }
 
 TEST_F(AdminRoutesTest, UnknownModelIs404ModelNotFound) {

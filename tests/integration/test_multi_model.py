@@ -195,3 +195,34 @@ def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next():
             assert e["running"] == 0 and e["waiting"] == 0, (name, e)
     finally:
         s.stop_and_check()
+
+
+def test_instances_share_the_requests_of_one_model():
+    """`instances: 2`: two engines under one name; concurrent requests are spread over both
+    (least outstanding work first) and give the same tokens."""
+    folder = tempfile.mkdtemp(prefix="pier-instances-")
+    config = os.path.join(folder, "models.yaml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(f"models:\n  - {{name: pool, path: {PIER_MODEL}, instances: 2, ctx: 1024}}\n")
+    s = PierServer(["--config", config], with_model=False)
+    try:
+        c = openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0,
+                          timeout=120)
+
+        def complete(_):
+            r = c.completions.create(model="pool", prompt="Once upon a time", max_tokens=24,
+                                     temperature=0)
+            return r.choices[0].text
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+            texts = list(pool.map(complete, range(6)))
+        assert len(set(texts)) == 1 and texts[0], texts
+        detail = get_json(s, "/admin/models")["data"][0]
+        finished = [i["requests_finished"] for i in detail["pier"]["instances"]]
+        assert len(finished) == 2 and sum(finished) == 6 and min(finished) >= 1, finished
+        assert detail["pier"]["engine"]["requests_finished"] == 6
+        owners = sorted(o["owner"] for o in detail["pier"]["memory"]["owners"])
+        assert "pool/kv" in owners and "pool#2/kv" in owners, owners
+        assert len(get_json(s, "/v1/models")["data"]) == 1
+    finally:
+        s.stop_and_check()

@@ -215,7 +215,11 @@ void Engine::Abort(const std::string& id) {
 
 EngineStats Engine::Stats() const {
   MutexLock lock(mutex_);
-  return stats_;
+  EngineStats stats = stats_;
+  // Submitted and not yet taken by the engine thread: waiting too (a router choosing the least
+  // loaded instance must see requests the moment they are accepted).
+  stats.waiting += unpublished_sequences_;
+  return stats;
 }
 
 void Engine::ShrinkKv(size_t chunks) {

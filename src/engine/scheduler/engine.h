@@ -114,6 +114,7 @@ class Engine {
   // Ends the request (every choice gets a final abort event) and frees its blocks before the
   // next step. Unknown or finished ids are ignored.
   void Abort(const std::string& id);
+  // A snapshot; `waiting` counts accepted submissions the engine thread has not taken yet.
   EngineStats Stats() const;
   // Asks the engine to give `chunks` chunks of its elastic KV arena back (no-op without one);
   // done before the next step. Thread-safe. The governor's shrink requests arrive here too.

@@ -1,0 +1,83 @@
+#include "serving/instance_pool_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/check.h"
+
+namespace pier::serving {
+
+InstancePoolClient::InstancePoolClient(std::vector<engine::EngineClient*> instances)
+    : instances_(std::move(instances)) {
+  PIER_CHECK(!instances_.empty(), "an instance pool needs an instance");
+}
+
+size_t InstancePoolClient::PickInstance() const {
+  size_t best = 0;
+  double best_load = 0;
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const engine::EngineStats s = instances_[i]->Stats();
+    const double capacity = static_cast<double>(std::max<int64_t>(1, s.kv_blocks_max));
+    const double load = static_cast<double>(s.running + s.waiting) / capacity;
+    if (i == 0 || load < best_load) {
+      best = i;
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+Result<std::shared_ptr<engine::RequestHandle>> InstancePoolClient::Submit(engine::Request request) {
+  return instances_[PickInstance()]->Submit(std::move(request));
+}
+
+void InstancePoolClient::Abort(const std::string& id) {
+  for (engine::EngineClient* instance : instances_) instance->Abort(id);
+}
+
+engine::EngineStats InstancePoolClient::Stats() const {
+  std::vector<engine::EngineStats> all;
+  for (engine::EngineClient* instance : instances_) all.push_back(instance->Stats());
+  engine::EngineStats sum;
+  sum.max_request_tokens = all.front().max_request_tokens;
+  sum.kv_block_size = all.front().kv_block_size;
+  double tokens = 0, hit_rate = 0;
+  engine::TimestampUs busy_heartbeat = 0, latest_heartbeat = 0;
+  bool any_busy = false;
+  for (const engine::EngineStats& s : all) {
+    sum.running += s.running;
+    sum.waiting += s.waiting;
+    sum.swapped += s.swapped;
+    sum.swap_outs += s.swap_outs;
+    sum.cow_copies += s.cow_copies;
+    sum.kv_blocks_used += s.kv_blocks_used;
+    sum.kv_blocks_total += s.kv_blocks_total;
+    sum.kv_blocks_cached += s.kv_blocks_cached;
+    sum.kv_tokens_used += s.kv_tokens_used;
+    sum.kv_blocks_max += s.kv_blocks_max;
+    sum.kv_grows += s.kv_grows;
+    sum.kv_shrinks += s.kv_shrinks;
+    sum.prompt_tokens_cached += s.prompt_tokens_cached;
+    sum.steps += s.steps;
+    sum.tokens_last_step += s.tokens_last_step;
+    sum.preemptions += s.preemptions;
+    sum.requests_finished += s.requests_finished;
+    sum.last_step_us = std::max(sum.last_step_us, s.last_step_us);
+    // A request fits the pool when it fits an instance (they are alike).
+    sum.max_request_tokens = std::min(sum.max_request_tokens, s.max_request_tokens);
+    tokens += s.tokens_per_step * static_cast<double>(s.steps);
+    hit_rate += s.prefix_hit_rate;
+    latest_heartbeat = std::max(latest_heartbeat, s.last_step_at_us);
+    // The watchdog must see one stalled busy instance: the stalest busy heartbeat.
+    if (s.running + s.waiting > 0) {
+      busy_heartbeat = any_busy ? std::min(busy_heartbeat, s.last_step_at_us) : s.last_step_at_us;
+      any_busy = true;
+    }
+  }
+  sum.last_step_at_us = any_busy ? busy_heartbeat : latest_heartbeat;
+  sum.tokens_per_step = sum.steps > 0 ? tokens / static_cast<double>(sum.steps) : 0;
+  sum.prefix_hit_rate = hit_rate / static_cast<double>(all.size());
+  return sum;
+}
+
+}  // namespace pier::serving
