@@ -62,9 +62,22 @@ std::string ModelName(const model::GgufFile& file) {
   return "model";
 }
 
-// Blocks per chunk of an elastic KV lease.
-int64_t ElasticChunkBlocks(const LocalModelOptions& o) {
-  return std::max<int64_t>(1, o.kv_chunk_tokens / o.block_size);
+// Blocks per chunk of an elastic KV lease over `n_blocks` blocks: kv_chunk_tokens' worth, but
+// no more than the cache itself (a small context must not get a larger one through its chunk).
+int64_t ElasticChunkBlocks(const LocalModelOptions& o, int64_t n_blocks) {
+  return std::clamp<int64_t>(o.kv_chunk_tokens / o.block_size, 1, std::max<int64_t>(1, n_blocks));
+}
+
+// Chunks an elastic lease over `n_blocks` may hold, and keeps at least (kv_min_tokens, at
+// least one chunk, at most all of them).
+int64_t ElasticMaxChunks(const LocalModelOptions& o, int64_t n_blocks) {
+  const int64_t per_chunk = ElasticChunkBlocks(o, n_blocks);
+  return (n_blocks + per_chunk - 1) / per_chunk;
+}
+int64_t ElasticMinChunks(const LocalModelOptions& o, int64_t n_blocks) {
+  const int64_t chunk_tokens = ElasticChunkBlocks(o, n_blocks) * o.block_size;
+  const int64_t wanted = (o.kv_min_tokens + chunk_tokens - 1) / chunk_tokens;
+  return std::clamp<int64_t>(wanted, 1, ElasticMaxChunks(o, n_blocks));
 }
 
 }  // namespace
@@ -131,12 +144,12 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
     if (options.kv_chunk_tokens < options.block_size || options.kv_min_tokens < 0) {
       return InvalidArgumentError("elastic KV: a chunk holds at least one block, min >= 0");
     }
-    const int64_t chunk = ElasticChunkBlocks(options) * options.block_size;
-    const int64_t min_chunks = std::max<int64_t>(1, (options.kv_min_tokens + chunk - 1) / chunk);
+    const int64_t chunk = ElasticChunkBlocks(options, n_blocks) * options.block_size;
+    const int64_t min_chunks = ElasticMinChunks(options, n_blocks);
     e.kv_elastic = true;
     e.kv_min_tokens = std::min(min_chunks * chunk, e.kv_tokens);
-    e.kv_min_bytes =
-        static_cast<uint64_t>(min_chunks * ElasticChunkBlocks(options)) * layout.bytes_per_block();
+    e.kv_min_bytes = static_cast<uint64_t>(min_chunks * ElasticChunkBlocks(options, n_blocks)) *
+                     layout.bytes_per_block();
   }
 
   // The largest step: max_step_tokens tokens attending over the whole context.
@@ -263,13 +276,9 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   if (e.kv_elastic) {
     LeasedKvOptions lease;
     lease.name = name + "/kv";
-    lease.blocks_per_chunk = ElasticChunkBlocks(options);
-    lease.max_chunks =
-        static_cast<size_t>((n_blocks + lease.blocks_per_chunk - 1) / lease.blocks_per_chunk);
-    lease.min_chunks = std::min(
-        lease.max_chunks,
-        static_cast<size_t>(e.kv_min_tokens / options.block_size / lease.blocks_per_chunk));
-    lease.min_chunks = std::max<size_t>(lease.min_chunks, 1);
+    lease.blocks_per_chunk = ElasticChunkBlocks(options, n_blocks);
+    lease.max_chunks = static_cast<size_t>(ElasticMaxChunks(options, n_blocks));
+    lease.min_chunks = static_cast<size_t>(ElasticMinChunks(options, n_blocks));
     lease.initial_chunks = lease.min_chunks;
     Result<std::unique_ptr<LeasedKvStore>> store =
         LeasedKvStore::Create(layout, lease, *m->governor_, kv_owner);

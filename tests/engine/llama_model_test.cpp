@@ -337,6 +337,41 @@ TEST(LlamaModelTest, EveryBufferIsChargedToTheGovernor) {
   EXPECT_GT(governor.StatsFor(workspace_owner)->block_bytes, 0u);
 }
 
+// Elastic KV: a lease of whole chunks that never holds more positions than asked for, and
+// starts at its minimum (what the estimate says admission needs).
+TEST(LlamaModelTest, ElasticKvLeaseMatchesTheEstimate) {
+  TinyModelSpec spec;
+  auto image = BuildTinyModel(spec);
+  for (int64_t kv_tokens : {int64_t{100}, int64_t{1000}}) {
+    for (int64_t kv_min : {int64_t{0}, int64_t{300}, int64_t{1} << 20}) {
+      auto file = model::GgufFile::FromMemory(image.data(), image.size(), "tiny.gguf");
+      ASSERT_TRUE(file.ok());
+      LocalModelOptions options;
+      options.kv_tokens = kv_tokens;
+      options.kv_dtype = KvDtype::kF32;
+      options.kv_policy = KvPolicy::kElastic;
+      options.kv_min_tokens = kv_min;
+      auto estimate = EstimateMemory(**file, options);
+      ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
+      auto model =
+          LocalModel::Create(std::move(file).value(), options, pier::testing::TestGovernor());
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      const KvStore& kv = (*model)->kv();
+      const int64_t blocks = (kv_tokens + 15) / 16;
+      EXPECT_LE(kv.num_blocks(), (blocks + 15) / 16 * 16) << kv_tokens;
+      EXPECT_LE(kv.num_blocks() * kv.layout().block_size, std::max<int64_t>(kv_tokens, 256) + 255);
+      if (kv_tokens < 256) {
+        EXPECT_EQ(kv.num_blocks(), blocks) << "a small cache, a small chunk";
+      }
+      MemoryGovernor& governor = (*model)->governor();
+      auto owner = governor.StatsFor(*governor.FindOwner("tiny-llama/kv"));
+      ASSERT_TRUE(owner.ok());
+      EXPECT_EQ(owner->lease_bytes, estimate->kv_min_bytes) << kv_tokens << " " << kv_min;
+      EXPECT_LE(estimate->kv_min_tokens, estimate->kv_tokens);
+    }
+  }
+}
+
 // ---- bad input ---------------------------------------------------------------------------
 
 TEST(LlamaModelTest, MalformedBatchesAreRefused) {
