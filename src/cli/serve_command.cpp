@@ -173,6 +173,7 @@ int RunServe(const ServeOptions& options) {
     repository.push_back(std::move(single));
   }
   auto registry = std::make_unique<serving::ModelRegistry>();
+  std::vector<std::pair<std::string, double>> load_seconds;  // recorded once metrics exist
   for (const ModelConfig& model : repository) {
     ServeOptions settings = options;  // the server-wide settings, then the model's own
     for (const auto& [name, value] : model.settings) {
@@ -195,12 +196,21 @@ int RunServe(const ServeOptions& options) {
     load.max_batched_tokens = settings.max_batched_tokens;
     load.max_seqs = settings.max_seqs;
     load.max_queued = settings.max_queued;
+    const auto load_start = std::chrono::steady_clock::now();
     if (Status loaded = serving::LoadModel(load, *devices, *registry); !loaded.ok()) {
       return Fail(repository.size() > 1 ? loaded.WithContext(model.source) : loaded);
     }
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - load_start;
+    load_seconds.emplace_back(registry->models().back().id,
+                              took.count() / static_cast<double>(load.instances));
   }
   const std::string model_id = registry->default_model()->id;
   metrics::ServingMetrics metrics(model_id);
+  for (const auto& [model, seconds] : load_seconds) {
+    const serving::ServedModel* served = registry->Find(model);
+    const size_t n = served != nullptr ? std::max<size_t>(1, served->instances.size()) : 1;
+    for (size_t i = 0; i < n; ++i) metrics.RecordModelLoad(model, seconds);
+  }
 
   http::OpenAiApiOptions api_options;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);

@@ -36,6 +36,12 @@ const std::vector<double>& RequestLatencyBuckets() {
   return bounds;
 }
 
+const std::vector<double>& ModelLoadBuckets() {
+  static const std::vector<double> bounds = {0.1,  0.25, 0.5,  1.0,   2.5,   5.0,
+                                             10.0, 30.0, 60.0, 120.0, 300.0, 900.0};
+  return bounds;
+}
+
 const std::vector<double>& TokenCountBuckets() {
   static const std::vector<double> bounds = OneTwoFiveBuckets(1e6);
   return bounds;
@@ -67,6 +73,7 @@ struct ServingMetrics::Instruments {
   Family<Histogram>* queue = nullptr;
   Family<Histogram>* prompt_length = nullptr;
   Family<Histogram>* generation_length = nullptr;
+  Family<Histogram>* model_load = nullptr;
   Histogram* itl_child = nullptr;  // model = model_name_, the per-token hot path
 };
 
@@ -110,6 +117,10 @@ ServingMetrics::ServingMetrics(std::string model_name)
   in.queue = &r.AddHistogram("pier_request_queue_time_seconds",
                              "Time from arrival to the first scheduled step.", ModelLabel(),
                              RequestLatencyBuckets());
+  in.model_load = &r.AddHistogram(
+      "pier_model_load_seconds",
+      "Time to load one model instance (file, admission, weights, engine); _count: loads.",
+      ModelLabel(), ModelLoadBuckets());
   in.prompt_length =
       &r.AddHistogram("pier_request_prompt_tokens", "Prompt tokens per finished request.",
                       ModelLabel(), TokenCountBuckets());
@@ -195,6 +206,10 @@ void ServingMetrics::RecordInterTokenLatency(double seconds, std::string_view mo
     return;
   }
   ObserveMeasured(instruments_->itl->WithLabels({{"model", std::string(model)}}), seconds);
+}
+
+void ServingMetrics::RecordModelLoad(std::string_view model, double seconds) {
+  ObserveMeasured(instruments_->model_load->WithLabels({{"model", std::string(model)}}), seconds);
 }
 
 void ServingMetrics::RecordHttpResponse(int status, std::string_view route) {
@@ -423,7 +438,13 @@ std::string ServingMetrics::Render(const engine::EngineStats& engine,
 
 std::string ServingMetrics::Render(std::span<const ModelFigures> models) const {
   LiveFigures live;
-  for (const ModelFigures& m : models) AddEngineFigures(std::string(m.model), m.engine, live);
+  for (const ModelFigures& m : models) {
+    AddEngineFigures(std::string(m.model), m.engine, live);
+    // Every served model is ready today (loading, draining and failed come with lifecycle).
+    live.GaugeFamily("pier_model_state", "1 for the state each model is in.", {"model", "state"})
+        .WithLabels({{"model", std::string(m.model)}, {"state", "ready"}})
+        .Set(1);
+  }
   std::vector<const MemoryGovernor*> governors;  // each device once
   for (const ModelFigures& m : models) {
     if (m.governor == nullptr ||

@@ -60,6 +60,8 @@ class ServingMetrics {
   void RecordInterTokenLatency(double seconds, std::string_view model = {});
   // Every HTTP response, by status code (200, 400, 429, ...) and route ("/v1/completions").
   void RecordHttpResponse(int status, std::string_view route);
+  // One model instance loaded in `seconds` (pier_model_load_seconds; its _count counts loads).
+  void RecordModelLoad(std::string_view model, double seconds);
   // Requests aborted because the client went away or read too slowly.
   // `model`: the request's; empty: the model name this was created with.
   void RecordClientAbort(std::string_view reason, std::string_view model = {});

@@ -119,6 +119,8 @@ def test_metrics_label_each_model_and_show_the_device_once(multi):
         assert f'vllm:num_requests_running{{model_name="{name}"}}' in text
         assert re.search(rf'pier_memory_owner_used_bytes{{model="{name}",device="[^"]+",'
                          rf'owner="{name}/kv"}}', text)
+        assert f'pier_model_load_seconds_count{{model="{name}"}} 1' in text
+        assert f'pier_model_state{{model="{name}",state="ready"}} 1' in text
         # Streamed to every model above: its token gaps are its own.
         assert re.search(rf'pier_inter_token_latency_seconds_count{{model="{name}"}} [1-9]', text)
     assert len(re.findall(r"^pier_memory_used_bytes\{", text, re.M)) == 1

@@ -222,6 +222,7 @@ TEST(ServingMetricsTest, ModelsSharingADeviceShowItOnceAndTheirOwnersEach) {
   ASSERT_TRUE(block.ok());
   const GovernorStats stats = governor->Stats();
   ServingMetrics metrics("alpha");
+  metrics.RecordModelLoad("beta", 2.0);
   engine::EngineStats busy = MadeUpStats();
   const ModelFigures figures[] = {{"alpha", busy, governor.get()},
                                   {"beta", engine::EngineStats{}, governor.get()}};
@@ -243,6 +244,10 @@ TEST(ServingMetricsTest, ModelsSharingADeviceShowItOnceAndTheirOwnersEach) {
   EXPECT_EQ(At(parsed, "vllm:num_requests_running{model_name=\"alpha\"}"),
             static_cast<double>(busy.running));
   EXPECT_EQ(At(parsed, "vllm:num_requests_running{model_name=\"beta\"}"), 0);
+  EXPECT_EQ(At(parsed, "pier_model_load_seconds_count{model=\"beta\"}"), 1);
+  EXPECT_EQ(At(parsed, "pier_model_load_seconds_sum{model=\"beta\"}"), 2.0);
+  EXPECT_EQ(At(parsed, "pier_model_state{model=\"alpha\",state=\"ready\"}"), 1);
+  EXPECT_EQ(At(parsed, "pier_model_state{model=\"beta\",state=\"ready\"}"), 1);
 }
 
 // Every sample line follows the grammar and belongs to a family with HELP and TYPE (checked by
