@@ -21,7 +21,8 @@ std::string Join(const std::vector<std::string_view>& names) {
   return out;
 }
 
-// Model names and aliases appear in URLs, metric labels and owner names ("name/kv").
+}  // namespace
+
 bool IsValidModelName(std::string_view name) {
   if (name.empty() || name.size() > 128) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -29,6 +30,8 @@ bool IsValidModelName(std::string_view name) {
            c == '_' || c == ':' || c == '-';
   });
 }
+
+namespace {
 
 Result<int> SmallInteger(std::string_view value, const std::string& where, int min, int max) {
   int parsed = 0;

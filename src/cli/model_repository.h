@@ -49,6 +49,10 @@ struct ModelConfig {
   std::string source;  // "serve.yaml: models[1] (beta)", for later messages
 };
 
+// Model names and aliases: letters, digits and . _ : - (at most 128); they appear in URLs,
+// metric labels and governor owner names ("name/kv").
+bool IsValidModelName(std::string_view name);
+
 // The names a model entry may use.
 const std::vector<std::string_view>& ModelSettingNames();
 

@@ -165,6 +165,10 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->model, NonEmpty(value, source));
   } else if (name == "name") {
     PIER_ASSIGN_OR_RETURN(o->name, NonEmpty(value, source));
+    if (!IsValidModelName(o->name)) {
+      return InvalidArgumentError(std::string(source) + ": " + Quote(value) +
+                                  " may use only letters, digits and . _ : - (at most 128)");
+    }
   } else if (name == "host") {
     PIER_ASSIGN_OR_RETURN(o->host, NonEmpty(value, source));
   } else if (name == "port") {

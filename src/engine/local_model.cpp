@@ -82,6 +82,11 @@ int64_t ElasticMinChunks(const LocalModelOptions& o, int64_t n_blocks) {
 
 }  // namespace
 
+std::string_view OwnerModelName(std::string_view owner) {
+  const std::string_view prefix = owner.substr(0, owner.find('/'));
+  return prefix.substr(0, prefix.find('#'));
+}
+
 Result<KvPolicy> ParseKvPolicy(std::string_view name) {
   if (name == "static") return KvPolicy::kStatic;
   if (name == "elastic") return KvPolicy::kElastic;

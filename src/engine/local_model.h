@@ -109,6 +109,11 @@ struct MemoryEstimate {
 [[nodiscard]] Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
                                                     const LocalModelOptions& options);
 
+// The model a LocalModel's governor owner belongs to: "chat" for "chat/kv", and for "chat#2/kv"
+// (a second instance on the device). The inverse of how LocalModel names its owners, for
+// whoever groups owners by model (/admin/models, /metrics).
+std::string_view OwnerModelName(std::string_view owner);
+
 // `requested` context tokens, capped at the model's trained context length when the file
 // gives one (what `pier run --ctx` and `pier inspect --memory --ctx` use).
 int64_t ClampContext(const model::GgufFile& file, int64_t requested);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "engine/local_model.h"
 #include "tokenizer/unicode.h"
 
 namespace pier::http {
@@ -108,8 +109,7 @@ Json ModelDetail(const serving::ServedModel& model) {
     const GovernorStats g = model.governor->Stats();
     detail["pier"]["device"] = g.device;
     for (const OwnerStats& o : g.owners) {
-      const std::string_view prefix = std::string_view(o.name).substr(0, o.name.find('/'));
-      if (prefix.substr(0, prefix.find('#')) != model.id) continue;
+      if (engine::OwnerModelName(o.name) != model.id) continue;
       owners.push_back({{"owner", o.name},
                         {"used_bytes", o.allocated_bytes},
                         {"committed_bytes", o.committed_bytes},

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/local_model.h"
 #include "metrics/registry.h"
 
 namespace pier::metrics {
@@ -334,13 +335,12 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
 // model; else its name's first part.
 std::string OwnerModel(std::string_view owner, const MemoryGovernor* governor,
                        std::span<const ModelFigures> models) {
-  const std::string_view prefix = owner.substr(0, owner.find('/'));
-  const std::string_view base = prefix.substr(0, prefix.find('#'));
+  const std::string_view base = engine::OwnerModelName(owner);
   const ModelFigures* only = nullptr;
   int on_device = 0;
   for (const ModelFigures& m : models) {
     if (m.governor != governor) continue;
-    if (m.model == prefix || m.model == base) return std::string(m.model);
+    if (m.model == base) return std::string(m.model);
     only = &m;
     ++on_device;
   }

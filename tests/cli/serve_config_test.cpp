@@ -330,6 +330,14 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
   }
 }
 
+TEST_F(ModelRepositoryTest, TheOneModelsNameFollowsTheSameRule) {
+  EXPECT_TRUE(ResolveServeOptions({{"name", "chat-1.5:q4"}}).ok());
+  const Status status = ResolveServeOptions({{"name", "team/chat"}}).status();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("--name: \"team/chat\" may use only letters"), std::string::npos)
+      << status.message();
+}
+
 TEST_F(ModelRepositoryTest, TheModelFlagCannotJoinAList) {
   const std::string path = WriteConfig("models: [{name: a, path: a.gguf}]");
   const Status status = ResolveServeOptions({{"config", path}, {"model", "x.gguf"}}).status();
