@@ -101,6 +101,28 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       PIER_ASSIGN_OR_RETURN(model.priority, SmallInteger(value, at, -100, 100));
     } else if (key == "instances") {
       PIER_ASSIGN_OR_RETURN(model.instances, SmallInteger(value, at, 1, 16));
+    } else if (key == "load") {
+      if (value != "on_start" && value != "on_demand") {
+        return InvalidArgumentError(at + ": expected on_start or on_demand, got " + Quote(value));
+      }
+      model.on_demand = value == "on_demand";
+    } else if (key == "idle_unload_after") {
+      double seconds = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+      if (ec != std::errc() || end != value.data() + value.size() || !(seconds >= 0) ||
+          seconds > 1e9) {
+        return InvalidArgumentError(at + ": expected seconds (0 or more), got " + Quote(value));
+      }
+      model.idle_unload_after_seconds = seconds;
+    } else if (key == "device") {
+      if (value != "cpu") {
+        return InvalidArgumentError(
+            at + ": " + Quote(value) +
+            (value.starts_with("cuda")
+                 ? " is not available: this build serves on the CPU only (device: cpu)"
+                 : " is not a device (device: cpu)"));
+      }
+      model.device = value;
     } else {
       // An engine setting: checked now with the server-wide parser, applied at load.
       ServeOptions scratch;
@@ -120,6 +142,11 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
     }
   }
   if (model.path.empty()) return InvalidArgumentError(model.source + ": path is required");
+  if (model.idle_unload_after_seconds > 0 && !model.on_demand) {
+    return InvalidArgumentError(model.source +
+                                ": idle_unload_after needs load: on_demand (a model loaded at "
+                                "startup is not unloaded when idle)");
+  }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(model.path, ec)) {
     return NotFoundError(model.source + ": path: no such file " + model.path);
@@ -173,10 +200,22 @@ Status CheckRepository(const std::vector<ModelConfig>& models) {
 }  // namespace
 
 const std::vector<std::string_view>& ModelSettingNames() {
-  static const std::vector<std::string_view> kNames = {
-      "name",      "path",       "aliases",  "fallback", "priority",
-      "instances", "ctx",        "kv_dtype", "kv_min",   "max_batched_tokens",
-      "max_seqs",  "max_queued", "threads"};
+  static const std::vector<std::string_view> kNames = {"name",
+                                                       "path",
+                                                       "aliases",
+                                                       "fallback",
+                                                       "priority",
+                                                       "instances",
+                                                       "load",
+                                                       "idle_unload_after",
+                                                       "device",
+                                                       "ctx",
+                                                       "kv_dtype",
+                                                       "kv_min",
+                                                       "max_batched_tokens",
+                                                       "max_seqs",
+                                                       "max_queued",
+                                                       "threads"};
   return kNames;
 }
 

@@ -13,7 +13,10 @@
 // Per model: `name` (required), `path` (required), `aliases` (one name or a list), `instances`
 // (1..16 engines, each with its own KV cache; requests go to the least loaded), `priority`
 // (-100..100: under memory pressure a model's KV yields to higher priorities), `fallback`
-// (another model's name or alias, for the QoS issue's load shedding), and the engine settings
+// (another model's name or alias, for the QoS issue's load shedding), `load` (`on_start`, the
+// default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
+// (seconds without work after which an on_demand model is unloaded; default never), `device`
+// (`cpu`), and the engine settings
 // `ctx`, `kv_dtype`, `kv_min`, `max_batched_tokens`, `max_seqs`, `max_queued`, `threads`, which
 // override the server-wide keys of the same name for this model. Without a list the flat `model`
 // and `name` keys (or -m) describe the one model.
@@ -44,6 +47,11 @@ struct ModelConfig {
   // governor priority; -100..100, default 0).
   int priority = 0;
   int instances = 1;  // engines serving it, each with its own KV cache (1..16)
+  // `load: on_demand`: loaded by the first request that names it (else at startup), and may
+  // be unloaded when idle for idle_unload_after_seconds (0: never) or to make room.
+  bool on_demand = false;
+  double idle_unload_after_seconds = 0;
+  std::string device = "cpu";  // where it runs: "cpu" (CUDA devices come with the GPU backend)
   // Engine settings for this model only, as (setting name, text), applied over the server's.
   std::vector<std::pair<std::string, std::string>> settings;
   std::string source;  // "serve.yaml: models[1] (beta)", for later messages

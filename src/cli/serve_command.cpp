@@ -56,6 +56,7 @@
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_loader.h"
+#include "serving/model_manager.h"
 #include "serving/model_registry.h"
 
 namespace pier::cli {
@@ -113,6 +114,12 @@ constexpr SettingHelp kSettingHelp[] = {
      "Comma-separated origins allowed by CORS (http://localhost:3000), or * (default: off)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
+    {"load_wait", "SECONDS",
+     "A request for an on_demand model that is not loaded waits this long for its load "
+     "(default 60; 0: 503 at once)"},
+    {"unload_grace", "SECONDS",
+     "Requests in flight on a model being unloaded may finish for this long, then are aborted "
+     "(default 30)"},
 };
 
 int Fail(const Status& status) {
@@ -133,7 +140,50 @@ int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout) {
   return signal > 0 ? signal : 0;
 }
 
-int RunServe(const ServeOptions& options) {
+// The models to serve: the models: list, or the one model of -m / model / name; each with the
+// server-wide engine settings and then its own.
+Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options) {
+  std::vector<ModelConfig> repository = options.models;
+  if (repository.empty()) {
+    ModelConfig single;
+    single.path = options.model.empty() ? DefaultModelPath() : options.model;
+    single.name = options.name;
+    repository.push_back(std::move(single));
+  }
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<serving::ModelSpec> specs;
+  for (const ModelConfig& model : repository) {
+    ServeOptions settings = options;  // the server-wide settings, then the model's own
+    for (const auto& [name, value] : model.settings) {
+      PIER_RETURN_IF_ERROR(ApplyServeSetting(&settings, name, value, model.source + ": " + name));
+    }
+    serving::ModelSpec spec;
+    serving::ModelLoadOptions& load = spec.load;
+    load.path = model.path;
+    load.id = model.name.empty() ? serving::ModelIdFromPath(model.path) : model.name;
+    load.aliases = model.aliases;
+    load.priority = model.priority;
+    load.instances = model.instances;
+    load.threads = settings.threads > 0 ? settings.threads : threads;
+    load.ctx = settings.ctx;
+    load.kv_dtype = settings.kv_dtype;
+    load.kv_policy = settings.kv_policy;
+    load.kv_min_tokens = settings.kv_min;
+    load.max_batched_tokens = settings.max_batched_tokens;
+    load.max_seqs = settings.max_seqs;
+    load.max_queued = settings.max_queued;
+    spec.policy = model.on_demand ? serving::LoadPolicy::kOnDemand : serving::LoadPolicy::kOnStart;
+    spec.idle_unload_after =
+        std::chrono::milliseconds(static_cast<int64_t>(model.idle_unload_after_seconds * 1000.0));
+    spec.fallback = model.fallback;
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+int RunServe(const ServeOptions& options, const std::map<std::string, std::string>& flags) {
   // Before any thread starts: every thread inherits the mask, so SIGTERM/SIGINT stay pending
   // until the wait loop below takes them.
   sigset_t signals;
@@ -163,58 +213,36 @@ int RunServe(const ServeOptions& options) {
   if (!created.ok()) return Fail(created.status());
   std::unique_ptr<serving::DeviceSet> devices = std::move(created).value();
 
-  // The model repository: the models: list, or the one model of -m / model / name. Models
-  // load one at a time (loads that run together would mis-measure each other's memory).
-  std::vector<ModelConfig> repository = options.models;
-  if (repository.empty()) {
-    ModelConfig single;
-    single.path = options.model.empty() ? DefaultModelPath() : options.model;
-    single.name = options.name;
-    repository.push_back(std::move(single));
-  }
-  auto registry = std::make_unique<serving::ModelRegistry>();
-  std::vector<std::pair<std::string, double>> load_seconds;  // recorded once metrics exist
-  for (const ModelConfig& model : repository) {
-    ServeOptions settings = options;  // the server-wide settings, then the model's own
-    for (const auto& [name, value] : model.settings) {
-      Status applied = ApplyServeSetting(&settings, name, value, model.source + ": " + name);
-      PIER_CHECK(applied.ok(), "validated when the file was read");
-    }
-    serving::ModelLoadOptions load;
-    load.path = model.path;
-    load.id = model.name;
-    load.aliases = model.aliases;
-    load.priority = model.priority;
-    load.instances = model.instances;
-    load.threads = settings.threads > 0
-                       ? settings.threads
-                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    load.ctx = settings.ctx;
-    load.kv_dtype = settings.kv_dtype;
-    load.kv_policy = settings.kv_policy;
-    load.kv_min_tokens = settings.kv_min;
-    load.max_batched_tokens = settings.max_batched_tokens;
-    load.max_seqs = settings.max_seqs;
-    load.max_queued = settings.max_queued;
-    const auto load_start = std::chrono::steady_clock::now();
-    if (Status loaded = serving::LoadModel(load, *devices, *registry); !loaded.ok()) {
-      return Fail(repository.size() > 1 ? loaded.WithContext(model.source) : loaded);
-    }
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - load_start;
-    load_seconds.emplace_back(registry->models().back().id,
-                              took.count() / static_cast<double>(load.instances));
-  }
-  const std::string model_id = registry->default_model()->id;
+  // The model repository: the models: list, or the one model of -m / model / name.
+  Result<std::vector<serving::ModelSpec>> specs = ModelSpecsOf(options);
+  if (!specs.ok()) return Fail(specs.status());
+  const std::string model_id = specs->front().load.id;
   metrics::ServingMetrics metrics(model_id);
-  for (const auto& [model, seconds] : load_seconds) {
-    const serving::ServedModel* served = registry->Find(model);
-    const size_t n = served != nullptr ? std::max<size_t>(1, served->instances.size()) : 1;
-    for (size_t i = 0; i < n; ++i) metrics.RecordModelLoad(model, seconds);
+  auto registry = std::make_unique<serving::ModelRegistry>();
+  serving::ModelManagerOptions manager_options;
+  manager_options.drain_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(options.unload_grace_seconds * 1000));
+  manager_options.on_loaded = [&metrics](const std::string& id, double seconds) {
+    metrics.RecordModelLoad(id, seconds);
+  };
+  auto manager =
+      std::make_unique<serving::ModelManager>(manager_options, devices.get(), registry.get());
+  // The on_start models load one at a time (loads that run together would mis-measure each
+  // other's memory), before anything listens.
+  if (Status started = manager->Start(std::move(specs).value()); !started.ok()) {
+    // With a models: list, say which entry of the file did not load.
+    for (const ModelConfig& model : options.models) {
+      Result<serving::ModelEntry> entry = registry->Lookup(model.name);
+      if (entry.ok() && entry->load_failures > 0) return Fail(started.WithContext(model.source));
+    }
+    return Fail(started);
   }
 
   http::OpenAiApiOptions api_options;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);
   api_options.max_tokens_limit = static_cast<int32_t>(options.max_tokens_limit);
+  api_options.load_wait =
+      std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
   http::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
 
   http::AdminRoutesOptions admin_options;
@@ -222,6 +250,15 @@ int RunServe(const ServeOptions& options) {
       std::chrono::milliseconds(static_cast<int64_t>(options.watchdog_seconds * 1000));
   admin_options.metrics_key = options.metrics_key;
   admin_options.admin_key = options.admin_key;
+  admin_options.device_governor = &devices->cpu_governor();
+  admin_options.manager = manager.get();
+  if (flags.count("config") > 0) {
+    // POST /admin/reload: the file as it is now, with the same flags on top.
+    admin_options.read_config = [flags]() -> Result<std::vector<serving::ModelSpec>> {
+      PIER_ASSIGN_OR_RETURN(ServeOptions now, ResolveServeOptions(flags));
+      return ModelSpecsOf(now);
+    };
+  }
   http::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
   auto router = std::make_shared<http::Router>();
@@ -249,11 +286,15 @@ int RunServe(const ServeOptions& options) {
   const std::string url_host = HostForUrl(options.host);
   const unsigned port = static_cast<unsigned>(server->port());
   std::string served;
-  for (const serving::ServedModel& m : registry->models()) {
+  size_t known = 0;
+  for (const serving::ModelEntry& m : registry->Snapshot()) {  // holds no model past this loop
+    ++known;
     served += (served.empty() ? "" : ", ") + m.id;
+    if (m.state != serving::ModelState::kReady)
+      served += " (" + std::string(ModelStateName(m.state)) + ")";
   }
   std::printf("pier serve: listening on http://%s:%u (model%s %s)\n", url_host.c_str(), port,
-              registry->models().size() > 1 ? "s" : "", served.c_str());
+              known > 1 ? "s" : "", served.c_str());
   // One copy-paste request for whoever just ran `make serve` (a wildcard host is reached
   // through loopback; an API key, when keys are on, is the operator's to add).
   const std::string try_host =
@@ -302,6 +343,8 @@ int RunServe(const ServeOptions& options) {
   }
   stopper.join();
   server.reset();
+  manager->Stop();  // no more loads or unloads; drains in progress end
+  manager.reset();
   registry.reset();  // each engine ends whatever is left (abort) before its model goes
   devices.reset();   // the governors last, once nothing is charged to them
   spdlog::info("pier serve: stopped");
@@ -340,7 +383,7 @@ void RegisterServe(CLI::App& app, int& exit_code) {
       if (option->count() > 0) flags[name] = (*values)[name];
     }
     Result<ServeOptions> options = ResolveServeOptions(flags);
-    exit_code = options.ok() ? RunServe(*options) : Fail(options.status());
+    exit_code = options.ok() ? RunServe(*options, flags) : Fail(options.status());
   });
 }
 

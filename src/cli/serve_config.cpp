@@ -145,6 +145,8 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
+                                                       "load_wait",
+                                                       "unload_grace",
                                                        "stream_backlog",
                                                        "write_timeout",
                                                        "default_max_tokens",
@@ -218,6 +220,10 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->shutdown_grace_seconds, ParseSeconds(value, source, 0));
   } else if (name == "watchdog_seconds") {
     PIER_ASSIGN_OR_RETURN(o->watchdog_seconds, ParseSeconds(value, source, 0.001));
+  } else if (name == "load_wait") {
+    PIER_ASSIGN_OR_RETURN(o->load_wait_seconds, ParseSeconds(value, source, 0));
+  } else if (name == "unload_grace") {
+    PIER_ASSIGN_OR_RETURN(o->unload_grace_seconds, ParseSeconds(value, source, 0));
   } else if (name == "stream_backlog") {
     PIER_ASSIGN_OR_RETURN(o->stream_backlog, ParseInteger(value, source, 1, 1 << 24));
   } else if (name == "write_timeout") {

@@ -60,6 +60,8 @@ struct ServeOptions {
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout
+  double load_wait_seconds = 60;       // a request for an on_demand model waits this for its load
+  double unload_grace_seconds = 30;    // in-flight requests of a model being unloaded may finish
   // Slow readers: a stream is aborted when this many engine events wait unsent, or when one
   // write to its client takes longer than write_timeout seconds.
   int64_t stream_backlog = 4096;

@@ -36,6 +36,9 @@ class EngineClient {
   [[nodiscard]] virtual Result<std::shared_ptr<RequestHandle>> Submit(Request request) = 0;
   // Ends a request at once (its choices finish with kAbort); unknown ids are ignored.
   virtual void Abort(const std::string& id) = 0;
+  // Ends every request submitted so far (kAbort, `reason` in the final events' `error`): a
+  // model being unloaded after its grace period.
+  virtual void AbortAll(std::string reason) = 0;
   // A snapshot; last_step_at_us is the engine's heartbeat.
   virtual EngineStats Stats() const = 0;
 };

@@ -11,6 +11,7 @@
 
 #include "common/check.h"
 #include "engine/local_model.h"
+#include "http/pending_response.h"
 #include "tokenizer/unicode.h"
 
 namespace pier::http {
@@ -66,73 +67,137 @@ std::variant<Json, HttpResponse> ParseObject(const HttpRequest& request) {
 
 constexpr std::string_view kModelsPrefix = "/v1/models/";
 
-// The model object of /v1/models and /v1/models/{id}: OpenAI's fields, vLLM's max_model_len,
-// and Pier's own under "pier" (clients ignore unknown fields).
-Json ModelObject(const serving::ServedModel& model) {
-  return Json{{"id", model.id},
+// The model object of /v1/models and /v1/models/{id}: OpenAI's fields, vLLM's max_model_len
+// (when loaded), and Pier's own under "pier" (clients ignore unknown fields).
+Json ModelObject(const serving::ModelEntry& entry) {
+  const serving::ServedModel* model = entry.model.get();
+  Json object{{"id", entry.id},
               {"object", "model"},
-              {"created", model.created_unix_seconds},
-              {"owned_by", "pier"},
-              {"max_model_len", model.max_request_tokens},
-              {"pier", {{"aliases", model.aliases}, {"state", "ready"}}}};
+              {"created", model != nullptr ? model->created_unix_seconds : 0},
+              {"owned_by", "pier"}};
+  if (model != nullptr) object["max_model_len"] = model->max_request_tokens;
+  Json pier{{"aliases", entry.aliases},
+            {"state", serving::ModelStateName(entry.state)},
+            {"load", serving::LoadPolicyName(entry.load)}};
+  if (!entry.reason.empty()) pier["reason"] = entry.reason;
+  object["pier"] = std::move(pier);
+  return object;
 }
 
-// /admin/models' detail of one model: its engine's queue and KV, and the governor owners that
-// belong to it (named "<id>/...") with their bytes.
-Json ModelDetail(const serving::ServedModel& model) {
-  const engine::EngineStats e = model.client->Stats();
-  Json detail = ModelObject(model);
-  detail["pier"]["engine"] = {{"running", e.running},
-                              {"waiting", e.waiting},
-                              {"max_request_tokens", e.max_request_tokens},
-                              {"kv_block_size", e.kv_block_size},
-                              {"kv_blocks_used", e.kv_blocks_used},
-                              {"kv_blocks_total", e.kv_blocks_total},
-                              {"kv_tokens_used", e.kv_tokens_used},
-                              {"kv_blocks_max", e.kv_blocks_max},
-                              {"kv_grows", e.kv_grows},
-                              {"kv_shrinks", e.kv_shrinks},
-                              {"preemptions", e.preemptions},
-                              {"requests_finished", e.requests_finished}};
-  Json instances = Json::array();
-  for (const engine::EngineClient* instance : model.instances) {
-    const engine::EngineStats s = instance->Stats();
-    instances.push_back({{"running", s.running},
-                         {"waiting", s.waiting},
-                         {"kv_blocks_used", s.kv_blocks_used},
-                         {"requests_finished", s.requests_finished}});
-  }
-  detail["pier"]["instances"] = std::move(instances);
+// The bytes of every owner on `governor` that belongs to model `id` (named "<id>/...").
+Json OwnersOf(const std::string& id, const MemoryGovernor& governor, uint64_t* total) {
   Json owners = Json::array();
-  uint64_t total = 0;
-  if (model.governor != nullptr) {
-    const GovernorStats g = model.governor->Stats();
-    detail["pier"]["device"] = g.device;
-    for (const OwnerStats& o : g.owners) {
-      if (engine::OwnerModelName(o.name) != model.id) continue;
-      owners.push_back({{"owner", o.name},
-                        {"used_bytes", o.allocated_bytes},
-                        {"committed_bytes", o.committed_bytes},
-                        {"guaranteed_bytes", o.guaranteed_bytes}});
-      total += o.committed_bytes;
-    }
+  const GovernorStats g = governor.Stats();
+  for (const OwnerStats& o : g.owners) {
+    if (engine::OwnerModelName(o.name) != id) continue;
+    owners.push_back({{"owner", o.name},
+                      {"used_bytes", o.allocated_bytes},
+                      {"committed_bytes", o.committed_bytes},
+                      {"guaranteed_bytes", o.guaranteed_bytes}});
+    *total += o.committed_bytes;
   }
-  detail["pier"]["memory"] = {{"committed_bytes", total}, {"owners", std::move(owners)}};
+  return owners;
+}
+
+// /admin/models' detail of one model: its state and counters, its configuration, and when
+// loaded its engine's queue and KV and the governor owners that belong to it with their bytes.
+Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spec,
+                 const MemoryGovernor* device) {
+  Json detail = ModelObject(entry);
+  Json& pier = detail["pier"];
+  pier["lifecycle"] = {{"loads", entry.loads},
+                       {"load_failures", entry.load_failures},
+                       {"unloads", entry.unloads},
+                       {"evictions", entry.evictions},
+                       {"idle_unloads", entry.idle_unloads},
+                       {"last_load_seconds", entry.last_load_seconds}};
+  if (spec != nullptr) {
+    const serving::ModelLoadOptions& l = spec->load;
+    pier["config"] = {
+        {"path", l.path},
+        {"instances", l.instances},
+        {"priority", l.priority},
+        {"ctx", l.ctx},
+        {"kv_policy", l.kv_policy == engine::KvPolicy::kElastic ? "elastic" : "static"},
+        {"kv_min_tokens", l.kv_min_tokens},
+        {"max_seqs", l.max_seqs},
+        {"max_batched_tokens", l.max_batched_tokens},
+        {"idle_unload_after_seconds", spec->idle_unload_after.count() / 1000.0},
+        {"fallback", spec->fallback}};
+  }
+  const serving::ServedModel* model = entry.model.get();
+  uint64_t total = 0;
+  Json owners = Json::array();
+  const MemoryGovernor* governor = model != nullptr ? model->governor : device;
+  if (governor != nullptr) {
+    pier["device"] = governor->Stats().device;
+    owners = OwnersOf(entry.id, *governor, &total);
+  }
+  pier["memory"] = {{"committed_bytes", total}, {"owners", std::move(owners)}};
+  if (model == nullptr) return detail;
+  const engine::EngineStats e = model->client->Stats();
+  pier["engine"] = {{"running", e.running},
+                    {"waiting", e.waiting},
+                    {"max_request_tokens", e.max_request_tokens},
+                    {"kv_block_size", e.kv_block_size},
+                    {"kv_blocks_used", e.kv_blocks_used},
+                    {"kv_blocks_total", e.kv_blocks_total},
+                    {"kv_tokens_used", e.kv_tokens_used},
+                    {"kv_blocks_max", e.kv_blocks_max},
+                    {"kv_grows", e.kv_grows},
+                    {"kv_shrinks", e.kv_shrinks},
+                    {"preemptions", e.preemptions},
+                    {"requests_finished", e.requests_finished}};
+  Json instances = Json::array();
+  for (const engine::EngineClient* instance : model->instances) {
+    const engine::EngineStats i = instance->Stats();
+    instances.push_back({{"running", i.running},
+                         {"waiting", i.waiting},
+                         {"kv_blocks_used", i.kv_blocks_used},
+                         {"requests_finished", i.requests_finished}});
+  }
+  pier["instances"] = std::move(instances);
   return detail;
 }
 
-// The body's optional `model` as the registry resolves it, or the 404 to answer.
-std::variant<const serving::ServedModel*, HttpResponse> ModelOfBody(
-    const serving::ModelRegistry& registry, const Json& body) {
+// A model that is known but not ready, as the routes answer it.
+HttpResponse Unavailable(const Status& status) {
+  HttpResponse response = ErrorResponse(503, status.message(), "model", "model_unavailable");
+  response.headers.emplace_back("Retry-After", "5");
+  return response;
+}
+
+// The body's optional `model` as the registry resolves it, or the 404 / 503 to answer.
+std::variant<serving::ModelRef, HttpResponse> ModelOfBody(const serving::ModelRegistry& registry,
+                                                          const Json& body) {
   std::string name;
   if (body.contains("model") && !body["model"].is_null()) {
     if (!body["model"].is_string())
       return ErrorResponse(400, "\"model\" must be a string", "model");
     name = body["model"].get<std::string>();
   }
-  Result<const serving::ServedModel*> model = registry.Resolve(name);
-  if (!model.ok()) return ErrorResponse(404, model.status().message(), "model", "model_not_found");
-  return *model;
+  Result<serving::ModelRef> model = registry.Resolve(name);
+  if (model.ok()) return *model;
+  if (model.status().code() == StatusCode::kUnavailable) return Unavailable(model.status());
+  return ErrorResponse(404, model.status().message(), "model", "model_not_found");
+}
+
+// A manager's answer as HTTP.
+HttpResponse FromManagerStatus(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return ErrorResponse(404, status.message(), "model", "model_not_found");
+    case StatusCode::kFailedPrecondition:
+      return ErrorResponse(409, status.message(), "model");
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable: {
+      HttpResponse response = ErrorResponse(503, status.message(), "model", "model_unavailable");
+      response.headers.emplace_back("Retry-After", "5");
+      return response;
+    }
+    default:
+      return ErrorResponse(500, status.message(), "model");
+  }
 }
 
 }  // namespace
@@ -153,26 +218,26 @@ std::optional<std::string> EngineWatchdog::Observe(const engine::EngineStats& st
          " ms (watchdog timeout " + std::to_string(stall_timeout_us_ / 1000) + " ms)";
 }
 
-AdminRoutes::AdminRoutes(AdminRoutesOptions options, const serving::ModelRegistry* registry,
+AdminRoutes::AdminRoutes(AdminRoutesOptions options, serving::ModelRegistry* registry,
                          const ApiKeys* keys, const metrics::ServingMetrics* metrics)
     : options_(std::move(options)), registry_(registry), keys_(keys), metrics_(metrics) {
   PIER_CHECK(registry_ != nullptr && metrics_ != nullptr,
              "AdminRoutes needs a model registry and metrics");
-  const auto timeout =
-      std::chrono::duration_cast<std::chrono::microseconds>(options_.watchdog_timeout);
-  for (size_t i = 0; i < registry_->models().size(); ++i) {
-    watchdogs_.push_back(std::make_unique<EngineWatchdog>(timeout));
-  }
 }
 
 std::optional<std::string> AdminRoutes::ObserveEngines() {
-  const auto& models = registry_->models();
+  const std::vector<serving::ModelRef> models = registry_->ReadyModels();
+  const size_t known = registry_->Snapshot().size();
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.watchdog_timeout);
   std::optional<std::string> first;
-  for (size_t i = 0; i < models.size() && i < watchdogs_.size(); ++i) {
-    std::optional<std::string> stall =
-        watchdogs_[i]->Observe(models[i].client->Stats(), engine::NowUs());
+  MutexLock lock(watchdogs_mutex_);
+  for (const serving::ModelRef& model : models) {
+    std::unique_ptr<EngineWatchdog>& watchdog = watchdogs_[model->id];
+    if (watchdog == nullptr) watchdog = std::make_unique<EngineWatchdog>(timeout);
+    std::optional<std::string> stall = watchdog->Observe(model->client->Stats(), engine::NowUs());
     if (stall.has_value() && !first.has_value()) {
-      first = models.size() == 1 ? *stall : "model " + models[i].id + ": " + *stall;
+      first = known == 1 ? *stall : "model " + model->id + ": " + *stall;
     }
   }
   return first;
@@ -184,6 +249,9 @@ void AdminRoutes::Register(Router& router) {
   router.Add("GET", "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
   router.Add("GET", "/v1/models", [this](const HttpRequest& r) { return ListModels(r); });
   router.Add("GET", "/admin/models", [this](const HttpRequest& r) { return AdminModels(r); });
+  router.AddPrefix("POST", "/admin/models/",
+                   [this](const HttpRequest& r) { return AdminModelAction(r); });
+  router.Add("POST", "/admin/reload", [this](const HttpRequest& r) { return AdminReload(r); });
   router.AddPrefix("GET", std::string(kModelsPrefix),
                    [this](const HttpRequest& r) { return GetModel(r); });
   // The same without /v1, for clients configured with a base URL that lacks it.
@@ -268,18 +336,29 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
   }
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  const std::vector<serving::ModelEntry> entries = registry_->Snapshot();
   std::vector<metrics::ModelFigures> figures;
-  for (const serving::ServedModel& model : registry_->models()) {
-    figures.push_back({model.id, model.client->Stats(), model.governor});
+  std::vector<metrics::ModelLifecycle> lifecycle;
+  for (const serving::ModelEntry& entry : entries) {
+    if (entry.model != nullptr) {
+      figures.push_back({entry.id, entry.model->client->Stats(), entry.model->governor});
+    }
+    lifecycle.push_back({.model = entry.id,
+                         .state = serving::ModelStateName(entry.state),
+                         .loads = entry.loads,
+                         .load_failures = entry.load_failures,
+                         .unloads_requested = entry.unloads - entry.evictions - entry.idle_unloads,
+                         .unloads_evicted = entry.evictions,
+                         .unloads_idle = entry.idle_unloads});
   }
-  response.body = metrics_->Render(figures);
+  response.body = metrics_->Render(figures, lifecycle, options_.device_governor);
   return response;
 }
 
 HttpResponse AdminRoutes::ListModels(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
   Json data = Json::array();
-  for (const serving::ServedModel& model : registry_->models()) data.push_back(ModelObject(model));
+  for (const serving::ModelEntry& entry : registry_->Snapshot()) data.push_back(ModelObject(entry));
   Json list{{"object", "list"}, {"data", std::move(data)}};
   return JsonResponse(200, list);
 }
@@ -288,16 +367,19 @@ HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
   if (auto denied = RequireAdmin(request)) return std::move(*denied);
   Json data = Json::array();
   uint64_t committed = 0;
-  for (const serving::ServedModel& model : registry_->models()) {
-    data.push_back(ModelDetail(model));
+  const MemoryGovernor* device = options_.device_governor;
+  for (const serving::ModelEntry& entry : registry_->Snapshot()) {
+    std::shared_ptr<const serving::ModelSpec> spec =
+        options_.manager != nullptr ? options_.manager->SpecOf(entry.id) : nullptr;
+    data.push_back(ModelDetail(entry, spec.get(), device));
     committed += data.back()["pier"]["memory"]["committed_bytes"].get<uint64_t>();
+    if (device == nullptr && entry.model != nullptr) device = entry.model->governor;
   }
   Json body{{"object", "list"}, {"data", std::move(data)}};
   // The device's own figure beside the models' sum: they agree when every byte has an owner
   // named after its model.
-  if (const serving::ServedModel* first = registry_->default_model();
-      first != nullptr && first->governor != nullptr) {
-    const GovernorStats g = first->governor->Stats();
+  if (device != nullptr) {
+    const GovernorStats g = device->Stats();
     body["device"] = {{"name", g.device},
                       {"budget_bytes", g.budget_bytes},
                       {"committed_bytes", g.committed_bytes},
@@ -306,23 +388,94 @@ HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
   return JsonResponse(200, body);
 }
 
+HttpResponse AdminRoutes::AdminModelAction(const HttpRequest& request) {
+  if (auto denied = RequireAdmin(request)) return std::move(*denied);
+  constexpr std::string_view kPrefix = "/admin/models/";
+  const std::string_view rest = std::string_view(request.path).substr(kPrefix.size());
+  const size_t slash = rest.rfind('/');
+  const std::string_view action = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  if (slash == std::string_view::npos || slash == 0 || (action != "load" && action != "unload")) {
+    return ErrorResponse(404, "unknown admin route " + std::string(request.path) +
+                                  " (POST /admin/models/{name}/load or /unload)");
+  }
+  const std::string name = PercentDecode(rest.substr(0, slash));
+  if (options_.manager == nullptr) {
+    return ErrorResponse(501, "this server cannot load or unload models");
+  }
+  Result<serving::ModelEntry> entry = registry_->Lookup(name);
+  if (!entry.ok()) {
+    return ErrorResponse(
+        404,
+        "the model '" + name + "' does not exist (this server knows " + registry_->KnownIds() + ")",
+        "model", "model_not_found");
+  }
+  auto pending = std::make_shared<PendingResponse>();
+  serving::ModelRegistry* registry = registry_;
+  auto done = [pending, registry, id = entry->id](Status status) {
+    if (!status.ok()) {
+      pending->Resolve(FromManagerStatus(status));
+      return;
+    }
+    Result<serving::ModelEntry> now = registry->Lookup(id);
+    Json body = now.ok() ? ModelObject(*now) : Json{{"id", id}};
+    pending->Resolve(JsonResponse(200, body));
+  };
+  if (action == "load") {
+    options_.manager->Load(entry->id, std::move(done));
+  } else {
+    options_.manager->Unload(entry->id, std::move(done));
+  }
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
+
+HttpResponse AdminRoutes::AdminReload(const HttpRequest& request) {
+  if (auto denied = RequireAdmin(request)) return std::move(*denied);
+  if (options_.manager == nullptr || !options_.read_config) {
+    return ErrorResponse(501, "this server has no configuration file to reload");
+  }
+  Result<std::vector<serving::ModelSpec>> specs = options_.read_config();
+  if (!specs.ok()) {
+    return ErrorResponse(400, "reload refused, nothing changed: " + specs.status().message());
+  }
+  auto pending = std::make_shared<PendingResponse>();
+  options_.manager->Reload(
+      std::move(specs).value(), [pending](Result<serving::ReloadReport> report) {
+        if (!report.ok()) {
+          pending->Resolve(FromManagerStatus(report.status()));
+          return;
+        }
+        Json failed = Json::array();
+        for (const auto& [id, why] : report->failed) {
+          failed.push_back({{"id", id}, {"reason", why}});
+        }
+        pending->Resolve(JsonResponse(200, Json{{"added", report->added},
+                                                {"removed", report->removed},
+                                                {"reloaded", report->reloaded},
+                                                {"unchanged", report->unchanged},
+                                                {"failed", std::move(failed)}}));
+      });
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
+
 HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
   const std::string_view path = request.path;
   const size_t prefix =
       path.starts_with(kModelsPrefix) ? kModelsPrefix.size() : std::string_view("/models/").size();
   const std::string id = PercentDecode(path.substr(prefix));
-  const serving::ServedModel* model = registry_->Find(id);
-  if (model == nullptr) {
-    std::string served;
-    for (const serving::ServedModel& m : registry_->models()) {
-      served += (served.empty() ? "'" : ", '") + m.id + "'";
-    }
+  Result<serving::ModelEntry> entry =
+      id.empty() ? Result<serving::ModelEntry>(NotFoundError("")) : registry_->Lookup(id);
+  if (!entry.ok()) {
     return ErrorResponse(
-        404, "the model '" + id + "' does not exist (this server serves " + served + ")", "model",
-        "model_not_found");
+        404,
+        "the model '" + id + "' does not exist (this server serves " + registry_->KnownIds() + ")",
+        "model", "model_not_found");
   }
-  return JsonResponse(200, ModelObject(*model));
+  return JsonResponse(200, ModelObject(*entry));
 }
 
 HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
@@ -332,7 +485,8 @@ HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
   const Json& body = std::get<Json>(parsed);
   auto model = ModelOfBody(*registry_, body);
   if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
-  const tokenizer::Tokenizer* tokenizer = std::get<const serving::ServedModel*>(model)->tokenizer;
+  const serving::ModelRef served = std::get<serving::ModelRef>(model);
+  const tokenizer::Tokenizer* tokenizer = served->tokenizer;
   if (!body.contains("content")) return ErrorResponse(400, "\"content\" is required", "content");
   if (!body["content"].is_string()) {
     return ErrorResponse(400, "\"content\" must be a string", "content");
@@ -380,7 +534,8 @@ HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
   const Json& body = std::get<Json>(parsed);
   auto model = ModelOfBody(*registry_, body);
   if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
-  const tokenizer::Tokenizer* tokenizer = std::get<const serving::ServedModel*>(model)->tokenizer;
+  const serving::ModelRef served = std::get<serving::ModelRef>(model);
+  const tokenizer::Tokenizer* tokenizer = served->tokenizer;
   if (!body.contains("tokens")) return ErrorResponse(400, "\"tokens\" is required", "tokens");
   const Json& tokens = body["tokens"];
   if (!tokens.is_array())
@@ -408,13 +563,17 @@ HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
 }
 
 std::string_view MetricsRouteLabel(std::string_view path) {
-  static constexpr std::array<std::string_view, 9> kRoutes = {
-      "/health",         "/ready",    "/metrics",    "/v1/models",   "/v1/chat/completions",
-      "/v1/completions", "/tokenize", "/detokenize", "/admin/models"};
+  static constexpr std::array<std::string_view, 10> kRoutes = {
+      "/health",         "/ready",    "/metrics",    "/v1/models",    "/v1/chat/completions",
+      "/v1/completions", "/tokenize", "/detokenize", "/admin/models", "/admin/reload"};
   for (std::string_view route : kRoutes) {
     if (path == route) return route;
   }
   if (path.starts_with(kModelsPrefix)) return "/v1/models/{id}";
+  if (path.starts_with("/admin/models/")) {
+    if (path.ends_with("/load")) return "/admin/models/{name}/load";
+    if (path.ends_with("/unload")) return "/admin/models/{name}/unload";
+  }
   return "other";
 }
 

@@ -1,14 +1,25 @@
 // AdminRoutes: the routes of `pier serve` besides the OpenAI completions: GET /health,
-// GET /ready, GET /metrics, GET /v1/models, GET /v1/models/{id}, POST /tokenize and
-// POST /detokenize. EngineWatchdog: the stall rule behind /ready.
+// GET /ready, GET /metrics, GET /v1/models, GET /v1/models/{id}, POST /tokenize,
+// POST /detokenize, and the operator's GET /admin/models, POST /admin/models/{name}/load,
+// POST /admin/models/{name}/unload and POST /admin/reload. EngineWatchdog: the stall rule
+// behind /ready.
 //
 // Auth: with API keys, /v1/models*, /tokenize and /detokenize need a key (401 otherwise);
 // /health and /ready are always open; /metrics is open unless a metrics key is set, then it
 // needs "Authorization: Bearer <metrics key>".
 //
 // Models: every route that concerns a model takes it from the ModelRegistry: /v1/models lists
-// them all, /v1/models/{id} looks one up, /tokenize and /detokenize use the body's `model` (or
-// the default model when there is none).
+// them all with their state, /v1/models/{id} looks one up, /tokenize and /detokenize use the
+// body's `model` (or the default model when there is none; 503 when it is not ready).
+//
+// Lifecycle (with a ModelManager): load and unload answer when done (a deferred response:
+// 200 with the model's state; 404 unknown, 503 with the memory breakdown when it does not
+// fit or the server stops, 409 for a model the manager does not manage); an unload drains
+// (requests in flight may finish for the drain grace period, then end with a reason). Reload
+// re-reads the configuration (options.read_config) and applies the difference (ModelManager::
+// Reload): 200 with what was added, removed, reloaded, unchanged and failed (a model whose new
+// version failed keeps serving the old one); 400 when the file no longer validates (nothing
+// changes).
 //
 // Readiness (GET /ready): 200 {"status":"ready"} only when the models are loaded (state
 // kReady), shutdown has not begun, and no model's engine is stalled; else 503
@@ -29,6 +40,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +54,7 @@
 #include "http/api_keys.h"
 #include "http/http_types.h"
 #include "metrics/serving_metrics.h"
+#include "serving/model_manager.h"
 #include "serving/model_registry.h"
 
 namespace pier::http {
@@ -66,6 +80,13 @@ enum class ServeState : uint8_t { kLoading, kReady, kShuttingDown };
 
 struct AdminRoutesOptions {
   std::chrono::milliseconds watchdog_timeout{30'000};
+  // The device's governor: /admin/models and /metrics show its figures even when no model
+  // on it is loaded. Null: those of the loaded models' governors only.
+  const MemoryGovernor* device_governor = nullptr;
+  // Lifecycle routes: null manager: they answer 501. read_config: the models of the
+  // configuration file as it is now (POST /admin/reload; null: 501).
+  serving::ModelManager* manager = nullptr;
+  std::function<Result<std::vector<serving::ModelSpec>>()> read_config = nullptr;
   std::string metrics_key = {};  // empty: /metrics is open
   // /admin/*: with a key, requests must send "Authorization: Bearer <admin_key>"; without
   // one they are answered only from loopback (127.0.0.1, ::1), 403 otherwise.
@@ -81,10 +102,10 @@ class AdminRoutes {
  public:
   // `registry` and `metrics` are required; `keys` may be null (open API). A model whose
   // governor is null has no memory figures in /metrics.
-  AdminRoutes(AdminRoutesOptions options, const serving::ModelRegistry* registry,
-              const ApiKeys* keys, const metrics::ServingMetrics* metrics);
+  AdminRoutes(AdminRoutesOptions options, serving::ModelRegistry* registry, const ApiKeys* keys,
+              const metrics::ServingMetrics* metrics);
 
-  // Adds the seven routes listed at the top of this file.
+  // Adds the routes listed at the top of this file.
   void Register(Router& router);
 
   void SetState(ServeState state) { state_.store(state); }
@@ -101,6 +122,9 @@ class AdminRoutes {
   HttpResponse ListModels(const HttpRequest& request);
   HttpResponse GetModel(const HttpRequest& request);
   HttpResponse AdminModels(const HttpRequest& request);
+  // POST /admin/models/{name}/load and .../unload.
+  HttpResponse AdminModelAction(const HttpRequest& request);
+  HttpResponse AdminReload(const HttpRequest& request);
   // The admin routes' gate (AdminRoutesOptions::admin_key); nullopt when allowed.
   std::optional<HttpResponse> RequireAdmin(const HttpRequest& request) const;
   HttpResponse Tokenize(const HttpRequest& request);
@@ -111,11 +135,14 @@ class AdminRoutes {
   std::optional<std::string> ObserveEngines();
 
   const AdminRoutesOptions options_;
-  const serving::ModelRegistry* const registry_;
+  serving::ModelRegistry* const registry_;
   const ApiKeys* const keys_;
   const metrics::ServingMetrics* const metrics_;
   std::atomic<ServeState> state_{ServeState::kLoading};
-  std::vector<std::unique_ptr<EngineWatchdog>> watchdogs_;  // one per registry model, in order
+  Mutex watchdogs_mutex_;
+  // One per loaded model, by id (made when first seen; a reloaded model keeps its watchdog).
+  std::map<std::string, std::unique_ptr<EngineWatchdog>> watchdogs_
+      PIER_GUARDED_BY(watchdogs_mutex_);
 };
 
 // The `route` label for a request path in HTTP metrics: the path for a known route,

@@ -71,6 +71,8 @@ class ResponseStream {
   }
 };
 
+class DeferredResponse;
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
@@ -81,6 +83,27 @@ struct HttpResponse {
   // sent whole with Content-Length.
   std::shared_ptr<ResponseStream> stream;
   bool chunked = false;
+  // When set, everything above is ignored: the response is not known yet (a model still
+  // loading) and comes from the DeferredResponse once it is.
+  std::shared_ptr<DeferredResponse> deferred;
+};
+
+// A response that is not known when the handler returns: the request waits for something
+// (an on-demand model to load, a model to finish unloading) and the server waits with it
+// without holding a thread, then sends the response Poll returns (which may itself stream or
+// be deferred again).
+//
+// Protocol, all on I/O threads except `wake`: the server calls Start(wake) once, then Poll()
+// right after and after each wake() until it returns a response. The producer calls wake()
+// from any thread whenever Poll might have an answer. Cancel(reason) when the client
+// disconnects or the server shuts down (the server then answers 503 itself, or nothing);
+// after Cancel the server stops polling.
+class DeferredResponse {
+ public:
+  virtual ~DeferredResponse() = default;
+  virtual void Start(std::function<void()> wake) = 0;
+  [[nodiscard]] virtual std::optional<HttpResponse> Poll() = 0;
+  virtual void Cancel(std::string_view reason) = 0;
 };
 
 using Handler = std::function<HttpResponse(const HttpRequest& request)>;

@@ -14,6 +14,7 @@
 #include "common/build_info.h"
 #include "http/openai_request.h"
 #include "http/openai_stream.h"
+#include "http/pending_response.h"
 #include "serving/request_policy.h"
 #include "tokenizer/chat_prompt.h"
 
@@ -49,7 +50,7 @@ HttpResponse FromSubmitError(const Status& status) {
 
 struct OpenAiApi::Impl {
   OpenAiApiOptions options;
-  const serving::ModelRegistry* registry;
+  serving::ModelRegistry* registry;
   const ApiKeys* keys;
   metrics::ServingMetrics* metrics;
 
@@ -70,6 +71,9 @@ struct OpenAiApi::Impl {
   }
 
   HttpResponse Handle(const HttpRequest& http, OpenAiEndpoint endpoint);
+  // A request for a model that is not ready: an on-demand load to wait for (deferred), or 503.
+  HttpResponse NotReady(const HttpRequest& http, OpenAiEndpoint endpoint,
+                        const serving::ModelEntry& entry);
   // The prompt of each engine request (token ids) and, with echo, its text; or the error.
   static std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(
       const OpenAiRequest& r, const serving::ServedModel& model);
@@ -127,6 +131,30 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
   return prompts;
 }
 
+HttpResponse OpenAiApi::Impl::NotReady(const HttpRequest& http, OpenAiEndpoint endpoint,
+                                       const serving::ModelEntry& entry) {
+  using serving::ModelState;
+  const bool loadable =
+      entry.managed &&
+      (entry.state == ModelState::kLoading ||
+       (entry.state == ModelState::kUnloaded && entry.load == serving::LoadPolicy::kOnDemand));
+  if (loadable && options.load_wait.count() > 0) {
+    HttpResponse response;
+    response.deferred = std::make_shared<ModelWait>(
+        registry, entry, std::chrono::steady_clock::now() + options.load_wait, options.load_wait,
+        [this, http, endpoint] { return Handle(http, endpoint); });
+    return response;
+  }
+  std::string message = "model " + entry.id + " is " + std::string(ModelStateName(entry.state));
+  if (!entry.reason.empty()) message += ": " + entry.reason;
+  if (entry.state == ModelState::kUnloaded && entry.managed) {
+    message += " (POST /admin/models/" + entry.id + "/load loads it)";
+  }
+  HttpResponse response = ErrorResponse(503, message, "model", "model_unavailable");
+  response.headers.emplace_back("Retry-After", "5");
+  return response;
+}
+
 HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint endpoint) {
   Principal principal;
   if (keys != nullptr) {
@@ -142,11 +170,13 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   if (const auto* error = std::get_if<OpenAiError>(&parsed)) return FromError(*error);
   const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
   // No model named: the server's default model serves it.
-  Result<const serving::ServedModel*> resolved = registry->Resolve(r.model);
-  if (!resolved.ok()) {
-    return ErrorResponse(404, resolved.status().message(), "model", "model_not_found");
+  Result<serving::ModelEntry> found = registry->Lookup(r.model);
+  if (!found.ok()) {
+    return ErrorResponse(404, found.status().message(), "model", "model_not_found");
   }
-  const serving::ServedModel& model = **resolved;
+  if (found->state != serving::ModelState::kReady) return NotReady(http, endpoint, *found);
+  const serving::ModelRef model_ref = found->model;
+  const serving::ServedModel& model = *model_ref;
   engine::EngineClient* client = model.client;
   const tokenizer::Tokenizer* tokenizer = model.tokenizer;
   for (const auto& [token, bias] : r.logit_bias) {
@@ -225,6 +255,7 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   stream_options.logprobs = r.logprobs;
   stream_options.echo = r.echo && endpoint == OpenAiEndpoint::kCompletions;
   stream_options.system_fingerprint = std::string(SystemFingerprint());
+  stream_options.keep_alive = model_ref;
 
   const uint64_t seed = r.seed.has_value() ? *r.seed : Random();
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -274,7 +305,7 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   return response;
 }
 
-OpenAiApi::OpenAiApi(OpenAiApiOptions options, const serving::ModelRegistry* registry,
+OpenAiApi::OpenAiApi(OpenAiApiOptions options, serving::ModelRegistry* registry,
                      const ApiKeys* keys, metrics::ServingMetrics* metrics)
     : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);

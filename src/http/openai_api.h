@@ -2,17 +2,22 @@
 //
 // A handler authenticates (ApiKeys), parses and validates the JSON body (openai_request.h),
 // looks its `model` up in the ModelRegistry (absent: the default model; unknown: 404
-// model_not_found), resolves the priority class and tenant (serving/request_policy.h; the
+// model_not_found; an on_demand model not loaded yet: the request asks for the load and waits
+// for it, up to load_wait, without holding a thread (a DeferredResponse, then handled again);
+// a model in another state than ready: 503 model_unavailable with the state and its reason),
+// resolves the priority class and tenant (serving/request_policy.h; the
 // response header X-Priority-Applied says what was used), applies that model's chat template
 // and tokenizes, then submits one engine Request per prompt to the model's EngineClient and
 // returns at once with a ResponseStream: SSE chunks when `stream` is set, else the whole JSON
 // response when every choice has finished. Cancelling the stream (client gone, slow reader,
 // shutdown) aborts the engine requests. Finished requests are recorded in ServingMetrics.
 //
-// Ownership: borrows the registry (and the models in it), keys and metrics, which must
-// outlive it and every stream it returned. Thread-safety: handlers run on any I/O thread.
+// Ownership: borrows the registry, keys and metrics, which must outlive it and every stream it
+// returned; each stream holds its model (ModelRef) until it ends. Thread-safety: handlers run on
+// any I/O thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,12 +33,15 @@ struct OpenAiApiOptions {
   int32_t max_n = 8;               // largest `n` (and prompts x n for completions)
   int32_t default_max_tokens = 0;  // when the request gives none; 0: up to the limit
   int32_t max_tokens_limit = 0;    // largest max_tokens a request may ask; 0: no limit
+  // A request for an on_demand model that is not loaded waits this long for its load (0: it
+  // gets 503 at once).
+  std::chrono::milliseconds load_wait{60'000};
 };
 
 class OpenAiApi {
  public:
   // `keys` and `metrics` may be null (open API, no metrics).
-  OpenAiApi(OpenAiApiOptions options, const serving::ModelRegistry* registry, const ApiKeys* keys,
+  OpenAiApi(OpenAiApiOptions options, serving::ModelRegistry* registry, const ApiKeys* keys,
             metrics::ServingMetrics* metrics);
   ~OpenAiApi();
 

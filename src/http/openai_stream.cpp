@@ -248,7 +248,9 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
     return;
   }
   if (event.finish == engine::FinishReason::kAbort) {
-    failure_ = Failure{503, "the engine stopped the request (it is shutting down)"};
+    failure_ =
+        Failure{503, event.error.empty() ? "the engine stopped the request (it is shutting down)"
+                                         : "the request was stopped: " + event.error};
     return;
   }
 

@@ -13,10 +13,10 @@
 // the engine (held back text is never streamed), so Event::text pieces are sent as they are.
 // Each engine request is recorded in ServingMetrics when its choices have finished.
 //
-// Ownership: shares ownership of the RequestHandles; borrows the client, tokenizer and
-// metrics, which must outlive the stream. Thread-safety: Start, Poll, backlog and Cancel may
-// be called from any thread (a mutex guards the stream's state); the wake callback is called
-// from the engine thread.
+// Ownership: shares ownership of the RequestHandles (and of options.keep_alive); borrows the
+// client, tokenizer and metrics, which must outlive the stream (or be kept by keep_alive).
+// Thread-safety: Start, Poll, backlog and Cancel may be called from any thread (a mutex guards the
+// stream's state); the wake callback is called from the engine thread.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,9 @@ struct OpenAiStreamOptions {
   std::optional<int32_t> logprobs;  // alternatives per token; unset: no logprobs
   bool echo = false;                // completions: the prompt before the text
   std::string system_fingerprint;   // the build (common/build_info.h); empty: null
+  // Keeps the client and tokenizer alive as long as the stream (the served model: an unload
+  // waits until its last stream is gone before the model's memory is returned).
+  std::shared_ptr<const void> keep_alive = nullptr;
 };
 
 // One submitted engine request (one prompt).

@@ -382,7 +382,27 @@ asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& requ
   AddCorsHeaders(state_->cors, request, &response);
 
   Outcome outcome;
-  if (response.stream != nullptr) {
+  bool answered = false;
+  // A deferred response resolves to another response (at most a few hops: a deferral that
+  // defers again, e.g. a load then a retry).
+  for (int hops = 0; response.deferred != nullptr; ++hops) {
+    if (hops == 8) {
+      response = ErrorResponse(500, "internal server error: a response deferred too often");
+      break;
+    }
+    std::optional<HttpResponse> resolved =
+        co_await AwaitDeferred(request, std::move(response.deferred), &outcome);
+    if (!resolved.has_value()) {
+      answered = true;  // client gone or shutdown: SendStream already did what it could
+      break;
+    }
+    response = std::move(*resolved);
+    if (state_->shutting_down) keep_alive = false;
+    AddCorsHeaders(state_->cors, request, &response);
+  }
+  if (answered) {
+    // nothing more to send
+  } else if (response.stream != nullptr) {
     outcome = co_await SendStream(request, response, keep_alive);
   } else {
     outcome = co_await SendPlain(request, response, keep_alive);

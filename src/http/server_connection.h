@@ -128,8 +128,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<Outcome> Respond(const HttpRequest& request, bool keep_alive);
   asio::awaitable<Outcome> SendPlain(const HttpRequest& request, const HttpResponse& response,
                                      bool keep_alive);
+  // `deferred`: the stream is a DeferredStream; when it is done nothing is written (the
+  // caller sends the response it resolved to).
   asio::awaitable<Outcome> SendStream(const HttpRequest& request, const HttpResponse& response,
-                                      bool keep_alive);
+                                      bool keep_alive, bool deferred = false);
+  // Waits for a deferred response. Nullopt when the wait ended otherwise (client gone, server
+  // shutting down: `outcome` then says what was sent, if anything).
+  asio::awaitable<std::optional<HttpResponse>> AwaitDeferred(
+      const HttpRequest& request, std::shared_ptr<DeferredResponse> deferred, Outcome* outcome);
   // Writes `data` under write_timeout; false on failure (then the socket is closed). While a
   // stream is active a failure aborts it (slow reader on timeout, else client gone).
   asio::awaitable<bool> Write(std::string_view data);

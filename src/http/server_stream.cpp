@@ -17,9 +17,42 @@ namespace pier::http::server_internal {
 
 using boost::system::error_code;
 
+// A DeferredResponse run as a (non-chunked) ResponseStream, so that waiting for it uses the
+// stream machinery: wakes, disconnect detection, cancellation at shutdown. Its last Poll keeps
+// the response the deferred answered; nothing of it is written by SendStream.
+class DeferredStream final : public ResponseStream {
+ public:
+  explicit DeferredStream(std::shared_ptr<DeferredResponse> deferred)
+      : deferred_(std::move(deferred)) {}
+  void Start(std::function<void()> wake) override { deferred_->Start(std::move(wake)); }
+  StreamChunk Poll() override {
+    if (!result_.has_value()) result_ = deferred_->Poll();
+    StreamChunk chunk;
+    chunk.done = result_.has_value();
+    return chunk;
+  }
+  size_t backlog() const override { return 0; }
+  void Cancel(std::string_view reason) override { deferred_->Cancel(reason); }
+  std::optional<HttpResponse>& result() { return result_; }
+
+ private:
+  std::shared_ptr<DeferredResponse> deferred_;
+  std::optional<HttpResponse> result_;
+};
+
+asio::awaitable<std::optional<HttpResponse>> Connection::AwaitDeferred(
+    const HttpRequest& request, std::shared_ptr<DeferredResponse> deferred, Outcome* outcome) {
+  auto stream = std::make_shared<DeferredStream>(std::move(deferred));
+  HttpResponse waiting;
+  waiting.stream = stream;
+  waiting.chunked = false;
+  *outcome = co_await SendStream(request, waiting, /*keep_alive=*/true, /*deferred=*/true);
+  co_return std::move(stream->result());
+}
+
 asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& request,
                                                             const HttpResponse& response,
-                                                            bool keep_alive) {
+                                                            bool keep_alive, bool deferred) {
   // HTTP/1.0 has no chunked encoding: collect the body instead.
   const bool chunked = response.chunked && http11_;
   int status = response.status;
@@ -155,6 +188,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
     co_return outcome;
   }
 
+  if (done && deferred) co_return Outcome{true, status};  // the caller sends the answer
   if (done && !chunked) {
     HttpResponse whole;
     whole.status = status;

@@ -436,16 +436,47 @@ std::string ServingMetrics::Render(const engine::EngineStats& engine,
   return Render(figures);
 }
 
-std::string ServingMetrics::Render(std::span<const ModelFigures> models) const {
+std::string ServingMetrics::Render(std::span<const ModelFigures> models,
+                                   std::span<const ModelLifecycle> lifecycle,
+                                   const MemoryGovernor* device) const {
   LiveFigures live;
-  for (const ModelFigures& m : models) {
-    AddEngineFigures(std::string(m.model), m.engine, live);
-    // Every served model is ready today (loading, draining and failed come with lifecycle).
-    live.GaugeFamily("pier_model_state", "1 for the state each model is in.", {"model", "state"})
-        .WithLabels({{"model", std::string(m.model)}, {"state", "ready"}})
-        .Set(1);
+  for (const ModelFigures& m : models) AddEngineFigures(std::string(m.model), m.engine, live);
+  auto& state =
+      live.GaugeFamily("pier_model_state", "1 for the state each model is in, 0 for the others.",
+                       {"model", "state"});
+  if (lifecycle.empty()) {
+    for (const ModelFigures& m : models) {
+      state.WithLabels({{"model", std::string(m.model)}, {"state", "ready"}}).Set(1);
+    }
+  }
+  static constexpr std::string_view kStates[] = {"unloaded", "loading", "ready", "draining",
+                                                 "failed"};
+  for (const ModelLifecycle& m : lifecycle) {
+    const std::string model(m.model);
+    for (std::string_view s : kStates) {
+      state.WithLabels({{"model", model}, {"state", std::string(s)}}).Set(s == m.state ? 1 : 0);
+    }
+    live.SetCounter(model, "pier_model_loads_total", "Loads of the model that succeeded.",
+                    static_cast<double>(m.loads));
+    live.SetCounter(model, "pier_model_load_failures_total",
+                    "Loads of the model that failed (it did not fit, or did not open).",
+                    static_cast<double>(m.load_failures));
+    auto& unloads = live.CounterFamily("pier_model_unloads_total",
+                                       "Unloads of the model, by why: requested (admin or "
+                                       "reload), evicted (room for another model), idle.",
+                                       {"model", "reason"});
+    unloads.WithLabels({{"model", model}, {"reason", "requested"}})
+        .Increment(static_cast<double>(m.unloads_requested));
+    unloads.WithLabels({{"model", model}, {"reason", "evicted"}})
+        .Increment(static_cast<double>(m.unloads_evicted));
+    unloads.WithLabels({{"model", model}, {"reason", "idle"}})
+        .Increment(static_cast<double>(m.unloads_idle));
   }
   std::vector<const MemoryGovernor*> governors;  // each device once
+  if (device != nullptr) {
+    governors.push_back(device);
+    AddGovernorFigures(device, models, live);
+  }
   for (const ModelFigures& m : models) {
     if (m.governor == nullptr ||
         std::find(governors.begin(), governors.end(), m.governor) != governors.end()) {

@@ -47,6 +47,17 @@ struct ModelFigures {
   const MemoryGovernor* governor = nullptr;  // null: no memory figures
 };
 
+// One known model's lifecycle, read at scrape time (every model, loaded or not).
+struct ModelLifecycle {
+  std::string_view model;
+  std::string_view state;  // "unloaded", "loading", "ready", "draining", "failed"
+  int64_t loads = 0;
+  int64_t load_failures = 0;
+  int64_t unloads_requested = 0;  // unloads asked for (admin, reload)
+  int64_t unloads_evicted = 0;    // to make room for another model
+  int64_t unloads_idle = 0;       // after idle_unload_after
+};
+
 class ServingMetrics {
  public:
   explicit ServingMetrics(std::string model_name);
@@ -68,7 +79,13 @@ class ServingMetrics {
 
   // The full exposition (text format 0.0.4): the recorded families, and the live figures of
   // every model (engine state, and memory when its governor is given), one child per model.
-  std::string Render(std::span<const ModelFigures> models) const;
+  // With `lifecycle`, pier_model_state has a child per state of each model (1 for the state it
+  // is in, 0 for the others) and the load/unload counters one per model; else every model in
+  // `models` reads ready. `device`: a governor whose device series are shown even when no
+  // model on it is loaded (may be null).
+  std::string Render(std::span<const ModelFigures> models,
+                     std::span<const ModelLifecycle> lifecycle = {},
+                     const MemoryGovernor* device = nullptr) const;
   // The same for the one model this was created for. `governor` may be null.
   std::string Render(const engine::EngineStats& engine, const MemoryGovernor* governor) const;
 

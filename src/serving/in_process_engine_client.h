@@ -23,6 +23,7 @@ class InProcessEngineClient final : public engine::EngineClient {
     return engine_->Submit(std::move(request));
   }
   void Abort(const std::string& id) override { engine_->Abort(id); }
+  void AbortAll(std::string reason) override { engine_->AbortAll(std::move(reason)); }
   engine::EngineStats Stats() const override { return engine_->Stats(); }
 
  private:

@@ -35,6 +35,10 @@ void InstancePoolClient::Abort(const std::string& id) {
   for (engine::EngineClient* instance : instances_) instance->Abort(id);
 }
 
+void InstancePoolClient::AbortAll(std::string reason) {
+  for (engine::EngineClient* instance : instances_) instance->AbortAll(reason);
+}
+
 engine::EngineStats InstancePoolClient::Stats() const {
   std::vector<engine::EngineStats> all;
   for (engine::EngineClient* instance : instances_) all.push_back(instance->Stats());

@@ -24,6 +24,7 @@ class InstancePoolClient final : public engine::EngineClient {
 
   Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request request) override;
   void Abort(const std::string& id) override;
+  void AbortAll(std::string reason) override;
   engine::EngineStats Stats() const override;
 
   // The instance Submit would pick now (for tests and /admin/models).

@@ -10,6 +10,7 @@
 
 #include "engine/local_model.h"
 #include "model/gguf_file.h"
+#include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
 
 namespace pier::serving {
@@ -31,7 +32,21 @@ std::string ModelIdFromPath(std::string_view path) {
   return id;
 }
 
-Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegistry& registry) {
+namespace {
+
+// What a ServedModel's pointers point into.
+struct ModelParts {
+  std::vector<std::unique_ptr<ModelHost>> hosts;
+  std::unique_ptr<engine::EngineClient> pool;  // with several instances
+  ~ModelParts() {
+    pool.reset();
+    while (!hosts.empty()) hosts.pop_back();  // the last instance loaded goes first
+  }
+};
+
+}  // namespace
+
+Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) {
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   ModelHostOptions host_options;
   {
@@ -55,17 +70,33 @@ Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices, ModelRegis
                host_options.model.kv_tokens);
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
   // One instance at a time: each admission sees what the previous ones hold.
-  std::vector<std::unique_ptr<ModelHost>> hosts;
+  auto parts = std::make_shared<ModelParts>();
   for (int i = 0; i < options.instances; ++i) {
     PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host,
                           ModelHost::Open(host_options, &devices.cpu_governor()));
-    hosts.push_back(std::move(host));
+    parts->hosts.push_back(std::move(host));
   }
-  if (hosts.front()->chat_template() == nullptr) {
+  ModelHost& first = *parts->hosts.front();
+  if (first.chat_template() == nullptr) {
     spdlog::warn("model {} has no chat template ({}); /v1/chat/completions will refuse it", id,
-                 hosts.front()->chat_template_error());
+                 first.chat_template_error());
   }
-  return registry.AddHosts(id, options.aliases, CreatedUnixSeconds(options.path), std::move(hosts));
+  auto model = std::make_shared<ServedModel>();
+  model->id = id;
+  model->aliases = options.aliases;
+  model->created_unix_seconds = CreatedUnixSeconds(options.path);
+  model->max_request_tokens = first.max_request_tokens();
+  for (const auto& host : parts->hosts) {
+    model->instances.push_back(&host->client());
+    model->max_request_tokens = std::min(model->max_request_tokens, host->max_request_tokens());
+  }
+  if (parts->hosts.size() > 1) parts->pool = std::make_unique<InstancePoolClient>(model->instances);
+  model->client = parts->pool != nullptr ? parts->pool.get() : &first.client();
+  model->tokenizer = &first.tokenizer();
+  model->chat_template = first.chat_template();
+  model->governor = &first.model().governor();
+  model->parts = std::move(parts);
+  return ModelRef(std::move(model));
 }
 
 }  // namespace pier::serving

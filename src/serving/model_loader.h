@@ -1,9 +1,11 @@
-// LoadModel: opens one model on its device and registers it, the way `pier serve` (and later
-// its worker processes and on-demand loads) brings a model up: the context is clamped to the
-// model's own, the engine is sized from the scheduler limits, and `created` is the file's
-// modification time.
+// OpenModel: opens one model (all its instances) on its device, the way `pier serve`'s
+// ModelManager (and later its worker processes) brings a model up: the context is clamped to
+// the model's own, the engine is sized from the scheduler limits, and `created` is the file's
+// modification time. The result owns its hosts (ServedModel::parts): dropping the last
+// reference stops its engines and returns its memory.
 //
-// Thread-safety: call before serving starts (the registry is not locked).
+// Thread-safety: plain functions; loads that run together mis-measure each other's memory, so
+// the manager runs one at a time.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +36,13 @@ struct ModelLoadOptions {
   // back to other models, never below kv_min_tokens; static: ctx tokens held from load on.
   engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;
   int64_t kv_min_tokens = 0;
+
+  bool operator==(const ModelLoadOptions&) const = default;
 };
 
-// The file's, the host's and the registry's errors (a model that does not fit the device's
-// budget is RESOURCE_EXHAUSTED with the numbers). On success the registry serves the model.
-[[nodiscard]] Status LoadModel(const ModelLoadOptions& options, DeviceSet& devices,
-                               ModelRegistry& registry);
+// The file's and the host's errors (a model that does not fit the device's budget is
+// RESOURCE_EXHAUSTED with the numbers).
+[[nodiscard]] Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices);
 
 // "SmolLM2-135M-Instruct.Q4_1" for ".../SmolLM2-135M-Instruct.Q4_1.gguf".
 std::string ModelIdFromPath(std::string_view path);

@@ -5,93 +5,320 @@
 
 namespace pier::serving {
 
+struct ModelRegistry::Slot {
+  std::string id;
+  std::vector<std::string> aliases;
+  LoadPolicy load = LoadPolicy::kOnStart;
+  ModelState state = ModelState::kUnloaded;
+  std::string reason;
+  ModelRef model;
+  bool managed = false;
+  int64_t loads = 0;
+  int64_t load_failures = 0;
+  int64_t unloads = 0;
+  int64_t evictions = 0;
+  int64_t idle_unloads = 0;
+  double last_load_seconds = 0;
+};
+
+std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kUnloaded:
+      return "unloaded";
+    case ModelState::kLoading:
+      return "loading";
+    case ModelState::kReady:
+      return "ready";
+    case ModelState::kDraining:
+      return "draining";
+    case ModelState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+std::string_view LoadPolicyName(LoadPolicy policy) {
+  return policy == LoadPolicy::kOnDemand ? "on_demand" : "on_start";
+}
+
 ModelRegistry::ModelRegistry() = default;
 
-// Entries borrow from the hosts: forget them first, then end the hosts (engines stop,
-// unfinished requests end with kAbort) in reverse order of loading.
+// The models go in reverse order of loading (each engine ends what is left with kAbort).
 ModelRegistry::~ModelRegistry() {
-  models_.clear();
-  pools_.clear();
-  while (!hosts_.empty()) hosts_.pop_back();
+  MutexLock lock(mutex_);
+  while (!slots_.empty()) slots_.pop_back();
 }
 
-Status ModelRegistry::Add(ServedModel model) {
-  if (model.id.empty()) return InvalidArgumentError("a served model needs an id");
-  if (model.client == nullptr || model.tokenizer == nullptr) {
-    return InvalidArgumentError("model " + model.id + " needs an engine client and a tokenizer");
-  }
-  std::vector<std::string> names = {model.id};
-  names.insert(names.end(), model.aliases.begin(), model.aliases.end());
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i].empty()) return InvalidArgumentError("model " + model.id + ": an empty alias");
-    const bool repeated = std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i),
-                                    names[i]) != names.begin() + static_cast<std::ptrdiff_t>(i);
-    if (repeated || Find(names[i]) != nullptr) {
-      return InvalidArgumentError("model " + names[i] + " is already served");
-    }
-  }
-  models_.push_back(std::move(model));
-  return Status::Ok();
+ModelRegistry::Slot* ModelRegistry::FindSlot(std::string_view name) {
+  return const_cast<Slot*>(static_cast<const ModelRegistry*>(this)->FindSlot(name));
 }
 
-Status ModelRegistry::AddHost(std::string id, std::vector<std::string> aliases,
-                              int64_t created_unix_seconds, std::unique_ptr<ModelHost> host) {
-  std::vector<std::unique_ptr<ModelHost>> hosts;
-  hosts.push_back(std::move(host));
-  return AddHosts(std::move(id), std::move(aliases), created_unix_seconds, std::move(hosts));
-}
-
-Status ModelRegistry::AddHosts(std::string id, std::vector<std::string> aliases,
-                               int64_t created_unix_seconds,
-                               std::vector<std::unique_ptr<ModelHost>> hosts) {
-  if (hosts.empty() || std::find(hosts.begin(), hosts.end(), nullptr) != hosts.end()) {
-    return InvalidArgumentError("model " + id + " has no host");
+const ModelRegistry::Slot* ModelRegistry::FindSlot(std::string_view name) const {
+  for (const auto& slot : slots_) {
+    if (slot->id == name) return slot.get();
   }
-  ServedModel model;
-  model.id = std::move(id);
-  model.aliases = std::move(aliases);
-  model.created_unix_seconds = created_unix_seconds;
-  ModelHost& first = *hosts.front();
-  model.max_request_tokens = first.max_request_tokens();
-  for (const auto& host : hosts) {
-    model.instances.push_back(&host->client());
-    model.max_request_tokens = std::min(model.max_request_tokens, host->max_request_tokens());
-  }
-  std::unique_ptr<engine::EngineClient> pool;
-  if (hosts.size() > 1) pool = std::make_unique<InstancePoolClient>(model.instances);
-  model.client = pool != nullptr ? pool.get() : &first.client();
-  model.tokenizer = &first.tokenizer();
-  model.chat_template = first.chat_template();
-  model.governor = &first.model().governor();
-  PIER_RETURN_IF_ERROR(Add(std::move(model)));
-  if (pool != nullptr) pools_.push_back(std::move(pool));
-  for (auto& host : hosts) hosts_.push_back(std::move(host));
-  return Status::Ok();
-}
-
-const ServedModel* ModelRegistry::Find(std::string_view id) const {
-  for (const ServedModel& model : models_) {
-    if (model.id == id) return &model;
-  }
-  for (const ServedModel& model : models_) {
-    if (std::find(model.aliases.begin(), model.aliases.end(), id) != model.aliases.end()) {
-      return &model;
+  for (const auto& slot : slots_) {
+    if (std::find(slot->aliases.begin(), slot->aliases.end(), name) != slot->aliases.end()) {
+      return slot.get();
     }
   }
   return nullptr;
 }
 
-Result<const ServedModel*> ModelRegistry::Resolve(std::string_view name) const {
-  if (name.empty()) {
-    if (models_.empty()) return NotFoundError("no model is served");
-    return &models_.front();
+Status ModelRegistry::CheckNames(const std::string& id, const std::vector<std::string>& aliases,
+                                 const Slot* except) const {
+  if (id.empty()) return InvalidArgumentError("a served model needs an id");
+  std::vector<std::string> names = {id};
+  names.insert(names.end(), aliases.begin(), aliases.end());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty()) return InvalidArgumentError("model " + id + ": an empty alias");
+    const auto begin = names.begin();
+    const bool repeated = std::find(begin, begin + static_cast<std::ptrdiff_t>(i), names[i]) !=
+                          begin + static_cast<std::ptrdiff_t>(i);
+    const Slot* owner = FindSlot(names[i]);
+    if (repeated || (owner != nullptr && owner != except)) {
+      return InvalidArgumentError("model " + names[i] + " is already served");
+    }
   }
-  if (const ServedModel* model = Find(name)) return model;
-  return NotFoundError("model " + std::string(name) + " does not exist");
+  return Status::Ok();
 }
 
-const ServedModel* ModelRegistry::default_model() const {
-  return models_.empty() ? nullptr : &models_.front();
+ModelEntry ModelRegistry::EntryOf(const Slot& slot) {
+  ModelEntry entry;
+  entry.id = slot.id;
+  entry.aliases = slot.aliases;
+  entry.load = slot.load;
+  entry.state = slot.state;
+  entry.reason = slot.reason;
+  entry.model = slot.state == ModelState::kReady ? slot.model : nullptr;
+  entry.loads = slot.loads;
+  entry.load_failures = slot.load_failures;
+  entry.unloads = slot.unloads;
+  entry.evictions = slot.evictions;
+  entry.idle_unloads = slot.idle_unloads;
+  entry.last_load_seconds = slot.last_load_seconds;
+  entry.managed = slot.managed;
+  return entry;
+}
+
+Status ModelRegistry::Add(ServedModel model) {
+  if (model.client == nullptr || model.tokenizer == nullptr) {
+    return InvalidArgumentError("model " + model.id + " needs an engine client and a tokenizer");
+  }
+  {
+    MutexLock lock(mutex_);
+    PIER_RETURN_IF_ERROR(CheckNames(model.id, model.aliases, nullptr));
+    auto slot = std::make_unique<Slot>();
+    slot->id = model.id;
+    slot->aliases = model.aliases;
+    slot->state = ModelState::kReady;
+    slot->model = std::make_shared<const ServedModel>(std::move(model));
+    slots_.push_back(std::move(slot));
+  }
+  Notify();
+  return Status::Ok();
+}
+
+Status ModelRegistry::Declare(std::string id, std::vector<std::string> aliases, LoadPolicy load) {
+  MutexLock lock(mutex_);
+  PIER_RETURN_IF_ERROR(CheckNames(id, aliases, nullptr));
+  auto slot = std::make_unique<Slot>();
+  slot->id = std::move(id);
+  slot->aliases = std::move(aliases);
+  slot->load = load;
+  slot->managed = true;
+  slots_.push_back(std::move(slot));
+  return Status::Ok();
+}
+
+Result<ModelEntry> ModelRegistry::Lookup(std::string_view name) const {
+  MutexLock lock(mutex_);
+  if (name.empty()) {
+    if (slots_.empty()) return NotFoundError("no model is served");
+    return EntryOf(*slots_.front());
+  }
+  const Slot* slot = FindSlot(name);
+  if (slot == nullptr) return NotFoundError("model " + std::string(name) + " does not exist");
+  return EntryOf(*slot);
+}
+
+Result<ModelRef> ModelRegistry::Resolve(std::string_view name) const {
+  PIER_ASSIGN_OR_RETURN(ModelEntry entry, Lookup(name));
+  if (entry.state == ModelState::kReady) return entry.model;
+  std::string message = "model " + entry.id + " is " + std::string(ModelStateName(entry.state));
+  if (!entry.reason.empty()) message += ": " + entry.reason;
+  return UnavailableError(message);
+}
+
+std::vector<ModelEntry> ModelRegistry::Snapshot() const {
+  MutexLock lock(mutex_);
+  std::vector<ModelEntry> entries;
+  entries.reserve(slots_.size());
+  for (const auto& slot : slots_) entries.push_back(EntryOf(*slot));
+  return entries;
+}
+
+std::vector<ModelRef> ModelRegistry::ReadyModels() const {
+  MutexLock lock(mutex_);
+  std::vector<ModelRef> models;
+  for (const auto& slot : slots_) {
+    if (slot->state == ModelState::kReady) models.push_back(slot->model);
+  }
+  return models;
+}
+
+std::string ModelRegistry::default_id() const {
+  MutexLock lock(mutex_);
+  return slots_.empty() ? std::string() : slots_.front()->id;
+}
+
+std::string ModelRegistry::KnownIds() const {
+  MutexLock lock(mutex_);
+  std::string ids;
+  for (const auto& slot : slots_) ids += (ids.empty() ? "'" : ", '") + slot->id + "'";
+  return ids;
+}
+
+Status ModelRegistry::SetState(const std::string& id, ModelState state, std::string reason) {
+  {
+    MutexLock lock(mutex_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr || slot->id != id) return NotFoundError("model " + id + " does not exist");
+    slot->state = state;
+    slot->reason = std::move(reason);
+    if (state != ModelState::kReady) slot->model = nullptr;
+  }
+  Notify();
+  return Status::Ok();
+}
+
+Status ModelRegistry::Publish(const std::string& id, ModelRef model, double load_seconds) {
+  if (model == nullptr || model->id != id) {
+    return InvalidArgumentError("model " + id + ": publishing another model");
+  }
+  {
+    MutexLock lock(mutex_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr || slot->id != id) return NotFoundError("model " + id + " does not exist");
+    PIER_RETURN_IF_ERROR(CheckNames(id, model->aliases, slot));
+    slot->aliases = model->aliases;
+    slot->model = std::move(model);
+    slot->state = ModelState::kReady;
+    slot->reason.clear();
+    ++slot->loads;
+    slot->last_load_seconds = load_seconds;
+  }
+  Notify();
+  return Status::Ok();
+}
+
+ModelRef ModelRegistry::Retire(const std::string& id, std::string reason) {
+  ModelRef model;
+  {
+    MutexLock lock(mutex_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr || slot->id != id || slot->state != ModelState::kReady) return nullptr;
+    model = std::move(slot->model);
+    slot->model = nullptr;
+    slot->state = ModelState::kDraining;
+    slot->reason = std::move(reason);
+  }
+  Notify();
+  return model;
+}
+
+Status ModelRegistry::MarkUnloaded(const std::string& id, UnloadKind kind) {
+  {
+    MutexLock lock(mutex_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr || slot->id != id) return NotFoundError("model " + id + " does not exist");
+    slot->state = ModelState::kUnloaded;
+    slot->reason.clear();
+    slot->model = nullptr;
+    ++slot->unloads;
+    if (kind == UnloadKind::kEvicted) ++slot->evictions;
+    if (kind == UnloadKind::kIdle) ++slot->idle_unloads;
+  }
+  Notify();
+  return Status::Ok();
+}
+
+Status ModelRegistry::MarkLoadFailed(const std::string& id, ModelState state, std::string reason) {
+  {
+    MutexLock lock(mutex_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr || slot->id != id) return NotFoundError("model " + id + " does not exist");
+    slot->state = state;
+    slot->reason = std::move(reason);
+    slot->model = nullptr;
+    ++slot->load_failures;
+  }
+  Notify();
+  return Status::Ok();
+}
+
+Status ModelRegistry::Redeclare(const std::string& id, std::vector<std::string> aliases,
+                                LoadPolicy load) {
+  MutexLock lock(mutex_);
+  Slot* slot = FindSlot(id);
+  if (slot == nullptr || slot->id != id) return NotFoundError("model " + id + " does not exist");
+  PIER_RETURN_IF_ERROR(CheckNames(id, aliases, slot));
+  slot->aliases = std::move(aliases);
+  slot->load = load;
+  return Status::Ok();
+}
+
+Status ModelRegistry::Remove(const std::string& id) {
+  {
+    MutexLock lock(mutex_);
+    auto it = std::find_if(slots_.begin(), slots_.end(),
+                           [&](const std::unique_ptr<Slot>& slot) { return slot->id == id; });
+    if (it == slots_.end()) return NotFoundError("model " + id + " does not exist");
+    if ((*it)->state != ModelState::kUnloaded && (*it)->state != ModelState::kFailed) {
+      return FailedPreconditionError(
+          "model " + id + " is " + std::string(ModelStateName((*it)->state)) + "; unload it first");
+    }
+    slots_.erase(it);
+  }
+  Notify();
+  return Status::Ok();
+}
+
+uint64_t ModelRegistry::Watch(std::function<void()> wake) {
+  MutexLock lock(mutex_);
+  const uint64_t id = next_watch_++;
+  watchers_.emplace(id, std::move(wake));
+  return id;
+}
+
+void ModelRegistry::Unwatch(uint64_t watch_id) {
+  MutexLock lock(mutex_);
+  watchers_.erase(watch_id);
+}
+
+void ModelRegistry::Notify() const {
+  std::vector<std::function<void()>> wakes;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& [id, wake] : watchers_) wakes.push_back(wake);
+  }
+  for (const auto& wake : wakes) wake();
+}
+
+void ModelRegistry::SetLoadRequester(std::function<void(const std::string& id)> requester) {
+  MutexLock lock(mutex_);
+  load_requester_ = std::move(requester);
+}
+
+bool ModelRegistry::RequestLoad(const std::string& id) const {
+  std::function<void(const std::string&)> requester;
+  {
+    MutexLock lock(mutex_);
+    requester = load_requester_;
+  }
+  if (!requester) return false;
+  requester(id);
+  return true;
 }
 
 }  // namespace pier::serving

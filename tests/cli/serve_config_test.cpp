@@ -73,6 +73,8 @@ max_seqs: 16
 max_body_bytes: 1MiB
 shutdown_grace: 2.5
 watchdog_seconds: 5
+load_wait: 12
+unload_grace: 3
 stream_backlog: 64
 write_timeout: 1.5
 default_max_tokens: 100
@@ -104,6 +106,8 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
   EXPECT_DOUBLE_EQ(o.shutdown_grace_seconds, 2.5);
   EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
+  EXPECT_DOUBLE_EQ(o.load_wait_seconds, 12);
+  EXPECT_DOUBLE_EQ(o.unload_grace_seconds, 3);
   EXPECT_EQ(o.stream_backlog, 64);
   EXPECT_DOUBLE_EQ(o.write_timeout_seconds, 1.5);
   EXPECT_EQ(o.default_max_tokens, 100);
@@ -111,7 +115,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 26u);
+  EXPECT_EQ(ServeSettingNames().size(), 28u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -205,6 +209,8 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"max_body_bytes", "0"}}, "--max-body-bytes");
   ExpectBad({{"shutdown_grace", "-1"}}, "--shutdown-grace");
   ExpectBad({{"watchdog_seconds", "0"}}, "--watchdog-seconds");
+  ExpectBad({{"load_wait", "-1"}}, "--load-wait");
+  ExpectBad({{"unload_grace", "soon"}}, "--unload-grace");
   ExpectBad({{"name", ""}}, "--name");
   ExpectBad({{"api_keys", ""}}, "--api-keys");
   ExpectBad({{"config", ""}}, "--config");
@@ -270,6 +276,9 @@ models:
   - name: beta
     path: b.gguf
     aliases: small
+    load: on_demand
+    idle_unload_after: 2.5
+    device: cpu
 )");
   Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
@@ -288,6 +297,11 @@ models:
             (std::vector<std::pair<std::string, std::string>>{{"ctx", "512"}, {"max_seqs", "4"}}));
   EXPECT_EQ(o->models[1].aliases, (std::vector<std::string>{"small"}));
   EXPECT_TRUE(o->models[1].settings.empty());
+  EXPECT_FALSE(a.on_demand);
+  EXPECT_EQ(a.idle_unload_after_seconds, 0);
+  EXPECT_TRUE(o->models[1].on_demand);
+  EXPECT_DOUBLE_EQ(o->models[1].idle_unload_after_seconds, 2.5);
+  EXPECT_EQ(o->models[1].device, "cpu");
 }
 
 TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
@@ -318,6 +332,16 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
       {"models: [{name: a, path: a.gguf, instances: 0}]",
        "models[0] (a): instances: expected an integer in [1, 16]"},
       {"models: [just-a-name]", "models[0]: expected a map"},
+      {"models: [{name: a, path: a.gguf, load: lazily}]",
+       "models[0] (a): load: expected on_start or on_demand, got \"lazily\""},
+      {"models: [{name: a, path: a.gguf, load: on_demand, idle_unload_after: -3}]",
+       "models[0] (a): idle_unload_after: expected seconds (0 or more)"},
+      {"models: [{name: a, path: a.gguf, idle_unload_after: 30}]",
+       "models[0] (a): idle_unload_after needs load: on_demand"},
+      {"models: [{name: a, path: a.gguf, device: 'cuda:0'}]",
+       "models[0] (a): device: \"cuda:0\" is not available: this build serves on the CPU only"},
+      {"models: [{name: a, path: a.gguf, device: tpu}]",
+       "models[0] (a): device: \"tpu\" is not a device"},
       {"model: a.gguf\nmodels: [{name: a, path: a.gguf}]",
        "model describes the one model of a file without a models: list"},
   };

@@ -73,6 +73,7 @@ class FakeClient final : public engine::EngineClient {
     return UnavailableError("fake client");
   }
   void Abort(const std::string&) override {}
+  void AbortAll(std::string) override {}
   engine::EngineStats Stats() const override { return stats; }
   engine::EngineStats stats;
 };
@@ -199,12 +200,14 @@ TEST_F(AdminRoutesTest, ModelsListsTheServedModel) {
   Json body = Body(r);
   EXPECT_EQ(body["object"], "list");
   ASSERT_EQ(body["data"].size(), 1u);
-  EXPECT_EQ(body["data"][0], Json({{"id", "tiny-model"},
-                                   {"object", "model"},
-                                   {"created", 1700000000},
-                                   {"owned_by", "pier"},
-                                   {"max_model_len", 4096},
-                                   {"pier", {{"aliases", Json::array()}, {"state", "ready"}}}}));
+  EXPECT_EQ(
+      body["data"][0],
+      Json({{"id", "tiny-model"},
+            {"object", "model"},
+            {"created", 1700000000},
+            {"owned_by", "pier"},
+            {"max_model_len", 4096},
+            {"pier", {{"aliases", Json::array()}, {"state", "ready"}, {"load", "on_start"}}}}));
   HttpResponse one = Call("GET", "/v1/models/tiny-model");
   ASSERT_EQ(one.status, 200);
   EXPECT_EQ(Body(one), body["data"][0]);

@@ -571,6 +571,7 @@ class RefusingClient final : public engine::EngineClient {
     return status_;
   }
   void Abort(const std::string&) override {}
+  void AbortAll(std::string) override {}
   engine::EngineStats Stats() const override { return {.max_request_tokens = 2048}; }
 
  private:

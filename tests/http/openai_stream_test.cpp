@@ -22,6 +22,7 @@ class FakeClient final : public engine::EngineClient {
     return UnavailableError("not used");
   }
   void Abort(const std::string& id) override { aborted.push_back(id); }
+  void AbortAll(std::string reason) override { aborted.push_back("*" + reason); }
   engine::EngineStats Stats() const override { return {}; }
 
   std::vector<std::string> aborted;

@@ -72,6 +72,14 @@ class TestClient {
     fd_ = -1;
   }
 
+  // Closes with a reset (SO_LINGER 0), as a client killed mid-request looks to the server.
+  void Reset() {
+    if (fd_ < 0) return;
+    linger hard{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+    Close();
+  }
+
   // Half-close: no more bytes from us; we can still read.
   void ShutdownWrite() {
     if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);

@@ -18,6 +18,7 @@ class ScriptedClient final : public engine::EngineClient {
     return UnavailableError("scripted");
   }
   void Abort(const std::string& id) override { aborted.push_back(id); }
+  void AbortAll(std::string reason) override { aborted.push_back("*" + reason); }
   engine::EngineStats Stats() const override { return stats; }
 
   engine::EngineStats stats;

@@ -17,6 +17,7 @@ class NullClient final : public engine::EngineClient {
     return UnavailableError("null client");
   }
   void Abort(const std::string&) override {}
+  void AbortAll(std::string) override {}
   engine::EngineStats Stats() const override { return {}; }
 };
 
@@ -46,7 +47,7 @@ TEST(ModelRegistryTest, ResolvesByIdAndTheFirstModelIsTheDefault) {
   NullClient client_a, client_b;
   NoTokenizer tokenizer;
   ModelRegistry registry;
-  EXPECT_EQ(registry.default_model(), nullptr);
+  EXPECT_EQ(registry.default_id(), "");
   EXPECT_FALSE(registry.Resolve("").ok());
   ASSERT_TRUE(registry.Add({.id = "a", .client = &client_a, .tokenizer = &tokenizer}).ok());
   ASSERT_TRUE(registry.Add({.id = "b", .client = &client_b, .tokenizer = &tokenizer}).ok());
@@ -54,14 +55,18 @@ TEST(ModelRegistryTest, ResolvesByIdAndTheFirstModelIsTheDefault) {
   ASSERT_TRUE(registry.Resolve("b").ok());
   EXPECT_EQ((*registry.Resolve("b"))->client, &client_b);
   EXPECT_EQ((*registry.Resolve(""))->id, "a");
-  EXPECT_EQ(registry.default_model()->id, "a");
-  Result<const ServedModel*> missing = registry.Resolve("gpt-4");
+  EXPECT_EQ(registry.default_id(), "a");
+  Result<ModelRef> missing = registry.Resolve("gpt-4");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(), "model gpt-4 does not exist");
-  EXPECT_EQ(registry.Find("gpt-4"), nullptr);
-  ASSERT_EQ(registry.models().size(), 2u);
-  EXPECT_EQ(registry.models()[1].id, "b");
+  const std::vector<ModelEntry> entries = registry.Snapshot();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].id, "b");
+  EXPECT_EQ(entries[1].state, ModelState::kReady);
+  EXPECT_FALSE(entries[1].managed);
+  EXPECT_EQ(registry.KnownIds(), "'a', 'b'");
+  EXPECT_EQ(registry.ReadyModels().size(), 2u);
 }
 
 TEST(ModelRegistryTest, AliasesReachTheirModelAndMayNotCollide) {
@@ -74,9 +79,7 @@ TEST(ModelRegistryTest, AliasesReachTheirModelAndMayNotCollide) {
                         .client = &client_a,
                         .tokenizer = &tokenizer})
                   .ok());
-  const ServedModel* first = registry.Find("a");
   ASSERT_TRUE(registry.Add({.id = "b", .client = &client_b, .tokenizer = &tokenizer}).ok());
-  EXPECT_EQ(registry.Find("a"), first) << "entries must not move when models are added";
   EXPECT_EQ((*registry.Resolve("gpt-4o-mini"))->id, "a");
   EXPECT_EQ((*registry.Resolve("chat"))->client, &client_a);
   EXPECT_EQ((*registry.Resolve("b"))->client, &client_b);
@@ -88,7 +91,8 @@ TEST(ModelRegistryTest, AliasesReachTheirModelAndMayNotCollide) {
   EXPECT_FALSE(
       registry.Add({.id = "d", .aliases = {"x", "x"}, .client = &client_b, .tokenizer = &tokenizer})
           .ok());
-  EXPECT_EQ(registry.models().size(), 2u);
+  EXPECT_FALSE(registry.Declare("e", {"gpt-4o-mini"}, LoadPolicy::kOnDemand).ok());
+  EXPECT_EQ(registry.Snapshot().size(), 2u);
 }
 
 TEST(ModelRegistryTest, RefusesDuplicatesAndIncompleteEntries) {
@@ -102,8 +106,75 @@ TEST(ModelRegistryTest, RefusesDuplicatesAndIncompleteEntries) {
   EXPECT_FALSE(registry.Add({.id = "", .client = &client, .tokenizer = &tokenizer}).ok());
   EXPECT_FALSE(registry.Add({.id = "c", .client = nullptr, .tokenizer = &tokenizer}).ok());
   EXPECT_FALSE(registry.Add({.id = "d", .client = &client, .tokenizer = nullptr}).ok());
-  EXPECT_FALSE(registry.AddHost("e", {}, 0, nullptr).ok());
-  EXPECT_EQ(registry.models().size(), 1u);
+  EXPECT_FALSE(registry.Declare("", {}, LoadPolicy::kOnStart).ok());
+  EXPECT_EQ(registry.Snapshot().size(), 1u);
+}
+
+// The lifecycle as the manager drives it: declared (unloaded), loading, ready, draining,
+// unloaded; a failed load; each change wakes the watchers; only ready resolves.
+TEST(ModelRegistryTest, StatesChangeAsTheManagerSaysAndWakeWatchers) {
+  NullClient client;
+  NoTokenizer tokenizer;
+  ModelRegistry registry;
+  int wakes = 0;
+  const uint64_t watch = registry.Watch([&] { ++wakes; });
+  ASSERT_TRUE(registry.Declare("m", {"alias"}, LoadPolicy::kOnDemand).ok());
+  Result<ModelEntry> entry = registry.Lookup("alias");
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ(entry->id, "m");
+  EXPECT_EQ(entry->state, ModelState::kUnloaded);
+  EXPECT_EQ(entry->load, LoadPolicy::kOnDemand);
+  EXPECT_TRUE(entry->managed);
+  Result<ModelRef> unloaded = registry.Resolve("m");
+  ASSERT_FALSE(unloaded.ok());
+  EXPECT_EQ(unloaded.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(unloaded.status().message(), "model m is unloaded");
+
+  ASSERT_TRUE(registry.SetState("m", ModelState::kLoading).ok());
+  EXPECT_EQ(registry.Resolve("m").status().message(), "model m is loading");
+  auto model = std::make_shared<ServedModel>();
+  model->id = "m";
+  model->aliases = {"alias", "new-alias"};
+  model->client = &client;
+  model->tokenizer = &tokenizer;
+  ASSERT_TRUE(registry.Publish("m", model, 0.25).ok());
+  ASSERT_TRUE(registry.Resolve("new-alias").ok());
+  EXPECT_EQ(registry.Lookup("m")->loads, 1);
+  EXPECT_DOUBLE_EQ(registry.Lookup("m")->last_load_seconds, 0.25);
+
+  ModelRef retired = registry.Retire("m", "unload requested");
+  EXPECT_EQ(retired, model);
+  EXPECT_EQ(registry.Resolve("m").status().message(), "model m is draining: unload requested");
+  EXPECT_EQ(registry.Lookup("m")->model, nullptr) << "a draining model is the manager's";
+  EXPECT_EQ(registry.Retire("m", "again"), nullptr);
+  EXPECT_FALSE(registry.Remove("m").ok()) << "draining models cannot be forgotten";
+  ASSERT_TRUE(registry.MarkUnloaded("m", ModelRegistry::UnloadKind::kEvicted).ok());
+  entry = registry.Lookup("m");
+  EXPECT_EQ(entry->state, ModelState::kUnloaded);
+  EXPECT_EQ(entry->unloads, 1);
+  EXPECT_EQ(entry->evictions, 1);
+
+  ASSERT_TRUE(registry.MarkLoadFailed("m", ModelState::kFailed, "bad file").ok());
+  EXPECT_EQ(registry.Resolve("m").status().message(), "model m is failed: bad file");
+  EXPECT_EQ(registry.Lookup("m")->load_failures, 1);
+  EXPECT_EQ(wakes, 5);  // loading, ready, draining, unloaded, failed
+
+  registry.Unwatch(watch);
+  const int before = wakes;
+  registry.Notify();
+  EXPECT_EQ(wakes, before);
+  ASSERT_TRUE(registry.Remove("m").ok());
+  EXPECT_FALSE(registry.Lookup("m").ok());
+  EXPECT_EQ(registry.SetState("m", ModelState::kReady).code(), StatusCode::kNotFound);
+}
+
+TEST(ModelRegistryTest, LoadRequestsGoToTheInstalledRequester) {
+  ModelRegistry registry;
+  EXPECT_FALSE(registry.RequestLoad("m"));
+  std::vector<std::string> asked;
+  registry.SetLoadRequester([&](const std::string& id) { asked.push_back(id); });
+  EXPECT_TRUE(registry.RequestLoad("m"));
+  EXPECT_EQ(asked, std::vector<std::string>{"m"});
 }
 
 TEST(ModelIdFromPathTest, DropsFolderAndGgufSuffix) {

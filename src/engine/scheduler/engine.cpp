@@ -213,6 +213,14 @@ void Engine::Abort(const std::string& id) {
   cv_.notify_all();
 }
 
+void Engine::AbortAll(std::string reason) {
+  {
+    MutexLock lock(mutex_);
+    abort_all_reason_ = std::move(reason);
+  }
+  cv_.notify_all();
+}
+
 EngineStats Engine::Stats() const {
   MutexLock lock(mutex_);
   EngineStats stats = stats_;
@@ -261,8 +269,8 @@ void Engine::Loop() {
       MutexLock lock(mutex_);
       lock.Wait(cv_, [&] {
         mutex_.AssertHeld();
-        return stopping_ || !inbox_.empty() || !aborts_.empty() || shrink_chunks_ > 0 ||
-               scheduler_.HasWork();
+        return stopping_ || !inbox_.empty() || !aborts_.empty() || abort_all_reason_ ||
+               shrink_chunks_ > 0 || scheduler_.HasWork();
       });
       if (stopping_) return;
     }
@@ -286,14 +294,21 @@ bool Engine::RunStep() {
 void Engine::TakeInbox() {
   std::vector<std::pair<Request, std::shared_ptr<RequestHandle>>> inbox;
   std::vector<std::string> aborts;
+  std::optional<std::string> abort_all;
   {
     MutexLock lock(mutex_);
     inbox.swap(inbox_);
     aborts.swap(aborts_);
+    abort_all.swap(abort_all_reason_);
   }
   for (const auto& [request, handle] : inbox) taken_sequences_ += request.n;
   for (auto& [request, handle] : inbox) StartRequest(std::move(request), std::move(handle));
   for (const std::string& id : aborts) AbortLive(id);
+  if (abort_all.has_value()) {
+    std::vector<std::string> ids;
+    for (const auto& [id, live] : live_) ids.push_back(id);
+    for (const std::string& id : ids) AbortLive(id, *abort_all);
+  }
 }
 
 void Engine::StartRequest(Request request, std::shared_ptr<RequestHandle> handle) {
@@ -392,12 +407,14 @@ void Engine::FinishRequestIfDone(const std::string& id) {
   live_.erase(it);  // its id was freed with its last event (FinishChoice)
 }
 
-void Engine::AbortLive(const std::string& id) {
+void Engine::AbortLive(const std::string& id, const std::string& reason) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   Live& live = *it->second;
   for (Choice& c : live.choices) {
-    if (!c.done) FinishChoice(live, c, Event{}, FinishReason::kAbort);
+    Event event;
+    event.error = reason;
+    if (!c.done) FinishChoice(live, c, std::move(event), FinishReason::kAbort);
   }
   FinishRequestIfDone(id);
 }

@@ -114,6 +114,9 @@ class Engine {
   // Ends the request (every choice gets a final abort event) and frees its blocks before the
   // next step. Unknown or finished ids are ignored.
   void Abort(const std::string& id);
+  // Ends every request submitted so far, as Abort does, with `reason` in each final event's
+  // `error` (e.g. "model chat is being unloaded"), before the next step.
+  void AbortAll(std::string reason);
   // A snapshot; `waiting` counts accepted submissions the engine thread has not taken yet.
   EngineStats Stats() const;
   // Asks the engine to give `chunks` chunks of its elastic KV arena back (no-op without one);
@@ -138,7 +141,7 @@ class Engine {
   void AddChoiceSequence(Live& live, int32_t index);
   void FinishChoice(Live& live, Choice& choice, Event event, FinishReason reason);
   void FinishRequestIfDone(const std::string& id);
-  void AbortLive(const std::string& id);
+  void AbortLive(const std::string& id, const std::string& reason = {});
   void Step();
   void HandleToken(Live& live, Choice& choice, std::span<const float> logits);
   void SampleChoice(Live& live, Choice& choice, std::span<const float> logits);
@@ -174,6 +177,7 @@ class Engine {
   std::condition_variable cv_;
   std::vector<std::pair<Request, std::shared_ptr<RequestHandle>>> inbox_ PIER_GUARDED_BY(mutex_);
   std::vector<std::string> aborts_ PIER_GUARDED_BY(mutex_);
+  std::optional<std::string> abort_all_reason_ PIER_GUARDED_BY(mutex_);  // AbortAll pending
   std::set<std::string> ids_in_use_ PIER_GUARDED_BY(mutex_);
   bool stopping_ PIER_GUARDED_BY(mutex_) = false;
   size_t shrink_chunks_ PIER_GUARDED_BY(mutex_) = 0;

@@ -108,7 +108,7 @@ struct Event {
   std::vector<PromptTokenLogprob> prompt_logprobs;
   // Set on the last event of a choice, with usage and timestamps.
   std::optional<FinishReason> finish;
-  std::string error;  // the reason when finish == kError
+  std::string error;  // the reason when finish == kError; with kAbort, why (may be empty)
   Usage usage;
   Timestamps times;
 };

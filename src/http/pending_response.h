@@ -1,0 +1,68 @@
+// PendingResponse: a DeferredResponse that another thread resolves (an admin operation that
+// answers when the model manager has done it). ModelWait: a DeferredResponse that waits for a
+// model to leave `loading` (an on-demand load), then answers with `retry()` (the request
+// handled again, now that the model is ready) or with a 503 that says why not.
+//
+// Thread-safety: every method may be called from any thread (one mutex each); wake callbacks
+// are called without it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/mutex.h"
+#include "http/http_types.h"
+#include "serving/model_registry.h"
+
+namespace pier::http {
+
+class PendingResponse final : public DeferredResponse {
+ public:
+  // Any thread, once (later calls are ignored). Before or after Start.
+  void Resolve(HttpResponse response);
+
+  void Start(std::function<void()> wake) override;
+  std::optional<HttpResponse> Poll() override;
+  void Cancel(std::string_view reason) override;
+
+ private:
+  Mutex mutex_;
+  std::function<void()> wake_ PIER_GUARDED_BY(mutex_);
+  std::optional<HttpResponse> answer_ PIER_GUARDED_BY(mutex_);
+  bool taken_ PIER_GUARDED_BY(mutex_) = false;
+};
+
+class ModelWait final : public DeferredResponse {
+ public:
+  // Waits for model `id` (whose entry had `loads` and `load_failures` when the request came)
+  // until `deadline`. Borrows the registry, which must outlive it.
+  ModelWait(serving::ModelRegistry* registry, serving::ModelEntry entry,
+            std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds limit,
+            std::function<HttpResponse()> retry);
+  ~ModelWait() override;
+
+  // Watches the registry and asks for the load.
+  void Start(std::function<void()> wake) override;
+  // ready: retry(); the load failed or the model went away, failed or draining: 503 with the
+  // reason; the deadline passed: 503 "did not finish loading within N s"; else nothing yet.
+  std::optional<HttpResponse> Poll() override;
+  void Cancel(std::string_view reason) override;
+
+ private:
+  void StopWatching();
+
+  serving::ModelRegistry* const registry_;
+  const serving::ModelEntry entry_;
+  const std::chrono::steady_clock::time_point deadline_;
+  const std::chrono::milliseconds limit_;
+  const std::function<HttpResponse()> retry_;
+  Mutex mutex_;
+  uint64_t watch_ PIER_GUARDED_BY(mutex_) = 0;
+  bool done_ PIER_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace pier::http
