@@ -192,6 +192,7 @@ Status ModelManager::DoLoad(const std::string& id) {
   const Clock::time_point start = Clock::now();
   Result<ModelRef> opened = OpenWithEviction(*spec);
   if (!opened.ok()) {
+    ReturnCachedMemory();  // what the attempt allocated before it failed
     const bool no_room = opened.status().code() == StatusCode::kResourceExhausted;
     spdlog::warn("model {} did not load: {}", id, opened.status().ToString());
     (void)registry_->MarkLoadFailed(id, no_room ? ModelState::kUnloaded : ModelState::kFailed,
@@ -228,6 +229,7 @@ Result<ModelRef> ModelManager::OpenWithEviction(const ModelSpec& spec) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     model.reset();
+    ReturnCachedMemory();
     (void)registry_->MarkUnloaded(victim, ModelRegistry::UnloadKind::kEvicted);
     if (options_.on_unloaded) options_.on_unloaded(victim, ModelRegistry::UnloadKind::kEvicted);
   }
@@ -288,6 +290,7 @@ void ModelManager::DoUnload(const std::string& id, ModelRegistry::UnloadKind kin
 
 void ModelManager::FinishDrain(Drain& drain) {
   drain.model.reset();  // the last holder: its engines stop and its memory goes back
+  ReturnCachedMemory();
   if (!drain.replaced) {
     (void)registry_->MarkUnloaded(drain.id, drain.kind);
     if (drain.forget) {
@@ -302,6 +305,13 @@ void ModelManager::FinishDrain(Drain& drain) {
   for (Done& done : drain.dones) {
     if (done) done(Status::Ok());
   }
+}
+
+void ModelManager::ReturnCachedMemory() {
+  // The pool keeps freed segments for reuse; an unloaded model's belong to the system again
+  // (the process RSS drops back to what it was before the load).
+  const size_t returned = devices_->cpu_governor().Trim();
+  if (returned > 0) spdlog::debug("returned {} cached bytes to the device", returned);
 }
 
 void ModelManager::Tick() {

@@ -131,6 +131,8 @@ class ModelManager {
   std::string PickEviction(const std::string& except);
   void Tick();
   void FinishDrain(Drain& drain);
+  // Gives the device's cached free segments back (after a model is gone).
+  void ReturnCachedMemory();
   // The managed id `name` names, or NOT_FOUND.
   Result<std::string> IdOf(const std::string& name) const;
 
