@@ -3,15 +3,17 @@
 //             [--memory-budget B] [--device-memory B] [--ctx N] [--max-batched-tokens N]
 //             [--max-seqs N] [--max-body-bytes N] [--shutdown-grace SECONDS]
 //             [--watchdog-seconds SECONDS] [--config FILE]`:
-// serves one model over HTTP: the OpenAI-compatible API (OpenAiApi), /health, /ready,
-// /metrics, /v1/models, /tokenize and /detokenize (AdminRoutes).
+// serves one model, or the models: list of --config, over HTTP: the OpenAI-compatible API
+// (OpenAiApi), /health, /ready, /metrics, /v1/models, /tokenize, /detokenize and the admin
+// routes (AdminRoutes; /admin/models, load, unload, reload through the ModelManager).
 //
 // Startup, in order: SIGTERM and SIGINT are blocked (before any thread starts, so every
 // thread inherits the mask and only this command's main thread receives them, through
 // sigtimedwait); the options are resolved (serve_config.h: defaults < --config file < flags);
-// the API keys file is read; the device set is created (one governor per device) and the model
-// is loaded into the ModelRegistry (serving/model_loader.h: KV for --ctx positions, clamped to
-// the model's context); then the routes and the HTTP server start, and one line goes to stdout,
+// the API keys file is read; the device set is created (one governor per device), every model
+// is declared in the ModelRegistry and the on_start ones are loaded by the ModelManager, one
+// at a time (serving/model_loader.h: KV up to --ctx positions, clamped to the model's
+// context); then the routes and the HTTP server start, and one line goes to stdout,
 // exactly:
 //   pier serve: listening on http://HOST:PORT (model ID)
 // and then one `pier serve: try: curl ...` line, a request to copy and paste.
@@ -21,7 +23,8 @@
 //
 // Shutdown: on SIGTERM or SIGINT, /ready turns 503, the server stops accepting, in-flight
 // requests may finish for --shutdown-grace seconds, the rest are cancelled (their engine
-// requests aborted), the engine stops, and the exit status is 0. A second signal during the
+// requests aborted), the manager stops (drains in progress end), the engines stop, and the
+// exit status is 0. A second signal during the
 // grace period exits at once with status 1.
 //
 // Threads: --threads compute threads (the engine's pool, default: every core) and
