@@ -2,13 +2,16 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "loadgen/arrivals.h"
@@ -81,9 +84,75 @@ std::string Fixed(double value, int digits) {
   return text;
 }
 
+// The phase an offset falls in (the last one past the end).
+int PhaseAt(const std::vector<LoadPhase>& phases, double offset_s) {
+  double end = 0;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    end += phases[i].seconds;
+    if (offset_s < end) return static_cast<int>(i);
+  }
+  return static_cast<int>(phases.size()) - 1;
+}
+
+// The model a request of `phase` names, drawn with `rng`.
+const std::string& DrawModel(const LoadPhase& phase, const std::vector<std::string>& models,
+                             std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<const std::string*> others;
+  for (const std::string& m : models) {
+    if (m != phase.hot) others.push_back(&m);
+  }
+  if (!phase.hot.empty() && (others.empty() || unit(rng) < phase.hot_share)) return phase.hot;
+  std::uniform_int_distribution<size_t> pick(0, others.size() - 1);
+  return *others[pick(rng)];
+}
+
 }  // namespace
 
-Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config) {
+Result<std::vector<LoadPhase>> ParsePhases(const std::string& text,
+                                           const std::vector<std::string>& models, double seconds,
+                                           double hot_share) {
+  if (!(seconds > 0)) return InvalidArgumentError("--phase-seconds must be positive");
+  if (!(hot_share >= 0 && hot_share <= 1)) {
+    return InvalidArgumentError("--hot-share must be in [0, 1]");
+  }
+  std::vector<LoadPhase> phases;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item.empty()) return InvalidArgumentError("--phases: an empty phase in '" + text + "'");
+    LoadPhase phase;
+    phase.seconds = seconds;
+    phase.hot_share = hot_share;
+    if (item != "even") {
+      if (std::find(models.begin(), models.end(), item) == models.end()) {
+        return InvalidArgumentError("--phases: '" + item + "' is not one of --models, nor even");
+      }
+      phase.hot = item;
+    }
+    phases.push_back(std::move(phase));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return phases;
+}
+
+Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config_in) {
+  BenchmarkConfig config = config_in;
+  if (!config.phases.empty()) {
+    if (config.models.size() < 2) {
+      return InvalidArgumentError("a phase schedule needs --models with at least two models");
+    }
+    if (std::isinf(config.request_rate)) {
+      return InvalidArgumentError("a phase schedule needs a finite --request-rate");
+    }
+    double total = 0;
+    for (const LoadPhase& phase : config.phases) total += phase.seconds;
+    config.workload.num_prompts =
+        std::max<size_t>(1, static_cast<size_t>(std::ceil(config.request_rate * total)));
+  }
   const auto log = [&config](const std::string& line) {
     if (config.log) config.log(line);
   };
@@ -115,12 +184,41 @@ Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config) {
   PIER_ASSIGN_OR_RETURN(const std::vector<double> offsets,
                         ArrivalOffsets(workload.size(), config.request_rate, config.burstiness,
                                        config.workload.seed ^ 0x9E3779B97F4A7C15ull));
+  // With a schedule: each request's phase and model, and each model's server.
+  std::vector<int> phase_of(workload.size(), -1);
+  std::vector<std::string> model_of(workload.size());
+  std::map<std::string, std::pair<BaseUrl, Endpoint>> servers;
+  if (!config.phases.empty()) {
+    std::mt19937_64 rng(config.workload.seed ^ 0xD1B54A32D192ED03ull);
+    for (size_t i = 0; i < workload.size(); ++i) {
+      phase_of[i] = PhaseAt(config.phases, offsets[i]);
+      model_of[i] = DrawModel(config.phases[static_cast<size_t>(phase_of[i])], config.models, rng);
+    }
+    for (const std::string& model : config.models) {
+      auto it = config.model_urls.find(model);
+      if (it == config.model_urls.end()) {
+        servers.emplace(model, std::make_pair(url, endpoint));
+        continue;
+      }
+      PIER_ASSIGN_OR_RETURN(const BaseUrl model_url, ParseBaseUrl(it->second));
+      PIER_ASSIGN_OR_RETURN(const Endpoint model_endpoint, Resolve(model_url));
+      servers.emplace(model, std::make_pair(model_url, model_endpoint));
+    }
+    for (const auto& [model, where] : config.model_urls) {
+      if (servers.count(model) == 0) {
+        return InvalidArgumentError("--model-url names " + model + ", which is not in --models");
+      }
+    }
+  }
 
   BenchmarkResult result;
   result.config = config;
   result.config.log = nullptr;
   result.model = config.model;
-  if (result.model.empty()) {
+  if (!config.phases.empty()) {
+    for (const std::string& m : config.models)
+      result.model += (result.model.empty() ? "" : ",") + m;
+  } else if (result.model.empty()) {
     PIER_ASSIGN_OR_RETURN(
         result.model,
         FetchFirstModelId(endpoint, config.api_key,
@@ -169,7 +267,18 @@ Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config) {
       while (running > seen && !max_in_flight.compare_exchange_weak(seen, running)) {
       }
       const Clock::time_point deadline = std::min(cap, now + FromSeconds(config.request_timeout_s));
-      RequestResult r = SendStreamingRequest(endpoint, options, workload[*index], deadline);
+      RequestResult r;
+      if (phase_of[*index] >= 0) {
+        const auto& [model_url, model_endpoint] = servers.at(model_of[*index]);
+        RequestOptions per_model = options;
+        per_model.model = model_of[*index];
+        per_model.target = model_url.path_prefix + config.endpoint;
+        r = SendStreamingRequest(model_endpoint, per_model, workload[*index], deadline);
+        r.model = model_of[*index];
+        r.phase = phase_of[*index];
+      } else {
+        r = SendStreamingRequest(endpoint, options, workload[*index], deadline);
+      }
       r.send_offset_s = std::chrono::duration<double>(now - start).count();
       results[*index] = std::move(r);
       sent[*index] = 1;
@@ -208,6 +317,31 @@ Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config) {
   const double duration_s = std::chrono::duration<double>(std::min(end, cap) - start).count();
   result.metrics =
       ComputeMetrics(result.requests, not_sent, duration_s, config.slos, config.percentiles);
+  if (!config.phases.empty()) {
+    double start_s = 0;
+    for (size_t p = 0; p < config.phases.size(); ++p) {
+      std::vector<RequestResult> in_phase;
+      for (const RequestResult& r : result.requests) {
+        if (r.phase == static_cast<int>(p)) in_phase.push_back(r);
+      }
+      const LoadPhase& phase = config.phases[p];
+      BenchmarkResult::PhaseMetrics m;
+      m.name = phase.hot.empty() ? "even" : "hot:" + phase.hot;
+      m.start_s = start_s;
+      m.seconds = phase.seconds;
+      m.metrics = ComputeMetrics(in_phase, 0, phase.seconds, config.slos, config.percentiles);
+      result.phases.push_back(std::move(m));
+      start_s += phase.seconds;
+    }
+    for (const std::string& model : config.models) {
+      std::vector<RequestResult> of_model;
+      for (const RequestResult& r : result.requests) {
+        if (r.model == model) of_model.push_back(r);
+      }
+      result.per_model[model] =
+          ComputeMetrics(of_model, 0, duration_s, config.slos, config.percentiles);
+    }
+  }
   return result;
 }
 

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -22,11 +23,25 @@
 
 namespace pier::loadgen {
 
+// One phase of a shifting-load schedule: for `seconds`, `hot` gets `hot_share` of the
+// requests and the other models split the rest evenly; an empty `hot` shares them evenly.
+struct LoadPhase {
+  std::string hot;
+  double seconds = 60;
+  double hot_share = 0.8;
+};
+
 struct BenchmarkConfig {
   std::string base_url = "http://127.0.0.1:8080";
   std::string endpoint = "/v1/completions";
-  std::string model;    // empty: the first id from GET /v1/models
-  std::string api_key;  // empty: no Authorization header
+  std::string model;  // empty: the first id from GET /v1/models
+  // Several models (a shifting-load trace): with `phases`, each request names one of
+  // `models`, drawn by its phase; the number of requests is request_rate x the schedule's
+  // length. `model_urls`: a server per model (three single-model servers), else base_url.
+  std::vector<std::string> models = {};
+  std::vector<LoadPhase> phases = {};
+  std::map<std::string, std::string> model_urls = {};
+  std::string api_key;                                            // empty: no Authorization header
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s
   double burstiness = 1.0;                                        // gamma shape
   size_t max_concurrency = 0;                                     // 0: no limit
@@ -49,7 +64,23 @@ struct BenchmarkResult {
   size_t max_in_flight = 0;             // the most requests in flight at once
   bool time_cap_reached = false;
   BenchmarkMetrics metrics;
+  // With a schedule: each phase's metrics (its requests; its duration), and each model's
+  // over the whole run.
+  struct PhaseMetrics {
+    std::string name;  // "hot:a" or "even"
+    double start_s = 0;
+    double seconds = 0;
+    BenchmarkMetrics metrics;
+  };
+  std::vector<PhaseMetrics> phases;
+  std::map<std::string, BenchmarkMetrics> per_model;
 };
+
+// Parses "a,b,c,even" (each a model of `models`, or "even") with one phase length and hot
+// share into a schedule.
+Result<std::vector<LoadPhase>> ParsePhases(const std::string& text,
+                                           const std::vector<std::string>& models, double seconds,
+                                           double hot_share);
 
 // Most worker threads (and so requests in flight) one run uses.
 inline constexpr size_t kMaxWorkers = 1024;

@@ -29,6 +29,8 @@ struct RequestResult {
   bool usage_reported = false;
   int text_chunks = 0;       // SSE chunks that carried generated text
   double send_offset_s = 0;  // when the request was sent, from the start of the run
+  std::string model;         // the model it named (with a phase schedule; else empty)
+  int phase = -1;            // its phase in the schedule, or -1
   double ttft_s = 0;
   double latency_s = 0;  // end-to-end
   std::vector<double> itl_s;

@@ -61,6 +61,56 @@ std::string PercentileName(double p) {
   return text;
 }
 
+namespace {
+
+double Percentile(const MetricSummary& summary, double p) {
+  for (const auto& [q, value] : summary.percentiles) {
+    if (q == p) return value;
+  }
+  return summary.median;
+}
+
+// Requests meeting every SLO among those sent (failures count as missed).
+double SloAttainment(const BenchmarkMetrics& m) {
+  const size_t sent = m.completed + m.failed;
+  return sent == 0 ? 0.0 : static_cast<double>(m.good_requests) / static_cast<double>(sent);
+}
+
+// One row per phase (and per model) of a shifting-load schedule.
+std::string ScheduleTable(const BenchmarkResult& result) {
+  const bool slos = !result.config.slos.empty();
+  std::string out = Banner(" Per phase ", '-');
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-14s %6s %6s %9s %10s %10s %10s %8s\n", "phase", "done",
+                "failed", "SLO met", "out tok/s", "p50 TTFT", "p99 TTFT", "p50 TPOT");
+  out += line;
+  auto row = [&](const std::string& name, const BenchmarkMetrics& m) {
+    const std::string slo = slos ? Number(100.0 * SloAttainment(m)) + "%" : "-";
+    std::snprintf(line, sizeof(line), "%-14s %6zu %6zu %9s %10.1f %9.0fms %9.0fms %6.1fms\n",
+                  name.c_str(), m.completed, m.failed, slo.c_str(), m.output_throughput,
+                  m.ttft_ms.median, Percentile(m.ttft_ms, 99), m.tpot_ms.median);
+    out += line;
+  };
+  for (const BenchmarkResult::PhaseMetrics& phase : result.phases) row(phase.name, phase.metrics);
+  row("overall", result.metrics);
+  out += Banner(" Per model ", '-');
+  for (const auto& [model, m] : result.per_model) row(model, m);
+  return out;
+}
+
+void AddMetrics(nlohmann::json& out, const BenchmarkMetrics& m) {
+  out["completed"] = m.completed;
+  out["failed"] = m.failed;
+  out["output_throughput"] = m.output_throughput;
+  out["request_goodput"] =
+      m.request_goodput ? nlohmann::json(*m.request_goodput) : nlohmann::json(nullptr);
+  out["slo_attainment"] = SloAttainment(m);
+  AddSummary(out, "ttft", m.ttft_ms);
+  AddSummary(out, "tpot", m.tpot_ms);
+}
+
+}  // namespace
+
 std::string FormatReport(const BenchmarkResult& result) {
   const BenchmarkMetrics& m = result.metrics;
   const BenchmarkConfig& c = result.config;
@@ -84,6 +134,8 @@ std::string FormatReport(const BenchmarkResult& result) {
   out += SummaryLines("Time per Output Token (excl. 1st token)", "TPOT", m.tpot_ms);
   out += SummaryLines("Inter-token Latency", "ITL", m.itl_ms);
   out += SummaryLines("End-to-end Latency", "E2EL", m.e2el_ms);
+  if (!c.slos.empty()) out += Line("SLO attainment (%):", Number(100.0 * SloAttainment(m)));
+  if (!result.phases.empty()) out += ScheduleTable(result);
   out += std::string(50, '=') + "\n";
   if (m.completed > 0 && !m.all_usage_reported) {
     out +=
@@ -166,6 +218,23 @@ nlohmann::json ResultToJson(const BenchmarkResult& result) {
     latencies.push_back(r.latency_s);
     send_times.push_back(r.send_offset_s);
     errors.push_back(r.error);
+  }
+  if (!result.phases.empty()) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const BenchmarkResult::PhaseMetrics& phase : result.phases) {
+      nlohmann::json p = {
+          {"name", phase.name}, {"start_s", phase.start_s}, {"seconds", phase.seconds}};
+      AddMetrics(p, phase.metrics);
+      phases.push_back(std::move(p));
+    }
+    out["phases"] = std::move(phases);
+    nlohmann::json models = nlohmann::json::object();
+    for (const auto& [model, metrics] : result.per_model) AddMetrics(models[model], metrics);
+    out["per_model"] = std::move(models);
+    out["slo_attainment"] = SloAttainment(m);
+    nlohmann::json request_models = nlohmann::json::array();
+    for (const RequestResult& r : result.requests) request_models.push_back(r.model);
+    out["request_models"] = std::move(request_models);
   }
   out["input_lens"] = std::move(input_lens);
   out["output_lens"] = std::move(output_lens);

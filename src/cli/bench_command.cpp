@@ -30,6 +30,11 @@ struct BenchServeOptions {
   std::vector<std::string> goodput;
   std::string extra_body;
   std::string json_path;
+  std::string models;
+  std::string phases;
+  double phase_seconds = 60;
+  double hot_share = 0.8;
+  std::vector<std::string> model_urls;
   bool quiet = false;
 };
 
@@ -122,6 +127,28 @@ Status Prepare(BenchServeOptions& options) {
     if (!config.extra_body.is_object()) {
       return InvalidArgumentError("--extra-body must be a JSON object");
     }
+  }
+  if (!options.models.empty()) {
+    std::string rest = options.models;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      config.models.push_back(rest.substr(0, comma));
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    }
+  }
+  if (!options.phases.empty()) {
+    PIER_ASSIGN_OR_RETURN(config.phases,
+                          loadgen::ParsePhases(options.phases, config.models, options.phase_seconds,
+                                               options.hot_share));
+  } else if (!config.models.empty()) {
+    return InvalidArgumentError("--models needs --phases (e.g. --phases a,b,c,even)");
+  }
+  for (const std::string& item : options.model_urls) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgumentError("--model-url: expected MODEL=URL, got '" + item + "'");
+    }
+    config.model_urls[item.substr(0, eq)] = item.substr(eq + 1);
   }
   if (!options.quiet) {
     config.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
@@ -239,6 +266,19 @@ void RegisterBench(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   serve->add_option("--json", options->json_path,
                     "Save the results (vLLM's key names plus per-request arrays) to this file");
+  serve->add_option("--models", options->models,
+                    "Comma-separated models for a shifting-load schedule (with --phases)");
+  serve->add_option("--phases", options->phases,
+                    "Schedule, e.g. a,b,c,even: in each phase the named model gets --hot-share "
+                    "of the requests (the others split the rest); even shares them; the run "
+                    "sends --request-rate x the schedule's length requests");
+  serve->add_option("--phase-seconds", options->phase_seconds, "Length of each phase")
+      ->capture_default_str();
+  serve->add_option("--hot-share", options->hot_share, "Share of the hot model in its phases")
+      ->capture_default_str();
+  serve->add_option("--model-url", options->model_urls,
+                    "MODEL=URL: send that model's requests to another server (one server per "
+                    "model); repeatable");
   serve->add_flag("-q,--quiet", options->quiet, "No progress lines on stderr");
   serve->callback([options, &exit_code] { exit_code = RunBenchServe(*options); });
 }

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "fake_openai_server.h"
@@ -299,6 +301,75 @@ TEST(BenchmarkTest, RequestRateSpacesTheSends) {
   // 19 exponential gaps of mean 10 ms: the last send is far from 0 and from 1 s.
   EXPECT_GT(last_send, 0.05);
   EXPECT_LT(last_send, 1.0);
+}
+
+// A shifting-load schedule: each phase's hot model gets most of its requests, a model may have
+// its own server, and the report has one row per phase and per model.
+TEST(BenchmarkTest, PhaseScheduleSendsMostRequestsToEachPhasesHotModel) {
+  FakeServerOptions server_options;
+  server_options.first_token_delay_ms = 1;
+  server_options.token_delay_ms = 1;
+  FakeOpenAiServer shared(server_options);
+  FakeOpenAiServer own(server_options);
+  BenchmarkConfig config = SmallRun(shared.base_url());
+  config.max_concurrency = 0;
+  config.request_rate = 400;
+  config.models = {"a", "b", "c"};
+  auto phases = ParsePhases("a,c,even", config.models, 0.5, 0.8);
+  ASSERT_TRUE(phases.ok()) << phases.status().ToString();
+  config.phases = *phases;
+  config.model_urls["c"] = own.base_url();
+  config.slos.ttft_ms = 60000;
+  auto result = RunBenchmark(config);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->requests.size(), 600u) << "rate x 1.5 s";
+  ASSERT_EQ(result->phases.size(), 3u);
+  EXPECT_EQ(result->phases[0].name, "hot:a");
+  EXPECT_EQ(result->phases[2].name, "even");
+  std::map<int, std::map<std::string, int>> counts;
+  for (const RequestResult& r : result->requests) {
+    ASSERT_TRUE(r.success) << r.error;
+    ++counts[r.phase][r.model];
+    EXPECT_GE(r.send_offset_s, 0.5 * r.phase - 0.05);
+  }
+  // Phase 0: a hot (about 80%), b and c about 10% each.
+  const int phase0 = counts[0]["a"] + counts[0]["b"] + counts[0]["c"];
+  EXPECT_GT(counts[0]["a"], phase0 * 7 / 10);
+  EXPECT_GT(counts[1]["c"], counts[1]["a"] + counts[1]["b"]);
+  EXPECT_GT(counts[2]["a"], 0);
+  EXPECT_LT(counts[2]["a"], (counts[2]["b"] + counts[2]["c"]));
+  // c's requests went to its own server, the others to the shared one.
+  size_t to_c = 0;
+  for (const nlohmann::json& body : own.bodies()) {
+    EXPECT_EQ(body["model"], "c");
+    ++to_c;
+  }
+  EXPECT_EQ(to_c, static_cast<size_t>(counts[0]["c"] + counts[1]["c"] + counts[2]["c"]));
+  for (const nlohmann::json& body : shared.bodies()) EXPECT_NE(body["model"], "c");
+  EXPECT_EQ(result->per_model.at("a").completed,
+            static_cast<size_t>(counts[0]["a"] + counts[1]["a"] + counts[2]["a"]));
+  const std::string report = FormatReport(*result);
+  EXPECT_NE(report.find("hot:c"), std::string::npos) << report;
+  EXPECT_NE(report.find("SLO attainment (%):"), std::string::npos) << report;
+  const nlohmann::json json = ResultToJson(*result);
+  EXPECT_EQ(json["phases"].size(), 3u);
+  EXPECT_DOUBLE_EQ(json["slo_attainment"].get<double>(), 1.0);
+}
+
+TEST(BenchmarkTest, PhaseScheduleOptionsAreChecked) {
+  const std::vector<std::string> models = {"a", "b"};
+  EXPECT_FALSE(ParsePhases("a,z", models, 1, 0.8).ok());
+  EXPECT_FALSE(ParsePhases("a,,b", models, 1, 0.8).ok());
+  EXPECT_FALSE(ParsePhases("a", models, 0, 0.8).ok());
+  EXPECT_FALSE(ParsePhases("a", models, 1, 1.5).ok());
+  BenchmarkConfig config = SmallRun("http://127.0.0.1:1");
+  config.models = {"a"};
+  config.phases = *ParsePhases("a", {"a"}, 1, 0.8);
+  config.request_rate = 10;
+  EXPECT_FALSE(RunBenchmark(config).ok()) << "one model is not a schedule";
+  config.models = {"a", "b"};
+  config.request_rate = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(RunBenchmark(config).ok()) << "a schedule needs a finite rate";
 }
 
 TEST(BenchmarkTest, KeepsManyStreamsInFlightAtOnce) {
