@@ -12,9 +12,9 @@
 // sigtimedwait); the options are resolved (serve_config.h: defaults < --config file < flags);
 // the API keys file is read; the device set is created (one governor per device), every model
 // is declared in the ModelRegistry and the on_start ones are loaded by the ModelManager, one
-// at a time (serving/model_loader.h: KV up to --ctx positions, clamped to the model's
-// context); then the routes and the HTTP server start, and one line goes to stdout,
-// exactly:
+// at a time (serving/model_loader.h: KV up to --ctx positions for all requests together, each
+// request at most the model's context); then the routes and the HTTP server start, and one line
+// goes to stdout, exactly:
 //   pier serve: listening on http://HOST:PORT (model ID)
 // and then one `pier serve: try: curl ...` line, a request to copy and paste.
 // (with --port 0 it shows the port the system chose). A bad setting, an unreadable keys file,
@@ -89,8 +89,8 @@ constexpr SettingHelp kSettingHelp[] = {
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
     {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
     {"ctx", "TOKENS",
-     "KV cache size in tokens, all requests together (default 4096, capped at the "
-     "model's context)"},
+     "KV cache size in tokens, all requests together (default 4096; one request uses at "
+     "most the model's context)"},
     {"kv_dtype", "f32|f16|q8_0",
      "K/V element type in the cache; f16 (default) holds twice the tokens of f32, q8_0 "
      "almost twice those of f16"},

@@ -48,8 +48,8 @@ struct ServeOptions {
   std::string admin_key;     // empty: /admin/* answer on loopback only
   int64_t max_queued = 256;  // waiting sequences before 429; 0: no limit
   BudgetSpec memory_budget = BudgetSpec::Percent(100);
-  std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed
-  int64_t ctx = 4096;                     // KV cache positions (clamped to the model's context)
+  std::optional<uint64_t> device_memory;             // CPU capacity; unset: probed
+  int64_t ctx = 4096;                                // KV cache positions, all requests together
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;  // K/V element type in the cache
   // elastic: each model's KV grows on demand up to ctx and is lent between models (never
   // below kv_min tokens); static: each model holds ctx tokens of KV from load on.

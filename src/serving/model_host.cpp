@@ -7,14 +7,19 @@
 
 namespace pier::serving {
 
-Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& options,
-                                                   MemoryGovernor* governor) {
-  std::unique_ptr<ModelHost> host(new ModelHost());
+engine::LocalModelOptions ResolvedModelOptions(const ModelHostOptions& options) {
   engine::LocalModelOptions model_options = options.model;
   // The workspace must hold the scheduler's largest step, with a logit row per sequence.
   model_options.max_step_tokens = options.engine.scheduler.max_batched_tokens;
   model_options.max_logit_rows =
       std::min(options.engine.scheduler.max_seqs, options.engine.scheduler.max_batched_tokens);
+  return model_options;
+}
+
+Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& options,
+                                                   MemoryGovernor* governor) {
+  std::unique_ptr<ModelHost> host(new ModelHost());
+  const engine::LocalModelOptions model_options = ResolvedModelOptions(options);
   PIER_ASSIGN_OR_RETURN(host->model_, engine::LocalModel::Open(model_options, governor));
   PIER_ASSIGN_OR_RETURN(host->tokenizer_, model::LoadTokenizer(host->model_->file()));
   Result<tokenizer::ChatTemplate> chat_template = model::LoadChatTemplate(host->model_->file());

@@ -34,6 +34,10 @@ struct ModelHostOptions {
   int64_t max_waiting = 0;
 };
 
+// The model options Open uses: `options.model` with its workspace sized for the scheduler's
+// largest step (for estimates made before a load).
+engine::LocalModelOptions ResolvedModelOptions(const ModelHostOptions& options);
+
 class ModelHost {
  public:
   // LocalModel::Open's errors, the tokenizer's, and Engine::Create's. A model without a chat

@@ -44,16 +44,11 @@ struct ModelParts {
   }
 };
 
-}  // namespace
-
-Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) {
-  const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::string& id) {
   ModelHostOptions host_options;
-  {
-    PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
-                          model::GgufFile::Open(options.path));
-    host_options.model.kv_tokens = engine::ClampContext(*file, options.ctx);
-  }
+  // The KV cache holds `ctx` positions for all requests together; one request may use at most
+  // the model's trained context of them (the engine's max_request_tokens).
+  host_options.model.kv_tokens = options.ctx;
   host_options.model.path = options.path;
   host_options.model.owner_name = id;  // the governor's owners read "<id>/kv" ("<id>#2/kv", ...)
   host_options.model.owner_priority = options.priority;
@@ -64,6 +59,23 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
   host_options.engine.scheduler.max_seqs = options.max_seqs;
   host_options.max_waiting = options.max_queued;
+  return host_options;
+}
+
+}  // namespace
+
+Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
+  const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+  PIER_ASSIGN_OR_RETURN(
+      engine::MemoryEstimate estimate,
+      engine::EstimateMemory(*file, ResolvedModelOptions(HostOptionsOf(options, id))));
+  return estimate.total_bytes() * static_cast<uint64_t>(std::max(1, options.instances));
+}
+
+Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) {
+  const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+  ModelHostOptions host_options = HostOptionsOf(options, id);
   spdlog::info("loading {} as {} ({} threads, KV cache {} {} tokens)", options.path, id,
                host_options.model.threads,
                options.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",

@@ -1,6 +1,7 @@
 // OpenModel: opens one model (all its instances) on its device, the way `pier serve`'s
-// ModelManager (and later its worker processes) brings a model up: the context is clamped to
-// the model's own, the engine is sized from the scheduler limits, and `created` is the file's
+// ModelManager (and later its worker processes) brings a model up: the KV cache holds `ctx`
+// positions for all requests together (one request at most the model's trained context),
+// the engine is sized from the scheduler limits, and `created` is the file's
 // modification time. The result owns its hosts (ServedModel::parts): dropping the last
 // reference stops its engines and returns its memory.
 //
@@ -27,7 +28,7 @@ struct ModelLoadOptions {
   int priority = 0;                  // its memory owners' priority under reclaim
   int instances = 1;                 // engines serving it (each with its own KV and owners)
   int threads = 1;                   // compute threads, counting the engine thread
-  int64_t ctx = 4096;                // KV positions, clamped to the model's context length
+  int64_t ctx = 4096;                // KV positions, all requests together
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;
   int64_t max_batched_tokens = 512;
   int64_t max_seqs = 64;
@@ -43,6 +44,10 @@ struct ModelLoadOptions {
 // The file's and the host's errors (a model that does not fit the device's budget is
 // RESOURCE_EXHAUSTED with the numbers).
 [[nodiscard]] Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices);
+
+// What admission will hold for the model from load on (all instances): weights, workspace and
+// the KV minimum (elastic) or the whole KV cache (static), estimated from the file's header.
+[[nodiscard]] Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options);
 
 // "SmolLM2-135M-Instruct.Q4_1" for ".../SmolLM2-135M-Instruct.Q4_1.gguf".
 std::string ModelIdFromPath(std::string_view path);

@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "memory/byte_size.h"
+
 namespace pier::serving {
 namespace {
 
@@ -43,6 +45,7 @@ Status ModelManager::Start(std::vector<ModelSpec> specs) {
     MutexLock lock(mutex_);
     specs_[spec.load.id] = std::make_shared<const ModelSpec>(spec);
   }
+  PIER_RETURN_IF_ERROR(CheckOnStartModelsFit(specs));
   for (const ModelSpec& spec : specs) {
     if (spec.policy != LoadPolicy::kOnStart) continue;
     if (Status loaded = DoLoad(spec.load.id); !loaded.ok()) return loaded;
@@ -50,6 +53,27 @@ Status ModelManager::Start(std::vector<ModelSpec> specs) {
   registry_->SetLoadRequester([this](const std::string& id) { Load(id, nullptr); });
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
+}
+
+Status ModelManager::CheckOnStartModelsFit(const std::vector<ModelSpec>& specs) const {
+  const GovernorStats device = devices_->cpu_governor().Stats();
+  const uint64_t free = device.budget_bytes - std::min(device.budget_bytes, device.committed_bytes);
+  uint64_t total = 0;
+  std::string parts;
+  for (const ModelSpec& spec : specs) {
+    if (spec.policy != LoadPolicy::kOnStart) continue;
+    // A file that does not open fails its own load, with the file's error.
+    Result<uint64_t> bytes = GuaranteedBytes(spec.load);
+    if (!bytes.ok()) continue;
+    total += *bytes;
+    parts += (parts.empty() ? "" : ", ") + spec.load.id + " " + FormatBytes(*bytes);
+  }
+  if (total <= free) return Status::Ok();
+  return ResourceExhaustedError(
+      "the on_start models need " + FormatBytes(total) + " together (" + parts +
+      ") but the memory budget has " + FormatBytes(free) + " free (of " +
+      FormatBytes(device.budget_bytes) + "): " + FormatBytes(total - free) +
+      " too much; load some on_demand, lower their ctx or kv_min, or raise --memory-budget");
 }
 
 void ModelManager::Stop() {

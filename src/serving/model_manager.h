@@ -83,7 +83,9 @@ class ModelManager {
   ModelManager(const ModelManager&) = delete;
   ModelManager& operator=(const ModelManager&) = delete;
 
-  // Declares every model, loads the `on_start` ones in order on the calling thread, then
+  // Declares every model, checks that the `on_start` ones fit the budget together (their
+  // guaranteed bytes: weights, workspace, KV minimum), loads them in order on the calling
+  // thread, then
   // starts the manager's thread and installs itself as the registry's load requester. The
   // first load that fails is returned (with the model's id); the models loaded before stay.
   [[nodiscard]] Status Start(std::vector<ModelSpec> specs);
@@ -118,6 +120,9 @@ class ModelManager {
     std::chrono::steady_clock::time_point last_active;
   };
 
+  // RESOURCE_EXHAUSTED naming each on_start model's guaranteed bytes when they do not fit the
+  // device's budget together (checked before any of them loads).
+  Status CheckOnStartModelsFit(const std::vector<ModelSpec>& specs) const;
   void Run();
   void Post(std::function<void()> op);
   // The manager thread's side of each operation.

@@ -143,9 +143,18 @@ def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_n
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "listening" not in done.stdout
-    assert "models[1] (beta)" in done.stderr and "needs" in done.stderr, done.stderr
-    assert f"memory budget is {budget[:-3]}.0 MiB" in done.stderr, done.stderr
-    assert ("KV cache elastic, at least 256 tokens" in done.stderr) == (policy == "elastic")
+    # Checked before anything loads: every model's guarantee, the sum and the excess.
+    match = re.search(r"the on_start models need ([0-9.]+) MiB together \(alpha ([0-9.]+) MiB, "
+                      r"beta ([0-9.]+) MiB, gamma ([0-9.]+) MiB\) but the memory budget has "
+                      r"([0-9.]+) MiB free \(of ([0-9.]+) MiB\): ([0-9.]+) MiB too much",
+                      done.stderr)
+    assert match, done.stderr
+    total, a, b, c, free, of, excess = (float(x) for x in match.groups())
+    assert a == b == c and abs(total - 3 * a) < 0.2 and of == float(budget[:-3])
+    assert abs(total - free - excess) < 0.2
+    # Elastic: each model is guaranteed only its KV minimum; static: its whole KV cache.
+    assert (a < 130) == (policy == "elastic"), a
+    assert "loading" not in done.stderr, "nothing loads when the sum does not fit"
 
 
 def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next():

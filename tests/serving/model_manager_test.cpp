@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "memory/byte_size.h"
+
 namespace pier::serving {
 namespace {
 
@@ -231,6 +233,35 @@ TEST(ModelManagerTest, ALoadThatDoesNotFitEvictsTheIdleOnDemandModelOnly) {
   EXPECT_EQ(evicted->evictions, 1);
   EXPECT_EQ(unloads, std::vector<std::string>{"busy"});
   EXPECT_LE(Committed(*devices), one * 3 / 2);
+}
+
+TEST(ModelManagerTest, OnStartModelsThatDoNotFitTogetherStopTheStartBeforeAnyLoads) {
+  const Result<uint64_t> one = GuaranteedBytes(Spec("m").load);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  auto devices = Devices(*one * 3 / 2);
+  ModelRegistry registry;
+  ModelManager manager({}, devices.get(), &registry);
+  const Status status = manager.Start({Spec("a"), Spec("b"), Spec("lazy", LoadPolicy::kOnDemand)});
+  ASSERT_EQ(status.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(
+      status.message().find("the on_start models need " + FormatBytes(2 * *one) + " together (a " +
+                            FormatBytes(*one) + ", b " + FormatBytes(*one) + ")"),
+      std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find(FormatBytes(*one / 2) + " too much"), std::string::npos)
+      << status.message();
+  EXPECT_EQ(Committed(*devices), 0u) << "nothing loaded";
+  EXPECT_EQ(registry.Lookup("a")->state, ModelState::kUnloaded);
+}
+
+TEST(ModelManagerTest, TheGuaranteeIsWhatALoadCommits) {
+  auto devices = Devices(uint64_t{2} << 30);
+  ModelRegistry registry;
+  ModelManager manager({}, devices.get(), &registry);
+  ModelSpec spec = Spec("m");
+  spec.load.instances = 2;
+  ASSERT_TRUE(manager.Start({spec}).ok());
+  EXPECT_EQ(Committed(*devices), *GuaranteedBytes(spec.load));
 }
 
 TEST(ModelManagerTest, OnStartModelsAreNeverEvicted) {
