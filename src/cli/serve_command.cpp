@@ -117,6 +117,9 @@ constexpr SettingHelp kSettingHelp[] = {
      "Comma-separated origins allowed by CORS (http://localhost:3000), or * (default: off)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
+    {"swap_space", "BYTES",
+     "Host memory per model instance for preemption by swap, from the pinned pool (default 0: "
+     "preempted sequences are recomputed)"},
     {"load_wait", "SECONDS",
      "A request for an on_demand model that is not loaded waits this long for its load "
      "(default 60; 0: 503 at once)"},
@@ -177,6 +180,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.max_batched_tokens = settings.max_batched_tokens;
     load.max_seqs = settings.max_seqs;
     load.max_queued = settings.max_queued;
+    load.swap_space_bytes = settings.swap_space;
     spec.policy = model.on_demand ? serving::LoadPolicy::kOnDemand : serving::LoadPolicy::kOnStart;
     spec.idle_unload_after =
         std::chrono::milliseconds(static_cast<int64_t>(model.idle_unload_after_seconds * 1000.0));
@@ -208,17 +212,23 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   }
   const http::ApiKeys* keys_or_null = keys.enabled() ? &keys : nullptr;
 
+  // The model repository: the models: list, or the one model of -m / model / name.
+  Result<std::vector<serving::ModelSpec>> specs = ModelSpecsOf(options);
+  if (!specs.ok()) return Fail(specs.status());
+
   // One device set for the process: every model on a device shares its governor.
   serving::DeviceSetOptions device_options;
   device_options.cpu_budget = options.memory_budget;
   device_options.cpu_capacity = options.device_memory;
+  // The swap pool holds every model instance's swap space.
+  for (const serving::ModelSpec& spec : *specs) {
+    device_options.swap_space_bytes +=
+        spec.load.swap_space_bytes * static_cast<uint64_t>(spec.load.instances);
+  }
   Result<std::unique_ptr<serving::DeviceSet>> created = serving::DeviceSet::Create(device_options);
   if (!created.ok()) return Fail(created.status());
   std::unique_ptr<serving::DeviceSet> devices = std::move(created).value();
 
-  // The model repository: the models: list, or the one model of -m / model / name.
-  Result<std::vector<serving::ModelSpec>> specs = ModelSpecsOf(options);
-  if (!specs.ok()) return Fail(specs.status());
   const std::string model_id = specs->front().load.id;
   metrics::ServingMetrics metrics(model_id);
   auto registry = std::make_unique<serving::ModelRegistry>();

@@ -50,7 +50,7 @@ class PinnedBuffer {
 
 struct PinnedHostPoolOptions {
   uint64_t limit_bytes = uint64_t{256} << 20;
-  CachingAllocatorOptions pool;
+  CachingAllocatorOptions pool = {};
 };
 
 struct PinnedHostStats {

@@ -25,10 +25,14 @@ Result<std::unique_ptr<DeviceSet>> DeviceSet::Create(const DeviceSetOptions& opt
                                          FormatBytes(*options.cpu_capacity));
   }
   set->cpu_governor_ = std::move(governor).value();
+  PinnedHostPoolOptions swap_options;
+  swap_options.limit_bytes = options.swap_space_bytes;
+  set->swap_pool_ = std::make_unique<PinnedHostPool>(set->cpu_.get(), swap_options);
   return set;
 }
 
 DeviceSet::~DeviceSet() {
+  swap_pool_.reset();
   cpu_governor_.reset();
   cpu_.reset();
 }

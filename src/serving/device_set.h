@@ -4,7 +4,8 @@
 // a device's governor, so two models on one device can never each believe they own all of it.
 //
 // Today the set holds the CPU device (capacity probed from the system and its cgroup, or given
-// by `--device-memory`; budget `--memory-budget`). CUDA devices join it with the GPU backend.
+// by `--device-memory`; budget `--memory-budget`) and the pinned host pool KV swap space
+// comes from (`--swap-space`). CUDA devices join it with the GPU backend.
 //
 // Ownership: owns the devices and governors; the governors must outlive every model (and
 // every block) charged to them. Thread-safety: the accessors are const after Create; the
@@ -19,12 +20,15 @@
 #include "device/device.h"
 #include "memory/byte_size.h"
 #include "memory/memory_governor.h"
+#include "memory/pinned_host_pool.h"
 
 namespace pier::serving {
 
 struct DeviceSetOptions {
   BudgetSpec cpu_budget = BudgetSpec::Percent(100);  // `--memory-budget`
   std::optional<uint64_t> cpu_capacity;              // `--device-memory`; unset: probed
+  // The pinned host pool's limit for KV swap space (`--swap-space`); 0: no swap space.
+  uint64_t swap_space_bytes = 0;
 };
 
 class DeviceSet {
@@ -39,12 +43,16 @@ class DeviceSet {
   Device& cpu() { return *cpu_; }
   MemoryGovernor& cpu_governor() { return *cpu_governor_; }
   const MemoryGovernor& cpu_governor() const { return *cpu_governor_; }
+  // Host memory for preemption by swap: every model's swap slots come from here, up to
+  // swap_space_bytes in all (not charged to a device budget: it is staging memory).
+  PinnedHostPool& swap_pool() { return *swap_pool_; }
 
  private:
   DeviceSet() = default;
 
   std::unique_ptr<Device> cpu_;
   std::unique_ptr<MemoryGovernor> cpu_governor_;  // destroyed before the device
+  std::unique_ptr<PinnedHostPool> swap_pool_;     // destroyed first
 };
 
 }  // namespace pier::serving

@@ -30,6 +30,12 @@ Result<std::unique_ptr<ModelHost>> ModelHost::Open(const ModelHostOptions& optio
   }
   engine::EngineOptions engine_options = options.engine;
   engine_options.max_waiting = options.max_waiting;
+  if (options.swap_space_bytes > 0) {
+    const uint64_t block_bytes = host->model_->kv().layout().bytes_per_block();
+    engine_options.swap_blocks = static_cast<int64_t>(options.swap_space_bytes / block_bytes);
+    engine_options.swap_pool = options.swap_pool;
+    engine_options.scheduler.preempt_by_swap = engine_options.swap_blocks > 0;
+  }
   PIER_ASSIGN_OR_RETURN(host->engine_,
                         engine::Engine::Create(engine_options, &host->model_->runner(),
                                                &host->model_->kv(), host->tokenizer_.get()));

@@ -32,6 +32,10 @@ struct ModelHostOptions {
   engine::EngineOptions engine;
   // Submit answers RESOURCE_EXHAUSTED while this many sequences wait (0: no limit).
   int64_t max_waiting = 0;
+  // Preemption by swap: this many bytes of KV blocks from `swap_pool` (0: preemption by
+  // recompute, no pool needed).
+  uint64_t swap_space_bytes = 0;
+  PinnedHostPool* swap_pool = nullptr;
 };
 
 // The model options Open uses: `options.model` with its workspace sized for the scheduler's

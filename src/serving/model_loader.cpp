@@ -59,6 +59,7 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
   host_options.engine.scheduler.max_seqs = options.max_seqs;
   host_options.max_waiting = options.max_queued;
+  host_options.swap_space_bytes = options.swap_space_bytes;
   return host_options;
 }
 
@@ -76,6 +77,7 @@ Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
 Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) {
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   ModelHostOptions host_options = HostOptionsOf(options, id);
+  host_options.swap_pool = &devices.swap_pool();
   spdlog::info("loading {} as {} ({} threads, KV cache {} {} tokens)", options.path, id,
                host_options.model.threads,
                options.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",

@@ -37,6 +37,9 @@ struct ModelLoadOptions {
   // back to other models, never below kv_min_tokens; static: ctx tokens held from load on.
   engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;
   int64_t kv_min_tokens = 0;
+  // Preemption by swap: each instance's swap space in the device set's pinned pool (0: off;
+  // preemption then recomputes).
+  uint64_t swap_space_bytes = 0;
 
   bool operator==(const ModelLoadOptions&) const = default;
 };

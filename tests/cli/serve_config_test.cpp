@@ -75,6 +75,7 @@ shutdown_grace: 2.5
 watchdog_seconds: 5
 load_wait: 12
 unload_grace: 3
+swap_space: 64MiB
 stream_backlog: 64
 write_timeout: 1.5
 default_max_tokens: 100
@@ -108,6 +109,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
   EXPECT_DOUBLE_EQ(o.load_wait_seconds, 12);
   EXPECT_DOUBLE_EQ(o.unload_grace_seconds, 3);
+  EXPECT_EQ(o.swap_space, uint64_t{64} << 20);
   EXPECT_EQ(o.stream_backlog, 64);
   EXPECT_DOUBLE_EQ(o.write_timeout_seconds, 1.5);
   EXPECT_EQ(o.default_max_tokens, 100);
@@ -115,7 +117,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 28u);
+  EXPECT_EQ(ServeSettingNames().size(), 29u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -211,6 +213,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"watchdog_seconds", "0"}}, "--watchdog-seconds");
   ExpectBad({{"load_wait", "-1"}}, "--load-wait");
   ExpectBad({{"unload_grace", "soon"}}, "--unload-grace");
+  ExpectBad({{"swap_space", "lots"}}, "--swap-space");
   ExpectBad({{"name", ""}}, "--name");
   ExpectBad({{"api_keys", ""}}, "--api-keys");
   ExpectBad({{"config", ""}}, "--config");

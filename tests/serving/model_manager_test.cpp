@@ -264,6 +264,34 @@ TEST(ModelManagerTest, TheGuaranteeIsWhatALoadCommits) {
   EXPECT_EQ(Committed(*devices), *GuaranteedBytes(spec.load));
 }
 
+// --swap-space: the engine preempts by swap into the device set's pinned pool.
+TEST(ModelManagerTest, SwapSpaceComesFromTheDeviceSetsPinnedPool) {
+  DeviceSetOptions device_options;
+  device_options.cpu_capacity = uint64_t{8} << 30;
+  device_options.cpu_budget = BudgetSpec::Bytes(uint64_t{1} << 30);
+  device_options.swap_space_bytes = uint64_t{16} << 20;
+  auto devices = std::move(DeviceSet::Create(device_options)).value();
+  ModelRegistry registry;
+  ModelManager manager({}, devices.get(), &registry);
+  ModelSpec spec = Spec("m");
+  spec.load.kv_policy = engine::KvPolicy::kStatic;
+  spec.load.ctx = 128;  // 8 blocks: four 68-token requests cannot all stay
+  spec.load.swap_space_bytes = uint64_t{16} << 20;
+  ASSERT_TRUE(manager.Start({spec}).ok());
+  EXPECT_GT(devices->swap_pool().Stats().pool.allocated_bytes, (uint64_t{15} << 20));
+  ModelRef m = *registry.Resolve("m");
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  for (int i = 0; i < 4; ++i) handles.push_back(Submit(*m, "r" + std::to_string(i), 60));
+  for (auto& handle : handles) {
+    ASSERT_NE(handle, nullptr);
+    EXPECT_EQ(handle->WaitAll().back().finish, engine::FinishReason::kLength);
+  }
+  EXPECT_GT(m->client->Stats().swap_outs, 0);
+  m.reset();
+  ASSERT_TRUE(Await([&](auto done) { manager.Unload("m", done); }).ok());
+  EXPECT_EQ(devices->swap_pool().Stats().pool.allocated_bytes, 0u) << "swap space back too";
+}
+
 TEST(ModelManagerTest, OnStartModelsAreNeverEvicted) {
   uint64_t one = 0;
   {

@@ -16,30 +16,42 @@ namespace pier::engine {
 
 namespace {
 
-// Swapped K/V in host memory: [n_slots][bytes_per_block]. On the CPU device the "device" KV is
-// host memory too, so a swap is a memcpy each way.
+// Swapped K/V in the pinned host pool: [n_slots][bytes_per_block]. On the CPU device the
+// "device" KV is host memory too, so a swap is a memcpy each way (and moves the bytes out of
+// the device's budget into the pool's).
 class HostSwapSpace final : public SwapSpace {
  public:
-  HostSwapSpace(KvStore* kv, int64_t n_slots)
-      : kv_(kv),
-        bytes_per_block_(kv->layout().bytes_per_block()),
-        n_slots_(n_slots),
-        bytes_(static_cast<size_t>(n_slots) * bytes_per_block_) {}
+  // RESOURCE_EXHAUSTED when the pool cannot hold n_slots blocks.
+  static Result<std::unique_ptr<SwapSpace>> Create(KvStore* kv, int64_t n_slots,
+                                                   PinnedHostPool* pool) {
+    const size_t bytes_per_block = kv->layout().bytes_per_block();
+    Result<PinnedBuffer> buffer = pool->Allocate(static_cast<size_t>(n_slots) * bytes_per_block);
+    if (!buffer.ok()) {
+      return Status(buffer.status().code(), "engine: swap space of " + std::to_string(n_slots) +
+                                                " KV blocks: " + buffer.status().message());
+    }
+    return std::unique_ptr<SwapSpace>(
+        new HostSwapSpace(kv, n_slots, bytes_per_block, std::move(buffer).value()));
+  }
   int64_t num_slots() const override { return n_slots_; }
   void CopyOut(int32_t block, int64_t slot) override {
-    std::memcpy(bytes_.data() + static_cast<size_t>(slot) * bytes_per_block_, kv_->BlockData(block),
-                bytes_per_block_);
+    std::memcpy(Slot(slot), kv_->BlockData(block), bytes_per_block_);
   }
   void CopyIn(int64_t slot, int32_t block) override {
-    std::memcpy(kv_->BlockData(block), bytes_.data() + static_cast<size_t>(slot) * bytes_per_block_,
-                bytes_per_block_);
+    std::memcpy(kv_->BlockData(block), Slot(slot), bytes_per_block_);
   }
 
  private:
+  HostSwapSpace(KvStore* kv, int64_t n_slots, size_t bytes_per_block, PinnedBuffer buffer)
+      : kv_(kv), bytes_per_block_(bytes_per_block), n_slots_(n_slots), buffer_(std::move(buffer)) {}
+  std::byte* Slot(int64_t slot) {
+    return static_cast<std::byte*>(buffer_.data()) + static_cast<size_t>(slot) * bytes_per_block_;
+  }
+
   KvStore* kv_;
   size_t bytes_per_block_;
   int64_t n_slots_;
-  std::vector<std::byte> bytes_;  // [n_slots][bytes_per_block]
+  PinnedBuffer buffer_;  // [n_slots][bytes_per_block]
 };
 
 class KvBlockCopier final : public BlockCopier {
@@ -78,7 +90,7 @@ struct Engine::Live {
 };
 
 Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
-               const tokenizer::Tokenizer* tokenizer)
+               const tokenizer::Tokenizer* tokenizer, std::unique_ptr<SwapSpace> swap)
     : options_(options),
       runner_(runner),
       kv_(kv),
@@ -86,8 +98,7 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       tokenizer_(tokenizer),
       max_request_tokens_(
           std::min(runner->shape().context_length, kv->num_blocks() * kv->layout().block_size)),
-      swap_(options.swap_blocks > 0 ? std::make_unique<HostSwapSpace>(kv, options.swap_blocks)
-                                    : nullptr),
+      swap_(std::move(swap)),
       copier_(std::make_unique<KvBlockCopier>(kv)),
       blocks_(kv->num_blocks(), kv->layout().block_size,
               elastic_ != nullptr ? elastic_->usable_blocks() : -1),
@@ -119,11 +130,18 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
   if (options.scheduler.preempt_by_swap && options.swap_blocks == 0) {
     return InvalidArgumentError("engine: preempt_by_swap needs swap_blocks > 0");
   }
+  if (options.swap_blocks > 0 && options.swap_pool == nullptr) {
+    return InvalidArgumentError("engine: swap_blocks needs a swap_pool (the pinned host pool)");
+  }
+  std::unique_ptr<SwapSpace> swap;
+  if (options.swap_blocks > 0) {
+    PIER_ASSIGN_OR_RETURN(swap, HostSwapSpace::Create(kv, options.swap_blocks, options.swap_pool));
+  }
   if (options.max_n < 1) return InvalidArgumentError("engine: max_n must be at least 1");
   if (tokenizer != nullptr && tokenizer->vocab_size() > runner->shape().n_vocab) {
     return InvalidArgumentError("engine: the tokenizer's vocabulary is larger than the model's");
   }
-  std::unique_ptr<Engine> engine(new Engine(options, runner, kv, tokenizer));
+  std::unique_ptr<Engine> engine(new Engine(options, runner, kv, tokenizer, std::move(swap)));
   engine->UpdateIdle();
   if (options.start_thread) engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;

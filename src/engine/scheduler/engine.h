@@ -48,6 +48,7 @@
 #include "engine/scheduler/request.h"
 #include "engine/scheduler/request_handle.h"
 #include "engine/scheduler/scheduler.h"
+#include "memory/pinned_host_pool.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::engine {
@@ -58,8 +59,10 @@ struct EngineOptions {
   // End-of-generation tokens when no tokenizer is given (with one, its set is used).
   std::vector<int32_t> end_of_generation_ids;
   bool start_thread = true;
-  // Host memory for preemption by swap (with scheduler.preempt_by_swap), in KV blocks.
+  // Host memory for preemption by swap (with scheduler.preempt_by_swap), in KV blocks, taken
+  // from `swap_pool` (required with swap_blocks > 0; borrowed, it must outlive the engine).
   int64_t swap_blocks = 0;
+  PinnedHostPool* swap_pool = nullptr;
   // Submit answers RESOURCE_EXHAUSTED ("queue full") while this many sequences wait to be
   // admitted, counting those submitted since the last step (0: no limit).
   int64_t max_waiting = 0;
@@ -97,7 +100,8 @@ struct EngineStats {
 
 class Engine {
  public:
-  // INVALID_ARGUMENT when the KV store's layout or the options do not fit the runner.
+  // INVALID_ARGUMENT when the KV store's layout or the options do not fit the runner;
+  // RESOURCE_EXHAUSTED when the swap pool cannot hold swap_blocks.
   [[nodiscard]] static Result<std::unique_ptr<Engine>> Create(
       const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       const tokenizer::Tokenizer* tokenizer = nullptr);
@@ -134,7 +138,7 @@ class Engine {
   struct Live;
 
   Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
-         const tokenizer::Tokenizer* tokenizer);
+         const tokenizer::Tokenizer* tokenizer, std::unique_ptr<SwapSpace> swap);
   void Loop();
   void TakeInbox();
   void StartRequest(Request request, std::shared_ptr<RequestHandle> handle);

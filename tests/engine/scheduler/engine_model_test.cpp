@@ -212,6 +212,7 @@ TEST_F(EngineModelTest, SwapPreemptionResumesWithTheSameTokens) {
                        .enable_prefix_caching = true,
                        .preempt_by_swap = true};
   options.swap_blocks = 256;
+  options.swap_pool = pier::testing::TestSwapPool();
   std::vector<std::vector<int32_t>> alone;
   {
     auto engine = *Engine::Create(options, &model_->runner(), &model_->kv(), tokenizer_);

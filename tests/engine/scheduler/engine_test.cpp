@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "device/cpu/cpu_device.h"
 #include "engine/scheduler/fake_model.h"
 
 namespace pier::engine {
@@ -26,6 +27,18 @@ using testing::VectorKvStore;
 constexpr int64_t kVocab = 40;
 
 // A fake model and an engine over it, driven with RunStep() (no engine thread).
+// The host pool swap space comes from (one per test binary, never destroyed: engines in
+// statics may outlive other statics).
+PinnedHostPool* SwapPool() {
+  static PinnedHostPool* const pool = [] {
+    CpuDeviceOptions device;
+    device.capacity_bytes = uint64_t{1} << 30;
+    CpuDevice* cpu = std::move(CpuDevice::Create(device)).value().release();
+    return new PinnedHostPool(cpu, {.limit_bytes = uint64_t{64} << 20});
+  }();
+  return pool;
+}
+
 struct Rig {
   Rig(int64_t n_blocks, int64_t block_size, SchedulerOptions sched = {},
       const tokenizer::Tokenizer* tok = nullptr, int64_t context = 4096, int64_t swap_blocks = 0)
@@ -34,6 +47,7 @@ struct Rig {
     options.scheduler = sched;
     options.start_thread = false;
     options.swap_blocks = swap_blocks;
+    options.swap_pool = SwapPool();
     options.end_of_generation_ids = {kVocab - 1};
     auto e = Engine::Create(options, &runner, &kv, tok);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -79,6 +93,35 @@ std::vector<int32_t> RunAlone(const Request& r, int64_t n_blocks = 256, int64_t 
   EXPECT_TRUE(h.ok()) << h.status().ToString();
   rig.RunToIdle();
   return Collect((*h)->Drain()).tokens;
+}
+
+TEST(EngineSwapTest, SwapSpaceComesFromThePinnedPoolAndMustFitIt) {
+  VectorKvStore kv(FakeLayout(4), 12);
+  FakeRunner runner(&kv, kVocab, 4096);
+  EngineOptions options;
+  options.start_thread = false;
+  options.scheduler.preempt_by_swap = true;
+  options.swap_blocks = 8;
+  auto no_pool = Engine::Create(options, &runner, &kv);
+  ASSERT_FALSE(no_pool.ok());
+  EXPECT_NE(no_pool.status().message().find("needs a swap_pool"), std::string::npos);
+  CpuDeviceOptions device_options;
+  device_options.capacity_bytes = uint64_t{64} << 20;
+  auto device = std::move(CpuDevice::Create(device_options)).value();
+  PinnedHostPool small(device.get(), {.limit_bytes = 1});
+  options.swap_pool = &small;
+  auto too_small = Engine::Create(options, &runner, &kv);
+  ASSERT_FALSE(too_small.ok());
+  EXPECT_EQ(too_small.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(too_small.status().message().find("swap space of 8 KV blocks"), std::string::npos)
+      << too_small.status().message();
+  {
+    PinnedHostPool pool(device.get(), {.limit_bytes = uint64_t{8} << 20});
+    options.swap_pool = &pool;
+    auto engine = Engine::Create(options, &runner, &kv);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    EXPECT_GT(pool.Stats().pool.allocated_bytes, 0u) << "the swap slots are the pool's";
+  }
 }
 
 TEST(EngineTest, RefusesARequestThatCanNeverFitWithTheLimitInTheError) {
@@ -324,8 +367,7 @@ TEST(EngineTest, PromptLogprobsMatchTheSamplersLogprobsOfEachPrefix) {
       EXPECT_EQ(lp.top_logprobs[k].token, first.top_logprobs[k].token) << "position " << i + 1;
       // Bit for bit: the same logits (batch invariance) through the sampler's own
       // log-softmax (deterministic exp), not a second implementation.
-      EXPECT_EQ(lp.top_logprobs[k].logprob, first.top_logprobs[k].logprob)
-          << "position " << i + 1;
+      EXPECT_EQ(lp.top_logprobs[k].logprob, first.top_logprobs[k].logprob) << "position " << i + 1;
       if (lp.top_logprobs[k].token == lp.token) {
         in_top = true;
         EXPECT_FLOAT_EQ(lp.logprob, lp.top_logprobs[k].logprob);
