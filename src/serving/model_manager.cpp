@@ -448,17 +448,16 @@ ReloadReport ModelManager::DoReload(std::vector<ModelSpec> specs) {
       report.failed.emplace_back(id, opened.status().message());
       continue;
     }
+    const double seconds = SecondsSince(start);
     Drain drain;
     drain.id = id;
-    drain.model = registry_->Retire(id, "replaced by a new version");
+    drain.model = registry_->Replace(id, std::move(opened).value(), seconds);
     drain.deadline = Clock::now() + options_.drain_grace;
     drain.replaced = true;
-    const double seconds = SecondsSince(start);
-    if (Status published = registry_->Publish(id, std::move(opened).value(), seconds);
-        !published.ok()) {
-      // The new aliases collide with another model: the old version serves on.
-      report.failed.emplace_back(id, published.message());
-      (void)registry_->Publish(id, std::move(drain.model), 0);
+    if (drain.model == nullptr) {
+      // The new aliases collide with another model's: the old version serves on (the new
+      // one, never published, is dropped here).
+      report.failed.emplace_back(id, "its new aliases collide with another model's");
       continue;
     }
     (void)registry_->Redeclare(id, spec.load.aliases, spec.policy);  // the policy may change

@@ -212,6 +212,24 @@ Status ModelRegistry::Publish(const std::string& id, ModelRef model, double load
   return Status::Ok();
 }
 
+ModelRef ModelRegistry::Replace(const std::string& id, ModelRef model, double load_seconds) {
+  if (model == nullptr || model->id != id) return nullptr;
+  ModelRef old;
+  {
+    MutexLock lock(mutex_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr || slot->id != id || slot->state != ModelState::kReady) return nullptr;
+    if (!CheckNames(id, model->aliases, slot).ok()) return nullptr;
+    old = std::move(slot->model);
+    slot->aliases = model->aliases;
+    slot->model = std::move(model);
+    ++slot->loads;
+    slot->last_load_seconds = load_seconds;
+  }
+  Notify();
+  return old;
+}
+
 ModelRef ModelRegistry::Retire(const std::string& id, std::string reason) {
   ModelRef model;
   {

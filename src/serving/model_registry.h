@@ -120,6 +120,10 @@ class ModelRegistry {
   // The model is ready: requests resolve to `model` (whose id must be `id`; its aliases
   // replace the declared ones, checked as in Declare).
   [[nodiscard]] Status Publish(const std::string& id, ModelRef model, double load_seconds);
+  // A new version of a ready model: requests resolve to `model` from now on (no moment in
+  // which the id does not resolve); the old version is handed back to the caller to drain.
+  // Null (and nothing changes) when the model is not ready or the new aliases collide.
+  ModelRef Replace(const std::string& id, ModelRef model, double load_seconds);
   // Ready -> draining: new requests no longer resolve; the loaded model is handed back to the
   // caller (who waits for its requests and drops it). Null when it was not ready.
   ModelRef Retire(const std::string& id, std::string reason);

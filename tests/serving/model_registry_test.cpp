@@ -168,6 +168,33 @@ TEST(ModelRegistryTest, StatesChangeAsTheManagerSaysAndWakeWatchers) {
   EXPECT_EQ(registry.SetState("m", ModelState::kReady).code(), StatusCode::kNotFound);
 }
 
+// A reload's new version takes over at once: the id resolves all along.
+TEST(ModelRegistryTest, ReplaceSwapsTheVersionWithoutAGap) {
+  NullClient client;
+  NoTokenizer tokenizer;
+  ModelRegistry registry;
+  ASSERT_TRUE(registry.Declare("m", {}, LoadPolicy::kOnStart).ok());
+  ASSERT_TRUE(registry.Declare("other", {"taken"}, LoadPolicy::kOnStart).ok());
+  auto version = [&](std::vector<std::string> aliases) {
+    auto model = std::make_shared<ServedModel>();
+    model->id = "m";
+    model->aliases = std::move(aliases);
+    model->client = &client;
+    model->tokenizer = &tokenizer;
+    return model;
+  };
+  auto first = version({});
+  EXPECT_EQ(registry.Replace("m", first, 1), nullptr) << "not ready: nothing to replace";
+  ASSERT_TRUE(registry.Publish("m", first, 1).ok());
+  auto second = version({"m2"});
+  EXPECT_EQ(registry.Replace("m", second, 2), first);
+  EXPECT_EQ(*registry.Resolve("m2"), second);
+  EXPECT_EQ(registry.Lookup("m")->state, ModelState::kReady);
+  EXPECT_EQ(registry.Lookup("m")->loads, 2);
+  EXPECT_EQ(registry.Replace("m", version({"taken"}), 3), nullptr) << "alias collision";
+  EXPECT_EQ(*registry.Resolve("m"), second);
+}
+
 TEST(ModelRegistryTest, LoadRequestsGoToTheInstalledRequester) {
   ModelRegistry registry;
   EXPECT_FALSE(registry.RequestLoad("m"));
