@@ -379,6 +379,17 @@ void ModelManager::Tick() {
   registry_->Notify();
 }
 
+void ModelManager::AdoptSpec(std::shared_ptr<const ModelSpec> spec, ReloadReport* report) {
+  const std::string id = spec->load.id;
+  const bool on_start = spec->policy == LoadPolicy::kOnStart;
+  {
+    MutexLock lock(mutex_);
+    specs_[id] = std::move(spec);
+  }
+  if (!on_start) return;
+  if (Status loaded = DoLoad(id); !loaded.ok()) report->failed.emplace_back(id, loaded.message());
+}
+
 ReloadReport ModelManager::DoReload(std::vector<ModelSpec> specs) {
   ReloadReport report;
   std::set<std::string> wanted;
@@ -403,15 +414,8 @@ ReloadReport ModelManager::DoReload(std::vector<ModelSpec> specs) {
         report.failed.emplace_back(id, declared.message());
         continue;
       }
-      {
-        MutexLock lock(mutex_);
-        specs_[id] = shared;
-      }
+      AdoptSpec(shared, &report);
       report.added.push_back(id);
-      if (spec.policy == LoadPolicy::kOnStart) {
-        if (Status loaded = DoLoad(id); !loaded.ok())
-          report.failed.emplace_back(id, loaded.message());
-      }
       continue;
     }
     Result<ModelEntry> entry = registry_->Lookup(id);
@@ -428,15 +432,8 @@ ReloadReport ModelManager::DoReload(std::vector<ModelSpec> specs) {
         report.failed.emplace_back(id, redeclared.message());
         continue;
       }
-      {
-        MutexLock lock(mutex_);
-        specs_[id] = shared;
-      }
+      AdoptSpec(shared, &report);
       report.reloaded.push_back(id);
-      if (spec.policy == LoadPolicy::kOnStart) {
-        if (Status loaded = DoLoad(id); !loaded.ok())
-          report.failed.emplace_back(id, loaded.message());
-      }
       continue;
     }
     // The new version loads beside the old one, which serves until it is ready.

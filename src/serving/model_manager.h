@@ -130,6 +130,9 @@ class ModelManager {
   void DoUnload(const std::string& id, ModelRegistry::UnloadKind kind, Done done,
                 bool forget = false);
   ReloadReport DoReload(std::vector<ModelSpec> specs);
+  // A reload's spec for a model not serving now: recorded, and loaded when on_start (a
+  // failure goes into the report).
+  void AdoptSpec(std::shared_ptr<const ModelSpec> spec, ReloadReport* report);
   // OpenModel, making room by evicting idle on_demand models while it does not fit.
   Result<ModelRef> OpenWithEviction(const ModelSpec& spec);
   // The idle on_demand model cheapest to reload (not `except`), or empty.

@@ -123,6 +123,13 @@ class DeferredResponseTest : public ::testing::Test {
     return deferred;
   }
 
+  // Sends GET /later on `client` and returns its deferred response once the server started it.
+  std::shared_ptr<TestDeferred> RequestLater(TestClient& client) {
+    if (!client.SendGet("/later")) return nullptr;
+    std::shared_ptr<TestDeferred> deferred = WaitDeferred();
+    return deferred != nullptr && deferred->WaitStarted() ? deferred : nullptr;
+  }
+
   bool Saw(const std::string& path, int status) {
     std::lock_guard lock(mu_);
     for (const auto& [p, s] : statuses_) {
@@ -178,9 +185,8 @@ TEST_F(DeferredResponseTest, ResolvesToAStreamThatIsThenSentChunked) {
   auto server = HttpServer::Start(options_, router_);
   ASSERT_TRUE(server.ok());
   TestClient client((*server)->port());
-  ASSERT_TRUE(client.SendGet("/later"));
-  auto deferred = WaitDeferred();
-  ASSERT_TRUE(deferred->WaitStarted());
+  auto deferred = RequestLater(client);
+  ASSERT_NE(deferred, nullptr);
   auto stream = std::make_shared<TestStream>();
   HttpResponse streamed;
   streamed.content_type = "text/event-stream";
@@ -203,9 +209,8 @@ TEST_F(DeferredResponseTest, ClientResetCancelsTheWait) {
   auto server = HttpServer::Start(options_, router_);
   ASSERT_TRUE(server.ok());
   auto client = std::make_unique<TestClient>((*server)->port());
-  ASSERT_TRUE(client->SendGet("/later"));
-  auto deferred = WaitDeferred();
-  ASSERT_TRUE(deferred->WaitStarted());
+  auto deferred = RequestLater(*client);
+  ASSERT_NE(deferred, nullptr);
   client->Reset();
   ASSERT_TRUE(deferred->WaitCancelled());
   EXPECT_EQ(deferred->cancel_reason(), "client disconnected");
@@ -216,9 +221,8 @@ TEST_F(DeferredResponseTest, ShutdownAnswers503) {
   auto server = HttpServer::Start(options_, router_);
   ASSERT_TRUE(server.ok());
   TestClient client((*server)->port());
-  ASSERT_TRUE(client.SendGet("/later"));
-  auto deferred = WaitDeferred();
-  ASSERT_TRUE(deferred->WaitStarted());
+  auto deferred = RequestLater(client);
+  ASSERT_NE(deferred, nullptr);
   (*server)->Shutdown(milliseconds(0));
   ASSERT_TRUE(deferred->WaitCancelled());
   EXPECT_EQ(deferred->cancel_reason(), "server shutting down");

@@ -188,15 +188,8 @@ TEST(ModelManagerTest, UnloadWaitsForRequestsInFlightDuringTheGrace) {
 }
 
 TEST(ModelManagerTest, ALoadThatDoesNotFitEvictsTheIdleOnDemandModelOnly) {
-  // Measure one model, then give the device room for one and a half.
-  uint64_t one = 0;
-  {
-    auto probe = Devices(uint64_t{2} << 30);
-    ModelRegistry registry;
-    ModelManager manager({}, probe.get(), &registry);
-    ASSERT_TRUE(manager.Start({Spec("m")}).ok());
-    one = Committed(*probe);
-  }
+  // Room for one model and a half (the guarantee is what a load commits: tested below).
+  const uint64_t one = *GuaranteedBytes(Spec("m").load);
   auto devices = Devices(one * 3 / 2);
   ModelRegistry registry;
   std::vector<std::string> unloads;
@@ -293,14 +286,7 @@ TEST(ModelManagerTest, SwapSpaceComesFromTheDeviceSetsPinnedPool) {
 }
 
 TEST(ModelManagerTest, OnStartModelsAreNeverEvicted) {
-  uint64_t one = 0;
-  {
-    auto probe = Devices(uint64_t{2} << 30);
-    ModelRegistry registry;
-    ModelManager manager({}, probe.get(), &registry);
-    ASSERT_TRUE(manager.Start({Spec("m")}).ok());
-    one = Committed(*probe);
-  }
+  const uint64_t one = *GuaranteedBytes(Spec("m").load);
   auto devices = Devices(one * 3 / 2);
   ModelRegistry registry;
   ModelManager manager({}, devices.get(), &registry);

@@ -220,9 +220,14 @@ TEST_F(EngineModelTest, SwapPreemptionResumesWithTheSameTokens) {
       alone.push_back(Collect((*engine->Submit(r))->WaitAll()).first);
   }
   options.scheduler.enable_prefix_caching = false;
+  // Stepped here, not by an engine thread: all four are queued before the first step (with
+  // a thread, the first step could take fewer, and nothing would need swapping).
+  options.start_thread = false;
   auto engine = *Engine::Create(options, &model_->runner(), &model_->kv(), tokenizer_);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (const Request& r : requests) handles.push_back(*engine->Submit(r));
+  for (int step = 0; step < 10'000 && engine->RunStep(); ++step) {
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(Collect(handles[i]->WaitAll()).first, alone[i]) << "request " << i;
   }
