@@ -141,15 +141,15 @@ Result<std::string> ModelManager::IdOf(const std::string& name) const {
   return entry.id;
 }
 
+bool ModelManager::Stopping() const {
+  MutexLock lock(mutex_);
+  return stopping_;
+}
+
 void ModelManager::Load(std::string name, Done done) {
   Post([this, name = std::move(name), done = std::move(done)] {
-    bool stopping;
-    {
-      MutexLock lock(mutex_);
-      stopping = stopping_;
-    }
     Status status = UnavailableError("the server is stopping");
-    if (!stopping) {
+    if (!Stopping()) {
       Result<std::string> id = IdOf(name);
       status = id.ok() ? DoLoad(*id) : id.status();
     }
@@ -159,12 +159,7 @@ void ModelManager::Load(std::string name, Done done) {
 
 void ModelManager::Unload(std::string name, Done done) {
   Post([this, name = std::move(name), done = std::move(done)]() mutable {
-    bool stopping;
-    {
-      MutexLock lock(mutex_);
-      stopping = stopping_;
-    }
-    if (stopping) {
+    if (Stopping()) {
       if (done) done(UnavailableError("the server is stopping"));
       return;
     }
@@ -180,12 +175,7 @@ void ModelManager::Unload(std::string name, Done done) {
 void ModelManager::Reload(std::vector<ModelSpec> specs,
                           std::function<void(Result<ReloadReport>)> done) {
   Post([this, specs = std::move(specs), done = std::move(done)]() mutable {
-    bool stopping;
-    {
-      MutexLock lock(mutex_);
-      stopping = stopping_;
-    }
-    if (stopping) {
+    if (Stopping()) {
       if (done) done(UnavailableError("the server is stopping"));
       return;
     }

@@ -125,6 +125,7 @@ class ModelManager {
   Status CheckOnStartModelsFit(const std::vector<ModelSpec>& specs) const;
   void Run();
   void Post(std::function<void()> op);
+  bool Stopping() const;
   // The manager thread's side of each operation.
   Status DoLoad(const std::string& id);
   void DoUnload(const std::string& id, ModelRegistry::UnloadKind kind, Done done,
