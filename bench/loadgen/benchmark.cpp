@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "common/ascii.h"
 #include "loadgen/arrivals.h"
 #include "loadgen/http_client.h"
 #include "loadgen/openai_request.h"
@@ -117,11 +118,7 @@ Result<std::vector<LoadPhase>> ParsePhases(const std::string& text,
     return InvalidArgumentError("--hot-share must be in [0, 1]");
   }
   std::vector<LoadPhase> phases;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = text.find(',', pos);
-    const std::string item =
-        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+  for (const std::string& item : SplitList(text)) {
     if (item.empty()) return InvalidArgumentError("--phases: an empty phase in '" + text + "'");
     LoadPhase phase;
     phase.seconds = seconds;
@@ -133,8 +130,6 @@ Result<std::vector<LoadPhase>> ParsePhases(const std::string& text,
       phase.hot = item;
     }
     phases.push_back(std::move(phase));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
   }
   return phases;
 }

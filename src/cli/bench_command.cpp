@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/ascii.h"
 #include "loadgen/benchmark.h"
 #include "loadgen/report.h"
 
@@ -64,26 +65,19 @@ Example:
 
 Result<std::vector<double>> ParsePercentiles(const std::string& text) {
   std::vector<double> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = text.find(',', pos);
-    const std::string item =
-        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!item.empty()) {
-      double value = 0;
-      size_t used = 0;
-      try {
-        value = std::stod(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || !(value >= 0 && value <= 100)) {
-        return InvalidArgumentError("--percentiles: '" + item + "' is not a number in [0, 100]");
-      }
-      out.push_back(value);
+  for (const std::string& item : SplitList(text)) {
+    if (item.empty()) continue;
+    double value = 0;
+    size_t used = 0;
+    try {
+      value = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
     }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+    if (used != item.size() || !(value >= 0 && value <= 100)) {
+      return InvalidArgumentError("--percentiles: '" + item + "' is not a number in [0, 100]");
+    }
+    out.push_back(value);
   }
   return out;
 }
@@ -129,11 +123,10 @@ Status Prepare(BenchServeOptions& options) {
     }
   }
   if (!options.models.empty()) {
-    std::string rest = options.models;
-    while (!rest.empty()) {
-      const size_t comma = rest.find(',');
-      config.models.push_back(rest.substr(0, comma));
-      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    config.models = SplitList(options.models);
+    for (const std::string& model : config.models) {
+      if (model.empty())
+        return InvalidArgumentError("--models: an empty name in '" + options.models + "'");
     }
   }
   if (!options.phases.empty()) {

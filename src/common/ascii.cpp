@@ -43,4 +43,15 @@ std::string PrintableAscii(std::string_view s, size_t max_bytes) {
   return out;
 }
 
+std::vector<std::string> SplitList(std::string_view list, char separator) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t end = list.find(separator, start);
+    items.emplace_back(list.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return items;
+    start = end + 1;
+  }
+}
+
 }  // namespace pier

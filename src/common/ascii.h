@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pier {
 
@@ -19,6 +20,10 @@ bool EqualsIgnoreAsciiCase(std::string_view a, std::string_view b);
 // Whether the comma-separated list (an HTTP header value such as "gzip, chunked") holds
 // `token`, ignoring case and the whitespace around items.
 bool ListHasToken(std::string_view list, std::string_view token);
+
+// The items of a `separator`-separated list, as written (empty items kept: "a,,b" has three,
+// "" has one), for flag values such as "50,90,99" or "a,b,c,even".
+std::vector<std::string> SplitList(std::string_view list, char separator = ',');
 
 // At most `max_bytes` of `s` with bytes outside printable ASCII replaced by '?', for quoting
 // untrusted protocol text in error messages.
