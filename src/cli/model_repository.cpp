@@ -200,22 +200,15 @@ Status CheckRepository(const std::vector<ModelConfig>& models) {
 }  // namespace
 
 const std::vector<std::string_view>& ModelSettingNames() {
-  static const std::vector<std::string_view> kNames = {"name",
-                                                       "path",
-                                                       "aliases",
-                                                       "fallback",
-                                                       "priority",
-                                                       "instances",
-                                                       "load",
-                                                       "idle_unload_after",
-                                                       "device",
-                                                       "ctx",
-                                                       "kv_dtype",
-                                                       "kv_min",
-                                                       "max_batched_tokens",
-                                                       "max_seqs",
-                                                       "max_queued",
-                                                       "threads"};
+  static const std::vector<std::string_view> kNames = {"name",     "path",
+                                                       "aliases",  "fallback",
+                                                       "priority", "instances",
+                                                       "load",     "idle_unload_after",
+                                                       "device",   "ctx",
+                                                       "kv_dtype", "kv_min",
+                                                       "kv_max",   "max_batched_tokens",
+                                                       "max_seqs", "max_queued",
+                                                       "threads",  "swap_space"};
   return kNames;
 }
 

@@ -17,8 +17,8 @@
 // default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
 // (seconds without work after which an on_demand model is unloaded; default never), `device`
 // (`cpu`), and the engine settings
-// `ctx`, `kv_dtype`, `kv_min`, `max_batched_tokens`, `max_seqs`, `max_queued`, `threads`,
-// `swap_space`, which
+// `ctx`, `kv_dtype`, `kv_min`, `kv_max`, `max_batched_tokens`, `max_seqs`, `max_queued`,
+// `threads`, `swap_space`, which
 // override the server-wide keys of the same name for this model. Without a list the flat `model`
 // and `name` keys (or -m) describe the one model.
 //

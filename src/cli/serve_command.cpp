@@ -89,16 +89,20 @@ constexpr SettingHelp kSettingHelp[] = {
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
     {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
     {"ctx", "TOKENS",
-     "KV cache size in tokens, all requests together (default 4096; one request uses at "
-     "most the model's context)"},
+     "KV cache size in tokens, all requests together (default 4096), unless --kv-max sets it; "
+     "one request uses at most this and the model's context"},
     {"kv_dtype", "f32|f16|q8_0",
      "K/V element type in the cache; f16 (default) holds twice the tokens of f32, q8_0 "
      "almost twice those of f16"},
     {"kv_policy", "POLICY",
-     "elastic (default): each model's KV cache grows on demand up to --ctx and is lent between "
-     "models; static: each holds --ctx tokens of KV from load on"},
-    {"kv_min", "TOKENS",
-     "KV tokens each model always keeps with --kv-policy elastic (default 0: one chunk of 256)"},
+     "elastic (default): each model's KV cache grows on demand up to its capacity and is lent "
+     "between models; static: each holds its whole capacity from load on"},
+    {"kv_min", "TOKENS|BYTES",
+     "KV each model always keeps with --kv-policy elastic, as tokens (1024) or bytes (64MiB) "
+     "(default: one chunk of 256 tokens)"},
+    {"kv_max", "TOKENS|BYTES",
+     "Each model's KV capacity, as tokens or bytes (64MiB); --ctx then limits one request "
+     "(default: --ctx tokens)"},
     {"max_batched_tokens", "TOKENS", "Tokens computed per engine step (default 512)"},
     {"max_seqs", "N", "Sequences running at once (default 64)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
@@ -176,7 +180,8 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.ctx = settings.ctx;
     load.kv_dtype = settings.kv_dtype;
     load.kv_policy = settings.kv_policy;
-    load.kv_min_tokens = settings.kv_min;
+    load.kv_min = settings.kv_min;
+    load.kv_max = settings.kv_max;
     load.max_batched_tokens = settings.max_batched_tokens;
     load.max_seqs = settings.max_seqs;
     load.max_queued = settings.max_queued;

@@ -140,6 +140,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "kv_dtype",
                                                        "kv_policy",
                                                        "kv_min",
+                                                       "kv_max",
                                                        "max_batched_tokens",
                                                        "max_seqs",
                                                        "max_body_bytes",
@@ -208,7 +209,9 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
       return InvalidArgumentError(std::string(source) + ": " + policy.status().message());
     o->kv_policy = *policy;
   } else if (name == "kv_min") {
-    PIER_ASSIGN_OR_RETURN(o->kv_min, ParseInteger(value, source, 0, kMaxTokens));
+    PIER_ASSIGN_OR_RETURN(o->kv_min, engine::ParseKvSize(value, source, kMaxTokens));
+  } else if (name == "kv_max") {
+    PIER_ASSIGN_OR_RETURN(o->kv_max, engine::ParseKvSize(value, source, kMaxTokens));
   } else if (name == "max_batched_tokens") {
     PIER_ASSIGN_OR_RETURN(o->max_batched_tokens, ParseInteger(value, source, 1, kMaxTokens));
   } else if (name == "max_seqs") {

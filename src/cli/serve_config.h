@@ -30,6 +30,7 @@
 
 #include "cli/model_repository.h"
 #include "common/status.h"
+#include "engine/kv_size.h"
 #include "engine/kv_store.h"
 #include "engine/local_model.h"
 #include "memory/byte_size.h"
@@ -51,10 +52,13 @@ struct ServeOptions {
   std::optional<uint64_t> device_memory;             // CPU capacity; unset: probed
   int64_t ctx = 4096;                                // KV cache positions, all requests together
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;  // K/V element type in the cache
-  // elastic: each model's KV grows on demand up to ctx and is lent between models (never
-  // below kv_min tokens); static: each model holds ctx tokens of KV from load on.
+  // elastic: each model's KV grows on demand up to its capacity and is lent between models
+  // (never below kv_min); static: each model holds its whole capacity from load on. The
+  // capacity is kv_max when set (then ctx only limits one request), else ctx. Both take
+  // tokens ("2048") or bytes ("64MiB").
   engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;
-  int64_t kv_min = 0;                // tokens of KV always kept (0: one chunk)
+  engine::KvSize kv_min;             // KV always kept (unset: one chunk)
+  engine::KvSize kv_max;             // KV capacity (unset: ctx tokens)
   int64_t max_batched_tokens = 512;  // tokens per engine step
   int64_t max_seqs = 64;             // running sequences at once
   uint64_t max_body_bytes = uint64_t{4} << 20;

@@ -68,16 +68,46 @@ int64_t ElasticChunkBlocks(const LocalModelOptions& o, int64_t n_blocks) {
   return std::clamp<int64_t>(o.kv_chunk_tokens / o.block_size, 1, std::max<int64_t>(1, n_blocks));
 }
 
-// Chunks an elastic lease over `n_blocks` may hold, and keeps at least (kv_min_tokens, at
+// Chunks an elastic lease over `n_blocks` may hold, and keeps at least (`min_tokens`, at
 // least one chunk, at most all of them).
 int64_t ElasticMaxChunks(const LocalModelOptions& o, int64_t n_blocks) {
   const int64_t per_chunk = ElasticChunkBlocks(o, n_blocks);
   return (n_blocks + per_chunk - 1) / per_chunk;
 }
-int64_t ElasticMinChunks(const LocalModelOptions& o, int64_t n_blocks) {
+int64_t ElasticMinChunks(const LocalModelOptions& o, int64_t n_blocks, int64_t min_tokens) {
   const int64_t chunk_tokens = ElasticChunkBlocks(o, n_blocks) * o.block_size;
-  const int64_t wanted = (o.kv_min_tokens + chunk_tokens - 1) / chunk_tokens;
+  const int64_t wanted = (min_tokens + chunk_tokens - 1) / chunk_tokens;
   return std::clamp<int64_t>(wanted, 1, ElasticMaxChunks(o, n_blocks));
+}
+
+// A model's KV bounds in positions: the capacity (kv_max, else kv_tokens) and the elastic
+// minimum (kv_min).
+struct KvBounds {
+  int64_t capacity_tokens = 0;
+  int64_t min_tokens = 0;
+};
+Result<KvBounds> ResolveKvBounds(const LocalModelOptions& o, uint64_t bytes_per_token) {
+  KvBounds b;
+  b.capacity_tokens = o.kv_tokens;
+  const std::string per_token = " (" + FormatBytes(bytes_per_token) + " per token)";
+  if (o.kv_max.is_set()) {
+    b.capacity_tokens = o.kv_max.TokensAt(bytes_per_token);
+    // A maximum in bytes is never exceeded: whole blocks only (blocks round up otherwise).
+    if (o.kv_max.in_bytes) b.capacity_tokens -= b.capacity_tokens % o.block_size;
+    if (b.capacity_tokens < 1) {
+      return InvalidArgumentError("kv_max " + o.kv_max.ToString() + " holds less than one block (" +
+                                  std::to_string(o.block_size) + " tokens of " +
+                                  FormatBytes(bytes_per_token) + " each)");
+    }
+  }
+  b.min_tokens = o.kv_min.TokensAt(bytes_per_token);
+  if (o.kv_max.is_set() && b.min_tokens > b.capacity_tokens) {
+    return InvalidArgumentError("kv_min " + o.kv_min.ToString() + " (" +
+                                std::to_string(b.min_tokens) + " tokens) is more than kv_max " +
+                                o.kv_max.ToString() + " (" + std::to_string(b.capacity_tokens) +
+                                " tokens)" + per_token);
+  }
+  return b;
 }
 
 }  // namespace
@@ -140,17 +170,18 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
   e.small_weight_bytes =
       PoolFootprint(static_cast<uint64_t>(std::max<int64_t>(small_floats, 1)) * 4, pool);
 
-  const int64_t n_blocks = (options.kv_tokens + options.block_size - 1) / options.block_size;
-  e.kv_tokens = n_blocks * options.block_size;
   e.kv_dtype = options.kv_dtype;
   e.kv_bytes_per_token = layout.bytes_per_block() / static_cast<uint64_t>(options.block_size);
+  PIER_ASSIGN_OR_RETURN(const KvBounds bounds, ResolveKvBounds(options, e.kv_bytes_per_token));
+  const int64_t n_blocks = (bounds.capacity_tokens + options.block_size - 1) / options.block_size;
+  e.kv_tokens = n_blocks * options.block_size;
   e.kv_bytes = PoolFootprint(layout.bytes_per_block() * static_cast<uint64_t>(n_blocks), pool);
   if (options.kv_policy == KvPolicy::kElastic) {
-    if (options.kv_chunk_tokens < options.block_size || options.kv_min_tokens < 0) {
-      return InvalidArgumentError("elastic KV: a chunk holds at least one block, min >= 0");
+    if (options.kv_chunk_tokens < options.block_size) {
+      return InvalidArgumentError("elastic KV: a chunk holds at least one block");
     }
     const int64_t chunk = ElasticChunkBlocks(options, n_blocks) * options.block_size;
-    const int64_t min_chunks = ElasticMinChunks(options, n_blocks);
+    const int64_t min_chunks = ElasticMinChunks(options, n_blocks, bounds.min_tokens);
     e.kv_elastic = true;
     e.kv_min_tokens = std::min(min_chunks * chunk, e.kv_tokens);
     e.kv_min_bytes = static_cast<uint64_t>(min_chunks * ElasticChunkBlocks(options, n_blocks)) *
@@ -283,7 +314,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
     lease.name = name + "/kv";
     lease.blocks_per_chunk = ElasticChunkBlocks(options, n_blocks);
     lease.max_chunks = static_cast<size_t>(ElasticMaxChunks(options, n_blocks));
-    lease.min_chunks = static_cast<size_t>(ElasticMinChunks(options, n_blocks));
+    PIER_ASSIGN_OR_RETURN(const KvBounds bounds, ResolveKvBounds(options, e.kv_bytes_per_token));
+    lease.min_chunks = static_cast<size_t>(ElasticMinChunks(options, n_blocks, bounds.min_tokens));
     lease.initial_chunks = lease.min_chunks;
     Result<std::unique_ptr<LeasedKvStore>> store =
         LeasedKvStore::Create(layout, lease, *m->governor_, kv_owner);

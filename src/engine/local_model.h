@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "device/device.h"
+#include "engine/kv_size.h"
 #include "engine/kv_store.h"
 #include "engine/model_runner.h"
 #include "memory/byte_size.h"
@@ -43,10 +44,11 @@ enum class KvPolicy : uint8_t { kStatic, kElastic };
 [[nodiscard]] Result<KvPolicy> ParseKvPolicy(std::string_view name);
 
 struct LocalModelOptions {
-  std::string path;          // GGUF file
-  int threads = 2;           // compute threads, counting the caller
-  int64_t kv_tokens = 4096;  // KV capacity in positions (rounded up to whole blocks)
-  int64_t block_size = 16;   // positions per KV block
+  std::string path;  // GGUF file
+  int threads = 2;   // compute threads, counting the caller
+  // KV capacity in positions (rounded up to whole blocks), unless kv_max is set.
+  int64_t kv_tokens = 4096;
+  int64_t block_size = 16;  // positions per KV block
   // `--kv-dtype`: how K/V are stored. f16 (the default, as llama.cpp's) halves the KV memory
   // and the bytes decode attention streams; its logits differ slightly from f32's (no less
   // accurate against the float64 reference) and stay batch invariant.
@@ -64,10 +66,13 @@ struct LocalModelOptions {
   // How the KV cache holds memory. kStatic: one store of kv_tokens, reserved at load (what
   // `pier run` and the tests use). kElastic: a LeasedKvStore that grows in chunks of
   // kv_chunk_tokens on demand up to kv_tokens and gives chunks back when the governor asks
-  // (other models need the memory), never below kv_min_tokens (0: one chunk); admission then
-  // needs only the minimum.
+  // (other models need the memory), never below kv_min (unset: one chunk; at most the whole
+  // cache); admission then needs only the minimum.
   KvPolicy kv_policy = KvPolicy::kStatic;
-  int64_t kv_min_tokens = 0;
+  KvSize kv_min;
+  // The KV capacity in tokens or bytes (kv_size.h), in place of kv_tokens; kv_min above it is
+  // an error.
+  KvSize kv_max;
   int64_t kv_chunk_tokens = 256;
 };
 

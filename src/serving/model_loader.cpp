@@ -46,8 +46,8 @@ struct ModelParts {
 
 ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::string& id) {
   ModelHostOptions host_options;
-  // The KV cache holds `ctx` positions for all requests together; one request may use at most
-  // the model's trained context of them (the engine's max_request_tokens).
+  // The KV cache holds `ctx` positions for all requests together (or kv_max); one request may
+  // use at most ctx and the model's trained context of them (the engine's max_request_tokens).
   host_options.model.kv_tokens = options.ctx;
   host_options.model.path = options.path;
   host_options.model.owner_name = id;  // the governor's owners read "<id>/kv" ("<id>#2/kv", ...)
@@ -55,7 +55,9 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.model.threads = options.threads;
   host_options.model.kv_dtype = options.kv_dtype;
   host_options.model.kv_policy = options.kv_policy;
-  host_options.model.kv_min_tokens = options.kv_min_tokens;
+  host_options.model.kv_min = options.kv_min;
+  host_options.model.kv_max = options.kv_max;
+  host_options.engine.max_request_tokens = options.ctx;
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
   host_options.engine.scheduler.max_seqs = options.max_seqs;
   host_options.max_waiting = options.max_queued;
@@ -78,10 +80,11 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   ModelHostOptions host_options = HostOptionsOf(options, id);
   host_options.swap_pool = &devices.swap_pool();
-  spdlog::info("loading {} as {} ({} threads, KV cache {} {} tokens)", options.path, id,
+  spdlog::info("loading {} as {} ({} threads, KV cache {} {})", options.path, id,
                host_options.model.threads,
                options.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",
-               host_options.model.kv_tokens);
+               options.kv_max.is_set() ? options.kv_max.ToString()
+                                       : std::to_string(options.ctx) + " tokens");
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
   // One instance at a time: each admission sees what the previous ones hold.
   auto parts = std::make_shared<ModelParts>();

@@ -28,15 +28,18 @@ struct ModelLoadOptions {
   int priority = 0;                  // its memory owners' priority under reclaim
   int instances = 1;                 // engines serving it (each with its own KV and owners)
   int threads = 1;                   // compute threads, counting the engine thread
-  int64_t ctx = 4096;                // KV positions, all requests together
+  // KV positions, all requests together, and the most one request may use; with kv_max set
+  // the KV capacity is kv_max's and ctx only limits each request.
+  int64_t ctx = 4096;
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;
   int64_t max_batched_tokens = 512;
   int64_t max_seqs = 64;
   int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
   // Elastic (the server's default): the KV cache grows on demand up to ctx and lends memory
-  // back to other models, never below kv_min_tokens; static: ctx tokens held from load on.
+  // back to other models, never below kv_min; static: the capacity held from load on.
   engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;
-  int64_t kv_min_tokens = 0;
+  engine::KvSize kv_min;  // tokens or bytes (engine/kv_size.h); unset: one chunk
+  engine::KvSize kv_max;  // the KV capacity in tokens or bytes; unset: ctx
   // Preemption by swap: each instance's swap space in the device set's pinned pool (0: off;
   // preemption then recomputes).
   uint64_t swap_space_bytes = 0;

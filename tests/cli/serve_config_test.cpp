@@ -68,6 +68,7 @@ ctx: 2048
 kv_dtype: f16
 kv_policy: static
 kv_min: 512
+kv_max: 96MiB
 max_batched_tokens: 256
 max_seqs: 16
 max_body_bytes: 1MiB
@@ -101,7 +102,8 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
   EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
-  EXPECT_EQ(o.kv_min, 512);
+  EXPECT_EQ(o.kv_min, engine::KvSize::Tokens(512));
+  EXPECT_EQ(o.kv_max, engine::KvSize::Bytes(uint64_t{96} << 20));
   EXPECT_EQ(o.max_batched_tokens, 256);
   EXPECT_EQ(o.max_seqs, 16);
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
@@ -117,7 +119,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 29u);
+  EXPECT_EQ(ServeSettingNames().size(), 30u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -214,6 +216,10 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"load_wait", "-1"}}, "--load-wait");
   ExpectBad({{"unload_grace", "soon"}}, "--unload-grace");
   ExpectBad({{"swap_space", "lots"}}, "--swap-space");
+  ExpectBad({{"kv_min", "lots"}}, "--kv-min");
+  ExpectBad({{"kv_max", "-5"}}, "--kv-max");
+  ExpectBad({{"kv_max", "99999999999"}}, "--kv-max");
+  ExpectBad({{"kv_max", "64 parsecs"}}, "unknown unit");
   ExpectBad({{"name", ""}}, "--name");
   ExpectBad({{"api_keys", ""}}, "--api-keys");
   ExpectBad({{"config", ""}}, "--config");
@@ -273,6 +279,9 @@ models:
     aliases: [gpt-4o-mini, chat]
     ctx: 512
     max_seqs: 4
+    kv_min: 16MiB
+    kv_max: 2048
+    swap_space: 8MiB
     priority: 10
     instances: 2
     fallback: beta
@@ -296,8 +305,11 @@ models:
   EXPECT_EQ(a.instances, 2);
   EXPECT_EQ(o->models[1].instances, 1);
   EXPECT_EQ(o->models[1].priority, 0);
-  EXPECT_EQ(a.settings,
-            (std::vector<std::pair<std::string, std::string>>{{"ctx", "512"}, {"max_seqs", "4"}}));
+  EXPECT_EQ(a.settings, (std::vector<std::pair<std::string, std::string>>{{"ctx", "512"},
+                                                                          {"max_seqs", "4"},
+                                                                          {"kv_min", "16MiB"},
+                                                                          {"kv_max", "2048"},
+                                                                          {"swap_space", "8MiB"}}));
   EXPECT_EQ(o->models[1].aliases, (std::vector<std::string>{"small"}));
   EXPECT_TRUE(o->models[1].settings.empty());
   EXPECT_FALSE(a.on_demand);
@@ -315,6 +327,8 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
   const std::vector<Case> cases = {
       {"models: [{name: a, path: a.gguf, colour: red}]", "models[0] (a): unknown keys \"colour\""},
       {"models: [{name: a, path: a.gguf, ctx: lots}]", "models[0] (a): ctx: expected an integer"},
+      {"models: [{name: a, path: a.gguf, kv_max: 1 parsec}]",
+       "models[0] (a): kv_max \"1 parsec\": unknown unit"},
       {"models: [{name: a, path: missing.gguf}]", "models[0] (a): path: no such file"},
       {"models: [{path: a.gguf}]", "models[0]: name is required"},
       {"models: [{name: a}]", "models[0] (a): path is required"},

@@ -350,7 +350,7 @@ TEST(LlamaModelTest, ElasticKvLeaseMatchesTheEstimate) {
       options.kv_tokens = kv_tokens;
       options.kv_dtype = KvDtype::kF32;
       options.kv_policy = KvPolicy::kElastic;
-      options.kv_min_tokens = kv_min;
+      options.kv_min = KvSize::Tokens(kv_min);
       auto estimate = EstimateMemory(**file, options);
       ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
       auto model =
@@ -370,6 +370,61 @@ TEST(LlamaModelTest, ElasticKvLeaseMatchesTheEstimate) {
       EXPECT_LE(estimate->kv_min_tokens, estimate->kv_tokens);
     }
   }
+}
+
+// kv_max sizes the cache apart from kv_tokens, in tokens or bytes; kv_min in bytes means the
+// positions those bytes hold at the cache's dtype.
+TEST(LlamaModelTest, KvBoundsInTokensOrBytes) {
+  TinyModelSpec spec;
+  auto image = BuildTinyModel(spec);
+  auto estimate = [&](LocalModelOptions options) {
+    auto file = model::GgufFile::FromMemory(image.data(), image.size(), "tiny.gguf");
+    EXPECT_TRUE(file.ok());
+    return EstimateMemory(**file, options);
+  };
+  LocalModelOptions options;
+  options.kv_tokens = 1000;
+  options.kv_dtype = KvDtype::kF32;
+  options.kv_policy = KvPolicy::kElastic;
+  Result<MemoryEstimate> plain = estimate(options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  const uint64_t per_token = plain->kv_bytes_per_token;
+  ASSERT_GT(per_token, 0u);
+
+  options.kv_max = KvSize::Tokens(320);
+  Result<MemoryEstimate> by_tokens = estimate(options);
+  ASSERT_TRUE(by_tokens.ok()) << by_tokens.status().ToString();
+  EXPECT_EQ(by_tokens->kv_tokens, 320);
+
+  options.kv_max = KvSize::Bytes(per_token * 650);  // rounds down to 640, whole blocks
+  options.kv_min = KvSize::Bytes(per_token * 300);
+  Result<MemoryEstimate> by_bytes = estimate(options);
+  ASSERT_TRUE(by_bytes.ok()) << by_bytes.status().ToString();
+  EXPECT_EQ(by_bytes->kv_tokens, 640);
+  EXPECT_EQ(by_bytes->kv_min_tokens, 512) << "300 tokens, in whole 256-token chunks";
+
+  options.kv_min = KvSize::Tokens(700);
+  Result<MemoryEstimate> inverted = estimate(options);
+  ASSERT_FALSE(inverted.ok());
+  EXPECT_NE(inverted.status().message().find("kv_min 700 tokens (700 tokens) is more than kv_max"),
+            std::string::npos)
+      << inverted.status().message();
+
+  options.kv_min = {};
+  options.kv_max = KvSize::Bytes(per_token * 15);
+  Result<MemoryEstimate> tiny = estimate(options);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.status().message().find("holds less than one block (16 tokens"), std::string::npos)
+      << tiny.status().message();
+
+  // The model holds what the estimate says: a static store of kv_max's tokens.
+  options.kv_policy = KvPolicy::kStatic;
+  options.kv_max = KvSize::Tokens(320);
+  auto file = model::GgufFile::FromMemory(image.data(), image.size(), "tiny.gguf");
+  ASSERT_TRUE(file.ok());
+  auto model = LocalModel::Create(std::move(file).value(), options, pier::testing::TestGovernor());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->kv().num_blocks() * (*model)->kv().layout().block_size, 320);
 }
 
 // ---- bad input ---------------------------------------------------------------------------

@@ -257,6 +257,26 @@ TEST(ModelManagerTest, TheGuaranteeIsWhatALoadCommits) {
   EXPECT_EQ(Committed(*devices), *GuaranteedBytes(spec.load));
 }
 
+// kv_max sizes the KV cache (here in bytes) apart from ctx, which then limits one request.
+TEST(ModelManagerTest, KvMaxSizesTheCacheAndCtxLimitsOneRequest) {
+  auto devices = Devices(uint64_t{2} << 30);
+  ModelRegistry registry;
+  ModelManager manager({}, devices.get(), &registry);
+  ModelSpec spec = Spec("m");
+  spec.load.kv_policy = engine::KvPolicy::kStatic;
+  spec.load.ctx = 256;
+  spec.load.kv_max = engine::KvSize::Bytes(uint64_t{24} << 20);
+  ASSERT_TRUE(manager.Start({spec}).ok());
+  ModelRef m = *registry.Resolve("m");
+  EXPECT_EQ(m->max_request_tokens, 256);
+  const engine::EngineStats stats = m->client->Stats();
+  const uint64_t cache_bytes = m->governor->StatsFor(*m->governor->FindOwner("m/kv"))->block_bytes;
+  EXPECT_LE(cache_bytes, uint64_t{24} << 20) << "a maximum in bytes is never exceeded";
+  EXPECT_GT(cache_bytes, uint64_t{23} << 20);
+  EXPECT_GT(stats.kv_blocks_total * stats.kv_block_size, 1024) << "24 MiB hold far more than ctx";
+  EXPECT_EQ(Committed(*devices), *GuaranteedBytes(spec.load));
+}
+
 // --swap-space: the engine preempts by swap into the device set's pinned pool.
 TEST(ModelManagerTest, SwapSpaceComesFromTheDeviceSetsPinnedPool) {
   DeviceSetOptions device_options;

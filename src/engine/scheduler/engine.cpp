@@ -97,7 +97,9 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       elastic_(dynamic_cast<LeasedKvStore*>(kv)),
       tokenizer_(tokenizer),
       max_request_tokens_(
-          std::min(runner->shape().context_length, kv->num_blocks() * kv->layout().block_size)),
+          std::min({runner->shape().context_length, kv->num_blocks() * kv->layout().block_size,
+                    options.max_request_tokens > 0 ? options.max_request_tokens
+                                                   : std::numeric_limits<int64_t>::max()})),
       swap_(std::move(swap)),
       copier_(std::make_unique<KvBlockCopier>(kv)),
       blocks_(kv->num_blocks(), kv->layout().block_size,

@@ -66,6 +66,9 @@ struct EngineOptions {
   // Submit answers RESOURCE_EXHAUSTED ("queue full") while this many sequences wait to be
   // admitted, counting those submitted since the last step (0: no limit).
   int64_t max_waiting = 0;
+  // Largest prompt + max_tokens of one request, below the model's context and the KV capacity
+  // (a server's `ctx` when its KV cache is sized apart, by kv_max); 0: no further limit.
+  int64_t max_request_tokens = 0;
 };
 
 struct EngineStats {
