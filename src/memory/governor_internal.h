@@ -55,6 +55,7 @@ struct MemoryGovernor::LeaseState {
   std::vector<void*> chunk_blocks;  // pool blocks, when not contiguous
   size_t chunks = 0;
   bool idle = false;
+  int urgency = 0;
   std::optional<ShrinkRequest> request;  // not yet complied with
   bool unresponsive = false;             // missed the deadline of `request`
   std::function<void(const ShrinkRequest&)> handler;

@@ -38,7 +38,7 @@ void MemoryGovernor::CheckDeadlinesLocked() {
   }
 }
 
-bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t need,
+bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t need, int urgency,
                                        uint64_t exclude_lease, Reclaim* reclaim) {
   // A snapshot of the other owners' leases; the choice itself is reclaim_policy.h's.
   std::vector<ReclaimCandidate> snapshot;
@@ -50,6 +50,7 @@ bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t nee
                         .owner = lease->owner.value,
                         .idle = lease->idle,
                         .priority = o->spec.priority,
+                        .urgency = lease->urgency,
                         .shrink_pending = lease->request.has_value(),
                         .chunks = lease->chunks,
                         .min_chunks = lease->min_chunks,
@@ -58,7 +59,7 @@ bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t nee
                         .owner_keep = std::max(o->spec.guaranteed_bytes, o->floor)});
   }
   const ReclaimPlan plan =
-      ChooseReclaim(snapshot, requester.id.value, requester.spec.priority, need);
+      ChooseReclaim(snapshot, {requester.id.value, requester.spec.priority, urgency}, need);
   if (!plan.enough) return false;
   struct Planned {
     LeaseState* lease;
@@ -86,7 +87,8 @@ bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t nee
 }
 
 MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_t bytes, bool wait,
-                                         std::chrono::milliseconds timeout, uint64_t lease_id) {
+                                         std::chrono::milliseconds timeout, uint64_t lease_id,
+                                         int urgency) {
   const auto give_up_at = Clock::now() + timeout;
   std::vector<uint64_t> awaited;  // shrink requests we count on (ours or already in flight)
   while (true) {
@@ -123,7 +125,7 @@ MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_
     }
     const uint64_t need = bytes - headroom;
     Reclaim reclaim;
-    if (incoming < need && !PlanReclaimLocked(*o, need - incoming, lease_id, &reclaim)) {
+    if (incoming < need && !PlanReclaimLocked(*o, need - incoming, urgency, lease_id, &reclaim)) {
       return ErrorLocked(MemoryErrorKind::kBudget, *o, bytes,
                          incoming > 0 ? "not enough is reclaimable from other owners"
                                       : "nothing reclaimable from other owners");
@@ -263,6 +265,11 @@ void Lease::SetIdle(bool idle) {
   governor_->leases_.at(id_)->idle = idle;
 }
 
+void Lease::SetUrgency(int urgency) {
+  MutexLock lock(governor_->mutex_);
+  governor_->leases_.at(id_)->urgency = urgency;
+}
+
 MemoryStatus Lease::Grow(size_t chunks, GrowOptions options) {
   MemoryGovernor& g = *governor_;
   MutexLock lock(g.mutex_);
@@ -296,7 +303,8 @@ MemoryStatus Lease::Grow(size_t chunks, GrowOptions options) {
           "lease '" + state.name + "' is limited to " + std::to_string(max_chunks_) + " chunks");
     }
   }
-  MemoryStatus admitted = g.AdmitLocked(lock, owner_, bytes, options.wait, options.timeout, id_);
+  MemoryStatus admitted =
+      g.AdmitLocked(lock, owner_, bytes, options.wait, options.timeout, id_, options.urgency);
   if (!admitted.ok()) {
     o = g.FindLocked(owner_);
     ++o->failure_count;

@@ -54,6 +54,9 @@ struct LeaseOptions {
 struct GrowOptions {
   bool wait = false;  // wait for other owners to shrink instead of failing at once
   std::chrono::milliseconds timeout{5000};
+  // How urgent the work is that needs the chunks (higher: more urgent; 0: ordinary): a busy
+  // lease is reclaimed for it only if it holds less urgent work (reclaim_policy.h).
+  int urgency = 0;
 };
 
 class Lease {
@@ -83,6 +86,10 @@ class Lease {
   std::optional<ShrinkRequest> pending_request() const;
   // An idle lease (no running sequences) is reclaimed first, whatever its priority.
   void SetIdle(bool idle);
+  // The urgency of the most urgent work its chunks hold (the engine: its running requests'
+  // top priority class; 0 ordinary): it yields only to more urgent work, or to as urgent
+  // work of a higher-priority owner.
+  void SetUrgency(int urgency);
 
  private:
   friend class MemoryGovernor;

@@ -493,6 +493,7 @@ nlohmann::json MemoryGovernor::Snapshot() const {
                             {"min_chunks", l->min_chunks},
                             {"contiguous", l->contiguous},
                             {"idle", l->idle},
+                            {"urgency", l->urgency},
                             {"unresponsive", l->unresponsive}};
     if (l->request) {
       lease["pending_shrink"] = {{"id", l->request->id},

@@ -287,12 +287,13 @@ class MemoryGovernor {
   // Checks quota and budget for `bytes` more; on a budget shortfall plans a reclaim.
   MemoryStatus CheckChargeLocked(const OwnerState& o, uint64_t bytes) const PIER_REQUIRES(mutex_);
   // Quota and budget check with reclaim and optional waiting. Returns with `lock` held.
+  // `urgency`: of the work that needs the bytes (GrowOptions::urgency; 0 ordinary).
   MemoryStatus AdmitLocked(MutexLock& lock, OwnerId owner, uint64_t bytes, bool wait,
-                           std::chrono::milliseconds timeout, uint64_t lease_id)
+                           std::chrono::milliseconds timeout, uint64_t lease_id, int urgency = 0)
       PIER_REQUIRES(mutex_);
   // Plans shrink requests for `need` bytes on behalf of `requester`; false if impossible.
-  bool PlanReclaimLocked(const OwnerState& requester, uint64_t need, uint64_t exclude_lease,
-                         Reclaim* reclaim) PIER_REQUIRES(mutex_);
+  bool PlanReclaimLocked(const OwnerState& requester, uint64_t need, int urgency,
+                         uint64_t exclude_lease, Reclaim* reclaim) PIER_REQUIRES(mutex_);
   void CheckDeadlinesLocked() PIER_REQUIRES(mutex_);
   void Charge(OwnerState& o, uint64_t bytes) PIER_REQUIRES(mutex_);
   void Uncharge(OwnerState& o, uint64_t bytes) PIER_REQUIRES(mutex_);

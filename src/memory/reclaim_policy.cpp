@@ -5,17 +5,22 @@
 
 namespace pier {
 
-ReclaimPlan ChooseReclaim(const std::vector<ReclaimCandidate>& leases, uint64_t requester_owner,
-                          int requester_priority, uint64_t need) {
+ReclaimPlan ChooseReclaim(const std::vector<ReclaimCandidate>& leases,
+                          const ReclaimRequester& requester, uint64_t need) {
   std::vector<const ReclaimCandidate*> candidates;
   for (const ReclaimCandidate& c : leases) {
-    if (c.owner == requester_owner || c.shrink_pending || c.chunk_bytes == 0) continue;
-    if (!c.idle && c.priority >= requester_priority) continue;
+    if (c.owner == requester.owner || c.shrink_pending || c.chunk_bytes == 0) continue;
+    // A busy lease yields to more urgent work, or to as urgent work of a stronger owner.
+    const bool weaker = c.urgency < requester.urgency ||
+                        (c.urgency == requester.urgency && c.priority < requester.priority);
+    if (!c.idle && !weaker) continue;
     candidates.push_back(&c);
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const ReclaimCandidate* a, const ReclaimCandidate* b) {
                      if (a->idle != b->idle) return a->idle;
+                     if (a->idle) return a->priority < b->priority;
+                     if (a->urgency != b->urgency) return a->urgency < b->urgency;
                      return a->priority < b->priority;
                    });
   // How much each owner can give back without going below what it must keep.

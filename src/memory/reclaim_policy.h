@@ -3,11 +3,15 @@
 // The governor takes the snapshot under its lock, calls this, and turns the answer into shrink
 // requests; the QoS work changes the policy here without touching the locking around it.
 //
-// Policy: idle leases first, then by owner priority (a lower value yields first); among equals,
-// the snapshot's order. A busy lease yields only to a requester of higher priority (a lower
-// value is weaker, so priority < requester's). No owner goes below what it must keep (its
-// guarantee, or what it has reserved), no lease below its minimum chunks, and a lease already
-// asked to shrink is not asked again.
+// Policy: idle leases first, then busy ones by the urgency of the work they hold (the engine's
+// request priority class: a lease running only bulk work yields before one running urgent
+// work), then by owner priority (a lower value yields first); among equals, the snapshot's
+// order. A busy lease yields only to a requester whose work is more urgent than the most
+// urgent work the lease holds, or as urgent and of a higher owner priority: reclaim never
+// preempts a request of a higher class than the one it makes room for, and model priority
+// breaks ties. No owner goes below what it must keep (its guarantee, or what it has
+// reserved), no lease below its minimum chunks, and a lease already asked to shrink is not
+// asked again.
 //
 // Thread-safety: a pure function over values.
 #pragma once
@@ -23,6 +27,7 @@ struct ReclaimCandidate {
   uint64_t owner = 0;           // OwnerId::value
   bool idle = false;            // the lease's owner marked it idle (no live work)
   int priority = 0;             // the owner's; a lower value yields first
+  int urgency = 0;              // of the most urgent work it holds (Lease::SetUrgency)
   bool shrink_pending = false;  // already asked to shrink
   size_t chunks = 0;
   size_t min_chunks = 0;
@@ -42,7 +47,15 @@ struct ReclaimPlan {
   bool enough = false;             // bytes >= need
 };
 
-ReclaimPlan ChooseReclaim(const std::vector<ReclaimCandidate>& leases, uint64_t requester_owner,
-                          int requester_priority, uint64_t need);
+// Who needs the memory: its owner and priority, and how urgent the work it needs it for is
+// (GrowOptions::urgency; 0 for ordinary work and for reservations and allocations).
+struct ReclaimRequester {
+  uint64_t owner = 0;  // OwnerId::value
+  int priority = 0;
+  int urgency = 0;
+};
+
+ReclaimPlan ChooseReclaim(const std::vector<ReclaimCandidate>& leases,
+                          const ReclaimRequester& requester, uint64_t need);
 
 }  // namespace pier

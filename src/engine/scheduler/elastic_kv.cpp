@@ -19,7 +19,10 @@ bool ElasticKvController::TryGrow() {
   if (scheduler_->step() < backoff_until_step_) return false;
   Lease& lease = store_->lease();
   if (lease.chunks() >= lease.max_chunks()) return false;
-  MemoryStatus grown = lease.Grow(1);
+  GrowOptions options;
+  const std::optional<Priority> waiting = scheduler_->MostUrgentWaiting();
+  options.urgency = UrgencyOf(waiting.value_or(Priority::kNormal));
+  MemoryStatus grown = lease.Grow(1, options);
   if (!grown.ok()) {
     backoff_until_step_ = scheduler_->step() + kBackoffSteps;
     return false;
@@ -46,6 +49,13 @@ void ElasticKvController::UpdateIdle() {
   if (idle != idle_) {
     store_->lease().SetIdle(idle);
     idle_ = idle;
+  }
+  // Waiting sequences hold no blocks: only the running ones' class protects the lease.
+  const std::optional<Priority> running = scheduler_->MostUrgentRunning();
+  const int urgency = UrgencyOf(running.value_or(Priority::kLow));
+  if (urgency != urgency_) {
+    store_->lease().SetUrgency(urgency);
+    urgency_ = urgency;
   }
 }
 

@@ -5,6 +5,10 @@
 // blocks of the last chunks, takes those blocks out of the cache and returns the chunks; the
 // lease is marked idle while nothing is live, so the governor reclaims it first.
 //
+// Request classes reach the governor as urgency (UrgencyOf): a grow carries the most urgent
+// waiting class (the work it makes room for), and the lease publishes the most urgent running
+// class, so reclaim never preempts a request of a higher class than the one it makes room for.
+//
 // The policy (when to grow, how long to back off) lives here, apart from the engine loop, so
 // that the multi-model memory work can change it in one place. Not thread-safe: the engine
 // thread owns it; the engine keeps the cross-thread shrink requests.
@@ -38,8 +42,12 @@ class ElasticKvController {
   bool TryGrow();
   // Gives up to `chunks` chunks back; returns whether any were.
   bool Shrink(size_t chunks);
-  // Marks the lease idle or busy as the scheduler's work says.
+  // Marks the lease idle or busy, and its urgency, as the scheduler's work says.
   void UpdateIdle();
+
+  // A request class as the governor's urgency: critical 2, high 1, normal 0, low -1 (0 is
+  // what reservations and plain allocations count as).
+  static int UrgencyOf(Priority priority) { return 2 - static_cast<int>(priority); }
 
  private:
   LeasedKvStore* store_;
@@ -48,6 +56,7 @@ class ElasticKvController {
   const SchedulerOptions limits_;
   int64_t backoff_until_step_ = 0;
   bool idle_ = false;
+  int urgency_ = 0;  // as published to the lease
 };
 
 }  // namespace pier::engine

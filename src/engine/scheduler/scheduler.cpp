@@ -398,6 +398,28 @@ int64_t Scheduler::NumWaiting() const {
   return n;
 }
 
+namespace {
+
+// The most urgent class among sequences running (or not): a lower Priority value.
+template <typename Sequences>
+std::optional<Priority> MostUrgent(const Sequences& sequences, bool running) {
+  std::optional<Priority> top;
+  for (const auto& [id, s] : sequences) {
+    if (s.running != running) continue;
+    if (!top || s.spec.priority < *top) top = s.spec.priority;
+  }
+  return top;
+}
+
+}  // namespace
+
+std::optional<Priority> Scheduler::MostUrgentRunning() const {
+  return MostUrgent(sequences_, true);
+}
+std::optional<Priority> Scheduler::MostUrgentWaiting() const {
+  return MostUrgent(sequences_, false);
+}
+
 void Scheduler::AppendToken(int64_t id, int32_t token) {
   Sequence& s = Get(id);
   s.tokens.push_back(token);

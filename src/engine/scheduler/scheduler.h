@@ -147,6 +147,10 @@ class Scheduler {
   std::vector<int64_t> PreemptHoldingBlocksFrom(int32_t first_block);
   // Waiting sequences.
   int64_t NumWaiting() const;
+  // The most urgent class (as requested, before aging) among running sequences, and among
+  // waiting ones (queued, preempted or swapped); nullopt when there are none.
+  std::optional<Priority> MostUrgentRunning() const;
+  std::optional<Priority> MostUrgentWaiting() const;
   // Appends the token sampled for sequence `id` (to be computed next step).
   void AppendToken(int64_t id, int32_t token);
 

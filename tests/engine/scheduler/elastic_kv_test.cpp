@@ -50,7 +50,7 @@ std::vector<int32_t> RunAlone(const Request& r) {
 }
 
 class ElasticKvTest : public ::testing::Test {
- protected:
+ public:
   ElasticKvTest() : device_(FakeDeviceOptions{}) {
     GovernorOptions options;
     options.budget = BudgetSpec::Bytes(8 * kChunkBytes);
@@ -59,13 +59,17 @@ class ElasticKvTest : public ::testing::Test {
   }
 
   std::unique_ptr<LeasedKvStore> MakeStore(size_t initial, size_t max) {
+    return MakeStoreFor(owner_, "model/kv", initial, max);
+  }
+  std::unique_ptr<LeasedKvStore> MakeStoreFor(OwnerId owner, const std::string& name,
+                                              size_t initial, size_t max) {
     LeasedKvOptions options;
-    options.name = "model/kv";
+    options.name = name;
     options.blocks_per_chunk = kBlocksPerChunk;
     options.min_chunks = 1;
     options.initial_chunks = initial;
     options.max_chunks = max;
-    auto store = LeasedKvStore::Create(FakeLayout(kBlockSize), options, *governor_, owner_);
+    auto store = LeasedKvStore::Create(FakeLayout(kBlockSize), options, *governor_, owner);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return std::move(store).value();
   }
@@ -165,6 +169,65 @@ TEST_F(ElasticKvTest, GovernorReclaimsAnIdleEnginesChunksForAHigherPriorityOwner
   auto h = *engine->Submit(r);
   EXPECT_EQ(TokensOf(h->WaitAll()), RunAlone(r));
   EXPECT_EQ(engine->Stats().kv_shrinks, 1);
+}
+
+// Two engines on one governor, stepped in turn: `busy` first fills the budget with requests
+// of class `busy_class`, then `needy` (owner priority `needy_priority`, busy's is 0) gets a
+// request of class `needy_class` that needs more blocks than its one chunk. Returns whether
+// busy gave chunks back while its requests ran; every request completes with its tokens alone.
+bool ReclaimedWhileBusy(ElasticKvTest* t, MemoryGovernor& governor, OwnerId busy_owner,
+                        Priority busy_class, int needy_priority, Priority needy_class) {
+  auto busy_kv = t->MakeStoreFor(busy_owner, "busy/kv", 1, 7);
+  OwnerId needy_owner = *governor.AddOwner({.name = "needy/kv", .priority = needy_priority});
+  auto needy_kv = t->MakeStoreFor(needy_owner, "needy/kv", 1, 8);
+  FakeRunner busy_runner(busy_kv.get(), kVocab, 4096);
+  FakeRunner needy_runner(needy_kv.get(), kVocab, 4096);
+  EngineOptions options;
+  options.start_thread = false;
+  auto busy = *Engine::Create(options, &busy_runner, busy_kv.get());
+  auto needy = *Engine::Create(options, &needy_runner, needy_kv.get());
+  std::vector<Request> busy_requests;
+  std::vector<std::shared_ptr<RequestHandle>> busy_handles;
+  for (int i = 0; i < 3; ++i) {
+    busy_requests.push_back(Greedy("b" + std::to_string(i), Prompt(20, 50 + i), 60));
+    busy_requests.back().priority = busy_class;
+    busy_handles.push_back(*busy->Submit(busy_requests.back()));
+  }
+  for (int i = 0; i < 40; ++i) EXPECT_TRUE(busy->RunStep());
+  EXPECT_EQ(busy_kv->lease().chunks(), 7u) << "busy grew into the whole budget";
+  Request needy_request = Greedy("n", Prompt(30, 60), 20);
+  needy_request.priority = needy_class;
+  auto needy_handle = *needy->Submit(needy_request);
+  bool reclaimed = false;
+  for (int i = 0; i < 4000; ++i) {
+    const bool busy_ran = busy->RunStep();
+    if (busy_ran) reclaimed = reclaimed || busy->Stats().kv_shrinks > 0;
+    if (!needy->RunStep() && !busy_ran) break;
+  }
+  for (size_t i = 0; i < busy_requests.size(); ++i) {
+    EXPECT_EQ(TokensOf(busy_handles[i]->Drain()), RunAlone(busy_requests[i])) << "request " << i;
+  }
+  EXPECT_EQ(TokensOf(needy_handle->Drain()), RunAlone(needy_request));
+  EXPECT_TRUE(governor.CheckInvariants().ok());
+  return reclaimed;
+}
+
+// Reclaim follows request classes before model priorities: critical work of a weaker model
+// takes KV from a stronger model running low-class work, and normal work of a stronger model
+// does not take it from a weaker model running critical work (it waits until that is done).
+TEST_F(ElasticKvTest, ReclaimNeverPreemptsAHigherRequestClassThanItMakesRoomFor) {
+  EXPECT_TRUE(
+      ReclaimedWhileBusy(this, *governor_, owner_, Priority::kLow, -5, Priority::kCritical));
+}
+
+TEST_F(ElasticKvTest, NormalWorkOfAStrongerModelDoesNotPreemptCriticalWork) {
+  EXPECT_FALSE(
+      ReclaimedWhileBusy(this, *governor_, owner_, Priority::kCritical, 10, Priority::kNormal));
+}
+
+TEST_F(ElasticKvTest, AmongEqualClassesTheHigherModelPriorityReclaims) {
+  EXPECT_TRUE(
+      ReclaimedWhileBusy(this, *governor_, owner_, Priority::kNormal, 10, Priority::kNormal));
 }
 
 }  // namespace
