@@ -268,6 +268,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       std::chrono::milliseconds(static_cast<int64_t>(options.watchdog_seconds * 1000));
   admin_options.metrics_key = options.metrics_key;
   admin_options.admin_key = options.admin_key;
+  admin_options.load_wait = api_options.load_wait;
   admin_options.device_governor = &devices->cpu_governor();
   admin_options.manager = manager.get();
   if (flags.count("config") > 0) {
@@ -293,8 +294,9 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       std::chrono::milliseconds(static_cast<int64_t>(options.write_timeout_seconds * 1000.0));
   server_options.paths_served_while_draining = {"/health", "/ready", "/metrics"};
   server_options.cors_origins = options.cors_origins;
-  server_options.on_response = [&metrics](const http::HttpRequest& request, int status) {
-    metrics.RecordHttpResponse(status, http::MetricsRouteLabel(request.path));
+  server_options.on_response = [&metrics](const http::HttpRequest& request, int status,
+                                          std::string_view model) {
+    metrics.RecordHttpResponse(status, http::MetricsRouteLabel(request.path), model);
   };
   Result<std::unique_ptr<http::HttpServer>> started =
       http::HttpServer::Start(server_options, std::move(router));

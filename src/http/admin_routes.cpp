@@ -161,26 +161,24 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
   return detail;
 }
 
-// A model that is known but not ready, as the routes answer it.
-HttpResponse Unavailable(const Status& status) {
-  HttpResponse response = ErrorResponse(503, status.message(), "model", "model_unavailable");
-  response.headers.emplace_back("Retry-After", "5");
-  return response;
-}
-
-// The body's optional `model` as the registry resolves it, or the 404 / 503 to answer.
-std::variant<serving::ModelRef, HttpResponse> ModelOfBody(const serving::ModelRegistry& registry,
-                                                          const Json& body) {
+// The body's optional `model` as the registry resolves it; or the 404 / 503 to answer, or a
+// wait for an on-demand load after which `retry` handles the request again.
+std::variant<serving::ModelRef, HttpResponse> ModelOfBody(serving::ModelRegistry* registry,
+                                                          const Json& body,
+                                                          std::chrono::milliseconds load_wait,
+                                                          std::function<HttpResponse()> retry) {
   std::string name;
   if (body.contains("model") && !body["model"].is_null()) {
     if (!body["model"].is_string())
       return ErrorResponse(400, "\"model\" must be a string", "model");
     name = body["model"].get<std::string>();
   }
-  Result<serving::ModelRef> model = registry.Resolve(name);
-  if (model.ok()) return *model;
-  if (model.status().code() == StatusCode::kUnavailable) return Unavailable(model.status());
-  return ErrorResponse(404, model.status().message(), "model", "model_not_found");
+  Result<serving::ModelEntry> found = registry->Lookup(name);
+  if (!found.ok()) return ErrorResponse(404, found.status().message(), "model", "model_not_found");
+  if (found->state != serving::ModelState::kReady || found->model == nullptr) {
+    return ModelNotReady(registry, *found, load_wait, std::move(retry));
+  }
+  return found->model;
 }
 
 // A manager's answer as HTTP.
@@ -479,15 +477,30 @@ HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
   return JsonResponse(200, ModelObject(*entry));
 }
 
+namespace {
+HttpResponse TokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body);
+HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body);
+}  // namespace
+
 HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
   auto parsed = ParseObject(request);
   if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
   const Json& body = std::get<Json>(parsed);
-  auto model = ModelOfBody(*registry_, body);
+  auto model = ModelOfBody(registry_, body, options_.load_wait,
+                           [this, request] { return Tokenize(request); });
   if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
   const serving::ModelRef served = std::get<serving::ModelRef>(model);
-  const tokenizer::Tokenizer* tokenizer = served->tokenizer;
+  HttpResponse response = TokenizeWith(*served->tokenizer, body);
+  response.model = served->id;
+  return response;
+}
+
+namespace {
+
+// /tokenize's work once the body is parsed and its model ready.
+HttpResponse TokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body) {
+  const tokenizer::Tokenizer* tokenizer = &model_tokenizer;
   if (!body.contains("content")) return ErrorResponse(400, "\"content\" is required", "content");
   if (!body["content"].is_string()) {
     return ErrorResponse(400, "\"content\" must be a string", "content");
@@ -528,15 +541,27 @@ HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
   return JsonResponse(200, Json{{"tokens", std::move(tokens)}});
 }
 
+}  // namespace
+
 HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
   auto parsed = ParseObject(request);
   if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
   const Json& body = std::get<Json>(parsed);
-  auto model = ModelOfBody(*registry_, body);
+  auto model = ModelOfBody(registry_, body, options_.load_wait,
+                           [this, request] { return Detokenize(request); });
   if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
   const serving::ModelRef served = std::get<serving::ModelRef>(model);
-  const tokenizer::Tokenizer* tokenizer = served->tokenizer;
+  HttpResponse response = DetokenizeWith(*served->tokenizer, body);
+  response.model = served->id;
+  return response;
+}
+
+namespace {
+
+// /detokenize's work once the body is parsed and its model ready.
+HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body) {
+  const tokenizer::Tokenizer* tokenizer = &model_tokenizer;
   if (!body.contains("tokens")) return ErrorResponse(400, "\"tokens\" is required", "tokens");
   const Json& tokens = body["tokens"];
   if (!tokens.is_array())
@@ -562,6 +587,8 @@ HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
   }
   return JsonResponse(200, Json{{"content", tokenizer->Decode(ids, /*skip_special=*/false)}});
 }
+
+}  // namespace
 
 std::string_view MetricsRouteLabel(std::string_view path) {
   static constexpr std::array<std::string_view, 10> kRoutes = {

@@ -91,6 +91,8 @@ struct AdminRoutesOptions {
   // /admin/*: with a key, requests must send "Authorization: Bearer <admin_key>"; without
   // one they are answered only from loopback (127.0.0.1, ::1), 403 otherwise.
   std::string admin_key = {};
+  // /tokenize and /detokenize for an on_demand model wait this long for its load (0: 503).
+  std::chrono::milliseconds load_wait{60'000};
 };
 
 struct Readiness {

@@ -86,6 +86,9 @@ struct HttpResponse {
   // When set, everything above is ignored: the response is not known yet (a model still
   // loading) and comes from the DeferredResponse once it is.
   std::shared_ptr<DeferredResponse> deferred;
+  // The served model (its id) this response is for, for metrics; empty: none (a route that
+  // names no model, or a request refused before its model was known).
+  std::string model;
 };
 
 // A response that is not known when the handler returns: the request waits for something

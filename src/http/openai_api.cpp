@@ -71,9 +71,9 @@ struct OpenAiApi::Impl {
   }
 
   HttpResponse Handle(const HttpRequest& http, OpenAiEndpoint endpoint);
-  // A request for a model that is not ready: an on-demand load to wait for (deferred), or 503.
-  HttpResponse NotReady(const HttpRequest& http, OpenAiEndpoint endpoint,
-                        const serving::ModelEntry& entry);
+  // Handle() once the request is parsed and its model found ready.
+  HttpResponse Serve(const HttpRequest& http, OpenAiEndpoint endpoint, const OpenAiRequest& r,
+                     const Principal& principal, const serving::ModelRef& model_ref);
   // The prompt of each engine request (token ids) and, with echo, its text; or the error.
   static std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(
       const OpenAiRequest& r, const serving::ServedModel& model);
@@ -131,30 +131,6 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
   return prompts;
 }
 
-HttpResponse OpenAiApi::Impl::NotReady(const HttpRequest& http, OpenAiEndpoint endpoint,
-                                       const serving::ModelEntry& entry) {
-  using serving::ModelState;
-  const bool loadable =
-      entry.managed &&
-      (entry.state == ModelState::kLoading ||
-       (entry.state == ModelState::kUnloaded && entry.load == serving::LoadPolicy::kOnDemand));
-  if (loadable && options.load_wait.count() > 0) {
-    HttpResponse response;
-    response.deferred = std::make_shared<ModelWait>(
-        registry, entry, std::chrono::steady_clock::now() + options.load_wait, options.load_wait,
-        [this, http, endpoint] { return Handle(http, endpoint); });
-    return response;
-  }
-  std::string message = "model " + entry.id + " is " + std::string(ModelStateName(entry.state));
-  if (!entry.reason.empty()) message += ": " + entry.reason;
-  if (entry.state == ModelState::kUnloaded && entry.managed) {
-    message += " (POST /admin/models/" + entry.id + "/load loads it)";
-  }
-  HttpResponse response = ErrorResponse(503, message, "model", "model_unavailable");
-  response.headers.emplace_back("Retry-After", "5");
-  return response;
-}
-
 HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint endpoint) {
   Principal principal;
   if (keys != nullptr) {
@@ -174,8 +150,18 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   if (!found.ok()) {
     return ErrorResponse(404, found.status().message(), "model", "model_not_found");
   }
-  if (found->state != serving::ModelState::kReady) return NotReady(http, endpoint, *found);
-  const serving::ModelRef model_ref = found->model;
+  if (found->state != serving::ModelState::kReady) {
+    return ModelNotReady(registry, *found, options.load_wait,
+                         [this, http, endpoint] { return Handle(http, endpoint); });
+  }
+  HttpResponse response = Serve(http, endpoint, r, principal, found->model);
+  response.model = found->id;
+  return response;
+}
+
+HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endpoint,
+                                    const OpenAiRequest& r, const Principal& principal,
+                                    const serving::ModelRef& model_ref) {
   const serving::ServedModel& model = *model_ref;
   engine::EngineClient* client = model.client;
   const tokenizer::Tokenizer* tokenizer = model.tokenizer;

@@ -112,4 +112,30 @@ std::optional<HttpResponse> ModelWait::Poll() {
 
 void ModelWait::Cancel(std::string_view) { StopWatching(); }
 
+HttpResponse ModelNotReady(serving::ModelRegistry* registry, const serving::ModelEntry& entry,
+                           std::chrono::milliseconds load_wait,
+                           std::function<HttpResponse()> retry) {
+  using serving::ModelState;
+  const bool loadable =
+      entry.managed &&
+      (entry.state == ModelState::kLoading ||
+       (entry.state == ModelState::kUnloaded && entry.load == serving::LoadPolicy::kOnDemand));
+  HttpResponse response;
+  response.model = entry.id;
+  if (loadable && load_wait.count() > 0) {
+    response.deferred = std::make_shared<ModelWait>(
+        registry, entry, std::chrono::steady_clock::now() + load_wait, load_wait, std::move(retry));
+    return response;
+  }
+  std::string message = "model " + entry.id + " is " + std::string(ModelStateName(entry.state));
+  if (!entry.reason.empty()) message += ": " + entry.reason;
+  if (entry.state == ModelState::kUnloaded && entry.managed) {
+    message += " (POST /admin/models/" + entry.id + "/load loads it)";
+  }
+  response = ErrorResponse(503, message, "model", "model_unavailable");
+  response.model = entry.id;
+  response.headers.emplace_back("Retry-After", "5");
+  return response;
+}
+
 }  // namespace pier::http

@@ -2,6 +2,7 @@
 // answers when the model manager has done it). ModelWait: a DeferredResponse that waits for a
 // model to leave `loading` (an on-demand load), then answers with `retry()` (the request
 // handled again, now that the model is ready) or with a 503 that says why not.
+// ModelNotReady: what a route answers for a model that is not ready (one of those, or a 503).
 //
 // Thread-safety: every method may be called from any thread (one mutex each); wake callbacks
 // are called without it.
@@ -64,5 +65,13 @@ class ModelWait final : public DeferredResponse {
   uint64_t watch_ PIER_GUARDED_BY(mutex_) = 0;
   bool done_ PIER_GUARDED_BY(mutex_) = false;
 };
+
+// The answer to a request for `entry`, a model that is not ready: when it will be (loading, or
+// on_demand and unloaded, under a manager) and `load_wait` > 0, a ModelWait that retries the
+// request once it is; else 503 `model_unavailable` naming its state and reason (and how to
+// load it), with Retry-After.
+HttpResponse ModelNotReady(serving::ModelRegistry* registry, const serving::ModelEntry& entry,
+                           std::chrono::milliseconds load_wait,
+                           std::function<HttpResponse()> retry);
 
 }  // namespace pier::http

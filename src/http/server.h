@@ -69,8 +69,10 @@ struct HttpServerOptions {
   // Details: a stream cancelled by shutdown before anything was sent reports 503; errors the
   // server answers itself (400, 408, 413, 431) report the request as far as it was parsed
   // (method/path may be empty); a connection refused over max_connections reports 503 with an
-  // empty request (remote_address only). Exceptions it throws are logged and swallowed.
-  std::function<void(const HttpRequest& request, int status)> on_response;
+  // empty request (remote_address only). `model`: the response's HttpResponse::model (of a
+  // deferred response, the last one that named a model); empty for the server's own answers.
+  // Exceptions it throws are logged and swallowed.
+  std::function<void(const HttpRequest& request, int status, std::string_view model)> on_response;
 };
 
 struct HttpServerStats {

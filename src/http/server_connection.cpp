@@ -383,6 +383,7 @@ asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& requ
 
   Outcome outcome;
   bool answered = false;
+  std::string model = response.model;
   // A deferred response resolves to another response (at most a few hops: a deferral that
   // defers again, e.g. a load then a retry).
   for (int hops = 0; response.deferred != nullptr; ++hops) {
@@ -397,6 +398,7 @@ asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& requ
       break;
     }
     response = std::move(*resolved);
+    if (!response.model.empty()) model = response.model;
     if (state_->shutting_down) keep_alive = false;
     AddCorsHeaders(state_->cors, request, &response);
   }
@@ -407,7 +409,7 @@ asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& requ
   } else {
     outcome = co_await SendPlain(request, response, keep_alive);
   }
-  state_->ReportResponse(request, outcome.status);
+  state_->ReportResponse(request, outcome.status, model);
   spdlog::debug("HTTP {} \"{} {}\" {} {:.1f} ms", remote_, request.method, request.target,
                 outcome.status,
                 std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -526,10 +528,10 @@ void ServerState::EndRequest() {
   changed.notify_all();
 }
 
-void ServerState::ReportResponse(const HttpRequest& request, int status) {
+void ServerState::ReportResponse(const HttpRequest& request, int status, std::string_view model) {
   if (!options.on_response) return;
   try {
-    options.on_response(request, status);
+    options.on_response(request, status, model);
   } catch (const std::exception& e) {
     spdlog::warn("HTTP on_response callback threw: {}", e.what());
   } catch (...) {

@@ -78,7 +78,7 @@ struct ServerState {
   void BeginRequest();
   void EndRequest();
   // Calls options.on_response, swallowing (and logging) anything it throws.
-  void ReportResponse(const HttpRequest& request, int status);
+  void ReportResponse(const HttpRequest& request, int status, std::string_view model = {});
 };
 
 // The wake callback handed to a ResponseStream may be called from any thread, also after the

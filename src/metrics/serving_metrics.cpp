@@ -213,10 +213,12 @@ void ServingMetrics::RecordModelLoad(std::string_view model, double seconds) {
   ObserveMeasured(instruments_->model_load->WithLabels({{"model", std::string(model)}}), seconds);
 }
 
-void ServingMetrics::RecordHttpResponse(int status, std::string_view route) {
+void ServingMetrics::RecordHttpResponse(int status, std::string_view route,
+                                        std::string_view model) {
   instruments_->http_responses
-      ->WithLabels(
-          {{"model", model_name_}, {"code", std::to_string(status)}, {"route", std::string(route)}})
+      ->WithLabels({{"model", std::string(model)},
+                    {"code", std::to_string(status)},
+                    {"route", std::string(route)}})
       .Increment();
 }
 

@@ -69,8 +69,10 @@ class ServingMetrics {
   // Every inter-token gap of a stream as it is sent (seconds).
   // `model`: the request's; empty: the model name this was created with.
   void RecordInterTokenLatency(double seconds, std::string_view model = {});
-  // Every HTTP response, by status code (200, 400, 429, ...) and route ("/v1/completions").
-  void RecordHttpResponse(int status, std::string_view route);
+  // Every HTTP response, by status code (200, 400, 429, ...), route ("/v1/completions") and the
+  // model it was for (empty: none, e.g. /health or a request refused before its model was
+  // known: label model="").
+  void RecordHttpResponse(int status, std::string_view route, std::string_view model = {});
   // One model instance loaded in `seconds` (pier_model_load_seconds; its _count counts loads).
   void RecordModelLoad(std::string_view model, double seconds);
   // Requests aborted because the client went away or read too slowly.

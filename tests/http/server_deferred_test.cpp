@@ -91,7 +91,7 @@ class DeferredResponseTest : public ::testing::Test {
   DeferredResponseTest() {
     options_.port = 0;
     options_.io_threads = 1;  // a deferred wait must not hold the only I/O thread
-    options_.on_response = [this](const HttpRequest& request, int status) {
+    options_.on_response = [this](const HttpRequest& request, int status, std::string_view) {
       std::lock_guard lock(mu_);
       statuses_.emplace_back(request.path, status);
     };

@@ -31,7 +31,7 @@ class HttpServerTest : public ::testing::Test {
  protected:
   HttpServerTest() {
     options_.port = 0;
-    options_.on_response = [this](const HttpRequest& request, int status) {
+    options_.on_response = [this](const HttpRequest& request, int status, std::string_view) {
       std::lock_guard<std::mutex> lock(mu_);
       responses_.emplace_back(request.path, status);
     };

@@ -185,6 +185,24 @@ def test_metrics_count_loads_and_unloads(lifecycle):
     assert 'pier_model_loads_total{model="lazy"} 2' in text
 
 
+def test_tokenize_loads_an_on_demand_model_and_responses_count_under_their_model(lifecycle):
+    assert states(lifecycle)["spare"] == "unloaded"
+    status, body = call(lifecycle, "POST", "/tokenize", {"model": "spare", "content": "Hello"})
+    assert status == 200, body
+    assert states(lifecycle)["spare"] == "ready"
+    assert body == call(lifecycle, "POST", "/tokenize", {"model": "steady", "content": "Hello"})[1]
+    assert call(lifecycle, "POST", "/v1/completions", {"model": "nobody", "prompt": "hi"})[0] == 404
+    with urllib.request.urlopen(lifecycle.base_url + "/metrics", timeout=60) as response:
+        text = response.read().decode()
+    assert 'pier_http_responses_total{model="spare",code="200",route="/tokenize"} 1' in text
+    assert 'pier_http_responses_total{model="steady",code="200",route="/tokenize"}' in text
+    assert 'pier_http_responses_total{model="lazy",code="200",route="/v1/chat/completions"}' in text
+    # An unknown model's name is not a label (clients must not grow the series without bound).
+    assert 'pier_http_responses_total{model="",code="404",route="/v1/completions"} 1' in text
+    assert 'model="nobody"' not in text
+    assert call(lifecycle, "POST", "/admin/models/spare/unload")[0] == 200
+
+
 def test_reload_applies_the_difference_and_a_broken_file_keeps_the_old_version(lifecycle):
     c = client_of(lifecycle)
     broken = os.path.join(lifecycle.folder, "broken.gguf")

@@ -116,9 +116,11 @@ TEST(ServingMetricsTest, RecordsRequestsTokensAndLatencies) {
   metrics.RecordInterTokenLatency(0.25);
   metrics.RecordInterTokenLatency(0.125);
   metrics.RecordInterTokenLatency(-1);
-  metrics.RecordHttpResponse(200, "/v1/completions");
-  metrics.RecordHttpResponse(200, "/v1/completions");
-  metrics.RecordHttpResponse(429, "/v1/chat/completions");
+  metrics.RecordHttpResponse(200, "/v1/completions", "smol");
+  metrics.RecordHttpResponse(200, "/v1/completions", "smol");
+  metrics.RecordHttpResponse(429, "/v1/chat/completions", "smol");
+  metrics.RecordHttpResponse(200, "/v1/completions", "other");
+  metrics.RecordHttpResponse(200, "/health");  // no model
   metrics.RecordClientAbort("disconnect");
 
   Exposition parsed = Parse(metrics.Render(engine::EngineStats{}, nullptr));
@@ -135,6 +137,10 @@ TEST(ServingMetricsTest, RecordsRequestsTokensAndLatencies) {
                "pier_http_responses_total{model=\"smol\",code=\"429\",route=\"/v1/chat/"
                "completions\"}"),
             1);
+  EXPECT_EQ(At(parsed,
+               "pier_http_responses_total{model=\"other\",code=\"200\",route=\"/v1/completions\"}"),
+            1);
+  EXPECT_EQ(At(parsed, "pier_http_responses_total{model=\"\",code=\"200\",route=\"/health\"}"), 1);
   EXPECT_EQ(At(parsed, "pier_client_aborts_total{model=\"smol\",reason=\"disconnect\"}"), 1);
 
   // Histograms: one measured observation each, in the buckets vLLM uses.
@@ -263,7 +269,7 @@ TEST(ServingMetricsTest, EverythingRenderedIsWellFormedAndLabelledWithTheModel) 
                          .generation_tokens = 2,
                          .time_to_first_token = 0.1,
                          .e2e_seconds = 1});
-  metrics.RecordHttpResponse(500, "/v1/chat/completions");
+  metrics.RecordHttpResponse(500, "/v1/chat/completions", "model \"quoted\"");
   metrics.RecordClientAbort("slow reader");
   metrics.RecordInterTokenLatency(0.01);
   const std::string text = metrics.Render(MadeUpStats(), governor.get());
