@@ -312,6 +312,15 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
   auto& preemptions = live.SetCounter(model, "pier_preemptions_total",
                                       "Sequences preempted (by recompute or by swap).",
                                       static_cast<double>(e.preemptions));
+  live.SetGauge(model, "pier_kv_blocks_max",
+                "KV blocks the cache may grow to (an elastic arena's maximum; else its size).",
+                static_cast<double>(e.kv_blocks_max));
+  live.SetCounter(model, "pier_kv_cache_grows_total",
+                  "Chunks an elastic KV cache took from the device's budget.",
+                  static_cast<double>(e.kv_grows));
+  live.SetCounter(model, "pier_kv_cache_reclaims_total",
+                  "Shrinks of an elastic KV cache honoured (memory reclaimed for other models).",
+                  static_cast<double>(e.kv_shrinks));
   live.SetCounter(model, "pier_engine_steps_total", "Engine steps run.",
                   static_cast<double>(e.steps));
   live.SetGauge(model, "pier_engine_tokens_per_step",

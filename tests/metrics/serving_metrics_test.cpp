@@ -42,6 +42,9 @@ engine::EngineStats MadeUpStats() {
   stats.kv_blocks_used = 30;
   stats.kv_blocks_total = 120;
   stats.kv_blocks_cached = 7;
+  stats.kv_blocks_max = 256;
+  stats.kv_grows = 9;
+  stats.kv_shrinks = 5;
   stats.preemptions = 4;
   stats.steps = 100;
   stats.tokens_per_step = 2.5;
@@ -61,6 +64,9 @@ TEST(ServingMetricsTest, RendersEngineFiguresAndTheirVllmAliases) {
   EXPECT_EQ(At(parsed, "pier_kv_blocks_total{model=\"smol\"}"), 120);
   EXPECT_EQ(At(parsed, "pier_kv_blocks_cached{model=\"smol\"}"), 7);
   EXPECT_EQ(At(parsed, "pier_preemptions_total{model=\"smol\"}"), 4);
+  EXPECT_EQ(At(parsed, "pier_kv_blocks_max{model=\"smol\"}"), 256);
+  EXPECT_EQ(At(parsed, "pier_kv_cache_grows_total{model=\"smol\"}"), 9);
+  EXPECT_EQ(At(parsed, "pier_kv_cache_reclaims_total{model=\"smol\"}"), 5);
   EXPECT_EQ(At(parsed, "pier_engine_steps_total{model=\"smol\"}"), 100);
   EXPECT_EQ(At(parsed, "pier_engine_tokens_per_step{model=\"smol\"}"), 2.5);
   EXPECT_EQ(At(parsed, "pier_engine_last_step_seconds{model=\"smol\"}"), 0.0015);
