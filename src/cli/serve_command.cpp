@@ -88,6 +88,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"memory_budget", "BYTES|PCT",
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
     {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
+    {"memory_reserve", "BYTES",
+     "Part of the budget never handed to models, e.g. 256MiB (headroom for the process and "
+     "the OS; default 0)"},
     {"ctx", "TOKENS",
      "KV cache size in tokens, all requests together (default 4096), unless --kv-max sets it; "
      "one request uses at most this and the model's context"},
@@ -225,6 +228,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   serving::DeviceSetOptions device_options;
   device_options.cpu_budget = options.memory_budget;
   device_options.cpu_capacity = options.device_memory;
+  device_options.cpu_reserve_bytes = options.memory_reserve;
   // The swap pool holds every model instance's swap space.
   for (const serving::ModelSpec& spec : *specs) {
     device_options.swap_space_bytes +=

@@ -135,6 +135,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "admin_key",
                                                        "max_queued",
                                                        "memory_budget",
+                                                       "memory_reserve",
                                                        "device_memory",
                                                        "ctx",
                                                        "kv_dtype",
@@ -194,6 +195,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->max_queued, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "memory_budget") {
     PIER_ASSIGN_OR_RETURN(o->memory_budget, ParseBudget(value, source));
+  } else if (name == "memory_reserve") {
+    if (value == "0") {
+      o->memory_reserve = 0;
+    } else {
+      PIER_ASSIGN_OR_RETURN(o->memory_reserve, ParseByteSize(value, source));
+    }
   } else if (name == "device_memory") {
     PIER_ASSIGN_OR_RETURN(o->device_memory, ParseByteSize(value, source));
   } else if (name == "ctx") {

@@ -50,6 +50,7 @@ struct ServeOptions {
   int64_t max_queued = 256;  // waiting sequences before 429; 0: no limit
   BudgetSpec memory_budget = BudgetSpec::Percent(100);
   std::optional<uint64_t> device_memory;             // CPU capacity; unset: probed
+  uint64_t memory_reserve = 0;                       // bytes of the budget never handed to models
   int64_t ctx = 4096;                                // KV cache positions, all requests together
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;  // K/V element type in the cache
   // elastic: each model's KV grows on demand up to its capacity and is lent between models

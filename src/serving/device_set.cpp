@@ -17,6 +17,7 @@ Result<std::unique_ptr<DeviceSet>> DeviceSet::Create(const DeviceSetOptions& opt
   set->cpu_ = std::move(cpu);
   GovernorOptions governor_options;
   governor_options.budget = options.cpu_budget;
+  governor_options.reserve_bytes = options.cpu_reserve_bytes;
   Result<std::unique_ptr<MemoryGovernor>> governor =
       MemoryGovernor::Create(set->cpu_.get(), governor_options);
   if (!governor.ok()) {

@@ -27,6 +27,9 @@ namespace pier::serving {
 struct DeviceSetOptions {
   BudgetSpec cpu_budget = BudgetSpec::Percent(100);  // `--memory-budget`
   std::optional<uint64_t> cpu_capacity;              // `--device-memory`; unset: probed
+  // `--memory-reserve`: kept out of the budget, never handed to a model (headroom for what
+  // the governor does not see: the process's own heap, the OS).
+  uint64_t cpu_reserve_bytes = 0;
   // The pinned host pool's limit for KV swap space (`--swap-space`); 0: no swap space.
   uint64_t swap_space_bytes = 0;
 };

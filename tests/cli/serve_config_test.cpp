@@ -64,6 +64,7 @@ admin_key: operator
 max_queued: 7
 memory_budget: 80%
 device_memory: 2GiB
+memory_reserve: 128MiB
 ctx: 2048
 kv_dtype: f16
 kv_policy: static
@@ -99,6 +100,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_TRUE(o.memory_budget.is_percent);
   EXPECT_EQ(o.memory_budget.percent, 80);
   EXPECT_EQ(o.device_memory, uint64_t{2} << 30);
+  EXPECT_EQ(o.memory_reserve, uint64_t{128} << 20);
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
   EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
@@ -119,7 +121,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 30u);
+  EXPECT_EQ(ServeSettingNames().size(), 31u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -206,6 +208,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"memory_budget", ""}}, "--memory-budget");
   ExpectBad({{"memory_budget", "150%"}}, "--memory-budget");
   ExpectBad({{"device_memory", "lots"}}, "--device-memory");
+  ExpectBad({{"memory_reserve", "-1MiB"}}, "--memory-reserve");
   ExpectBad({{"kv_dtype", "q4_0"}}, "--kv-dtype");
   ExpectBad({{"ctx", "1"}}, "--ctx");
   ExpectBad({{"max_batched_tokens", "0"}}, "--max-batched-tokens");

@@ -257,6 +257,25 @@ TEST(ModelManagerTest, TheGuaranteeIsWhatALoadCommits) {
   EXPECT_EQ(Committed(*devices), *GuaranteedBytes(spec.load));
 }
 
+// --memory-reserve: part of the budget no model gets; a reserve that leaves nothing is refused.
+TEST(ModelManagerTest, TheReserveIsKeptOutOfTheBudget) {
+  DeviceSetOptions options;
+  options.cpu_capacity = uint64_t{8} << 30;
+  options.cpu_budget = BudgetSpec::Bytes(uint64_t{1} << 30);
+  options.cpu_reserve_bytes = uint64_t{256} << 20;
+  auto devices = DeviceSet::Create(options);
+  ASSERT_TRUE(devices.ok()) << devices.status().ToString();
+  const GovernorStats stats = (*devices)->cpu_governor().Stats();
+  EXPECT_EQ(stats.budget_bytes, uint64_t{768} << 20);
+  EXPECT_EQ(stats.reserve_bytes, uint64_t{256} << 20);
+  options.cpu_reserve_bytes = uint64_t{1} << 30;
+  auto none_left = DeviceSet::Create(options);
+  ASSERT_FALSE(none_left.ok());
+  EXPECT_NE(none_left.status().message().find("leaves nothing of the 1.0 GiB budget"),
+            std::string::npos)
+      << none_left.status().message();
+}
+
 // kv_max sizes the KV cache (here in bytes) apart from ctx, which then limits one request.
 TEST(ModelManagerTest, KvMaxSizesTheCacheAndCtxLimitsOneRequest) {
   auto devices = Devices(uint64_t{2} << 30);
