@@ -88,6 +88,11 @@ constexpr SettingHelp kSettingHelp[] = {
     {"memory_budget", "BYTES|PCT",
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
     {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
+    {"workers", "on|off",
+     "on: each model instance runs in its own worker process, restarted when it crashes or "
+     "hangs, its KV cache fixed at its capacity (default off: in this process, elastic KV)"},
+    {"worker_heartbeat_timeout", "SECONDS",
+     "A worker process silent this long is killed and restarted (default 5)"},
     {"memory_reserve", "BYTES",
      "Part of the budget never handed to models, e.g. 256MiB (headroom for the process and "
      "the OS; default 0)"},
@@ -189,6 +194,9 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.max_seqs = settings.max_seqs;
     load.max_queued = settings.max_queued;
     load.swap_space_bytes = settings.swap_space;
+    load.workers = settings.workers;
+    load.heartbeat_timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(settings.worker_heartbeat_timeout_seconds * 1000));
     spec.policy = model.on_demand ? serving::LoadPolicy::kOnDemand : serving::LoadPolicy::kOnStart;
     spec.idle_unload_after =
         std::chrono::milliseconds(static_cast<int64_t>(model.idle_unload_after_seconds * 1000.0));

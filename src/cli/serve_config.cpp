@@ -136,6 +136,8 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "max_queued",
                                                        "memory_budget",
                                                        "memory_reserve",
+                                                       "workers",
+                                                       "worker_heartbeat_timeout",
                                                        "device_memory",
                                                        "ctx",
                                                        "kv_dtype",
@@ -195,6 +197,14 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->max_queued, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "memory_budget") {
     PIER_ASSIGN_OR_RETURN(o->memory_budget, ParseBudget(value, source));
+  } else if (name == "workers") {
+    if (value != "on" && value != "off") {
+      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
+                                  std::string(value) + "\"");
+    }
+    o->workers = value == "on";
+  } else if (name == "worker_heartbeat_timeout") {
+    PIER_ASSIGN_OR_RETURN(o->worker_heartbeat_timeout_seconds, ParseSeconds(value, source, 0.05));
   } else if (name == "memory_reserve") {
     if (value == "0") {
       o->memory_reserve = 0;

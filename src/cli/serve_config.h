@@ -68,6 +68,9 @@ struct ServeOptions {
   double load_wait_seconds = 60;       // a request for an on_demand model waits this for its load
   double unload_grace_seconds = 30;    // in-flight requests of a model being unloaded may finish
   uint64_t swap_space = 0;             // bytes of KV swap space per model instance (0: off)
+  // Each model instance in its own `pier worker` process, restarted when it fails.
+  bool workers = false;
+  double worker_heartbeat_timeout_seconds = 5;  // a worker silent this long is killed
   // Slow readers: a stream is aborted when this many engine events wait unsent, or when one
   // write to its client takes longer than write_timeout seconds.
   int64_t stream_backlog = 4096;

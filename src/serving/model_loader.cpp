@@ -10,8 +10,10 @@
 
 #include "engine/local_model.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
+#include "serving/worker_client.h"
 
 namespace pier::serving {
 namespace {
@@ -38,11 +40,28 @@ namespace {
 struct ModelParts {
   std::vector<std::unique_ptr<ModelHost>> hosts;
   std::unique_ptr<engine::EngineClient> pool;  // with several instances
+  // With worker processes: the front end's own copy of the file (tokenizer and template) and
+  // the workers.
+  std::unique_ptr<model::GgufFile> file;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::optional<tokenizer::ChatTemplate> chat_template;
+  std::vector<std::unique_ptr<WorkerClient>> workers;
   ~ModelParts() {
     pool.reset();
     while (!hosts.empty()) hosts.pop_back();  // the last instance loaded goes first
+    while (!workers.empty()) workers.pop_back();
   }
 };
+
+// One instance's options as a worker runs them: its whole KV cache held from load on.
+ModelLoadOptions WorkerInstanceOptions(const ModelLoadOptions& options) {
+  ModelLoadOptions one = options;
+  one.instances = 1;
+  one.kv_policy = engine::KvPolicy::kStatic;
+  return one;
+}
+
+}  // namespace
 
 ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::string& id) {
   ModelHostOptions host_options;
@@ -65,19 +84,71 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   return host_options;
 }
 
-}  // namespace
-
 Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+  const ModelLoadOptions one = options.workers ? WorkerInstanceOptions(options) : options;
   PIER_ASSIGN_OR_RETURN(
       engine::MemoryEstimate estimate,
-      engine::EstimateMemory(*file, ResolvedModelOptions(HostOptionsOf(options, id))));
+      engine::EstimateMemory(*file, ResolvedModelOptions(HostOptionsOf(one, id))));
   return estimate.total_bytes() * static_cast<uint64_t>(std::max(1, options.instances));
 }
 
+namespace {
+
+// OpenModel with every instance in its own worker process.
+Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& devices,
+                                    const std::string& id) {
+  auto parts = std::make_shared<ModelParts>();
+  PIER_ASSIGN_OR_RETURN(parts->file, model::GgufFile::Open(options.path));
+  PIER_ASSIGN_OR_RETURN(parts->tokenizer, model::LoadTokenizer(*parts->file));
+  Result<tokenizer::ChatTemplate> chat_template = model::LoadChatTemplate(*parts->file);
+  if (chat_template.ok()) {
+    parts->chat_template = std::move(chat_template).value();
+  } else {
+    spdlog::warn("model {} has no chat template ({}); /v1/chat/completions will refuse it", id,
+                 chat_template.status().message());
+  }
+  ModelLoadOptions one = WorkerInstanceOptions(options);
+  one.id = id;
+  PIER_ASSIGN_OR_RETURN(const uint64_t grant, GuaranteedBytes(one));
+  auto model = std::make_shared<ServedModel>();
+  model->id = id;
+  model->aliases = options.aliases;
+  model->created_unix_seconds = CreatedUnixSeconds(options.path);
+  for (int i = 0; i < options.instances; ++i) {
+    WorkerOptions worker;
+    worker.load = one;
+    worker.instance = i + 1;
+    worker.budget_bytes = grant;
+    worker.device_governor = &devices.cpu_governor();
+    worker.heartbeat_timeout = options.heartbeat_timeout;
+    worker.environment = options.worker_environment;
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client,
+                          WorkerClient::Start(std::move(worker)));
+    const int64_t limit = client->max_request_tokens();
+    model->max_request_tokens = i == 0 ? limit : std::min(model->max_request_tokens, limit);
+    model->instances.push_back(client.get());
+    model->workers.push_back(client.get());
+    parts->workers.push_back(std::move(client));
+  }
+  if (parts->workers.size() > 1) {
+    parts->pool = std::make_unique<InstancePoolClient>(model->instances);
+  }
+  model->client = parts->pool != nullptr ? parts->pool.get() : parts->workers.front().get();
+  model->tokenizer = parts->tokenizer.get();
+  model->chat_template = parts->chat_template ? &*parts->chat_template : nullptr;
+  model->governor = &devices.cpu_governor();
+  model->parts = std::move(parts);
+  return ModelRef(std::move(model));
+}
+
+}  // namespace
+
 Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) {
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+  if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
+  if (options.workers) return OpenModelInWorkers(options, devices, id);
   ModelHostOptions host_options = HostOptionsOf(options, id);
   host_options.swap_pool = &devices.swap_pool();
   spdlog::info("loading {} as {} ({} threads, KV cache {} {})", options.path, id,

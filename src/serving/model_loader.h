@@ -9,6 +9,7 @@
 // the manager runs one at a time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "engine/kv_store.h"
 #include "engine/local_model.h"
 #include "serving/device_set.h"
+#include "serving/model_host.h"
 #include "serving/model_registry.h"
 
 namespace pier::serving {
@@ -43,9 +45,20 @@ struct ModelLoadOptions {
   // Preemption by swap: each instance's swap space in the device set's pinned pool (0: off;
   // preemption then recomputes).
   uint64_t swap_space_bytes = 0;
+  // Run each instance in its own `pier worker` process (worker_client.h) instead of in this
+  // one. Each worker is granted its instance's whole need (weights, workspace and the KV cache
+  // at its capacity, held from load on as with kv_policy static): lending KV between worker
+  // processes is not built yet.
+  bool workers = false;
+  std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed
+  std::vector<std::string> worker_environment = {};   // "NAME=value" for the workers (tests)
 
   bool operator==(const ModelLoadOptions&) const = default;
 };
+
+// One instance's host options (its governor owners named after `id`); the swap pool is left
+// for the caller to set.
+ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::string& id);
 
 // The file's and the host's errors (a model that does not fit the device's budget is
 // RESOURCE_EXHAUSTED with the numbers).

@@ -38,6 +38,8 @@
 
 namespace pier::serving {
 
+class WorkerClient;  // serving/worker_client.h
+
 enum class ModelState : uint8_t { kUnloaded, kLoading, kReady, kDraining, kFailed };
 // "unloaded", "loading", "ready", "draining", "failed".
 std::string_view ModelStateName(ModelState state);
@@ -61,6 +63,8 @@ struct ServedModel {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;  // null: chat is refused
   const MemoryGovernor* governor = nullptr;                // null: no memory figures
+  // With worker processes: each instance's worker (for its health); empty in-process.
+  std::vector<const WorkerClient*> workers = {};
   // What keeps the pointers above valid (the hosts and the instance pool); null when they are
   // borrowed from the caller.
   std::shared_ptr<const void> parts = nullptr;

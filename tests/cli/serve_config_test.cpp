@@ -65,6 +65,8 @@ max_queued: 7
 memory_budget: 80%
 device_memory: 2GiB
 memory_reserve: 128MiB
+workers: on
+worker_heartbeat_timeout: 0.5
 ctx: 2048
 kv_dtype: f16
 kv_policy: static
@@ -101,6 +103,8 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.memory_budget.percent, 80);
   EXPECT_EQ(o.device_memory, uint64_t{2} << 30);
   EXPECT_EQ(o.memory_reserve, uint64_t{128} << 20);
+  EXPECT_TRUE(o.workers);
+  EXPECT_DOUBLE_EQ(o.worker_heartbeat_timeout_seconds, 0.5);
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
   EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
@@ -121,7 +125,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 31u);
+  EXPECT_EQ(ServeSettingNames().size(), 33u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -209,6 +213,8 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"memory_budget", "150%"}}, "--memory-budget");
   ExpectBad({{"device_memory", "lots"}}, "--device-memory");
   ExpectBad({{"memory_reserve", "-1MiB"}}, "--memory-reserve");
+  ExpectBad({{"workers", "yes"}}, "expected on or off");
+  ExpectBad({{"worker_heartbeat_timeout", "0"}}, "--worker-heartbeat-timeout");
   ExpectBad({{"kv_dtype", "q4_0"}}, "--kv-dtype");
   ExpectBad({{"ctx", "1"}}, "--ctx");
   ExpectBad({{"max_batched_tokens", "0"}}, "--max-batched-tokens");

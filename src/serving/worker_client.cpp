@@ -1,0 +1,537 @@
+#include "serving/worker_client.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
+
+#include "ipc/convert.h"
+#include "serving/worker_spec.h"
+
+extern char** environ;
+
+namespace pier::serving {
+namespace {
+
+using ipc::proto::Frame;
+using Clock = std::chrono::steady_clock;
+
+std::string OwnerName(const std::string& id, int instance) {
+  return instance <= 1 ? id + "/worker" : id + "#" + std::to_string(instance) + "/worker";
+}
+
+}  // namespace
+
+WorkerClient::WorkerClient(WorkerOptions options)
+    : options_(std::move(options)),
+      name_("model " + options_.load.id + " instance " + std::to_string(options_.instance)) {}
+
+Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options) {
+  if (options.device_governor == nullptr) {
+    return InvalidArgumentError("a worker needs its device's governor");
+  }
+  std::unique_ptr<WorkerClient> client(new WorkerClient(std::move(options)));
+  const WorkerOptions& o = client->options_;
+  PIER_ASSIGN_OR_RETURN(
+      client->owner_, o.device_governor->AddOwner(
+                          {.name = OwnerName(o.load.id, o.instance), .priority = o.load.priority}));
+  MemoryResult<ExternalCharge> grant =
+      o.device_governor->ChargeExternal(client->owner_, o.budget_bytes);
+  if (!grant.ok()) {
+    (void)o.device_governor->RemoveOwner(client->owner_);
+    return ResourceExhaustedError(client->name_ + " does not fit: " + grant.status().message());
+  }
+  client->grant_ = std::move(grant).value();
+  if (Status launched = client->Launch(); !launched.ok()) {
+    client->grant_.reset();
+    (void)o.device_governor->RemoveOwner(client->owner_);
+    return launched;
+  }
+  {
+    std::lock_guard lock(client->mutex_);
+    client->state_ = State::kReady;
+  }
+  WorkerClient* self = client.get();
+  client->supervisor_ = std::thread([self] { self->Supervise(); });
+  client->watchdog_ = std::thread([self] { self->Watch(); });
+  return client;
+}
+
+WorkerClient::~WorkerClient() {
+  std::unique_ptr<ipc::Channel> channel;
+  int64_t pid = 0;
+  {
+    std::lock_guard lock(mutex_);
+    state_ = State::kStopping;
+    pid = pid_;
+    if (channel_ != nullptr) {
+      Frame shutdown;
+      shutdown.mutable_shutdown();
+      (void)channel_->Send(shutdown);
+    }
+  }
+  changed_.notify_all();
+  // Give it a moment to exit by itself (it drains nothing: its requests end with the process).
+  for (int i = 0; i < 200 && pid > 0; ++i) {
+    if (::kill(static_cast<pid_t>(pid), 0) != 0) break;
+    int status = 0;
+    if (::waitpid(static_cast<pid_t>(pid), &status, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  {
+    std::lock_guard lock(mutex_);
+    if (channel_ != nullptr) channel_->Shutdown();
+  }
+  if (supervisor_.joinable()) supervisor_.join();
+  if (watchdog_.joinable()) watchdog_.join();
+  std::lock_guard lock(mutex_);
+  for (auto& [id, live] : live_) EndChoices(live, engine::FinishReason::kAbort, name_ + " stopped");
+  live_.clear();
+  grant_.reset();
+  if (options_.device_governor != nullptr) (void)options_.device_governor->RemoveOwner(owner_);
+}
+
+Status WorkerClient::Launch() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return IoError(name_ + ": socketpair failed: " + std::strerror(errno));
+  }
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  const std::string model_arg = options_.load.id;
+  const std::string instance_arg = std::to_string(options_.instance);
+  std::vector<std::string> args = {"pier",       "worker",     "--model",  model_arg,
+                                   "--instance", instance_arg, "--ipc-fd", "3"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (const std::string& e : options_.environment) env_strings.push_back(e);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const std::string binary = options_.binary;
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return IoError(name_ + ": fork failed: " + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // The worker dies with the supervisor, also when that is killed with SIGKILL.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the supervisor died before prctl took effect
+    // The supervisor blocks SIGTERM/SIGINT in every thread; the worker takes them as usual.
+    sigset_t none;
+    sigemptyset(&none);
+    ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    if (::dup2(fds[1], 3) < 0) ::_exit(127);  // dup2 clears close-on-exec on fd 3
+    ::execve(binary.c_str(), argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  auto channel = std::make_unique<ipc::Channel>(fds[0]);
+  {
+    std::lock_guard lock(mutex_);
+    pid_ = pid;
+    last_heartbeat_ = Clock::now();
+  }
+  auto fail = [&](const std::string& why) {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    {
+      std::lock_guard lock(mutex_);
+      pid_ = 0;
+    }
+    return UnavailableError(name_ + " did not start: " + why);
+  };
+
+  Frame hello;
+  hello.mutable_hello()->set_protocol_version(ipc::kProtocolVersion);
+  *hello.mutable_hello()->mutable_load() =
+      ToLoadSpec(options_.load, options_.instance, options_.budget_bytes);
+  hello.mutable_hello()->set_heartbeat_ms(static_cast<uint32_t>(options_.heartbeat.count()));
+  if (Status sent = channel->Send(hello); !sent.ok()) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    {
+      std::lock_guard lock(mutex_);
+      pid_ = 0;
+    }
+    return UnavailableError(name_ + " did not start: " + DescribeExit(status));
+  }
+  // The load may take a while; a worker that never answers is killed at load_timeout.
+  std::thread timer;
+  std::mutex timer_mutex;
+  std::condition_variable timer_cv;
+  bool answered = false;
+  timer = std::thread([&] {
+    std::unique_lock lock(timer_mutex);
+    if (!timer_cv.wait_for(lock, options_.load_timeout, [&] { return answered; })) {
+      channel->Shutdown();
+    }
+  });
+  Result<Frame> first = channel->Receive();
+  {
+    std::lock_guard lock(timer_mutex);
+    answered = true;
+  }
+  timer_cv.notify_all();
+  timer.join();
+  if (!first.ok()) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      std::lock_guard lock(mutex_);
+      pid_ = 0;
+      return UnavailableError(name_ + " did not start: " + DescribeExit(status));
+    }
+    return fail(first.status().code() == StatusCode::kUnavailable
+                    ? "no answer to the handshake within " +
+                          std::to_string(options_.load_timeout.count()) + " ms"
+                    : first.status().message());
+  }
+  if (first->has_refused()) {
+    const std::string reason = first->refused().reason();
+    (void)fail(reason);
+    return UnavailableError(name_ + ": " + reason);
+  }
+  if (!first->has_ready()) {
+    return fail("the worker answered the handshake with a " + std::string(ipc::FrameName(*first)) +
+                " frame");
+  }
+  if (first->ready().protocol_version() != ipc::kProtocolVersion) {
+    return fail("protocol version mismatch: this supervisor speaks version " +
+                std::to_string(ipc::kProtocolVersion) + ", the worker version " +
+                std::to_string(first->ready().protocol_version()));
+  }
+  std::lock_guard lock(mutex_);
+  max_request_tokens_ = first->ready().max_request_tokens();
+  stats_.max_request_tokens = max_request_tokens_;
+  committed_bytes_ = first->ready().committed_bytes();
+  channel_ = std::move(channel);
+  last_heartbeat_ = Clock::now();
+  spdlog::info("{} runs in worker process {} (loaded in {:.2f} s)", name_, pid,
+               first->ready().load_seconds());
+  return Status::Ok();
+}
+
+std::string WorkerClient::DescribeExit(int wait_status) const {
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    const char* name = ::sigabbrev_np(sig);
+    return "the worker was killed by signal " + std::to_string(sig) +
+           (name != nullptr ? std::string(" (SIG") + name + ")" : std::string());
+  }
+  if (WIFEXITED(wait_status)) {
+    return "the worker exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  }
+  return "the worker ended";
+}
+
+void WorkerClient::Supervise() {
+  while (true) {
+    const std::string how = ReadFrames();
+    {
+      std::lock_guard lock(mutex_);
+      if (state_ == State::kStopping) return;
+    }
+    OnWorkerEnded(how);
+    // Restart with backoff, or quarantine.
+    auto backoff = options_.restart_backoff;
+    while (true) {
+      {
+        std::unique_lock lock(mutex_);
+        const auto now = Clock::now();
+        failures_.push_back(now);
+        std::erase_if(failures_, [&](auto t) { return now - t > options_.failure_window; });
+        if (static_cast<int>(failures_.size()) >= options_.max_failures) {
+          state_ = State::kFailed;
+          spdlog::error("{} quarantined after {} failures within {} s: {}", name_, failures_.size(),
+                        options_.failure_window.count() / 1000, last_failure_);
+          for (auto& [id, live] : live_) {
+            EndChoices(live, engine::FinishReason::kError,
+                       name_ + " failed " + std::to_string(failures_.size()) +
+                           " times and is quarantined: " + last_failure_);
+          }
+          live_.clear();
+          changed_.notify_all();
+          return;
+        }
+        state_ = State::kRestarting;
+        if (changed_.wait_for(lock, backoff, [this] { return state_ == State::kStopping; })) {
+          return;
+        }
+      }
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
+      const Status launched = Launch();
+      std::lock_guard lock(mutex_);
+      if (state_ == State::kStopping) return;
+      if (!launched.ok()) {
+        last_failure_ = launched.message();
+        spdlog::warn("{}: restart failed: {}", name_, last_failure_);
+        continue;
+      }
+      ++restarts_;
+      state_ = State::kReady;
+      spdlog::info("{} restarted (restart {})", name_, restarts_);
+      // Requests that had not started go to the new worker.
+      for (auto& [id, live] : live_) {
+        if (!live.sent) (void)SendSubmit(live);
+      }
+      changed_.notify_all();
+      break;
+    }
+  }
+}
+
+std::string WorkerClient::ReadFrames() {
+  ipc::Channel* channel = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    channel = channel_.get();
+  }
+  while (true) {
+    Result<Frame> frame = channel->Receive();
+    if (!frame.ok()) {
+      if (frame.status().code() == StatusCode::kUnavailable) return "";
+      return "it sent a bad frame (" + frame.status().message() + ")";
+    }
+    std::lock_guard lock(mutex_);
+    switch (frame->body_case()) {
+      case Frame::kStats:
+        stats_ = ipc::FromProto(frame->stats());
+        rss_bytes_ = frame->stats().rss_bytes();
+        committed_bytes_ = frame->stats().committed_bytes();
+        last_heartbeat_ = Clock::now();
+        break;
+      case Frame::kSubmitReply: {
+        auto it = live_.find(frame->submit_reply().request_id());
+        if (it == live_.end()) break;
+        const Status status = ipc::FromProto(frame->submit_reply());
+        it->second.reply = status;
+        if (!status.ok() && !it->second.caller_waiting) {
+          // A resubmission the new worker refused: the request ends with the reason.
+          EndChoices(it->second, engine::FinishReason::kError, status.message());
+          live_.erase(it);
+        }
+        changed_.notify_all();
+        break;
+      }
+      case Frame::kEvents:
+        for (const ipc::proto::Event& wire : frame->events().events()) {
+          auto it = live_.find(wire.request_id());
+          if (it == live_.end()) continue;
+          Result<engine::Event> event = ipc::FromProto(wire);
+          if (!event.ok()) return "it sent a bad event (" + event.status().message() + ")";
+          Live& live = it->second;
+          live.started = true;
+          if (event->finish.has_value()) live.finished_choices.insert(event->choice);
+          live.handle->Push(std::move(event).value());
+          if (static_cast<int32_t>(live.finished_choices.size()) >= live.request.n) {
+            live_.erase(it);
+          }
+        }
+        break;
+      default:
+        return "it sent an unexpected " + std::string(ipc::FrameName(*frame)) + " frame";
+    }
+  }
+}
+
+void WorkerClient::OnWorkerEnded(const std::string& why) {
+  int64_t pid = 0;
+  {
+    std::lock_guard lock(mutex_);
+    pid = pid_;
+  }
+  // A worker that sent garbage, or closed its socket but lives on, is killed: its state
+  // cannot be trusted.
+  if (pid > 0) {
+    if (!why.empty()) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    int status = 0;
+    pid_t reaped = ::waitpid(static_cast<pid_t>(pid), &status, 0);
+    std::string how = reaped == pid ? DescribeExit(status) : "the worker vanished";
+    std::lock_guard lock(mutex_);
+    if (!why.empty()) how = "the supervisor dropped it: " + why;
+    if (!last_failure_.empty() && last_failure_.starts_with("missed heartbeats")) {
+      how = last_failure_;
+    }
+    last_failure_ = how;
+    pid_ = 0;
+  }
+  std::lock_guard lock(mutex_);
+  spdlog::warn("{} ended: {}", name_, last_failure_);
+  channel_.reset();
+  const std::string message = name_ + " ended: " + last_failure_;
+  for (auto it = live_.begin(); it != live_.end();) {
+    Live& live = it->second;
+    if (live.started) {
+      // It produced events: replaying it would show the client tokens twice; it ends here.
+      EndChoices(live, engine::FinishReason::kError, message);
+      it = live_.erase(it);
+      continue;
+    }
+    live.sent = false;  // submitted again after the restart
+    live.reply.reset();
+    ++it;
+  }
+  changed_.notify_all();
+}
+
+void WorkerClient::EndChoices(Live& live, engine::FinishReason finish, const std::string& message) {
+  if (live.handle == nullptr) return;
+  for (int32_t c = 0; c < live.request.n; ++c) {
+    if (live.finished_choices.contains(c)) continue;
+    engine::Event event;
+    event.choice = c;
+    event.finish = finish;
+    event.error = message;
+    event.times.finished_us = engine::NowUs();
+    live.finished_choices.insert(c);
+    live.handle->Push(std::move(event));
+  }
+}
+
+Status WorkerClient::SendSubmit(Live& live) {
+  Frame frame;
+  ipc::ToProto(live.request, frame.mutable_submit()->mutable_request());
+  live.sent = true;
+  live.reply.reset();
+  return channel_ != nullptr ? channel_->Send(frame) : UnavailableError(name_ + " is restarting");
+}
+
+void WorkerClient::Watch() {
+  std::unique_lock lock(mutex_);
+  while (state_ != State::kStopping && state_ != State::kFailed) {
+    changed_.wait_for(lock, options_.heartbeat);
+    if (state_ != State::kReady || pid_ <= 0) continue;
+    const auto silent = Clock::now() - last_heartbeat_;
+    if (silent > options_.heartbeat_timeout) {
+      last_failure_ =
+          "missed heartbeats for " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+          " ms (hung or stopped; timeout " + std::to_string(options_.heartbeat_timeout.count()) +
+          " ms): killed";
+      spdlog::warn("{}: {}", name_, last_failure_);
+      ::kill(static_cast<pid_t>(pid_), SIGKILL);
+      last_heartbeat_ = Clock::now();  // once per worker
+    }
+  }
+}
+
+Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Request request) {
+  if (request.arrival_us == 0) request.arrival_us = engine::NowUs();
+  std::unique_lock lock(mutex_);
+  if (state_ == State::kFailed) {
+    return UnavailableError(name_ + " is quarantined: " + last_failure_);
+  }
+  if (state_ == State::kStopping) return UnavailableError(name_ + " is stopping");
+  const std::string id = request.id;
+  if (live_.contains(id)) return InvalidArgumentError("request id " + id + " is already live");
+  auto handle = std::make_shared<engine::RequestHandle>(id, request.n);
+  Live& live = live_[id];
+  live.request = std::move(request);
+  live.handle = handle;
+  if (state_ != State::kReady) return handle;                     // sent when the worker is back
+  if (Status sent = SendSubmit(live); !sent.ok()) return handle;  // the reader sees it end
+  // The worker validates and queues: its answer comes back quickly.
+  live.caller_waiting = true;
+  const bool answered = changed_.wait_for(lock, std::chrono::seconds(30), [&] {
+    auto it = live_.find(id);
+    return it == live_.end() || it->second.reply.has_value() || !it->second.sent;
+  });
+  auto it = live_.find(id);
+  if (it != live_.end()) it->second.caller_waiting = false;
+  if (!answered || it == live_.end() || !it->second.sent || it->second.started) {
+    return handle;  // ended, or going to the restarted worker
+  }
+  const Status status = *it->second.reply;
+  if (!status.ok()) {
+    it->second.handle = nullptr;  // the caller gets the error, not a handle
+    live_.erase(it);
+    return status;
+  }
+  return handle;
+}
+
+void WorkerClient::Abort(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  if (!it->second.sent || channel_ == nullptr) {
+    EndChoices(it->second, engine::FinishReason::kAbort, "");
+    live_.erase(it);
+    return;
+  }
+  Frame frame;
+  frame.mutable_abort()->set_request_id(id);
+  (void)channel_->Send(frame);
+}
+
+void WorkerClient::AbortAll(std::string reason) {
+  std::lock_guard lock(mutex_);
+  for (auto it = live_.begin(); it != live_.end();) {
+    if (!it->second.sent || channel_ == nullptr) {
+      EndChoices(it->second, engine::FinishReason::kAbort, reason);
+      it = live_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (channel_ != nullptr) {
+    Frame frame;
+    frame.mutable_abort_all()->set_reason(reason);
+    (void)channel_->Send(frame);
+  }
+}
+
+engine::EngineStats WorkerClient::Stats() const {
+  std::lock_guard lock(mutex_);
+  engine::EngineStats stats = stats_;
+  for (const auto& [id, live] : live_) {
+    if (!live.sent) stats.waiting += live.request.n;
+  }
+  return stats;
+}
+
+WorkerHealth WorkerClient::Health() const {
+  std::lock_guard lock(mutex_);
+  WorkerHealth h;
+  switch (state_) {
+    case State::kStarting:
+      h.state = "starting";
+      break;
+    case State::kReady:
+      h.state = "ready";
+      break;
+    case State::kRestarting:
+      h.state = "restarting";
+      break;
+    case State::kFailed:
+      h.state = "failed";
+      break;
+    case State::kStopping:
+      h.state = "stopping";
+      break;
+  }
+  h.pid = pid_;
+  h.restarts = restarts_;
+  h.last_failure = last_failure_;
+  h.rss_bytes = rss_bytes_;
+  h.committed_bytes = committed_bytes_;
+  h.granted_bytes = grant_.has_value() ? grant_->bytes() : 0;
+  return h;
+}
+
+}  // namespace pier::serving

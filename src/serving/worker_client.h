@@ -1,0 +1,147 @@
+// WorkerClient: the EngineClient of one model instance that runs in its own `pier worker`
+// process (serving/worker_main.h), started, watched and restarted by this (the supervisor's)
+// side. A crash, hang or exit of the worker touches only its own requests: every other model
+// keeps serving.
+//
+// Process: the worker is this binary re-executed (`pier worker --model ID --instance N
+// --ipc-fd 3`, so `ps` tells instances apart) with one end of a socketpair as fd 3 and
+// PR_SET_PDEATHSIG(SIGKILL), so it dies with the supervisor even when the supervisor is
+// killed with SIGKILL. The handshake sends the load spec; Start returns once the worker has
+// loaded the model (Ready) or with its reason (Refused, or how it exited).
+//
+// Failures: the worker's end of the socket closing, a bad frame (the worker is killed: nothing
+// after it can be trusted), or heartbeats missing for `heartbeat_timeout` (a hung or stopped
+// worker: killed with SIGKILL) all end the worker. Then its requests that had produced events
+// end at once (each unfinished choice gets a final event with finish kError and a message
+// naming the model, the instance and how the worker ended); requests that had not started are
+// kept and submitted again to the restarted worker, and so are requests submitted while it
+// restarts. Restarts back off exponentially (restart_backoff, doubling, at most 5 s); after
+// `max_failures` failures within `failure_window` the instance is quarantined: state failed,
+// every request refused with the last reason, until the instance is loaded again.
+//
+// Memory: the worker gets its own device set whose budget is `budget_bytes`, granted from the
+// supervisor's device governor, where the grant is reserved under the owner "<id>/worker"
+// ("<id>#N/worker" for instance N > 1) for as long as the instance exists (across restarts).
+//
+// Thread-safety: every method may be called from any thread. One supervisor thread per worker
+// reads its frames and restarts it; a watchdog thread checks its heartbeats.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine_client.h"
+#include "ipc/frame.h"
+#include "memory/memory_governor.h"
+#include "serving/model_loader.h"
+
+namespace pier::serving {
+
+struct WorkerOptions {
+  ModelLoadOptions load;  // one instance's (instances is ignored)
+  int instance = 1;       // from 1
+  uint64_t budget_bytes = 0;
+  MemoryGovernor* device_governor = nullptr;  // where the grant is reserved (borrowed)
+  std::string binary = "/proc/self/exe";
+  std::chrono::milliseconds heartbeat{100};
+  std::chrono::milliseconds heartbeat_timeout{5000};
+  std::chrono::milliseconds load_timeout{300'000};
+  std::chrono::milliseconds restart_backoff{100};
+  int max_failures = 5;
+  std::chrono::milliseconds failure_window{60'000};
+  // Extra "NAME=value" entries for the worker's environment (tests' knobs).
+  std::vector<std::string> environment;
+};
+
+// How a worker instance is doing, for /admin/models and /metrics.
+struct WorkerHealth {
+  std::string state;  // "starting", "ready", "restarting", "failed"
+  int64_t pid = 0;
+  int64_t restarts = 0;
+  std::string last_failure;      // how the worker ended last ("killed by signal 9", ...)
+  uint64_t rss_bytes = 0;        // the worker's resident memory, from its last heartbeat
+  uint64_t committed_bytes = 0;  // what its own governor holds
+  uint64_t granted_bytes = 0;
+};
+
+class WorkerClient final : public engine::EngineClient {
+ public:
+  // Reserves the grant, starts the worker and waits for its load. RESOURCE_EXHAUSTED when the
+  // grant does not fit the device's budget; the worker's reason when it refused or died while
+  // loading.
+  [[nodiscard]] static Result<std::unique_ptr<WorkerClient>> Start(WorkerOptions options);
+  // Asks the worker to shut down, kills it if it has not within 2 s; requests still open end
+  // with kAbort.
+  ~WorkerClient() override;
+
+  Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request request) override;
+  void Abort(const std::string& id) override;
+  void AbortAll(std::string reason) override;
+  // From the latest heartbeat, with requests waiting for a restart counted as waiting.
+  engine::EngineStats Stats() const override;
+
+  WorkerHealth Health() const;
+  int64_t max_request_tokens() const { return max_request_tokens_; }
+  // "model chat instance 2" (for messages).
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Live {
+    engine::Request request;  // kept until it has started, to submit it again after a restart
+    std::shared_ptr<engine::RequestHandle> handle;
+    bool sent = false;     // submitted to the current worker process
+    bool started = false;  // an event arrived: it cannot be replayed
+    std::set<int32_t> finished_choices;
+    std::optional<Status> reply;  // the worker's answer to Submit, for a waiting Submit
+    bool caller_waiting = false;  // a Submit call waits for `reply` (and takes a refusal)
+  };
+  enum class State { kStarting, kReady, kRestarting, kFailed, kStopping };
+
+  explicit WorkerClient(WorkerOptions options);
+  // Spawns and handshakes; on success the channel is ready. Called on the supervisor thread
+  // (and by Start for the first process).
+  Status Launch();
+  void Supervise();  // the supervisor thread
+  void Watch();      // the watchdog thread
+  // Reads frames until the channel fails; returns why.
+  std::string ReadFrames();
+  // The worker ended (`how`): reap it, end started requests, keep the others.
+  void OnWorkerEnded(const std::string& how);
+  void EndChoices(Live& live, engine::FinishReason finish, const std::string& message);
+  Status SendSubmit(Live& live);
+  std::string DescribeExit(int wait_status) const;
+
+  const WorkerOptions options_;
+  const std::string name_;
+  std::optional<ExternalCharge> grant_;
+  OwnerId owner_;
+  int64_t max_request_tokens_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  State state_ = State::kStarting;
+  std::unique_ptr<ipc::Channel> channel_;
+  int64_t pid_ = 0;
+  std::map<std::string, Live> live_;
+  engine::EngineStats stats_;
+  uint64_t rss_bytes_ = 0;
+  uint64_t committed_bytes_ = 0;
+  std::chrono::steady_clock::time_point last_heartbeat_;
+  int64_t restarts_ = 0;
+  std::string last_failure_;
+  std::vector<std::chrono::steady_clock::time_point> failures_;
+  std::thread supervisor_;
+  std::thread watchdog_;
+};
+
+}  // namespace pier::serving

@@ -1,0 +1,227 @@
+#include "serving/worker_main.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/mutex.h"
+#include "ipc/convert.h"
+#include "ipc/frame.h"
+#include "serving/device_set.h"
+#include "serving/model_host.h"
+#include "serving/model_loader.h"
+#include "serving/worker_spec.h"
+
+namespace pier::serving {
+namespace {
+
+using ipc::FrameName;
+using ipc::ToProto;
+using ipc::proto::Frame;
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  uint64_t resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// The live requests and the frames that carry their events.
+class Worker {
+ public:
+  Worker(ipc::Channel* channel, std::unique_ptr<DeviceSet> devices, std::unique_ptr<ModelHost> host)
+      : channel_(channel), devices_(std::move(devices)), host_(std::move(host)) {}
+
+  ~Worker() {
+    StopHeartbeat();
+    host_.reset();  // ends every request before the handles' listeners go
+  }
+
+  void StartHeartbeat(std::chrono::milliseconds every) {
+    heartbeat_ = std::thread([this, every] {
+      std::unique_lock lock(heartbeat_mutex_);
+      while (!stopping_) {
+        lock.unlock();
+        Frame frame;
+        ToProto(host_->client().Stats(), frame.mutable_stats());
+        frame.mutable_stats()->set_committed_bytes(
+            devices_->cpu_governor().Stats().committed_bytes);
+        frame.mutable_stats()->set_rss_bytes(ResidentBytes());
+        if (!channel_->Send(frame).ok()) return;
+        lock.lock();
+        heartbeat_cv_.wait_for(lock, every, [this] { return stopping_; });
+      }
+    });
+  }
+
+  void StopHeartbeat() {
+    {
+      std::lock_guard lock(heartbeat_mutex_);
+      stopping_ = true;
+    }
+    heartbeat_cv_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
+  // Serves frames until Shutdown (true) or the channel ends (false: the supervisor is gone).
+  Status Serve() {
+    while (true) {
+      Result<Frame> frame = channel_->Receive();
+      if (!frame.ok()) return frame.status();
+      switch (frame->body_case()) {
+        case Frame::kSubmit:
+          HandleSubmit(frame->submit());
+          break;
+        case Frame::kAbort:
+          host_->client().Abort(frame->abort().request_id());
+          break;
+        case Frame::kAbortAll:
+          host_->client().AbortAll(frame->abort_all().reason());
+          break;
+        case Frame::kShutdown:
+          return Status::Ok();
+        default:
+          return InvalidArgumentError("IPC: unexpected " + std::string(FrameName(*frame)) +
+                                      " frame from the supervisor");
+      }
+    }
+  }
+
+ private:
+  void HandleSubmit(const ipc::proto::Submit& submit) {
+    Frame reply;
+    Result<engine::Request> request = ipc::FromProto(submit.request());
+    const std::string id = submit.request().id();
+    if (!request.ok()) {
+      ToProto(request.status(), id, reply.mutable_submit_reply());
+      (void)channel_->Send(reply);
+      return;
+    }
+    Result<std::shared_ptr<engine::RequestHandle>> handle =
+        host_->client().Submit(std::move(request).value());
+    // The reply goes before any event of the request (the listener below sends those).
+    ToProto(handle.ok() ? Status::Ok() : handle.status(), id, reply.mutable_submit_reply());
+    if (!channel_->Send(reply).ok() || !handle.ok()) return;
+    std::shared_ptr<engine::RequestHandle> h = *handle;
+    std::weak_ptr<engine::RequestHandle> weak = h;
+    {
+      MutexLock lock(handles_mutex_);
+      handles_[id] = h;
+    }
+    h->SetListener([this, weak, id] {
+      std::shared_ptr<engine::RequestHandle> handle = weak.lock();
+      if (handle == nullptr) return;
+      SendEvents(*handle, id);
+    });
+  }
+
+  void SendEvents(engine::RequestHandle& handle, const std::string& id) {
+    // One sender per request at a time, so its events keep their order on the wire.
+    MutexLock send_lock(send_order_mutex_);
+    std::vector<engine::Event> events = handle.Drain();
+    if (events.empty()) return;
+    Frame frame;
+    for (const engine::Event& e : events) {
+      ToProto(e, id, frame.mutable_events()->add_events());
+    }
+    (void)channel_->Send(frame);
+    if (handle.finished()) {
+      MutexLock lock(handles_mutex_);
+      handles_.erase(id);
+    }
+  }
+
+  ipc::Channel* const channel_;
+  std::unique_ptr<DeviceSet> devices_;
+  std::unique_ptr<ModelHost> host_;
+  Mutex handles_mutex_;
+  std::map<std::string, std::shared_ptr<engine::RequestHandle>> handles_
+      PIER_GUARDED_BY(handles_mutex_);
+  Mutex send_order_mutex_;
+  std::mutex heartbeat_mutex_;
+  std::condition_variable heartbeat_cv_;
+  bool stopping_ = false;
+  std::thread heartbeat_;
+};
+
+Status Refuse(ipc::Channel& channel, const std::string& reason) {
+  Frame frame;
+  frame.mutable_refused()->set_protocol_version(ipc::kProtocolVersion);
+  frame.mutable_refused()->set_reason(reason);
+  return channel.Send(frame);
+}
+
+}  // namespace
+
+int RunWorker(int fd) {
+  ipc::Channel channel(fd);
+  Result<Frame> hello = channel.Receive();
+  if (!hello.ok()) {
+    spdlog::error("worker: no hello from the supervisor: {}", hello.status().ToString());
+    return 2;
+  }
+  if (!hello->has_hello()) {
+    spdlog::error("worker: expected a hello, got a {} frame", ipc::FrameName(*hello));
+    return 2;
+  }
+  const ipc::proto::Hello& h = hello->hello();
+  if (h.protocol_version() != ipc::kProtocolVersion) {
+    const std::string reason = "protocol version mismatch: the supervisor speaks version " +
+                               std::to_string(h.protocol_version()) + ", this worker version " +
+                               std::to_string(ipc::kProtocolVersion);
+    (void)Refuse(channel, reason);
+    spdlog::error("worker: {}", reason);
+    return 2;
+  }
+  Result<ModelLoadOptions> load = FromLoadSpec(h.load());
+  if (!load.ok()) {
+    (void)Refuse(channel, load.status().message());
+    return 2;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  DeviceSetOptions device_options;
+  device_options.cpu_budget = BudgetSpec::Bytes(h.load().budget_bytes());
+  device_options.swap_space_bytes = load->swap_space_bytes;
+  Result<std::unique_ptr<DeviceSet>> devices = DeviceSet::Create(device_options);
+  if (!devices.ok()) {
+    (void)Refuse(channel, devices.status().message());
+    return 3;
+  }
+  ModelHostOptions host_options = HostOptionsOf(*load, load->id);
+  host_options.swap_pool = &(*devices)->swap_pool();
+  Result<std::unique_ptr<ModelHost>> host =
+      ModelHost::Open(host_options, &(*devices)->cpu_governor());
+  if (!host.ok()) {
+    (void)Refuse(channel, host.status().message());
+    return 3;
+  }
+  Frame ready;
+  ready.mutable_ready()->set_protocol_version(ipc::kProtocolVersion);
+  ready.mutable_ready()->set_pid(::getpid());
+  ready.mutable_ready()->set_max_request_tokens((*host)->max_request_tokens());
+  ready.mutable_ready()->set_committed_bytes((*devices)->cpu_governor().Stats().committed_bytes);
+  ready.mutable_ready()->set_load_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  if (!channel.Send(ready).ok()) return 0;
+
+  Worker worker(&channel, std::move(devices).value(), std::move(host).value());
+  worker.StartHeartbeat(std::chrono::milliseconds(std::max<uint32_t>(h.heartbeat_ms(), 10)));
+  const Status served = worker.Serve();
+  if (!served.ok() && served.code() != StatusCode::kUnavailable) {
+    spdlog::error("worker {}: {}", load->id, served.ToString());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace pier::serving

@@ -1,0 +1,55 @@
+#include "serving/worker_spec.h"
+
+#include <string>
+
+namespace pier::serving {
+
+ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_t budget_bytes) {
+  ipc::proto::LoadSpec spec;
+  spec.set_path(o.path);
+  spec.set_id(o.id);
+  spec.set_instance(instance);
+  spec.set_priority(o.priority);
+  spec.set_threads(o.threads);
+  spec.set_ctx(o.ctx);
+  spec.set_kv_dtype(std::string(engine::KvDtypeName(o.kv_dtype)));
+  spec.set_kv_elastic(o.kv_policy == engine::KvPolicy::kElastic);
+  spec.set_kv_min_tokens(o.kv_min.in_bytes ? 0 : o.kv_min.tokens);
+  spec.set_kv_min_bytes(o.kv_min.in_bytes ? o.kv_min.bytes : 0);
+  spec.set_kv_max_tokens(o.kv_max.in_bytes ? 0 : o.kv_max.tokens);
+  spec.set_kv_max_bytes(o.kv_max.in_bytes ? o.kv_max.bytes : 0);
+  spec.set_max_batched_tokens(o.max_batched_tokens);
+  spec.set_max_seqs(o.max_seqs);
+  spec.set_max_queued(o.max_queued);
+  spec.set_swap_space_bytes(o.swap_space_bytes);
+  spec.set_budget_bytes(budget_bytes);
+  return spec;
+}
+
+Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
+  ModelLoadOptions o;
+  o.path = spec.path();
+  o.id = spec.id();
+  o.priority = spec.priority();
+  o.instances = 1;
+  o.threads = spec.threads();
+  o.ctx = spec.ctx();
+  PIER_ASSIGN_OR_RETURN(o.kv_dtype, engine::ParseKvDtype(spec.kv_dtype()));
+  o.kv_policy = spec.kv_elastic() ? engine::KvPolicy::kElastic : engine::KvPolicy::kStatic;
+  o.kv_min = spec.kv_min_bytes() > 0 ? engine::KvSize::Bytes(spec.kv_min_bytes())
+                                     : engine::KvSize::Tokens(spec.kv_min_tokens());
+  o.kv_max = spec.kv_max_bytes() > 0 ? engine::KvSize::Bytes(spec.kv_max_bytes())
+                                     : engine::KvSize::Tokens(spec.kv_max_tokens());
+  o.max_batched_tokens = spec.max_batched_tokens();
+  o.max_seqs = spec.max_seqs();
+  o.max_queued = spec.max_queued();
+  o.swap_space_bytes = spec.swap_space_bytes();
+  if (o.path.empty() || o.threads < 1 || o.ctx < 1 || o.max_batched_tokens < 1 || o.max_seqs < 1 ||
+      o.max_queued < 0 || o.kv_min.tokens < 0 || o.kv_max.tokens < 0) {
+    return InvalidArgumentError("worker load spec for " + o.id +
+                                ": a path, and positive threads, ctx and step limits are needed");
+  }
+  return o;
+}
+
+}  // namespace pier::serving
