@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "engine/local_model.h"
 #include "http/pending_response.h"
+#include "serving/worker_client.h"
 #include "tokenizer/unicode.h"
 
 namespace pier::http {
@@ -150,12 +151,23 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
                     {"preemptions", e.preemptions},
                     {"requests_finished", e.requests_finished}};
   Json instances = Json::array();
-  for (const engine::EngineClient* instance : model->instances) {
-    const engine::EngineStats i = instance->Stats();
-    instances.push_back({{"running", i.running},
-                         {"waiting", i.waiting},
-                         {"kv_blocks_used", i.kv_blocks_used},
-                         {"requests_finished", i.requests_finished}});
+  for (size_t n = 0; n < model->instances.size(); ++n) {
+    const engine::EngineStats i = model->instances[n]->Stats();
+    Json instance = {{"running", i.running},
+                     {"waiting", i.waiting},
+                     {"kv_blocks_used", i.kv_blocks_used},
+                     {"requests_finished", i.requests_finished}};
+    if (n < model->workers.size()) {
+      const serving::WorkerHealth h = model->workers[n]->Health();
+      instance["worker"] = {{"state", h.state},
+                            {"pid", h.pid},
+                            {"restarts", h.restarts},
+                            {"last_failure", h.last_failure},
+                            {"rss_bytes", h.rss_bytes},
+                            {"committed_bytes", h.committed_bytes},
+                            {"granted_bytes", h.granted_bytes}};
+    }
+    instances.push_back(std::move(instance));
   }
   pier["instances"] = std::move(instances);
   return detail;
@@ -340,7 +352,16 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
   std::vector<metrics::ModelLifecycle> lifecycle;
   for (const serving::ModelEntry& entry : entries) {
     if (entry.model != nullptr) {
-      figures.push_back({entry.id, entry.model->client->Stats(), entry.model->governor});
+      metrics::ModelFigures figure{entry.id, entry.model->client->Stats(), entry.model->governor};
+      for (size_t n = 0; n < entry.model->workers.size(); ++n) {
+        const serving::WorkerHealth h = entry.model->workers[n]->Health();
+        figure.workers.push_back({.instance = static_cast<int>(n + 1),
+                                  .up = h.state == "ready",
+                                  .restarts = h.restarts,
+                                  .rss_bytes = h.rss_bytes,
+                                  .granted_bytes = h.granted_bytes});
+      }
+      figures.push_back(std::move(figure));
     }
     lifecycle.push_back({.model = entry.id,
                          .state = serving::ModelStateName(entry.state),

@@ -244,7 +244,8 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
     group.prompt_logprobs = std::move(event.prompt_logprobs);
   }
   if (event.finish == engine::FinishReason::kError) {
-    failure_ = Failure{500, "the engine failed the request: " + event.error};
+    failure_ = event.instance_lost ? Failure{503, event.error}
+                                   : Failure{500, "the engine failed the request: " + event.error};
     return;
   }
   if (event.finish == engine::FinishReason::kAbort) {

@@ -452,6 +452,31 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
                                    const MemoryGovernor* device) const {
   LiveFigures live;
   for (const ModelFigures& m : models) AddEngineFigures(std::string(m.model), m.engine, live);
+  for (const ModelFigures& m : models) {
+    for (const WorkerFigures& w : m.workers) {
+      const Labels labels = {{"model", std::string(m.model)},
+                             {"instance", std::to_string(w.instance)}};
+      live.GaugeFamily("pier_worker_up", "1 while the instance's worker process is ready.",
+                       {"model", "instance"})
+          .WithLabels(labels)
+          .Set(w.up ? 1 : 0);
+      live.CounterFamily("pier_worker_restarts_total",
+                         "Restarts of the instance's worker process (crash, hang).",
+                         {"model", "instance"})
+          .WithLabels(labels)
+          .Increment(static_cast<double>(w.restarts));
+      live.GaugeFamily("pier_worker_resident_bytes",
+                       "Resident memory of the instance's worker process (last heartbeat).",
+                       {"model", "instance"})
+          .WithLabels(labels)
+          .Set(static_cast<double>(w.rss_bytes));
+      live.GaugeFamily("pier_worker_granted_bytes",
+                       "Bytes of the device's budget granted to the worker process.",
+                       {"model", "instance"})
+          .WithLabels(labels)
+          .Set(static_cast<double>(w.granted_bytes));
+    }
+  }
   auto& state =
       live.GaugeFamily("pier_model_state", "1 for the state each model is in, 0 for the others.",
                        {"model", "state"});

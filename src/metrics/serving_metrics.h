@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/scheduler/engine.h"
 #include "memory/memory_governor.h"
@@ -40,11 +41,21 @@ struct RequestRecord {
   double e2e_seconds = -1;            // arrival -> finished
 };
 
+// One worker process of a model (with --workers on), read at scrape time.
+struct WorkerFigures {
+  int instance = 1;
+  bool up = false;  // ready (not restarting, not quarantined)
+  int64_t restarts = 0;
+  uint64_t rss_bytes = 0;      // its resident memory (last heartbeat)
+  uint64_t granted_bytes = 0;  // what it was granted from the device's budget
+};
+
 // One served model's live figures, read at scrape time.
 struct ModelFigures {
   std::string_view model;
   engine::EngineStats engine;
   const MemoryGovernor* governor = nullptr;  // null: no memory figures
+  std::vector<WorkerFigures> workers = {};   // empty: in-process instances
 };
 
 // One known model's lifecycle, read at scrape time (every model, loaded or not).

@@ -397,6 +397,7 @@ void WorkerClient::EndChoices(Live& live, engine::FinishReason finish, const std
     event.choice = c;
     event.finish = finish;
     event.error = message;
+    event.instance_lost = finish == engine::FinishReason::kError;
     event.times.finished_us = engine::NowUs();
     live.finished_choices.insert(c);
     live.handle->Push(std::move(event));

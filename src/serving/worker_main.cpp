@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -213,6 +214,17 @@ int RunWorker(int fd) {
   ready.mutable_ready()->set_load_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (!channel.Send(ready).ok()) return 0;
+  // Test-only faults, for the supervisor's tests: misbehave right after the handshake.
+  if (const char* fault = std::getenv("PIER_WORKER_TEST_FAULT"); fault != nullptr) {
+    const std::string what = fault;
+    if (what == "exit-after-ready") return 9;
+    if (what == "garbage-after-ready") {
+      const char garbage[] = "\x05\x00\x00\x00garbage";
+      (void)::write(fd, garbage, sizeof(garbage) - 1);
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 0;
+    }
+  }
 
   Worker worker(&channel, std::move(devices).value(), std::move(host).value());
   worker.StartHeartbeat(std::chrono::milliseconds(std::max<uint32_t>(h.heartbeat_ms(), 10)));

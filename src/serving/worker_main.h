@@ -6,6 +6,9 @@
 // supervisor goes away, sending events as the engine produces them and Stats every heartbeat
 // interval (also while idle: the supervisor's proof of life).
 //
+// PIER_WORKER_TEST_FAULT (tests only) makes it misbehave right after the handshake:
+// "exit-after-ready" exits 9, "garbage-after-ready" writes a frame that does not parse.
+//
 // The exit status says how it ended: 0 after Shutdown or the supervisor closing, 2 for a
 // protocol error or refused handshake, 3 when the model did not load.
 //

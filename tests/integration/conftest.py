@@ -46,14 +46,15 @@ PIER_MODEL = _required_env("PIER_MODEL")
 class PierServer:
     """One `pier serve` process. Its stderr goes to a temporary file, shown on failure."""
 
-    def __init__(self, extra_args=(), with_model=True):
+    def __init__(self, extra_args=(), with_model=True, env=None):
         args = [PIER_BINARY, "serve"]
         if with_model:
             args += ["-m", PIER_MODEL]
         args += BASE_ARGS + list(extra_args)
         self.args = args
         self.stderr = tempfile.NamedTemporaryFile(prefix="pier-serve-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+                                     env=None if env is None else {**os.environ, **env})
         self.lines = queue.Queue()
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self.host = self.port = self.model_id = None

@@ -109,6 +109,9 @@ struct Event {
   // Set on the last event of a choice, with usage and timestamps.
   std::optional<FinishReason> finish;
   std::string error;  // the reason when finish == kError; with kAbort, why (may be empty)
+  // With kError: the instance serving the request went away (its worker process died), so the
+  // request failed for no fault of its own and may be retried (HTTP 503, not 500).
+  bool instance_lost = false;
   Usage usage;
   Timestamps times;
 };

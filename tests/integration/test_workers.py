@@ -1,0 +1,194 @@
+"""`pier serve --workers on`: each model instance in its own `pier worker` process. Killing one
+worker (SIGKILL, SIGSTOP) is a non-event for the other model; the killed model's streams end
+with a clear error, it is restarted and serves the same tokens again; the memory ledger is
+what it was; no worker outlives the supervisor; a worker that keeps failing is quarantined;
+one that sends garbage is dropped without hurting the supervisor."""
+
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+
+from conftest import PIER_MODEL, PierServer
+
+PROMPT = [{"role": "user", "content": "Count from one to twenty in words."}]
+
+
+def call(server, method, path, body=None, timeout=120):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(server.base_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def workers_of(server):
+    """{model id: [worker health of each instance]}"""
+    detail = call(server, "GET", "/admin/models")[1]["data"]
+    return {m["id"]: [i["worker"] for i in m["pier"]["instances"]] for m in detail}
+
+
+def wait_for(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def client_of(server):
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0,
+                         timeout=120)
+
+
+def stream_tokens(c, model, max_tokens, ignore_eos=False):
+    """The streamed text, and the exception that ended the stream (None when it completed)."""
+    text = ""
+    try:
+        stream = c.chat.completions.create(model=model, messages=PROMPT, max_tokens=max_tokens,
+                                           temperature=0, seed=1, stream=True,
+                                           extra_body={"ignore_eos": ignore_eos})
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                text += chunk.choices[0].delta.content
+        return text, None
+    except Exception as error:  # noqa: BLE001 - the test inspects it
+        return text, error
+
+
+def write_config(text):
+    folder = tempfile.mkdtemp(prefix="pier-workers-")
+    path = os.path.join(folder, "models.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def two_models():
+    config = write_config(f"""
+workers: on
+worker_heartbeat_timeout: 1
+models:
+  - {{name: alpha, path: {PIER_MODEL}, ctx: 1024}}
+  - {{name: beta, path: {PIER_MODEL}, ctx: 1024}}
+""")
+    s = PierServer(["--config", config], with_model=False)
+    yield s
+    s.stop_and_check()
+
+
+def test_each_instance_runs_in_a_named_worker_process(two_models):
+    workers = workers_of(two_models)
+    assert set(workers) == {"alpha", "beta"}
+    for model, (worker,) in workers.items():
+        assert worker["state"] == "ready" and worker["pid"] > 0, worker
+        with open(f"/proc/{worker['pid']}/cmdline", "rb") as f:
+            cmdline = f.read().split(b"\0")
+        assert cmdline[1:6] == [b"worker", b"--model", model.encode(), b"--instance", b"1"]
+        assert worker["granted_bytes"] > 0 and worker["rss_bytes"] > 0
+    device = call(two_models, "GET", "/admin/models")[1]["device"]
+    assert device["committed_bytes"] == device["models_committed_bytes"]
+
+
+def test_kill_9_of_one_worker_leaves_the_other_model_untouched(two_models):
+    c = client_of(two_models)
+    reference_alpha = stream_tokens(c, "alpha", 96)[0]
+    reference_beta = stream_tokens(c, "beta", 16)[0]
+    committed = call(two_models, "GET", "/admin/models")[1]["device"]["committed_bytes"]
+    victim = workers_of(two_models)["beta"][0]["pid"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        alphas = [pool.submit(stream_tokens, c, "alpha", 96) for _ in range(2)]
+        doomed = pool.submit(stream_tokens, c, "beta", 900, True)
+        time.sleep(1.0)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        results = [f.result() for f in alphas]
+        doomed_text, doomed_error = doomed.result()
+    for text, error in results:
+        assert error is None and text == reference_alpha
+    assert doomed_error is not None, "the killed worker's stream must end with an error"
+    assert "instance 1 ended" in str(doomed_error) and "SIGKILL" in str(doomed_error), doomed_error
+    assert wait_for(lambda: workers_of(two_models)["beta"][0]["state"] == "ready")
+    recovered = time.monotonic() - killed_at
+    beta = workers_of(two_models)["beta"][0]
+    assert beta["pid"] != victim and beta["restarts"] == 1, beta
+    assert "signal 9" in beta["last_failure"], beta
+    print(f"kill-to-ready: {recovered:.2f} s")
+    assert stream_tokens(c, "beta", 16)[0] == reference_beta
+    assert call(two_models, "GET", "/admin/models")[1]["device"]["committed_bytes"] == committed
+    with urllib.request.urlopen(two_models.base_url + "/metrics", timeout=60) as response:
+        text = response.read().decode()
+    assert 'pier_worker_restarts_total{model="beta",instance="1"} 1' in text
+    assert 'pier_worker_up{model="alpha",instance="1"} 1' in text
+
+
+def test_a_request_queued_while_the_worker_restarts_completes(two_models):
+    c = client_of(two_models)
+    reference = stream_tokens(c, "alpha", 16)[0]
+    victim = workers_of(two_models)["alpha"][0]["pid"]
+    os.kill(victim, signal.SIGKILL)
+    # Sent at once: it waits for the restarted worker instead of failing.
+    assert stream_tokens(c, "alpha", 16) == (reference, None)
+    assert workers_of(two_models)["alpha"][0]["pid"] != victim
+
+
+def test_a_stopped_worker_is_detected_killed_and_restarted(two_models):
+    victim = workers_of(two_models)["alpha"][0]["pid"]
+    restarts = workers_of(two_models)["alpha"][0]["restarts"]
+    os.kill(victim, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    assert wait_for(lambda: workers_of(two_models)["alpha"][0]["restarts"] == restarts + 1,
+                    timeout=10)
+    assert time.monotonic() - stopped_at < 1 + 1 + 1, "heartbeat timeout (1 s) plus a second"
+    alpha = workers_of(two_models)["alpha"][0]
+    assert "missed heartbeats" in alpha["last_failure"], alpha
+    assert wait_for(lambda: workers_of(two_models)["alpha"][0]["state"] == "ready")
+    assert stream_tokens(client_of(two_models), "alpha", 8)[1] is None
+
+
+def test_no_worker_outlives_a_supervisor_killed_with_sigkill():
+    s = PierServer(["--workers", "on"])
+    pid = call(s, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"][0]["worker"]["pid"]
+    assert os.path.exists(f"/proc/{pid}")
+    s.kill()  # SIGKILL
+    assert wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+                    open(f"/proc/{pid}/stat").read().split()[2] == "Z", timeout=5), pid
+
+
+def test_a_worker_that_keeps_failing_is_quarantined_with_its_reason():
+    s = PierServer(["--workers", "on"], env={"PIER_WORKER_TEST_FAULT": "exit-after-ready"})
+    try:
+        def worker():
+            return call(s, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"][0]["worker"]
+        assert wait_for(lambda: worker()["state"] == "failed", timeout=30), worker()
+        assert "exited with status 9" in worker()["last_failure"], worker()
+        status, body = call(s, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 4})
+        assert status == 503, body
+        assert "quarantined" in body["error"]["message"], body
+    finally:
+        s.stop_and_check()
+
+
+def test_a_worker_that_sends_garbage_is_dropped_and_the_supervisor_lives_on():
+    s = PierServer(["--workers", "on"], env={"PIER_WORKER_TEST_FAULT": "garbage-after-ready"})
+    try:
+        def worker():
+            return call(s, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"][0]["worker"]
+        assert wait_for(lambda: "bad frame" in worker()["last_failure"], timeout=30), worker()
+        assert call(s, "GET", "/health")[0] == 200
+        assert "does not parse" in worker()["last_failure"], worker()
+    finally:
+        s.stop_and_check()
