@@ -247,6 +247,7 @@ std::optional<std::string> AdminRoutes::ObserveEngines() {
     std::unique_ptr<EngineWatchdog>& watchdog = watchdogs_[model->id];
     if (watchdog == nullptr) watchdog = std::make_unique<EngineWatchdog>(timeout);
     std::optional<std::string> stall = watchdog->Observe(model->client->Stats(), engine::NowUs());
+    if (!stall.has_value()) stall = NoReadyWorker(*model);
     if (stall.has_value() && !first.has_value()) {
       first = known == 1 ? *stall : "model " + model->id + ": " + *stall;
     }
@@ -254,9 +255,40 @@ std::optional<std::string> AdminRoutes::ObserveEngines() {
   return first;
 }
 
+std::optional<std::string> AdminRoutes::NoReadyWorker(const serving::ServedModel& model) {
+  if (model.workers.empty()) return std::nullopt;
+  std::string why;
+  for (const serving::WorkerClient* worker : model.workers) {
+    const serving::WorkerHealth h = worker->Health();
+    if (h.state == "ready") return std::nullopt;
+    if (why.empty()) why = h.state + (h.last_failure.empty() ? "" : ": " + h.last_failure);
+  }
+  return "no instance is ready (" + why + ")";
+}
+
+HttpResponse AdminRoutes::ModelReady(const HttpRequest& request) {
+  const std::string id = request.path.substr(std::string_view("/ready/").size());
+  Result<serving::ModelEntry> entry = registry_->Lookup(id);
+  if (!entry.ok() || id.empty()) {
+    return ErrorResponse(404, "the model '" + id + "' does not exist", "model", "model_not_found");
+  }
+  std::optional<std::string> reason;
+  if (entry->state != serving::ModelState::kReady || entry->model == nullptr) {
+    reason = "model " + entry->id + " is " + std::string(serving::ModelStateName(entry->state)) +
+             (entry->reason.empty() ? "" : ": " + entry->reason);
+  } else {
+    reason = NoReadyWorker(*entry->model);
+  }
+  if (!reason.has_value())
+    return JsonResponse(200, Json{{"status", "ready"}, {"model", entry->id}});
+  return JsonResponse(503,
+                      Json{{"status", "not ready"}, {"model", entry->id}, {"reason", *reason}});
+}
+
 void AdminRoutes::Register(Router& router) {
   router.Add("GET", "/health", [this](const HttpRequest& r) { return Health(r); });
   router.Add("GET", "/ready", [this](const HttpRequest& r) { return Ready(r); });
+  router.AddPrefix("GET", "/ready/", [this](const HttpRequest& r) { return ModelReady(r); });
   router.Add("GET", "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
   router.Add("GET", "/v1/models", [this](const HttpRequest& r) { return ListModels(r); });
   router.Add("GET", "/admin/models", [this](const HttpRequest& r) { return AdminModels(r); });
@@ -618,6 +650,7 @@ std::string_view MetricsRouteLabel(std::string_view path) {
   for (std::string_view route : kRoutes) {
     if (path == route) return route;
   }
+  if (path.starts_with("/ready/")) return "/ready/{model}";
   if (path.starts_with(kModelsPrefix)) return "/v1/models/{id}";
   if (path.starts_with("/admin/models/")) {
     if (path.ends_with("/load")) return "/admin/models/{name}/load";

@@ -129,6 +129,10 @@ class AdminRoutes {
   HttpResponse AdminReload(const HttpRequest& request);
   // The admin routes' gate (AdminRoutesOptions::admin_key); nullopt when allowed.
   std::optional<HttpResponse> RequireAdmin(const HttpRequest& request) const;
+  // GET /ready/{model}: 200 while the model is ready with at least one ready instance.
+  HttpResponse ModelReady(const HttpRequest& request);
+  // With worker processes: why none of the model's instances is ready; nullopt when one is.
+  static std::optional<std::string> NoReadyWorker(const serving::ServedModel& model);
   HttpResponse Tokenize(const HttpRequest& request);
   HttpResponse Detokenize(const HttpRequest& request);
   // The 401 response when the request lacks a valid API key, else nullopt.

@@ -101,6 +101,8 @@ def test_each_instance_runs_in_a_named_worker_process(two_models):
         assert worker["granted_bytes"] > 0 and worker["rss_bytes"] > 0
     device = call(two_models, "GET", "/admin/models")[1]["device"]
     assert device["committed_bytes"] == device["models_committed_bytes"]
+    assert call(two_models, "GET", "/ready/alpha") == (200, {"status": "ready", "model": "alpha"})
+    assert call(two_models, "GET", "/ready/nobody")[0] == 404
 
 
 def test_kill_9_of_one_worker_leaves_the_other_model_untouched(two_models):
@@ -178,6 +180,10 @@ def test_a_worker_that_keeps_failing_is_quarantined_with_its_reason():
         status, body = call(s, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 4})
         assert status == 503, body
         assert "quarantined" in body["error"]["message"], body
+        status, body = call(s, "GET", "/ready")
+        assert status == 503 and "no instance is ready (failed" in body["reason"], body
+        status, body = call(s, "GET", "/ready/" + s.model_id)
+        assert status == 503 and "exited with status 9" in body["reason"], body
     finally:
         s.stop_and_check()
 
