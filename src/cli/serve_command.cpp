@@ -93,6 +93,9 @@ constexpr SettingHelp kSettingHelp[] = {
      "hangs, its KV cache fixed at its capacity (default off: in this process, elastic KV)"},
     {"worker_heartbeat_timeout", "SECONDS",
      "A worker process silent this long is killed and restarted (default 5)"},
+    {"worker_leak_margin", "BYTES",
+     "A worker resident this much above its memory grant is leaking: drained and restarted "
+     "(default 256MiB; 0: off)"},
     {"memory_reserve", "BYTES",
      "Part of the budget never handed to models, e.g. 256MiB (headroom for the process and "
      "the OS; default 0)"},
@@ -195,6 +198,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.max_queued = settings.max_queued;
     load.swap_space_bytes = settings.swap_space;
     load.workers = settings.workers;
+    load.worker_leak_margin_bytes = settings.worker_leak_margin;
     load.heartbeat_timeout = std::chrono::milliseconds(
         static_cast<int64_t>(settings.worker_heartbeat_timeout_seconds * 1000));
     spec.policy = model.on_demand ? serving::LoadPolicy::kOnDemand : serving::LoadPolicy::kOnStart;

@@ -138,6 +138,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "memory_reserve",
                                                        "workers",
                                                        "worker_heartbeat_timeout",
+                                                       "worker_leak_margin",
                                                        "device_memory",
                                                        "ctx",
                                                        "kv_dtype",
@@ -205,6 +206,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     o->workers = value == "on";
   } else if (name == "worker_heartbeat_timeout") {
     PIER_ASSIGN_OR_RETURN(o->worker_heartbeat_timeout_seconds, ParseSeconds(value, source, 0.05));
+  } else if (name == "worker_leak_margin") {
+    if (value == "0") {
+      o->worker_leak_margin = 0;
+    } else {
+      PIER_ASSIGN_OR_RETURN(o->worker_leak_margin, ParseByteSize(value, source));
+    }
   } else if (name == "memory_reserve") {
     if (value == "0") {
       o->memory_reserve = 0;

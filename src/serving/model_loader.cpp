@@ -123,6 +123,8 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
     worker.budget_bytes = grant;
     worker.device_governor = &devices.cpu_governor();
     worker.heartbeat_timeout = options.heartbeat_timeout;
+    worker.leak_margin_bytes = options.worker_leak_margin_bytes;
+    worker.drain_grace = options.worker_drain_grace;
     worker.environment = options.worker_environment;
     PIER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client,
                           WorkerClient::Start(std::move(worker)));

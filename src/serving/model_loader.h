@@ -51,7 +51,9 @@ struct ModelLoadOptions {
   // processes is not built yet.
   bool workers = false;
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed
-  std::vector<std::string> worker_environment = {};   // "NAME=value" for the workers (tests)
+  uint64_t worker_leak_margin_bytes = 0;  // resident above grant + this: leaking (0: off)
+  std::chrono::milliseconds worker_drain_grace{30'000};  // a leaking worker's requests' time
+  std::vector<std::string> worker_environment = {};      // "NAME=value" for the workers (tests)
 
   bool operator==(const ModelLoadOptions&) const = default;
 };

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "ipc/convert.h"
+#include "memory/byte_size.h"
 #include "serving/worker_spec.h"
 
 extern char** environ;
@@ -314,6 +315,17 @@ std::string WorkerClient::ReadFrames() {
         rss_bytes_ = frame->stats().rss_bytes();
         committed_bytes_ = frame->stats().committed_bytes();
         last_heartbeat_ = Clock::now();
+        if (options_.leak_margin_bytes > 0 && state_ == State::kReady &&
+            rss_bytes_ > options_.budget_bytes + options_.leak_margin_bytes) {
+          kill_reason_ = "leaking: resident memory " + FormatBytes(rss_bytes_) +
+                         " is more than its grant of " + FormatBytes(options_.budget_bytes) +
+                         " plus the margin of " + FormatBytes(options_.leak_margin_bytes) +
+                         "; drained and restarted";
+          spdlog::warn("{} is {}", name_, kill_reason_);
+          state_ = State::kDraining;
+          drain_deadline_ = Clock::now() + options_.drain_grace;
+          changed_.notify_all();
+        }
         break;
       case Frame::kSubmitReply: {
         auto it = live_.find(frame->submit_reply().request_id());
@@ -364,9 +376,8 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
     std::string how = reaped == pid ? DescribeExit(status) : "the worker vanished";
     std::lock_guard lock(mutex_);
     if (!why.empty()) how = "the supervisor dropped it: " + why;
-    if (!last_failure_.empty() && last_failure_.starts_with("missed heartbeats")) {
-      how = last_failure_;
-    }
+    if (!kill_reason_.empty()) how = kill_reason_;
+    kill_reason_.clear();
     last_failure_ = how;
     pid_ = 0;
   }
@@ -414,19 +425,34 @@ Status WorkerClient::SendSubmit(Live& live) {
 
 void WorkerClient::Watch() {
   std::unique_lock lock(mutex_);
+  bool shutdown_sent = false;
   while (state_ != State::kStopping && state_ != State::kFailed) {
     changed_.wait_for(lock, options_.heartbeat);
-    if (state_ != State::kReady || pid_ <= 0) continue;
+    if ((state_ != State::kReady && state_ != State::kDraining) || pid_ <= 0) {
+      shutdown_sent = false;
+      continue;
+    }
     const auto silent = Clock::now() - last_heartbeat_;
     if (silent > options_.heartbeat_timeout) {
-      last_failure_ =
+      kill_reason_ =
           "missed heartbeats for " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
           " ms (hung or stopped; timeout " + std::to_string(options_.heartbeat_timeout.count()) +
           " ms): killed";
-      spdlog::warn("{}: {}", name_, last_failure_);
+      spdlog::warn("{}: {}", name_, kill_reason_);
       ::kill(static_cast<pid_t>(pid_), SIGKILL);
       last_heartbeat_ = Clock::now();  // once per worker
+      continue;
+    }
+    if (state_ == State::kDraining && !shutdown_sent && channel_ != nullptr) {
+      bool in_flight = false;
+      for (const auto& [id, live] : live_) in_flight = in_flight || live.sent;
+      if (!in_flight || Clock::now() >= drain_deadline_) {
+        Frame shutdown;
+        shutdown.mutable_shutdown();
+        (void)channel_->Send(shutdown);
+        shutdown_sent = true;
+      }
     }
   }
 }
@@ -515,6 +541,9 @@ WorkerHealth WorkerClient::Health() const {
       break;
     case State::kReady:
       h.state = "ready";
+      break;
+    case State::kDraining:
+      h.state = "draining";
       break;
     case State::kRestarting:
       h.state = "restarting";

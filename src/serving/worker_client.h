@@ -17,7 +17,9 @@
 // kept and submitted again to the restarted worker, and so are requests submitted while it
 // restarts. Restarts back off exponentially (restart_backoff, doubling, at most 5 s); after
 // `max_failures` failures within `failure_window` the instance is quarantined: state failed,
-// every request refused with the last reason, until the instance is loaded again.
+// every request refused with the last reason, until the instance is loaded again. A worker
+// whose resident memory exceeds its grant by more than `leak_margin_bytes` is drained (new
+// requests wait, those in flight finish within `drain_grace`) and restarted.
 //
 // Memory: the worker gets its own device set whose budget is `budget_bytes`, granted from the
 // supervisor's device governor, where the grant is reserved under the owner "<id>/worker"
@@ -57,6 +59,11 @@ struct WorkerOptions {
   std::chrono::milliseconds heartbeat_timeout{5000};
   std::chrono::milliseconds load_timeout{300'000};
   std::chrono::milliseconds restart_backoff{100};
+  // A worker whose resident memory exceeds its grant by more than this is leaking: it gets
+  // no new requests, those in flight may finish for `drain_grace`, then it is restarted
+  // (0: not checked).
+  uint64_t leak_margin_bytes = 0;
+  std::chrono::milliseconds drain_grace{30'000};
   int max_failures = 5;
   std::chrono::milliseconds failure_window{60'000};
   // Extra "NAME=value" entries for the worker's environment (tests' knobs).
@@ -105,7 +112,7 @@ class WorkerClient final : public engine::EngineClient {
     std::optional<Status> reply;  // the worker's answer to Submit, for a waiting Submit
     bool caller_waiting = false;  // a Submit call waits for `reply` (and takes a refusal)
   };
-  enum class State { kStarting, kReady, kRestarting, kFailed, kStopping };
+  enum class State { kStarting, kReady, kDraining, kRestarting, kFailed, kStopping };
 
   explicit WorkerClient(WorkerOptions options);
   // Spawns and handshakes; on success the channel is ready. Called on the supervisor thread
@@ -139,6 +146,9 @@ class WorkerClient final : public engine::EngineClient {
   std::chrono::steady_clock::time_point last_heartbeat_;
   int64_t restarts_ = 0;
   std::string last_failure_;
+  // Why this side ended the worker (missed heartbeats, a leak), for OnWorkerEnded.
+  std::string kill_reason_;
+  std::chrono::steady_clock::time_point drain_deadline_;
   std::vector<std::chrono::steady_clock::time_point> failures_;
   std::thread supervisor_;
   std::thread watchdog_;

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/mutex.h"
 #include "ipc/convert.h"
@@ -24,6 +26,10 @@
 
 namespace pier::serving {
 namespace {
+
+// PIER_WORKER_TEST_FAULT=leak: the heartbeat thread allocates memory nobody charges (on
+// purpose outside the governor: it is the leak the supervisor must notice).
+bool test_leak = false;
 
 using ipc::FrameName;
 using ipc::ToProto;
@@ -51,8 +57,14 @@ class Worker {
   void StartHeartbeat(std::chrono::milliseconds every) {
     heartbeat_ = std::thread([this, every] {
       std::unique_lock lock(heartbeat_mutex_);
+      std::vector<std::unique_ptr<char[]>> leaked;
       while (!stopping_) {
         lock.unlock();
+        if (test_leak && leaked.size() < 64) {
+          constexpr size_t kChunk = size_t{32} << 20;
+          leaked.push_back(std::make_unique<char[]>(kChunk));
+          std::memset(leaked.back().get(), 1, kChunk);  // resident, not just reserved
+        }
         Frame frame;
         ToProto(host_->client().Stats(), frame.mutable_stats());
         frame.mutable_stats()->set_committed_bytes(
@@ -218,6 +230,7 @@ int RunWorker(int fd) {
   if (const char* fault = std::getenv("PIER_WORKER_TEST_FAULT"); fault != nullptr) {
     const std::string what = fault;
     if (what == "exit-after-ready") return 9;
+    if (what == "leak") test_leak = true;
     if (what == "garbage-after-ready") {
       const char garbage[] = "\x05\x00\x00\x00garbage";
       (void)::write(fd, garbage, sizeof(garbage) - 1);

@@ -67,6 +67,7 @@ device_memory: 2GiB
 memory_reserve: 128MiB
 workers: on
 worker_heartbeat_timeout: 0.5
+worker_leak_margin: 1GiB
 ctx: 2048
 kv_dtype: f16
 kv_policy: static
@@ -105,6 +106,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.memory_reserve, uint64_t{128} << 20);
   EXPECT_TRUE(o.workers);
   EXPECT_DOUBLE_EQ(o.worker_heartbeat_timeout_seconds, 0.5);
+  EXPECT_EQ(o.worker_leak_margin, uint64_t{1} << 30);
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
   EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
@@ -125,7 +127,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 33u);
+  EXPECT_EQ(ServeSettingNames().size(), 34u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

@@ -198,3 +198,17 @@ def test_a_worker_that_sends_garbage_is_dropped_and_the_supervisor_lives_on():
         assert "does not parse" in worker()["last_failure"], worker()
     finally:
         s.stop_and_check()
+
+
+def test_a_leaking_worker_is_drained_and_restarted():
+    s = PierServer(["--workers", "on", "--worker-leak-margin", "64MiB"],
+                   env={"PIER_WORKER_TEST_FAULT": "leak"})
+    try:
+        def worker():
+            return call(s, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"][0]["worker"]
+        assert wait_for(lambda: worker()["restarts"] >= 1 or worker()["state"] == "failed",
+                        timeout=30), worker()
+        assert "leaking: resident memory" in worker()["last_failure"], worker()
+        assert "plus the margin of 64.0 MiB" in worker()["last_failure"], worker()
+    finally:
+        s.stop_and_check()
