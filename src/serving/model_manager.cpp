@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "memory/byte_size.h"
+#include "serving/worker_client.h"
 
 namespace pier::serving {
 namespace {
@@ -194,6 +195,10 @@ Status ModelManager::DoLoad(const std::string& id) {
   PIER_ASSIGN_OR_RETURN(ModelEntry entry, registry_->Lookup(id));
   switch (entry.state) {
     case ModelState::kReady:
+      // A quarantined worker instance starts again.
+      if (entry.model != nullptr) {
+        for (WorkerClient* worker : entry.model->workers) worker->Revive();
+      }
       return Status::Ok();
     case ModelState::kDraining:
       return UnavailableError("model " + id + " is being unloaded; load it again once it is");

@@ -64,7 +64,7 @@ struct ServedModel {
   const tokenizer::ChatTemplate* chat_template = nullptr;  // null: chat is refused
   const MemoryGovernor* governor = nullptr;                // null: no memory figures
   // With worker processes: each instance's worker (for its health); empty in-process.
-  std::vector<const WorkerClient*> workers = {};
+  std::vector<WorkerClient*> workers = {};
   // What keeps the pointers above valid (the hosts and the instance pool); null when they are
   // borrowed from the caller.
   std::shared_ptr<const void> parts = nullptr;

@@ -59,7 +59,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
     client->state_ = State::kReady;
   }
   WorkerClient* self = client.get();
-  client->supervisor_ = std::thread([self] { self->Supervise(); });
+  client->supervisor_ = std::thread([self] { self->Supervise(/*launch_first=*/false); });
   client->watchdog_ = std::thread([self] { self->Watch(); });
   return client;
 }
@@ -240,60 +240,81 @@ std::string WorkerClient::DescribeExit(int wait_status) const {
   return "the worker ended";
 }
 
-void WorkerClient::Supervise() {
+void WorkerClient::Supervise(bool launch_first) {
+  bool launch = launch_first;
   while (true) {
+    if (launch && !Relaunch()) return;
+    launch = true;
     const std::string how = ReadFrames();
     {
       std::lock_guard lock(mutex_);
       if (state_ == State::kStopping) return;
     }
     OnWorkerEnded(how);
-    // Restart with backoff, or quarantine.
-    auto backoff = options_.restart_backoff;
-    while (true) {
-      {
-        std::unique_lock lock(mutex_);
-        const auto now = Clock::now();
-        failures_.push_back(now);
-        std::erase_if(failures_, [&](auto t) { return now - t > options_.failure_window; });
-        if (static_cast<int>(failures_.size()) >= options_.max_failures) {
-          state_ = State::kFailed;
-          spdlog::error("{} quarantined after {} failures within {} s: {}", name_, failures_.size(),
-                        options_.failure_window.count() / 1000, last_failure_);
-          for (auto& [id, live] : live_) {
-            EndChoices(live, engine::FinishReason::kError,
-                       name_ + " failed " + std::to_string(failures_.size()) +
-                           " times and is quarantined: " + last_failure_);
-          }
-          live_.clear();
-          changed_.notify_all();
-          return;
-        }
-        state_ = State::kRestarting;
-        if (changed_.wait_for(lock, backoff, [this] { return state_ == State::kStopping; })) {
-          return;
-        }
-      }
-      backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
-      const Status launched = Launch();
-      std::lock_guard lock(mutex_);
-      if (state_ == State::kStopping) return;
-      if (!launched.ok()) {
-        last_failure_ = launched.message();
-        spdlog::warn("{}: restart failed: {}", name_, last_failure_);
-        continue;
-      }
-      ++restarts_;
-      state_ = State::kReady;
-      spdlog::info("{} restarted (restart {})", name_, restarts_);
-      // Requests that had not started go to the new worker.
-      for (auto& [id, live] : live_) {
-        if (!live.sent) (void)SendSubmit(live);
-      }
-      changed_.notify_all();
-      break;
-    }
   }
+}
+
+bool WorkerClient::Relaunch() {
+  // Restart with backoff, or quarantine.
+  auto backoff = options_.restart_backoff;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      const auto now = Clock::now();
+      failures_.push_back(now);
+      std::erase_if(failures_, [&](auto t) { return now - t > options_.failure_window; });
+      if (static_cast<int>(failures_.size()) >= options_.max_failures) {
+        state_ = State::kFailed;
+        spdlog::error("{} quarantined after {} failures within {} s: {}", name_, failures_.size(),
+                      options_.failure_window.count() / 1000, last_failure_);
+        for (auto& [id, live] : live_) {
+          EndChoices(live, engine::FinishReason::kError,
+                     name_ + " failed " + std::to_string(failures_.size()) +
+                         " times and is quarantined: " + last_failure_);
+        }
+        live_.clear();
+        changed_.notify_all();
+        return false;
+      }
+      state_ = State::kRestarting;
+      if (changed_.wait_for(lock, backoff, [this] { return state_ == State::kStopping; })) {
+        return false;
+      }
+    }
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
+    const Status launched = Launch();
+    std::lock_guard lock(mutex_);
+    if (state_ == State::kStopping) return false;
+    if (!launched.ok()) {
+      last_failure_ = launched.message();
+      spdlog::warn("{}: restart failed: {}", name_, last_failure_);
+      continue;
+    }
+    ++restarts_;
+    state_ = State::kReady;
+    spdlog::info("{} restarted (restart {})", name_, restarts_);
+    // Requests that had not started go to the new worker.
+    for (auto& [id, live] : live_) {
+      if (!live.sent) (void)SendSubmit(live);
+    }
+    changed_.notify_all();
+    return true;
+  }
+}
+
+bool WorkerClient::Revive() {
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != State::kFailed) return false;
+    failures_.clear();
+    state_ = State::kRestarting;
+  }
+  if (supervisor_.joinable()) supervisor_.join();
+  if (watchdog_.joinable()) watchdog_.join();
+  spdlog::info("{} leaves quarantine (asked to load)", name_);
+  supervisor_ = std::thread([this] { Supervise(/*launch_first=*/true); });
+  watchdog_ = std::thread([this] { Watch(); });
+  return true;
 }
 
 std::string WorkerClient::ReadFrames() {

@@ -98,6 +98,9 @@ class WorkerClient final : public engine::EngineClient {
   engine::EngineStats Stats() const override;
 
   WorkerHealth Health() const;
+  // A quarantined instance starts again (its failure count cleared); false when it was not
+  // quarantined. For `POST /admin/models/NAME/load` on a model whose instances failed.
+  bool Revive();
   int64_t max_request_tokens() const { return max_request_tokens_; }
   // "model chat instance 2" (for messages).
   const std::string& name() const { return name_; }
@@ -118,8 +121,11 @@ class WorkerClient final : public engine::EngineClient {
   // Spawns and handshakes; on success the channel is ready. Called on the supervisor thread
   // (and by Start for the first process).
   Status Launch();
-  void Supervise();  // the supervisor thread
-  void Watch();      // the watchdog thread
+  // The supervisor thread: reads frames, restarts the worker when it ends.
+  void Supervise(bool launch_first);
+  // Launches again with backoff; false once quarantined or stopping.
+  bool Relaunch();
+  void Watch();  // the watchdog thread
   // Reads frames until the channel fails; returns why.
   std::string ReadFrames();
   // The worker ended (`how`): reap it, end started requests, keep the others.

@@ -184,6 +184,11 @@ def test_a_worker_that_keeps_failing_is_quarantined_with_its_reason():
         assert status == 503 and "no instance is ready (failed" in body["reason"], body
         status, body = call(s, "GET", "/ready/" + s.model_id)
         assert status == 503 and "exited with status 9" in body["reason"], body
+        # An admin load takes it out of quarantine: it starts again (and, with the fault still
+        # set, fails again).
+        restarts = worker()["restarts"]
+        assert call(s, "POST", f"/admin/models/{s.model_id}/load")[0] == 200
+        assert wait_for(lambda: worker()["restarts"] > restarts, timeout=30), worker()
     finally:
         s.stop_and_check()
 
