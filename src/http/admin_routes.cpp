@@ -533,20 +533,29 @@ HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
 namespace {
 HttpResponse TokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body);
 HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body);
+
+// A tokenizer route: the body as a JSON object, its model (waiting for an on-demand load, then
+// `retry`), then `work` with the model's tokenizer; the response counts under the model.
+HttpResponse WithModelOfBody(serving::ModelRegistry* registry, std::chrono::milliseconds load_wait,
+                             const HttpRequest& request,
+                             HttpResponse (*work)(const tokenizer::Tokenizer&, const Json&),
+                             std::function<HttpResponse()> retry) {
+  auto parsed = ParseObject(request);
+  if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
+  const Json& body = std::get<Json>(parsed);
+  auto model = ModelOfBody(registry, body, load_wait, std::move(retry));
+  if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
+  const serving::ModelRef served = std::get<serving::ModelRef>(model);
+  HttpResponse response = work(*served->tokenizer, body);
+  response.model = served->id;
+  return response;
+}
 }  // namespace
 
 HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
-  auto parsed = ParseObject(request);
-  if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
-  const Json& body = std::get<Json>(parsed);
-  auto model = ModelOfBody(registry_, body, options_.load_wait,
-                           [this, request] { return Tokenize(request); });
-  if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
-  const serving::ModelRef served = std::get<serving::ModelRef>(model);
-  HttpResponse response = TokenizeWith(*served->tokenizer, body);
-  response.model = served->id;
-  return response;
+  return WithModelOfBody(registry_, options_.load_wait, request, &TokenizeWith,
+                         [this, request] { return Tokenize(request); });
 }
 
 namespace {
@@ -598,16 +607,8 @@ HttpResponse TokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Jso
 
 HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
   if (auto denied = RequireKey(request)) return std::move(*denied);
-  auto parsed = ParseObject(request);
-  if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
-  const Json& body = std::get<Json>(parsed);
-  auto model = ModelOfBody(registry_, body, options_.load_wait,
-                           [this, request] { return Detokenize(request); });
-  if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
-  const serving::ModelRef served = std::get<serving::ModelRef>(model);
-  HttpResponse response = DetokenizeWith(*served->tokenizer, body);
-  response.model = served->id;
-  return response;
+  return WithModelOfBody(registry_, options_.load_wait, request, &DetokenizeWith,
+                         [this, request] { return Detokenize(request); });
 }
 
 namespace {

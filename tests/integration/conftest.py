@@ -6,6 +6,7 @@ PIER_BINARY (the built `pier`) and PIER_MODEL (the default model). A server is s
 At the end the server gets SIGTERM and must exit with status 0.
 """
 
+import json
 import os
 import queue
 import re
@@ -14,6 +15,8 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -29,6 +32,24 @@ LISTENING = re.compile(r"^pier serve: listening on http://(?P<host>[^ ]+):(?P<po
 START_TIMEOUT_S = 120
 # Every server: two compute threads and a 4096-token KV cache, like the CI machine.
 BASE_ARGS = ["--port", "0", "--threads", "2", "--ctx", "4096"]
+
+
+def call(server, method, path, body=None, timeout=120):
+    """(status, JSON body) of one request to `server` (a PierServer)."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(server.base_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def metrics_text(server):
+    """The server's /metrics page."""
+    with urllib.request.urlopen(server.base_url + "/metrics", timeout=60) as response:
+        return response.read().decode()
 
 
 def _required_env(name):

@@ -3,32 +3,17 @@ another model streams, memory (governor bytes and process RSS) back after an unl
 and unfitting models, admin routes' errors."""
 
 import concurrent.futures
-import json
 import os
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import openai
 import pytest
 
-from conftest import PIER_MODEL, PierServer
+from conftest import PIER_MODEL, PierServer, call, metrics_text
 
 PROMPT = [{"role": "user", "content": "Count from one to twenty in words."}]
-
-
-def call(server, method, path, body=None, timeout=120):
-    """(status, JSON body) of one request."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(server.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as error:
-        return error.code, json.load(error)
 
 
 def states(server):
@@ -175,8 +160,7 @@ def test_admin_route_errors(lifecycle):
 
 
 def test_metrics_count_loads_and_unloads(lifecycle):
-    with urllib.request.urlopen(lifecycle.base_url + "/metrics", timeout=60) as response:
-        text = response.read().decode()
+    text = metrics_text(lifecycle)
     assert 'pier_model_state{model="spare",state="unloaded"} 1' in text
     assert 'pier_model_state{model="spare",state="ready"} 0' in text
     assert 'pier_model_loads_total{model="spare"} 1' in text
@@ -192,8 +176,7 @@ def test_tokenize_loads_an_on_demand_model_and_responses_count_under_their_model
     assert states(lifecycle)["spare"] == "ready"
     assert body == call(lifecycle, "POST", "/tokenize", {"model": "steady", "content": "Hello"})[1]
     assert call(lifecycle, "POST", "/v1/completions", {"model": "nobody", "prompt": "hi"})[0] == 404
-    with urllib.request.urlopen(lifecycle.base_url + "/metrics", timeout=60) as response:
-        text = response.read().decode()
+    text = metrics_text(lifecycle)
     assert 'pier_http_responses_total{model="spare",code="200",route="/tokenize"} 1' in text
     assert 'pier_http_responses_total{model="steady",code="200",route="/tokenize"}' in text
     assert 'pier_http_responses_total{model="lazy",code="200",route="/v1/chat/completions"}' in text

@@ -5,32 +5,17 @@ what it was; no worker outlives the supervisor; a worker that keeps failing is q
 one that sends garbage is dropped without hurting the supervisor."""
 
 import concurrent.futures
-import json
 import os
 import signal
-import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import openai
 import pytest
 
-from conftest import PIER_MODEL, PierServer
+from conftest import PIER_MODEL, PierServer, call, metrics_text
 
 PROMPT = [{"role": "user", "content": "Count from one to twenty in words."}]
-
-
-def call(server, method, path, body=None, timeout=120):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(server.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as error:
-        return error.code, json.load(error)
 
 
 def workers_of(server):
@@ -131,8 +116,7 @@ def test_kill_9_of_one_worker_leaves_the_other_model_untouched(two_models):
     print(f"kill-to-ready: {recovered:.2f} s")
     assert stream_tokens(c, "beta", 16)[0] == reference_beta
     assert call(two_models, "GET", "/admin/models")[1]["device"]["committed_bytes"] == committed
-    with urllib.request.urlopen(two_models.base_url + "/metrics", timeout=60) as response:
-        text = response.read().decode()
+    text = metrics_text(two_models)
     assert 'pier_worker_restarts_total{model="beta",instance="1"} 1' in text
     assert 'pier_worker_up{model="alpha",instance="1"} 1' in text
 
