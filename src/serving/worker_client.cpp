@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -65,36 +66,47 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
 }
 
 WorkerClient::~WorkerClient() {
-  std::unique_ptr<ipc::Channel> channel;
+  std::shared_ptr<ipc::Channel> channel;
+  std::shared_ptr<ipc::Channel> launching;
   int64_t pid = 0;
   {
     std::lock_guard lock(mutex_);
     state_ = State::kStopping;
     pid = pid_;
-    if (channel_ != nullptr) {
-      Frame shutdown;
-      shutdown.mutable_shutdown();
-      (void)channel_->Send(shutdown);
-    }
+    channel = channel_;
+    launching = launching_;
   }
   changed_.notify_all();
-  // Give it a moment to exit by itself (it drains nothing: its requests end with the process).
-  for (int i = 0; i < 200 && pid > 0; ++i) {
-    if (::kill(static_cast<pid_t>(pid), 0) != 0) break;
+  if (channel != nullptr) {
+    Frame shutdown;
+    shutdown.mutable_shutdown();
+    (void)channel->Send(shutdown);
+  }
+  // Give it a moment to exit by itself; its requests end with the process.
+  bool reaped = false;
+  for (int i = 0; i < 200 && pid > 0 && !reaped; ++i) {
     int status = 0;
-    if (::waitpid(static_cast<pid_t>(pid), &status, WNOHANG) == pid) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const pid_t r = ::waitpid(static_cast<pid_t>(pid), &status, WNOHANG);
+    reaped = r == pid || (r < 0 && errno == ECHILD);
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
-  {
-    std::lock_guard lock(mutex_);
-    if (channel_ != nullptr) channel_->Shutdown();
-  }
+  if (pid > 0 && !reaped) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  if (channel != nullptr) channel->Shutdown();
+  if (launching != nullptr) launching->Shutdown();  // a restart's handshake gives up
   if (supervisor_.joinable()) supervisor_.join();
   if (watchdog_.joinable()) watchdog_.join();
+  if (replayer_.joinable()) replayer_.join();
   std::lock_guard lock(mutex_);
+  // A worker launched while this was stopping, or one not reaped above.
+  if (pid_ > 0 && (pid_ != pid || !reaped)) {
+    ::kill(static_cast<pid_t>(pid_), SIGKILL);
+    int status = 0;
+    ::waitpid(static_cast<pid_t>(pid_), &status, 0);
+  }
+  pid_ = 0;
   for (auto& [id, live] : live_) EndChoices(live, engine::FinishReason::kAbort, name_ + " stopped");
   live_.clear();
+  channel_.reset();
   grant_.reset();
   if (options_.device_governor != nullptr) (void)options_.device_governor->RemoveOwner(owner_);
 }
@@ -136,15 +148,17 @@ Status WorkerClient::Launch() {
     sigemptyset(&none);
     ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
-    if (::dup2(fds[1], 3) < 0) ::_exit(127);  // dup2 clears close-on-exec on fd 3
+    // dup2 clears close-on-exec on fd 3 (and when it is fd 3 already, fcntl does).
+    if (fds[1] == 3 ? ::fcntl(3, F_SETFD, 0) < 0 : ::dup2(fds[1], 3) < 0) ::_exit(127);
     ::execve(binary.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(fds[1]);
-  auto channel = std::make_unique<ipc::Channel>(fds[0]);
+  auto channel = std::make_shared<ipc::Channel>(fds[0]);
   {
     std::lock_guard lock(mutex_);
     pid_ = pid;
+    launching_ = channel;
     last_heartbeat_ = Clock::now();
   }
   auto fail = [&](const std::string& why) {
@@ -154,6 +168,7 @@ Status WorkerClient::Launch() {
     {
       std::lock_guard lock(mutex_);
       pid_ = 0;
+      launching_.reset();
     }
     return UnavailableError(name_ + " did not start: " + why);
   };
@@ -164,12 +179,17 @@ Status WorkerClient::Launch() {
       ToLoadSpec(options_.load, options_.instance, options_.budget_bytes);
   hello.mutable_hello()->set_heartbeat_ms(static_cast<uint32_t>(options_.heartbeat.count()));
   if (Status sent = channel->Send(hello); !sent.ok()) {
+    // The worker is gone already (a missing binary exits 127): say how it ended.
     int status = 0;
-    ::waitpid(pid, &status, 0);
-    {
-      std::lock_guard lock(mutex_);
-      pid_ = 0;
+    bool exited = false;
+    for (int i = 0; i < 100 && !exited; ++i) {
+      exited = ::waitpid(pid, &status, WNOHANG) == pid;
+      if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    if (!exited) return fail(sent.message());
+    std::lock_guard lock(mutex_);
+    pid_ = 0;
+    launching_.reset();
     return UnavailableError(name_ + " did not start: " + DescribeExit(status));
   }
   // The load may take a while; a worker that never answers is killed at load_timeout.
@@ -192,10 +212,14 @@ Status WorkerClient::Launch() {
   timer.join();
   if (!first.ok()) {
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      std::lock_guard lock(mutex_);
-      pid_ = 0;
-      return UnavailableError(name_ + " did not start: " + DescribeExit(status));
+    for (int i = 0; i < 50; ++i) {  // a worker that closed its socket is exiting
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        std::lock_guard lock(mutex_);
+        pid_ = 0;
+        launching_.reset();
+        return UnavailableError(name_ + " did not start: " + DescribeExit(status));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return fail(first.status().code() == StatusCode::kUnavailable
                     ? "no answer to the handshake within " +
@@ -220,6 +244,7 @@ Status WorkerClient::Launch() {
   max_request_tokens_ = first->ready().max_request_tokens();
   stats_.max_request_tokens = max_request_tokens_;
   committed_bytes_ = first->ready().committed_bytes();
+  launching_.reset();
   channel_ = std::move(channel);
   last_heartbeat_ = Clock::now();
   spdlog::info("{} runs in worker process {} (loaded in {:.2f} s)", name_, pid,
@@ -255,11 +280,12 @@ void WorkerClient::Supervise(bool launch_first) {
 }
 
 bool WorkerClient::Relaunch() {
-  // Restart with backoff, or quarantine.
+  // Restart with backoff, or quarantine (and wait there for Revive).
   auto backoff = options_.restart_backoff;
   while (true) {
     {
       std::unique_lock lock(mutex_);
+      if (state_ == State::kStopping) return false;
       const auto now = Clock::now();
       failures_.push_back(now);
       std::erase_if(failures_, [&](auto t) { return now - t > options_.failure_window; });
@@ -274,7 +300,10 @@ bool WorkerClient::Relaunch() {
         }
         live_.clear();
         changed_.notify_all();
-        return false;
+        changed_.wait(lock, [this] { return state_ != State::kFailed; });
+        if (state_ == State::kStopping) return false;
+        backoff = options_.restart_backoff;  // revived: failures_ was cleared
+        continue;
       }
       state_ = State::kRestarting;
       if (changed_.wait_for(lock, backoff, [this] { return state_ == State::kStopping; })) {
@@ -283,46 +312,57 @@ bool WorkerClient::Relaunch() {
     }
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
     const Status launched = Launch();
-    std::lock_guard lock(mutex_);
-    if (state_ == State::kStopping) return false;
-    if (!launched.ok()) {
-      last_failure_ = launched.message();
-      spdlog::warn("{}: restart failed: {}", name_, last_failure_);
-      continue;
+    std::vector<Frame> replay;
+    std::shared_ptr<ipc::Channel> channel;
+    {
+      std::lock_guard lock(mutex_);
+      if (state_ == State::kStopping) return false;  // the destructor reaps what was launched
+      if (!launched.ok()) {
+        last_failure_ = launched.message();
+        spdlog::warn("{}: restart failed: {}", name_, last_failure_);
+        continue;
+      }
+      ++restarts_;
+      state_ = State::kReady;
+      spdlog::info("{} restarted (restart {})", name_, restarts_);
+      // Requests that had not started go to the new worker.
+      for (auto& [id, live] : live_) {
+        if (!live.sent) replay.push_back(SubmitFrame(live));
+      }
+      channel = channel_;
+      changed_.notify_all();
     }
-    ++restarts_;
-    state_ = State::kReady;
-    spdlog::info("{} restarted (restart {})", name_, restarts_);
-    // Requests that had not started go to the new worker.
-    for (auto& [id, live] : live_) {
-      if (!live.sent) (void)SendSubmit(live);
+    // Sent by another thread: this one must start reading, or a worker answering a long
+    // replay could fill the socket and wait for us while we wait for it.
+    if (replayer_.joinable()) replayer_.join();
+    if (!replay.empty()) {
+      replayer_ = std::thread([channel, replay = std::move(replay)] {
+        for (const Frame& frame : replay) {
+          if (!channel->Send(frame).ok()) return;  // it ended: the reader sees why
+        }
+      });
     }
-    changed_.notify_all();
     return true;
   }
 }
 
 bool WorkerClient::Revive() {
-  {
-    std::lock_guard lock(mutex_);
-    if (state_ != State::kFailed) return false;
-    failures_.clear();
-    state_ = State::kRestarting;
-  }
-  if (supervisor_.joinable()) supervisor_.join();
-  if (watchdog_.joinable()) watchdog_.join();
+  std::lock_guard lock(mutex_);
+  if (state_ != State::kFailed) return false;
+  failures_.clear();
+  state_ = State::kRestarting;
   spdlog::info("{} leaves quarantine (asked to load)", name_);
-  supervisor_ = std::thread([this] { Supervise(/*launch_first=*/true); });
-  watchdog_ = std::thread([this] { Watch(); });
+  changed_.notify_all();
   return true;
 }
 
 std::string WorkerClient::ReadFrames() {
-  ipc::Channel* channel = nullptr;
+  std::shared_ptr<ipc::Channel> channel;
   {
     std::lock_guard lock(mutex_);
-    channel = channel_.get();
+    channel = channel_;
   }
+  if (channel == nullptr) return "no channel";
   while (true) {
     Result<Frame> frame = channel->Receive();
     if (!frame.ok()) {
@@ -368,6 +408,12 @@ std::string WorkerClient::ReadFrames() {
           Result<engine::Event> event = ipc::FromProto(wire);
           if (!event.ok()) return "it sent a bad event (" + event.status().message() + ")";
           Live& live = it->second;
+          // A choice out of range, or one finishing twice, would break the handle's count.
+          if (event->choice >= live.request.n ||
+              (event->finish.has_value() && live.finished_choices.contains(event->choice))) {
+            return "it sent a bad event (choice " + std::to_string(event->choice) + " of " +
+                   wire.request_id() + ")";
+          }
           live.started = true;
           if (event->finish.has_value()) live.finished_choices.insert(event->choice);
           live.handle->Push(std::move(event).value());
@@ -387,30 +433,45 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
     pid = pid_;
+    pid_ = 0;  // nobody signals a pid that is about to be reaped
   }
-  // A worker that sent garbage, or closed its socket but lives on, is killed: its state
-  // cannot be trusted.
+  std::string how = "the worker vanished";
   if (pid > 0) {
-    if (!why.empty()) ::kill(static_cast<pid_t>(pid), SIGKILL);
     int status = 0;
-    pid_t reaped = ::waitpid(static_cast<pid_t>(pid), &status, 0);
-    std::string how = reaped == pid ? DescribeExit(status) : "the worker vanished";
-    std::lock_guard lock(mutex_);
-    if (!why.empty()) how = "the supervisor dropped it: " + why;
-    if (!kill_reason_.empty()) how = kill_reason_;
-    kill_reason_.clear();
-    last_failure_ = how;
-    pid_ = 0;
+    pid_t reaped = 0;
+    // A worker that sent garbage is killed at once: its state cannot be trusted. One that
+    // closed its socket is exiting (or, if it lingers, killed after a second).
+    if (!why.empty()) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    for (int i = 0; i < 100 && reaped == 0; ++i) {
+      reaped = ::waitpid(static_cast<pid_t>(pid), &status, WNOHANG);
+      if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (reaped == 0) {
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      reaped = ::waitpid(static_cast<pid_t>(pid), &status, 0);
+    }
+    if (reaped == pid) how = DescribeExit(status);
   }
+  if (replayer_.joinable()) replayer_.join();  // its sends fail now that the worker is gone
   std::lock_guard lock(mutex_);
+  if (!why.empty()) how = "the supervisor dropped it: " + why;
+  if (!kill_reason_.empty()) how = kill_reason_;
+  kill_reason_.clear();
+  last_failure_ = how;
   spdlog::warn("{} ended: {}", name_, last_failure_);
   channel_.reset();
+  if (state_ != State::kStopping && state_ != State::kFailed) state_ = State::kRestarting;
   const std::string message = name_ + " ended: " + last_failure_;
   for (auto it = live_.begin(); it != live_.end();) {
     Live& live = it->second;
     if (live.started) {
       // It produced events: replaying it would show the client tokens twice; it ends here.
       EndChoices(live, engine::FinishReason::kError, message);
+      it = live_.erase(it);
+      continue;
+    }
+    if (live.aborted) {
+      EndChoices(live, engine::FinishReason::kAbort, "");
       it = live_.erase(it);
       continue;
     }
@@ -436,18 +497,18 @@ void WorkerClient::EndChoices(Live& live, engine::FinishReason finish, const std
   }
 }
 
-Status WorkerClient::SendSubmit(Live& live) {
+Frame WorkerClient::SubmitFrame(Live& live) {
   Frame frame;
   ipc::ToProto(live.request, frame.mutable_submit()->mutable_request());
   live.sent = true;
   live.reply.reset();
-  return channel_ != nullptr ? channel_->Send(frame) : UnavailableError(name_ + " is restarting");
+  return frame;
 }
 
 void WorkerClient::Watch() {
   std::unique_lock lock(mutex_);
   bool shutdown_sent = false;
-  while (state_ != State::kStopping && state_ != State::kFailed) {
+  while (state_ != State::kStopping) {
     changed_.wait_for(lock, options_.heartbeat);
     if ((state_ != State::kReady && state_ != State::kDraining) || pid_ <= 0) {
       shutdown_sent = false;
@@ -469,10 +530,13 @@ void WorkerClient::Watch() {
       bool in_flight = false;
       for (const auto& [id, live] : live_) in_flight = in_flight || live.sent;
       if (!in_flight || Clock::now() >= drain_deadline_) {
+        std::shared_ptr<ipc::Channel> channel = channel_;
+        shutdown_sent = true;
+        lock.unlock();
         Frame shutdown;
         shutdown.mutable_shutdown();
-        (void)channel_->Send(shutdown);
-        shutdown_sent = true;
+        (void)channel->Send(shutdown);
+        lock.lock();
       }
     }
   }
@@ -491,10 +555,15 @@ Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Requ
   Live& live = live_[id];
   live.request = std::move(request);
   live.handle = handle;
-  if (state_ != State::kReady) return handle;                     // sent when the worker is back
-  if (Status sent = SendSubmit(live); !sent.ok()) return handle;  // the reader sees it end
-  // The worker validates and queues: its answer comes back quickly.
+  // Not ready (restarting, draining): sent when the worker is back.
+  if (state_ != State::kReady || channel_ == nullptr) return handle;
+  const Frame frame = SubmitFrame(live);
   live.caller_waiting = true;
+  std::shared_ptr<ipc::Channel> channel = channel_;
+  lock.unlock();
+  (void)channel->Send(frame);  // a failure: the reader sees the worker end
+  lock.lock();
+  // The worker validates and queues: its answer comes back quickly.
   const bool answered = changed_.wait_for(lock, std::chrono::seconds(30), [&] {
     auto it = live_.find(id);
     return it == live_.end() || it->second.reply.has_value() || !it->second.sent;
@@ -514,7 +583,7 @@ Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Requ
 }
 
 void WorkerClient::Abort(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   auto it = live_.find(id);
   if (it == live_.end()) return;
   if (!it->second.sent || channel_ == nullptr) {
@@ -522,25 +591,31 @@ void WorkerClient::Abort(const std::string& id) {
     live_.erase(it);
     return;
   }
+  it->second.aborted = true;
+  std::shared_ptr<ipc::Channel> channel = channel_;
+  lock.unlock();
   Frame frame;
   frame.mutable_abort()->set_request_id(id);
-  (void)channel_->Send(frame);
+  (void)channel->Send(frame);
 }
 
 void WorkerClient::AbortAll(std::string reason) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   for (auto it = live_.begin(); it != live_.end();) {
     if (!it->second.sent || channel_ == nullptr) {
       EndChoices(it->second, engine::FinishReason::kAbort, reason);
       it = live_.erase(it);
     } else {
+      it->second.aborted = true;
       ++it;
     }
   }
-  if (channel_ != nullptr) {
+  std::shared_ptr<ipc::Channel> channel = channel_;
+  lock.unlock();
+  if (channel != nullptr) {
     Frame frame;
     frame.mutable_abort_all()->set_reason(reason);
-    (void)channel_->Send(frame);
+    (void)channel->Send(frame);
   }
 }
 

@@ -29,6 +29,7 @@
 // reads its frames and restarts it; a watchdog thread checks its heartbeats.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -101,7 +102,7 @@ class WorkerClient final : public engine::EngineClient {
   // A quarantined instance starts again (its failure count cleared); false when it was not
   // quarantined. For `POST /admin/models/NAME/load` on a model whose instances failed.
   bool Revive();
-  int64_t max_request_tokens() const { return max_request_tokens_; }
+  int64_t max_request_tokens() const { return max_request_tokens_.load(); }
   // "model chat instance 2" (for messages).
   const std::string& name() const { return name_; }
 
@@ -114,6 +115,7 @@ class WorkerClient final : public engine::EngineClient {
     std::set<int32_t> finished_choices;
     std::optional<Status> reply;  // the worker's answer to Submit, for a waiting Submit
     bool caller_waiting = false;  // a Submit call waits for `reply` (and takes a refusal)
+    bool aborted = false;         // Abort/AbortAll asked: never submitted again
   };
   enum class State { kStarting, kReady, kDraining, kRestarting, kFailed, kStopping };
 
@@ -131,19 +133,22 @@ class WorkerClient final : public engine::EngineClient {
   // The worker ended (`how`): reap it, end started requests, keep the others.
   void OnWorkerEnded(const std::string& how);
   void EndChoices(Live& live, engine::FinishReason finish, const std::string& message);
-  Status SendSubmit(Live& live);
+  // The Submit frame of `live`, marked sent; the caller sends it after unlocking (no frame is
+  // ever sent under mutex_: a full socket must not stop the reader or the watchdog).
+  ipc::proto::Frame SubmitFrame(Live& live);
   std::string DescribeExit(int wait_status) const;
 
   const WorkerOptions options_;
   const std::string name_;
   std::optional<ExternalCharge> grant_;
   OwnerId owner_;
-  int64_t max_request_tokens_ = 0;
+  std::atomic<int64_t> max_request_tokens_{0};
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   State state_ = State::kStarting;
-  std::unique_ptr<ipc::Channel> channel_;
+  std::shared_ptr<ipc::Channel> channel_;    // the ready worker's; senders copy it
+  std::shared_ptr<ipc::Channel> launching_;  // during a handshake (the destructor shuts it)
   int64_t pid_ = 0;
   std::map<std::string, Live> live_;
   engine::EngineStats stats_;
@@ -156,6 +161,7 @@ class WorkerClient final : public engine::EngineClient {
   std::string kill_reason_;
   std::chrono::steady_clock::time_point drain_deadline_;
   std::vector<std::chrono::steady_clock::time_point> failures_;
+  std::thread replayer_;  // sends the requests a restarted worker takes over (supervisor's)
   std::thread supervisor_;
   std::thread watchdog_;
 };

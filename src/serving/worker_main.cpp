@@ -102,6 +102,9 @@ class Worker {
           host_->client().AbortAll(frame->abort_all().reason());
           break;
         case Frame::kShutdown:
+          // Nothing more goes out: requests the engine ends on the way down are the
+          // supervisor's to resubmit, not to see aborted.
+          channel_->Shutdown();
           return Status::Ok();
         default:
           return InvalidArgumentError("IPC: unexpected " + std::string(FrameName(*frame)) +
