@@ -46,6 +46,14 @@ def call(server, method, path, body=None, timeout=120):
         return error.code, json.load(error)
 
 
+def write_config(folder, text):
+    """Writes `text` as models.yaml in `folder`; returns its path."""
+    path = os.path.join(folder, "models.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 def metrics_text(server):
     """The server's /metrics page."""
     with urllib.request.urlopen(server.base_url + "/metrics", timeout=60) as response:

@@ -11,7 +11,7 @@ import time
 import openai
 import pytest
 
-from conftest import PIER_MODEL, PierServer, call, metrics_text
+from conftest import PIER_MODEL, PierServer, call, metrics_text, write_config
 
 PROMPT = [{"role": "user", "content": "Count from one to twenty in words."}]
 
@@ -30,13 +30,6 @@ def rss_bytes(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
-
-
-def write_config(folder, text):
-    path = os.path.join(folder, "models.yaml")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import time
 import openai
 import pytest
 
-from conftest import PIER_MODEL, PierServer, call, metrics_text
+from conftest import PIER_MODEL, PierServer, call, metrics_text, write_config
 
 PROMPT = [{"role": "user", "content": "Count from one to twenty in words."}]
 
@@ -53,17 +53,9 @@ def stream_tokens(c, model, max_tokens, ignore_eos=False):
         return text, error
 
 
-def write_config(text):
-    folder = tempfile.mkdtemp(prefix="pier-workers-")
-    path = os.path.join(folder, "models.yaml")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
-
-
 @pytest.fixture(scope="module")
 def two_models():
-    config = write_config(f"""
+    config = write_config(tempfile.mkdtemp(prefix="pier-workers-"), f"""
 workers: on
 worker_heartbeat_timeout: 1
 models:

@@ -40,11 +40,16 @@ ModelSpec Spec(const std::string& id, LoadPolicy policy = LoadPolicy::kOnStart) 
   return spec;
 }
 
-std::unique_ptr<DeviceSet> Devices(uint64_t budget) {
+// An 8 GiB CPU device with a budget of `budget` bytes.
+DeviceSetOptions DeviceOptions(uint64_t budget) {
   DeviceSetOptions options;
   options.cpu_capacity = uint64_t{8} << 30;
   options.cpu_budget = BudgetSpec::Bytes(budget);
-  auto devices = DeviceSet::Create(options);
+  return options;
+}
+
+std::unique_ptr<DeviceSet> Devices(uint64_t budget) {
+  auto devices = DeviceSet::Create(DeviceOptions(budget));
   EXPECT_TRUE(devices.ok()) << devices.status().ToString();
   return std::move(devices).value();
 }
@@ -259,9 +264,7 @@ TEST(ModelManagerTest, TheGuaranteeIsWhatALoadCommits) {
 
 // --memory-reserve: part of the budget no model gets; a reserve that leaves nothing is refused.
 TEST(ModelManagerTest, TheReserveIsKeptOutOfTheBudget) {
-  DeviceSetOptions options;
-  options.cpu_capacity = uint64_t{8} << 30;
-  options.cpu_budget = BudgetSpec::Bytes(uint64_t{1} << 30);
+  DeviceSetOptions options = DeviceOptions(uint64_t{1} << 30);
   options.cpu_reserve_bytes = uint64_t{256} << 20;
   auto devices = DeviceSet::Create(options);
   ASSERT_TRUE(devices.ok()) << devices.status().ToString();
@@ -298,9 +301,7 @@ TEST(ModelManagerTest, KvMaxSizesTheCacheAndCtxLimitsOneRequest) {
 
 // --swap-space: the engine preempts by swap into the device set's pinned pool.
 TEST(ModelManagerTest, SwapSpaceComesFromTheDeviceSetsPinnedPool) {
-  DeviceSetOptions device_options;
-  device_options.cpu_capacity = uint64_t{8} << 30;
-  device_options.cpu_budget = BudgetSpec::Bytes(uint64_t{1} << 30);
+  DeviceSetOptions device_options = DeviceOptions(uint64_t{1} << 30);
   device_options.swap_space_bytes = uint64_t{16} << 20;
   auto devices = std::move(DeviceSet::Create(device_options)).value();
   ModelRegistry registry;
