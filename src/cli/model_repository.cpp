@@ -9,6 +9,8 @@
 
 #include "cli/serve_config.h"
 #include "common/yaml.h"
+#include "memory/byte_size.h"
+#include "placement/cpu_list.h"
 
 namespace pier::cli {
 namespace {
@@ -49,6 +51,97 @@ Result<std::string> Scalar(const YAML::Node& node, const std::string& where) {
   return node.Scalar();
 }
 
+// A binding key's values: one for every instance, or one per instance (a list). A flat list
+// of numbers under `cpus` is one CPU list.
+Result<std::vector<std::string>> BindingValues(const YAML::Node& node, const std::string& key,
+                                               const std::string& at) {
+  const auto cpu_list_text = [&](const YAML::Node& list) -> Result<std::string> {
+    std::string text;
+    for (const YAML::Node& cpu : list) {
+      PIER_ASSIGN_OR_RETURN(std::string c, Scalar(cpu, at));
+      text += (text.empty() ? "" : ",") + c;
+    }
+    return text;
+  };
+  if (!node.IsSequence()) {
+    PIER_ASSIGN_OR_RETURN(std::string value, Scalar(node, at));
+    return std::vector<std::string>{value};
+  }
+  if (node.size() == 0) return InvalidArgumentError(at + ": the list is empty");
+  const bool flat_numbers =
+      key == "cpus" && std::all_of(node.begin(), node.end(), [](auto n) {
+        return n.IsScalar() && !n.Scalar().empty() &&
+               n.Scalar().find_first_not_of("0123456789") == std::string::npos;
+      });
+  if (flat_numbers) {
+    PIER_ASSIGN_OR_RETURN(std::string text, cpu_list_text(node));
+    return std::vector<std::string>{text};
+  }
+  std::vector<std::string> values;
+  for (const YAML::Node& item : node) {
+    if (key == "cpus" && item.IsSequence()) {
+      PIER_ASSIGN_OR_RETURN(std::string text, cpu_list_text(item));
+      values.push_back(std::move(text));
+    } else {
+      PIER_ASSIGN_OR_RETURN(std::string value, Scalar(item, at));
+      values.push_back(std::move(value));
+    }
+  }
+  return values;
+}
+
+// The per-instance bindings from the binding keys' values (each one value, or one per
+// instance); empty when no key binds anything.
+Result<std::vector<placement::BindingRequest>> BuildBindings(
+    const std::map<std::string, std::vector<std::string>>& values, int instances,
+    int mps_thread_percentage, uint64_t mps_memory_limit, const std::string& source) {
+  using Choice = placement::BindingRequest::Choice;
+  size_t count = 1;
+  for (const auto& [key, list] : values) {
+    if (list.size() > 1 && list.size() != static_cast<size_t>(instances)) {
+      return InvalidArgumentError(source + ": " + key + ": " + std::to_string(list.size()) +
+                                  " values for " + std::to_string(instances) +
+                                  " instances (give one for all, or one per instance)");
+    }
+    count = std::max(count, list.size());
+  }
+  if (values.empty() && mps_thread_percentage == 0 && mps_memory_limit == 0) {
+    return std::vector<placement::BindingRequest>{};
+  }
+  std::vector<placement::BindingRequest> bindings(count);
+  for (size_t i = 0; i < count; ++i) {
+    placement::BindingRequest& b = bindings[i];
+    b.mps_thread_percentage = mps_thread_percentage;
+    b.mps_memory_limit_bytes = mps_memory_limit;
+    for (const auto& [key, list] : values) {
+      const std::string& value = list.size() == 1 ? list.front() : list[i];
+      const std::string at = source + ": " + key;
+      if (key == "cpus") {
+        if (value == "auto") {
+          b.cpus = Choice::kAuto;
+        } else {
+          Result<std::vector<int>> cpus = placement::ParseCpuList(value);
+          if (!cpus.ok()) return cpus.status().WithContext(at);
+          b.cpus = Choice::kGiven;
+          b.cpu_list = std::move(cpus).value();
+        }
+      } else if (key == "numa_node") {
+        if (value == "auto") {
+          b.numa = Choice::kAuto;
+        } else {
+          Result<int> node = SmallInteger(value, at + " (a node or auto)", 0, 1023);
+          if (!node.ok()) return node.status();
+          b.numa = Choice::kGiven;
+          b.numa_node = *node;
+        }
+      } else if (key == "gpu") {
+        b.gpu = value;
+      }
+    }
+  }
+  return bindings;
+}
+
 Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where,
                                const std::filesystem::path& folder) {
   if (!entry.IsMap()) {
@@ -71,9 +164,16 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
     return InvalidArgumentError(model.source + ": unknown keys " + unknown +
                                 " (known: " + Join(known) + ")");
   }
+  std::map<std::string, std::vector<std::string>> binding_values;  // cpus, numa_node, gpu
+  int mps_thread_percentage = 0;
+  uint64_t mps_memory_limit = 0;
   for (const auto& item : entry) {
     const std::string key = item.first.Scalar();
     const std::string at = model.source + ": " + key;
+    if (key == "cpus" || key == "numa_node" || key == "gpu") {
+      PIER_ASSIGN_OR_RETURN(binding_values[key], BindingValues(item.second, key, at));
+      continue;
+    }
     if (key == "aliases") {
       if (item.second.IsSequence()) {
         for (const YAML::Node& alias : item.second) {
@@ -101,6 +201,13 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       PIER_ASSIGN_OR_RETURN(model.priority, SmallInteger(value, at, -100, 100));
     } else if (key == "instances") {
       PIER_ASSIGN_OR_RETURN(model.instances, SmallInteger(value, at, 1, 16));
+    } else if (key == "mps_thread_percentage") {
+      PIER_ASSIGN_OR_RETURN(mps_thread_percentage, SmallInteger(value, at, 1, 100));
+    } else if (key == "mps_memory_limit") {
+      PIER_ASSIGN_OR_RETURN(mps_memory_limit, ParseByteSize(value, at));
+      if (mps_memory_limit < (uint64_t{1} << 20)) {
+        return InvalidArgumentError(at + ": at least 1MiB, got " + Quote(value));
+      }
     } else if (key == "load") {
       if (value != "on_start" && value != "on_demand") {
         return InvalidArgumentError(at + ": expected on_start or on_demand, got " + Quote(value));
@@ -130,6 +237,9 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       model.settings.emplace_back(key, value);
     }
   }
+  PIER_ASSIGN_OR_RETURN(model.bindings,
+                        BuildBindings(binding_values, model.instances, mps_thread_percentage,
+                                      mps_memory_limit, model.source));
   if (model.name.empty()) return InvalidArgumentError(model.source + ": name is required");
   if (!IsValidModelName(model.name)) {
     return InvalidArgumentError(model.source + ": name " + Quote(model.name) +
@@ -200,15 +310,29 @@ Status CheckRepository(const std::vector<ModelConfig>& models) {
 }  // namespace
 
 const std::vector<std::string_view>& ModelSettingNames() {
-  static const std::vector<std::string_view> kNames = {"name",     "path",
-                                                       "aliases",  "fallback",
-                                                       "priority", "instances",
-                                                       "load",     "idle_unload_after",
-                                                       "device",   "ctx",
-                                                       "kv_dtype", "kv_min",
-                                                       "kv_max",   "max_batched_tokens",
-                                                       "max_seqs", "max_queued",
-                                                       "threads",  "swap_space"};
+  static const std::vector<std::string_view> kNames = {"name",
+                                                       "path",
+                                                       "aliases",
+                                                       "fallback",
+                                                       "priority",
+                                                       "instances",
+                                                       "load",
+                                                       "idle_unload_after",
+                                                       "device",
+                                                       "ctx",
+                                                       "kv_dtype",
+                                                       "kv_min",
+                                                       "kv_max",
+                                                       "max_batched_tokens",
+                                                       "max_seqs",
+                                                       "max_queued",
+                                                       "threads",
+                                                       "swap_space",
+                                                       "cpus",
+                                                       "numa_node",
+                                                       "gpu",
+                                                       "mps_thread_percentage",
+                                                       "mps_memory_limit"};
   return kNames;
 }
 

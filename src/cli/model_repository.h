@@ -19,7 +19,9 @@
 // (`cpu`), and the engine settings
 // `ctx`, `kv_dtype`, `kv_min`, `kv_max`, `max_batched_tokens`, `max_seqs`, `max_queued`,
 // `threads`, `swap_space`, which
-// override the server-wide keys of the same name for this model. Without a list the flat `model`
+// override the server-wide keys of the same name for this model; and, with `workers: on`, the
+// binding of its worker processes: `cpus`, `numa_node`, `gpu`, `mps_thread_percentage` and
+// `mps_memory_limit` (see ModelConfig::bindings). Without a list the flat `model`
 // and `name` keys (or -m) describe the one model.
 //
 // Everything is validated before anything loads, each error naming the file, the model and
@@ -36,6 +38,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "placement/binding.h"
 
 namespace pier::cli {
 
@@ -55,6 +58,12 @@ struct ModelConfig {
   std::string device = "cpu";  // where it runs: "cpu" (CUDA devices come with the GPU backend)
   // Engine settings for this model only, as (setting name, text), applied over the server's.
   std::vector<std::pair<std::string, std::string>> settings;
+  // Where its worker processes run: `cpus` (a CPU list like 0-3, or auto), `numa_node` (a
+  // node or auto), `gpu` (an index, GPU-/MIG- UUID), `mps_thread_percentage` (1..100),
+  // `mps_memory_limit` (bytes). `cpus`, `numa_node` and `gpu` take one value for every
+  // instance or a list with one per instance (`cpus: [[0, 1], [2, 3]]` or `["0-1", "2-3"]`);
+  // a flat list of numbers is one CPU list. Empty: not bound; else one per instance.
+  std::vector<placement::BindingRequest> bindings;
   std::string source;  // "serve.yaml: models[1] (beta)", for later messages
 };
 

@@ -96,6 +96,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"worker_leak_margin", "BYTES",
      "A worker resident this much above its memory grant is leaking: drained and restarted "
      "(default 256MiB; 0: off)"},
+    {"topology", "FILE",
+     "Place worker instances (cpus/numa_node/gpu: auto) on the machine this hwloc XML file "
+     "describes (lstopo --of xml) instead of this one, to check a config for another machine"},
     {"memory_reserve", "BYTES",
      "Part of the budget never handed to models, e.g. 256MiB (headroom for the process and "
      "the OS; default 0)"},
@@ -201,6 +204,12 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.worker_leak_margin_bytes = settings.worker_leak_margin;
     load.heartbeat_timeout = std::chrono::milliseconds(
         static_cast<int64_t>(settings.worker_heartbeat_timeout_seconds * 1000));
+    load.bindings = model.bindings;
+    if (!load.bindings.empty() && !load.workers) {
+      return InvalidArgumentError(model.source +
+                                  ": cpus, numa_node, gpu and the MPS limits bind worker "
+                                  "processes: they need workers: on");
+    }
     spec.policy = model.on_demand ? serving::LoadPolicy::kOnDemand : serving::LoadPolicy::kOnStart;
     spec.idle_unload_after =
         std::chrono::milliseconds(static_cast<int64_t>(model.idle_unload_after_seconds * 1000.0));
@@ -208,6 +217,23 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+// Every binding checked against the topology the instances are placed on (CPUs outside the
+// allowed set, nodes or GPUs that do not exist), before anything loads.
+Status CheckBindings(const std::vector<serving::ModelSpec>& specs, serving::DeviceSet& devices) {
+  const bool any = std::any_of(specs.begin(), specs.end(),
+                               [](const auto& spec) { return !spec.load.bindings.empty(); });
+  if (!any) return Status::Ok();
+  PIER_ASSIGN_OR_RETURN(placement::Placer * placer, devices.placer());
+  for (const serving::ModelSpec& spec : specs) {
+    for (size_t i = 0; i < spec.load.bindings.size(); ++i) {
+      std::string who = "model " + spec.load.id;
+      if (spec.load.bindings.size() > 1) who += " instance " + std::to_string(i + 1);
+      PIER_RETURN_IF_ERROR(placer->Check(spec.load.bindings[i], who));
+    }
+  }
+  return Status::Ok();
 }
 
 int RunServe(const ServeOptions& options, const std::map<std::string, std::string>& flags) {
@@ -241,6 +267,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   device_options.cpu_budget = options.memory_budget;
   device_options.cpu_capacity = options.device_memory;
   device_options.cpu_reserve_bytes = options.memory_reserve;
+  device_options.topology_xml = options.topology;
   // The swap pool holds every model instance's swap space.
   for (const serving::ModelSpec& spec : *specs) {
     device_options.swap_space_bytes +=
@@ -249,6 +276,15 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   Result<std::unique_ptr<serving::DeviceSet>> created = serving::DeviceSet::Create(device_options);
   if (!created.ok()) return Fail(created.status());
   std::unique_ptr<serving::DeviceSet> devices = std::move(created).value();
+  if (Status checked = CheckBindings(*specs, *devices); !checked.ok()) return Fail(checked);
+  const bool any_binding = std::any_of(specs->begin(), specs->end(),
+                                       [](const auto& s) { return !s.load.bindings.empty(); });
+  if (any_binding || !options.topology.empty()) {
+    Result<placement::Placer*> placer = devices->placer();
+    if (!placer.ok()) return Fail(placer.status());
+    spdlog::info("placing worker instances on {}: {}", (*placer)->topology().source,
+                 (*placer)->topology().Summary());
+  }
 
   const std::string model_id = specs->front().load.id;
   metrics::ServingMetrics metrics(model_id);
@@ -289,9 +325,12 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   admin_options.manager = manager.get();
   if (flags.count("config") > 0) {
     // POST /admin/reload: the file as it is now, with the same flags on top.
-    admin_options.read_config = [flags]() -> Result<std::vector<serving::ModelSpec>> {
+    serving::DeviceSet* device_set = devices.get();
+    admin_options.read_config = [flags, device_set]() -> Result<std::vector<serving::ModelSpec>> {
       PIER_ASSIGN_OR_RETURN(ServeOptions now, ResolveServeOptions(flags));
-      return ModelSpecsOf(now);
+      PIER_ASSIGN_OR_RETURN(std::vector<serving::ModelSpec> specs, ModelSpecsOf(now));
+      PIER_RETURN_IF_ERROR(CheckBindings(specs, *device_set));
+      return specs;
     };
   }
   http::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);

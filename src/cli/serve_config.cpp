@@ -139,6 +139,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "workers",
                                                        "worker_heartbeat_timeout",
                                                        "worker_leak_margin",
+                                                       "topology",
                                                        "device_memory",
                                                        "ctx",
                                                        "kv_dtype",
@@ -212,6 +213,8 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     } else {
       PIER_ASSIGN_OR_RETURN(o->worker_leak_margin, ParseByteSize(value, source));
     }
+  } else if (name == "topology") {
+    PIER_ASSIGN_OR_RETURN(o->topology, NonEmpty(value, source));
   } else if (name == "memory_reserve") {
     if (value == "0") {
       o->memory_reserve = 0;

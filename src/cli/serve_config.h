@@ -73,6 +73,8 @@ struct ServeOptions {
   double worker_heartbeat_timeout_seconds = 5;  // a worker silent this long is killed
   // A worker resident this far above its grant is leaking: drained and restarted (0: off).
   uint64_t worker_leak_margin = uint64_t{256} << 20;
+  // An hwloc XML file to place worker instances on instead of this machine (empty: this one).
+  std::string topology;
   // Slow readers: a stream is aborted when this many engine events wait unsent, or when one
   // write to its client takes longer than write_timeout seconds.
   int64_t stream_backlog = 4096;

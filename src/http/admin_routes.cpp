@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "engine/local_model.h"
 #include "http/pending_response.h"
+#include "placement/cpu_list.h"
 #include "serving/worker_client.h"
 #include "tokenizer/unicode.h"
 
@@ -166,6 +167,15 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
                             {"rss_bytes", h.rss_bytes},
                             {"committed_bytes", h.committed_bytes},
                             {"granted_bytes", h.granted_bytes}};
+      const placement::Binding& b = h.binding;
+      instance["worker"]["binding"] = {
+          {"description", b.Describe()},
+          {"cpus", placement::FormatCpuList(b.cpus)},
+          {"numa_node", b.numa_node >= 0 ? Json(b.numa_node) : Json(nullptr)},
+          {"gpu", b.gpu.empty() ? Json(nullptr) : Json(b.gpu)},
+          {"gpu_numa_node", b.gpu_numa_node >= 0 ? Json(b.gpu_numa_node) : Json(nullptr)},
+          {"environment", b.environment},
+          {"warnings", b.warnings}};
     }
     instances.push_back(std::move(instance));
   }

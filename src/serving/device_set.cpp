@@ -29,7 +29,20 @@ Result<std::unique_ptr<DeviceSet>> DeviceSet::Create(const DeviceSetOptions& opt
   PinnedHostPoolOptions swap_options;
   swap_options.limit_bytes = options.swap_space_bytes;
   set->swap_pool_ = std::make_unique<PinnedHostPool>(set->cpu_.get(), swap_options);
+  set->topology_xml_ = options.topology_xml;
   return set;
+}
+
+Result<placement::Placer*> DeviceSet::placer() {
+  std::lock_guard lock(placer_mutex_);
+  if (placer_ == nullptr) {
+    Result<placement::Topology> topology = topology_xml_.empty()
+                                               ? placement::LoadSystemTopology()
+                                               : placement::LoadTopologyXml(topology_xml_);
+    if (!topology.ok()) return topology.status();
+    placer_ = std::make_unique<placement::Placer>(std::move(topology).value());
+  }
+  return placer_.get();
 }
 
 DeviceSet::~DeviceSet() {

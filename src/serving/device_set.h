@@ -14,13 +14,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 
 #include "common/status.h"
 #include "device/device.h"
 #include "memory/byte_size.h"
 #include "memory/memory_governor.h"
 #include "memory/pinned_host_pool.h"
+#include "placement/placer.h"
 
 namespace pier::serving {
 
@@ -32,6 +35,9 @@ struct DeviceSetOptions {
   uint64_t cpu_reserve_bytes = 0;
   // The pinned host pool's limit for KV swap space (`--swap-space`); 0: no swap space.
   uint64_t swap_space_bytes = 0;
+  // `--topology`: place worker instances on the machine this hwloc XML file describes instead
+  // of this one (to check a configuration for another machine; workers still bind here).
+  std::string topology_xml;
 };
 
 class DeviceSet {
@@ -49,9 +55,16 @@ class DeviceSet {
   // Host memory for preemption by swap: every model's swap slots come from here, up to
   // swap_space_bytes in all (not charged to a device budget: it is staging memory).
   PinnedHostPool& swap_pool() { return *swap_pool_; }
+  // Where worker instances are placed: the machine's topology (hwloc), read at the first call
+  // (a worker's own device set never reads it). hwloc's error when it cannot be read.
+  [[nodiscard]] Result<placement::Placer*> placer();
 
  private:
   DeviceSet() = default;
+
+  std::string topology_xml_;
+  std::mutex placer_mutex_;
+  std::unique_ptr<placement::Placer> placer_;  // guarded by placer_mutex_; made lazily
 
   std::unique_ptr<Device> cpu_;
   std::unique_ptr<MemoryGovernor> cpu_governor_;  // destroyed before the device

@@ -46,10 +46,12 @@ struct ModelParts {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::optional<tokenizer::ChatTemplate> chat_template;
   std::vector<std::unique_ptr<WorkerClient>> workers;
+  std::vector<std::unique_ptr<placement::Placement>> placements;  // the workers' cores
   ~ModelParts() {
     pool.reset();
     while (!hosts.empty()) hosts.pop_back();  // the last instance loaded goes first
     while (!workers.empty()) workers.pop_back();
+    placements.clear();  // after the workers: their cores are free once they are gone
   }
 };
 
@@ -116,8 +118,26 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
+  placement::Placer* placer = nullptr;
+  if (!options.bindings.empty()) {
+    PIER_ASSIGN_OR_RETURN(placer, devices.placer());
+  }
   for (int i = 0; i < options.instances; ++i) {
     WorkerOptions worker;
+    if (placer != nullptr) {
+      const placement::BindingRequest& request = options.bindings.size() == 1
+                                                     ? options.bindings.front()
+                                                     : options.bindings.at(static_cast<size_t>(i));
+      const std::string who = "model " + id + " instance " + std::to_string(i + 1);
+      PIER_ASSIGN_OR_RETURN(std::unique_ptr<placement::Placement> placed,
+                            placer->Place(request, options.threads, who));
+      worker.binding = placed->binding();
+      spdlog::info("{}: {}", who, worker.binding.Describe());
+      for (const std::string& warning : worker.binding.warnings) {
+        spdlog::warn("{}: {}", who, warning);
+      }
+      parts->placements.push_back(std::move(placed));
+    }
     worker.load = one;
     worker.instance = i + 1;
     worker.budget_bytes = grant;
@@ -151,6 +171,11 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
   if (options.workers) return OpenModelInWorkers(options, devices, id);
+  if (!options.bindings.empty()) {
+    return InvalidArgumentError("model " + id +
+                                ": cpus, numa_node and gpu bind worker processes: they need "
+                                "workers: on");
+  }
   ModelHostOptions host_options = HostOptionsOf(options, id);
   host_options.swap_pool = &devices.swap_pool();
   spdlog::info("loading {} as {} ({} threads, KV cache {} {})", options.path, id,

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "engine/kv_store.h"
 #include "engine/local_model.h"
+#include "placement/binding.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_registry.h"
@@ -54,6 +55,9 @@ struct ModelLoadOptions {
   uint64_t worker_leak_margin_bytes = 0;  // resident above grant + this: leaking (0: off)
   std::chrono::milliseconds worker_drain_grace{30'000};  // a leaking worker's requests' time
   std::vector<std::string> worker_environment = {};      // "NAME=value" for the workers (tests)
+  // Where each worker instance runs (`cpus`, `numa_node`, `gpu`, MPS limits): none, one for
+  // every instance, or one per instance; placed by the device set's Placer at load.
+  std::vector<placement::BindingRequest> bindings = {};
 
   bool operator==(const ModelLoadOptions&) const = default;
 };

@@ -127,6 +127,7 @@ Status WorkerClient::Launch() {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
   for (const std::string& e : options_.environment) env_strings.push_back(e);
+  for (const std::string& e : options_.binding.environment) env_strings.push_back(e);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -177,6 +178,9 @@ Status WorkerClient::Launch() {
   hello.mutable_hello()->set_protocol_version(ipc::kProtocolVersion);
   *hello.mutable_hello()->mutable_load() =
       ToLoadSpec(options_.load, options_.instance, options_.budget_bytes);
+  for (int cpu : options_.binding.cpus) hello.mutable_hello()->mutable_load()->add_bind_cpus(cpu);
+  hello.mutable_hello()->mutable_load()->set_bind_memory(options_.binding.numa_node >= 0);
+  hello.mutable_hello()->mutable_load()->set_numa_node(std::max(0, options_.binding.numa_node));
   hello.mutable_hello()->set_heartbeat_ms(static_cast<uint32_t>(options_.heartbeat.count()));
   if (Status sent = channel->Send(hello); !sent.ok()) {
     // The worker is gone already (a missing binary exits 127): say how it ended.
@@ -653,6 +657,7 @@ WorkerHealth WorkerClient::Health() const {
   }
   h.pid = pid_;
   h.restarts = restarts_;
+  h.binding = options_.binding;
   h.last_failure = last_failure_;
   h.rss_bytes = rss_bytes_;
   h.committed_bytes = committed_bytes_;

@@ -46,6 +46,7 @@
 #include "engine/engine_client.h"
 #include "ipc/frame.h"
 #include "memory/memory_governor.h"
+#include "placement/binding.h"
 #include "serving/model_loader.h"
 
 namespace pier::serving {
@@ -69,6 +70,10 @@ struct WorkerOptions {
   std::chrono::milliseconds failure_window{60'000};
   // Extra "NAME=value" entries for the worker's environment (tests' knobs).
   std::vector<std::string> environment;
+  // Where the worker runs (placement/placer.h): it binds its CPUs and memory before loading,
+  // and the binding's environment (CUDA_VISIBLE_DEVICES, MPS limits) is added to its own. A
+  // binding the worker cannot apply fails its start with the reason.
+  placement::Binding binding;
 };
 
 // How a worker instance is doing, for /admin/models and /metrics.
@@ -80,6 +85,7 @@ struct WorkerHealth {
   uint64_t rss_bytes = 0;        // the worker's resident memory, from its last heartbeat
   uint64_t committed_bytes = 0;  // what its own governor holds
   uint64_t granted_bytes = 0;
+  placement::Binding binding;
 };
 
 class WorkerClient final : public engine::EngineClient {

@@ -19,6 +19,7 @@
 #include "common/mutex.h"
 #include "ipc/convert.h"
 #include "ipc/frame.h"
+#include "placement/bind_process.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_loader.h"
@@ -203,6 +204,13 @@ int RunWorker(int fd) {
   if (!load.ok()) {
     (void)Refuse(channel, load.status().message());
     return 2;
+  }
+  // Bound before anything loads: every thread and page of the model inherits it.
+  const std::vector<int> cpus(h.load().bind_cpus().begin(), h.load().bind_cpus().end());
+  const int numa_node = h.load().bind_memory() ? h.load().numa_node() : -1;
+  if (Status bound = placement::BindThisProcess(cpus, numa_node); !bound.ok()) {
+    (void)Refuse(channel, "binding: " + bound.message());
+    return 3;
   }
   const auto started = std::chrono::steady_clock::now();
   DeviceSetOptions device_options;

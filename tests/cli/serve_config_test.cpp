@@ -68,6 +68,7 @@ memory_reserve: 128MiB
 workers: on
 worker_heartbeat_timeout: 0.5
 worker_leak_margin: 1GiB
+topology: /etc/pier/target.xml
 ctx: 2048
 kv_dtype: f16
 kv_policy: static
@@ -107,6 +108,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_TRUE(o.workers);
   EXPECT_DOUBLE_EQ(o.worker_heartbeat_timeout_seconds, 0.5);
   EXPECT_EQ(o.worker_leak_margin, uint64_t{1} << 30);
+  EXPECT_EQ(o.topology, "/etc/pier/target.xml");
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
   EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
@@ -127,7 +129,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 34u);
+  EXPECT_EQ(ServeSettingNames().size(), 35u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -370,6 +372,17 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
        "models[0] (a): device: \"cuda:0\" is not available: this build serves on the CPU only"},
       {"models: [{name: a, path: a.gguf, device: tpu}]",
        "models[0] (a): device: \"tpu\" is not a device"},
+      {"models: [{name: a, path: a.gguf, cpus: 3-1}]",
+       "models[0] (a): cpus: CPU list \"3-1\": \"3-1\" is not a range a-b"},
+      {"models: [{name: a, path: a.gguf, instances: 2, cpus: ['0-1', '2-3', '4-5']}]",
+       "models[0] (a): cpus: 3 values for 2 instances"},
+      {"models: [{name: a, path: a.gguf, numa_node: near}]",
+       "models[0] (a): numa_node (a node or auto): expected an integer in [0, 1023]"},
+      {"models: [{name: a, path: a.gguf, mps_thread_percentage: 0}]",
+       "models[0] (a): mps_thread_percentage: expected an integer in [1, 100]"},
+      {"models: [{name: a, path: a.gguf, mps_memory_limit: 10KiB}]",
+       "models[0] (a): mps_memory_limit: at least 1MiB"},
+      {"models: [{name: a, path: a.gguf, gpu: []}]", "models[0] (a): gpu: the list is empty"},
       {"model: a.gguf\nmodels: [{name: a, path: a.gguf}]",
        "model describes the one model of a file without a models: list"},
   };
@@ -380,6 +393,55 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
         << c.yaml << "\n  got: " << status.message();
     EXPECT_NE(status.message().find("serve.yaml"), std::string::npos) << status.message();
   }
+}
+
+TEST_F(ModelRepositoryTest, BindingsGiveOneValueForAllOrOnePerInstance) {
+  using Choice = placement::BindingRequest::Choice;
+  const std::string path = WriteConfig(R"(
+models:
+  - name: alpha
+    path: a.gguf
+    instances: 2
+    cpus: [[0, 1], "4-5,8"]
+    numa_node: auto
+    gpu: [0, MIG-4b6b1a2c-0000-5000-8000-000000000000]
+    mps_thread_percentage: 50
+    mps_memory_limit: 20GiB
+  - name: beta
+    path: b.gguf
+    instances: 3
+    cpus: [2, 3]
+  - name: gamma
+    path: b.gguf
+    cpus: auto
+    numa_node: 1
+  - name: delta
+    path: a.gguf
+)");
+  Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  const std::vector<placement::BindingRequest>& a = o->models[0].bindings;
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].cpus, Choice::kGiven);
+  EXPECT_EQ(a[0].cpu_list, (std::vector<int>{0, 1}));
+  EXPECT_EQ(a[1].cpu_list, (std::vector<int>{4, 5, 8}));
+  EXPECT_EQ(a[0].numa, Choice::kAuto);
+  EXPECT_EQ(a[1].numa, Choice::kAuto);
+  EXPECT_EQ(a[0].gpu, "0");
+  EXPECT_EQ(a[1].gpu, "MIG-4b6b1a2c-0000-5000-8000-000000000000");
+  EXPECT_EQ(a[1].mps_thread_percentage, 50);
+  EXPECT_EQ(a[1].mps_memory_limit_bytes, uint64_t{20} << 30);
+  // A flat list of numbers is one CPU list, shared by the three instances.
+  const std::vector<placement::BindingRequest>& b = o->models[1].bindings;
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].cpu_list, (std::vector<int>{2, 3}));
+  EXPECT_EQ(b[0].numa, Choice::kNone);
+  const std::vector<placement::BindingRequest>& g = o->models[2].bindings;
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].cpus, Choice::kAuto);
+  EXPECT_EQ(g[0].numa, Choice::kGiven);
+  EXPECT_EQ(g[0].numa_node, 1);
+  EXPECT_TRUE(o->models[3].bindings.empty());
 }
 
 TEST_F(ModelRepositoryTest, TheOneModelsNameFollowsTheSameRule) {
