@@ -133,6 +133,9 @@ constexpr SettingHelp kSettingHelp[] = {
      "Largest max_tokens a request may ask for; more gets 400 (default 0: the context)"},
     {"cors_origins", "ORIGINS",
      "Comma-separated origins allowed by CORS (http://localhost:3000), or * (default: off)"},
+    {"ready_policy", "all|any",
+     "all: /ready is 200 only while every loaded model can serve (a ready instance, an engine "
+     "that is not stalled); any: while at least one can (default all)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
     {"swap_space", "BYTES",
@@ -318,6 +321,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   http::AdminRoutesOptions admin_options;
   admin_options.watchdog_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.watchdog_seconds * 1000));
+  admin_options.ready_any = options.ready_any;
   admin_options.metrics_key = options.metrics_key;
   admin_options.admin_key = options.admin_key;
   admin_options.load_wait = api_options.load_wait;

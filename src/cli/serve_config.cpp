@@ -151,6 +151,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
+                                                       "ready_policy",
                                                        "load_wait",
                                                        "unload_grace",
                                                        "swap_space",
@@ -249,6 +250,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     o->max_body_bytes = bytes;
   } else if (name == "shutdown_grace") {
     PIER_ASSIGN_OR_RETURN(o->shutdown_grace_seconds, ParseSeconds(value, source, 0));
+  } else if (name == "ready_policy") {
+    if (value != "all" && value != "any") {
+      return InvalidArgumentError(std::string(source) + ": expected all or any, got \"" +
+                                  std::string(value) + "\"");
+    }
+    o->ready_any = value == "any";
   } else if (name == "watchdog_seconds") {
     PIER_ASSIGN_OR_RETURN(o->watchdog_seconds, ParseSeconds(value, source, 0.001));
   } else if (name == "load_wait") {

@@ -65,9 +65,10 @@ struct ServeOptions {
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout
-  double load_wait_seconds = 60;       // a request for an on_demand model waits this for its load
-  double unload_grace_seconds = 30;    // in-flight requests of a model being unloaded may finish
-  uint64_t swap_space = 0;             // bytes of KV swap space per model instance (0: off)
+  bool ready_any = false;  // ready_policy any: /ready is 200 while any loaded model can serve
+  double load_wait_seconds = 60;     // a request for an on_demand model waits this for its load
+  double unload_grace_seconds = 30;  // in-flight requests of a model being unloaded may finish
+  uint64_t swap_space = 0;           // bytes of KV swap space per model instance (0: off)
   // Each model instance in its own `pier worker` process, restarted when it fails.
   bool workers = false;
   double worker_heartbeat_timeout_seconds = 5;  // a worker silent this long is killed

@@ -41,6 +41,9 @@ class EngineClient {
   virtual void AbortAll(std::string reason) = 0;
   // A snapshot; last_step_at_us is the engine's heartbeat.
   virtual EngineStats Stats() const = 0;
+  // False while the instance cannot run requests now (a worker process restarting, draining
+  // or quarantined): a pool of instances sends new requests to the others.
+  virtual bool Serving() const { return true; }
 };
 
 }  // namespace pier::engine

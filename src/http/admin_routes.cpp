@@ -252,15 +252,21 @@ std::optional<std::string> AdminRoutes::ObserveEngines() {
   const auto timeout =
       std::chrono::duration_cast<std::chrono::microseconds>(options_.watchdog_timeout);
   std::optional<std::string> first;
+  bool any_serving = false;
   MutexLock lock(watchdogs_mutex_);
   for (const serving::ModelRef& model : models) {
     std::unique_ptr<EngineWatchdog>& watchdog = watchdogs_[model->id];
     if (watchdog == nullptr) watchdog = std::make_unique<EngineWatchdog>(timeout);
     std::optional<std::string> stall = watchdog->Observe(model->client->Stats(), engine::NowUs());
     if (!stall.has_value()) stall = NoReadyWorker(*model);
+    if (!stall.has_value()) any_serving = true;
     if (stall.has_value() && !first.has_value()) {
       first = known == 1 ? *stall : "model " + model->id + ": " + *stall;
     }
+  }
+  if (options_.ready_any && any_serving) return std::nullopt;
+  if (options_.ready_any && first.has_value() && models.size() > 1) {
+    return "no model can serve (" + *first + ", ...)";
   }
   return first;
 }

@@ -22,7 +22,8 @@
 // changes).
 //
 // Readiness (GET /ready): 200 {"status":"ready"} only when the models are loaded (state
-// kReady), shutdown has not begun, and no model's engine is stalled; else 503
+// kReady), shutdown has not begun, and no model's engine is stalled nor without a ready worker
+// (with `ready_any`: at least one loaded model can serve); else 503
 // {"status":"not ready","reason":...}. Stall rule: the engine is stalled when it has had work
 // (running + waiting > 0) for longer than the watchdog timeout without finishing a step. "Has
 // had work since" is the later of the engine's heartbeat (EngineStats::last_step_at_us, the end
@@ -80,6 +81,9 @@ enum class ServeState : uint8_t { kLoading, kReady, kShuttingDown };
 
 struct AdminRoutesOptions {
   std::chrono::milliseconds watchdog_timeout{30'000};
+  // /ready's rule over the loaded models: every one must be able to serve (a ready instance,
+  // an engine that is not stalled), or, with ready_any, at least one of them.
+  bool ready_any = false;
   // The device's governor: /admin/models and /metrics show its figures even when no model
   // on it is loaded. Null: those of the loaded models' governors only.
   const MemoryGovernor* device_governor = nullptr;

@@ -15,13 +15,17 @@ InstancePoolClient::InstancePoolClient(std::vector<engine::EngineClient*> instan
 size_t InstancePoolClient::PickInstance() const {
   size_t best = 0;
   double best_load = 0;
+  bool best_serving = false;
   for (size_t i = 0; i < instances_.size(); ++i) {
+    const bool serving = instances_[i]->Serving();
     const engine::EngineStats s = instances_[i]->Stats();
     const double capacity = static_cast<double>(std::max<int64_t>(1, s.kv_blocks_max));
     const double load = static_cast<double>(s.running + s.waiting) / capacity;
-    if (i == 0 || load < best_load) {
+    // An instance that serves now beats one that does not (a worker restarting); then load.
+    if (i == 0 || (serving && !best_serving) || (serving == best_serving && load < best_load)) {
       best = i;
       best_load = load;
+      best_serving = serving;
     }
   }
   return best;

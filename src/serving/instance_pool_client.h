@@ -1,7 +1,8 @@
 // InstancePoolClient: one EngineClient over several instances of a model (the `instances` of
 // a models: entry), each with its own engine, KV cache and governor owners. A request goes
 // to the instance with the least outstanding work, weighted by its size: the fewest
-// sequences running or waiting per KV block it may hold (ties: the first). An abort goes to
+// sequences running or waiting per KV block it may hold (ties: the first), among those that
+// serve now (EngineClient::Serving: a worker restarting does not) when any does. An abort goes to
 // every instance (each ignores ids it does not know), and the stats are the instances'
 // summed (the heartbeat is the stalest busy instance's, so one stalled instance still trips
 // the watchdog).

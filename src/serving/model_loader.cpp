@@ -3,9 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "engine/local_model.h"
@@ -37,6 +39,15 @@ std::string ModelIdFromPath(std::string_view path) {
 namespace {
 
 // What a ServedModel's pointers point into.
+// The workers of one model, for their rehome callbacks (a worker that ends hands its requests
+// that had not started to a sibling): `alive` turns false before any worker is destroyed, and
+// a callback holds the mutex while it uses a sibling.
+struct Siblings {
+  std::mutex mutex;
+  bool alive = true;
+  std::vector<WorkerClient*> workers;
+};
+
 struct ModelParts {
   std::vector<std::unique_ptr<ModelHost>> hosts;
   std::unique_ptr<engine::EngineClient> pool;  // with several instances
@@ -47,7 +58,12 @@ struct ModelParts {
   std::optional<tokenizer::ChatTemplate> chat_template;
   std::vector<std::unique_ptr<WorkerClient>> workers;
   std::vector<std::unique_ptr<placement::Placement>> placements;  // the workers' cores
+  std::shared_ptr<Siblings> siblings;
   ~ModelParts() {
+    if (siblings != nullptr) {
+      std::lock_guard lock(siblings->mutex);
+      siblings->alive = false;
+    }
     pool.reset();
     while (!hosts.empty()) hosts.pop_back();  // the last instance loaded goes first
     while (!workers.empty()) workers.pop_back();
@@ -156,6 +172,32 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
   }
   if (parts->workers.size() > 1) {
     parts->pool = std::make_unique<InstancePoolClient>(model->instances);
+    // A worker that ends hands its requests that had not started to the first sibling that
+    // serves now (least loaded first), instead of keeping them for its restart.
+    parts->siblings = std::make_shared<Siblings>();
+    parts->siblings->workers = model->workers;
+    for (WorkerClient* self : model->workers) {
+      std::weak_ptr<Siblings> weak = parts->siblings;
+      self->SetRehome([weak, self](const engine::Request& request,
+                                   const std::shared_ptr<engine::RequestHandle>& handle) {
+        std::shared_ptr<Siblings> siblings = weak.lock();
+        if (siblings == nullptr) return false;
+        std::lock_guard lock(siblings->mutex);
+        if (!siblings->alive) return false;
+        std::vector<WorkerClient*> order;
+        for (WorkerClient* w : siblings->workers) {
+          if (w != self && w->Serving()) order.push_back(w);
+        }
+        std::stable_sort(order.begin(), order.end(), [](WorkerClient* a, WorkerClient* b) {
+          const engine::EngineStats sa = a->Stats(), sb = b->Stats();
+          return sa.running + sa.waiting < sb.running + sb.waiting;
+        });
+        for (WorkerClient* w : order) {
+          if (w->Adopt(request, handle)) return true;
+        }
+        return false;
+      });
+    }
   }
   model->client = parts->pool != nullptr ? parts->pool.get() : parts->workers.front().get();
   model->tokenizer = parts->tokenizer.get();

@@ -457,7 +457,7 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
     if (reaped == pid) how = DescribeExit(status);
   }
   if (replayer_.joinable()) replayer_.join();  // its sends fail now that the worker is gone
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (!why.empty()) how = "the supervisor dropped it: " + why;
   if (!kill_reason_.empty()) how = kill_reason_;
   kill_reason_.clear();
@@ -479,11 +479,59 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
       it = live_.erase(it);
       continue;
     }
-    live.sent = false;  // submitted again after the restart
+    live.sent = false;  // submitted again after the restart (or now, to another instance)
     live.reply.reset();
     ++it;
   }
   changed_.notify_all();
+  if (rehome_ == nullptr || state_ == State::kStopping) return;
+  // Requests that had not started go to another instance of the model now, if one takes
+  // them; the rest wait for the restart. Called unlocked: the other instance has its own lock.
+  std::vector<Live> orphans;
+  for (auto it = live_.begin(); it != live_.end();) {
+    orphans.push_back(std::move(it->second));
+    it = live_.erase(it);
+  }
+  const Rehome rehome = rehome_;
+  lock.unlock();
+  std::vector<Live> kept;
+  for (Live& orphan : orphans) {
+    if (!rehome(orphan.request, orphan.handle)) kept.push_back(std::move(orphan));
+  }
+  if (orphans.size() > kept.size()) {
+    spdlog::info("{}: {} request(s) that had not started went to another instance", name_,
+                 orphans.size() - kept.size());
+  }
+  lock.lock();
+  for (Live& live : kept) {
+    const std::string id = live.request.id;
+    live_.emplace(id, std::move(live));
+  }
+  changed_.notify_all();
+}
+
+bool WorkerClient::Serving() const {
+  std::lock_guard lock(mutex_);
+  return state_ == State::kReady && channel_ != nullptr;
+}
+
+void WorkerClient::SetRehome(Rehome rehome) {
+  std::lock_guard lock(mutex_);
+  rehome_ = std::move(rehome);
+}
+
+bool WorkerClient::Adopt(const engine::Request& request,
+                         const std::shared_ptr<engine::RequestHandle>& handle) {
+  std::unique_lock lock(mutex_);
+  if (state_ != State::kReady || channel_ == nullptr || live_.contains(request.id)) return false;
+  Live& live = live_[request.id];
+  live.request = request;
+  live.handle = handle;
+  const Frame frame = SubmitFrame(live);  // its answer: a refusal ends it with the reason
+  std::shared_ptr<ipc::Channel> channel = channel_;
+  lock.unlock();
+  (void)channel->Send(frame);
+  return true;
 }
 
 void WorkerClient::EndChoices(Live& live, engine::FinishReason finish, const std::string& message) {
@@ -626,8 +674,13 @@ void WorkerClient::AbortAll(std::string reason) {
 engine::EngineStats WorkerClient::Stats() const {
   std::lock_guard lock(mutex_);
   engine::EngineStats stats = stats_;
+  // Counted here, not taken from the last heartbeat: a pool balancing requests must see a
+  // request it just sent (and one just finished) at once, not up to a heartbeat later.
+  stats.running = 0;
+  stats.waiting = 0;
   for (const auto& [id, live] : live_) {
-    if (!live.sent) stats.waiting += live.request.n;
+    const int64_t open = live.request.n - static_cast<int64_t>(live.finished_choices.size());
+    (live.started ? stats.running : stats.waiting) += open;
   }
   return stats;
 }

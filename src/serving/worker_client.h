@@ -33,6 +33,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -101,8 +102,22 @@ class WorkerClient final : public engine::EngineClient {
   Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request request) override;
   void Abort(const std::string& id) override;
   void AbortAll(std::string reason) override;
-  // From the latest heartbeat, with requests waiting for a restart counted as waiting.
+  // From the latest heartbeat, except running and waiting: this side's count of the open
+  // choices of requests that have produced events (running) or not yet (waiting, also those
+  // waiting for a restart), exact at once where a heartbeat would be up to one interval old.
   engine::EngineStats Stats() const override;
+
+  bool Serving() const override;
+
+  // Where requests that had not started go when this worker ends, instead of waiting for its
+  // restart: the callback gets each and returns whether another instance took it (with the
+  // same handle). Those it does not take wait for the restart. Set by the model's pool.
+  using Rehome =
+      std::function<bool(const engine::Request&, const std::shared_ptr<engine::RequestHandle>&)>;
+  void SetRehome(Rehome rehome);
+  // Takes over a request another instance could not run, keeping its handle (events go to the
+  // same client). False unless this worker is ready.
+  bool Adopt(const engine::Request& request, const std::shared_ptr<engine::RequestHandle>& handle);
 
   WorkerHealth Health() const;
   // A quarantined instance starts again (its failure count cleared); false when it was not
@@ -167,6 +182,7 @@ class WorkerClient final : public engine::EngineClient {
   std::string kill_reason_;
   std::chrono::steady_clock::time_point drain_deadline_;
   std::vector<std::chrono::steady_clock::time_point> failures_;
+  Rehome rehome_;
   std::thread replayer_;  // sends the requests a restarted worker takes over (supervisor's)
   std::thread supervisor_;
   std::thread watchdog_;

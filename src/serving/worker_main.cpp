@@ -237,8 +237,12 @@ int RunWorker(int fd) {
   ready.mutable_ready()->set_load_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (!channel.Send(ready).ok()) return 0;
-  // Test-only faults, for the supervisor's tests: misbehave right after the handshake.
-  if (const char* fault = std::getenv("PIER_WORKER_TEST_FAULT"); fault != nullptr) {
+  // Test-only faults, for the supervisor's tests: misbehave right after the handshake (only
+  // the workers of PIER_WORKER_TEST_FAULT_MODEL, when that is set).
+  const char* fault_model = std::getenv("PIER_WORKER_TEST_FAULT_MODEL");
+  const char* fault = std::getenv("PIER_WORKER_TEST_FAULT");
+  if (fault_model != nullptr && load->id != fault_model) fault = nullptr;
+  if (fault != nullptr) {
     const std::string what = fault;
     if (what == "exit-after-ready") return 9;
     if (what == "leak") test_leak = true;

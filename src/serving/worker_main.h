@@ -8,7 +8,8 @@
 //
 // PIER_WORKER_TEST_FAULT (tests only) makes it misbehave right after the handshake:
 // "exit-after-ready" exits 9, "garbage-after-ready" writes a frame that does not parse, "leak"
-// allocates 32 MiB that nobody charges every heartbeat (up to 2 GiB).
+// allocates 32 MiB that nobody charges every heartbeat (up to 2 GiB); with
+// PIER_WORKER_TEST_FAULT_MODEL=ID only the workers of model ID do.
 //
 // The exit status says how it ended: 0 after Shutdown or the supervisor closing, 2 for a
 // protocol error or refused handshake, 3 when the model did not load.

@@ -69,6 +69,7 @@ workers: on
 worker_heartbeat_timeout: 0.5
 worker_leak_margin: 1GiB
 topology: /etc/pier/target.xml
+ready_policy: any
 ctx: 2048
 kv_dtype: f16
 kv_policy: static
@@ -109,6 +110,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_DOUBLE_EQ(o.worker_heartbeat_timeout_seconds, 0.5);
   EXPECT_EQ(o.worker_leak_margin, uint64_t{1} << 30);
   EXPECT_EQ(o.topology, "/etc/pier/target.xml");
+  EXPECT_TRUE(o.ready_any);
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
   EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
@@ -129,7 +131,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 35u);
+  EXPECT_EQ(ServeSettingNames().size(), 36u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

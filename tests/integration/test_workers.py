@@ -193,3 +193,91 @@ def test_a_leaking_worker_is_drained_and_restarted():
         assert "plus the margin of 64.0 MiB" in worker()["last_failure"], worker()
     finally:
         s.stop_and_check()
+
+
+def test_ready_policy_any_stays_ready_while_one_model_can_serve():
+    config = write_config(tempfile.mkdtemp(prefix="pier-workers-"), f"""
+workers: on
+models:
+  - {{name: alpha, path: {PIER_MODEL}, ctx: 512, threads: 1}}
+  - {{name: beta, path: {PIER_MODEL}, ctx: 512, threads: 1}}
+""")
+    fault = {"PIER_WORKER_TEST_FAULT": "exit-after-ready", "PIER_WORKER_TEST_FAULT_MODEL": "beta"}
+    servers = {policy: PierServer(["--config", config, "--ready-policy", policy],
+                                  with_model=False, env=fault) for policy in ("all", "any")}
+    try:
+        for policy, s in servers.items():
+            assert wait_for(lambda: workers_of(s)["beta"][0]["state"] == "failed", timeout=30), \
+                workers_of(s)
+            assert workers_of(s)["alpha"][0]["state"] == "ready"
+            status, body = call(s, "GET", "/ready")
+            if policy == "all":
+                assert status == 503 and "model beta: no instance is ready (failed" in \
+                    body["reason"], body
+            else:
+                assert status == 200, body
+            assert call(s, "GET", "/ready/alpha")[0] == 200
+            assert call(s, "GET", "/ready/beta")[0] == 503
+    finally:
+        for s in servers.values():
+            s.stop_and_check()
+
+
+def test_requests_that_had_not_started_move_to_another_instance():
+    # Two instances that run one sequence at a time: each holds one running request and some
+    # waiting. Killing instance 1 ends its running request with the error; its waiting ones
+    # (no event yet) go to instance 2 at once instead of waiting for the restart.
+    config = write_config(tempfile.mkdtemp(prefix="pier-workers-"), f"""
+workers: on
+models:
+  - {{name: alpha, path: {PIER_MODEL}, ctx: 1024, threads: 1, instances: 2, max_seqs: 1}}
+""")
+    s = PierServer(["--config", config], with_model=False)
+    try:
+        c = client_of(s)
+        reference = stream_tokens(c, "alpha", 24)[0]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            long_ones = [pool.submit(stream_tokens, c, "alpha", 400, True) for _ in range(2)]
+            time.sleep(0.5)  # both running, one per instance
+            short_ones = [pool.submit(stream_tokens, c, "alpha", 24) for _ in range(4)]
+            time.sleep(0.5)  # queued behind them
+            detail = call(s, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"]
+            assert [i["running"] for i in detail] == [1, 1], detail
+            victim = max(range(2), key=lambda n: detail[n]["waiting"])
+            assert detail[victim]["waiting"] >= 1, detail
+            os.kill(detail[victim]["worker"]["pid"], signal.SIGKILL)
+            shorts = [f.result() for f in short_ones]
+            longs = [f.result() for f in long_ones]
+        assert all(r == (reference, None) for r in shorts), shorts
+        errors = [error for _, error in longs if error is not None]
+        assert len(errors) == 1 and f"instance {victim + 1} ended" in str(errors[0]), longs
+        assert wait_for(lambda: workers_of(s)["alpha"][victim]["state"] == "ready")
+        detail = call(s, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"]
+        # The restarted instance ran none of them: the other one ran the moved ones.
+        assert detail[victim]["requests_finished"] == 0, detail
+        assert "went to another instance" in s.log()
+    finally:
+        s.stop_and_check()
+
+
+def test_a_leaking_worker_lets_its_requests_in_flight_finish_before_it_restarts():
+    # The leak (32 MiB per heartbeat) passes the 256 MiB margin about a second after the
+    # worker is ready; the stream sent at once is then in flight and must complete.
+    s = PierServer(["--workers", "on", "--worker-leak-margin", "256MiB"],
+                   env={"PIER_WORKER_TEST_FAULT": "leak"})
+    try:
+        c = client_of(s)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            stream = pool.submit(stream_tokens, c, s.model_id, 600, True)
+            states = set()
+            while not stream.done():
+                worker = call(s, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"][0]
+                states.add(worker["worker"]["state"])
+                time.sleep(0.05)
+            text, error = stream.result()
+        assert error is None and len(text) > 600, (error, len(text))
+        assert "draining" in states, states
+        assert wait_for(lambda: call(s, "GET", "/admin/models")[1]["data"][0]["pier"]
+                        ["instances"][0]["worker"]["restarts"] >= 1, timeout=30)
+    finally:
+        s.stop_and_check()

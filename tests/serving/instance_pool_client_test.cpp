@@ -20,8 +20,10 @@ class ScriptedClient final : public engine::EngineClient {
   void Abort(const std::string& id) override { aborted.push_back(id); }
   void AbortAll(std::string reason) override { aborted.push_back("*" + reason); }
   engine::EngineStats Stats() const override { return stats; }
+  bool Serving() const override { return serving; }
 
   engine::EngineStats stats;
+  bool serving = true;
   std::vector<std::string> submitted, aborted;
 };
 
@@ -49,6 +51,20 @@ TEST(InstancePoolClientTest, SubmitsToTheLeastLoadedPerKvBlock) {
   // Ties: the first.
   a.stats = b.stats = engine::EngineStats{};
   EXPECT_EQ(pool.PickInstance(), 0u);
+}
+
+TEST(InstancePoolClientTest, AnInstanceThatDoesNotServeNowGetsNothingWhileAnotherDoes) {
+  ScriptedClient a, b, c;
+  a.stats.kv_blocks_max = b.stats.kv_blocks_max = c.stats.kv_blocks_max = 64;
+  a.serving = false;  // a worker restarting: idle, but it cannot run anything now
+  b.stats.running = 10;
+  c.stats.running = 20;
+  InstancePoolClient pool({&a, &b, &c});
+  EXPECT_EQ(pool.PickInstance(), 1u);  // the least loaded of those serving
+  b.serving = false;
+  EXPECT_EQ(pool.PickInstance(), 2u);
+  c.serving = false;
+  EXPECT_EQ(pool.PickInstance(), 0u);  // none serves: the least loaded (it queues there)
 }
 
 TEST(InstancePoolClientTest, AbortsEverywhereAndSumsStats) {
