@@ -4,6 +4,9 @@
 #include "serving/worker_client.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -116,6 +119,30 @@ TEST(WorkerClientTest, WhatCannotStartSaysWhy) {
   auto greedy = WorkerClient::Start(options);
   ASSERT_FALSE(greedy.ok());
   EXPECT_EQ(greedy.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(devices->cpu_governor().Stats().committed_bytes, 0u) << "nothing left charged";
+}
+
+TEST(WorkerClientTest, AWorkerThatNeverAnswersTheHandshakeIsKilledAtTheLoadTimeout) {
+  auto devices = Devices();
+  const std::string script = testing::TempDir() + "/silent-worker.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nexec sleep 60\n";  // reads nothing, answers nothing
+  }
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  WorkerOptions options;
+  options.load = Load("m");
+  options.budget_bytes = *GuaranteedBytes(options.load);
+  options.device_governor = &devices->cpu_governor();
+  options.binary = script;
+  options.load_timeout = std::chrono::milliseconds(300);
+  const auto started = std::chrono::steady_clock::now();
+  auto silent = WorkerClient::Start(options);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(silent.ok());
+  EXPECT_NE(silent.status().message().find("300 ms"), std::string::npos)
+      << silent.status().message();
+  EXPECT_LT(took, std::chrono::seconds(10));
   EXPECT_EQ(devices->cpu_governor().Stats().committed_bytes, 0u) << "nothing left charged";
 }
 
