@@ -7,14 +7,19 @@
 #include <memory>
 
 #include "placement/cpu_list.h"
+#include "placement/hwloc_components.h"
 
 namespace pier::placement {
 
 Status BindThisProcess(const std::vector<int>& cpus, int numa_node) {
   if (cpus.empty() && numa_node < 0) return Status::Ok();
   hwloc_topology_t topo = nullptr;
-  if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
-    if (topo != nullptr) hwloc_topology_destroy(topo);
+  if (hwloc_topology_init(&topo) != 0) return InternalError("hwloc_topology_init failed");
+  SkipLibraryBackedComponents(topo);
+  // Binding needs cores and NUMA nodes only, no I/O devices.
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+  if (hwloc_topology_load(topo) != 0) {
+    hwloc_topology_destroy(topo);
     return InternalError("hwloc could not load this machine's topology");
   }
   std::unique_ptr<hwloc_topology, decltype(&hwloc_topology_destroy)> owner(topo,

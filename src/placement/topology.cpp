@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "placement/cpu_list.h"
+#include "placement/hwloc_components.h"
 
 namespace pier::placement {
 namespace {
@@ -129,6 +130,7 @@ Result<TopologyHandle> Open(const std::string* xml_path) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return InternalError("hwloc_topology_init failed");
   TopologyHandle topo(raw);
+  SkipLibraryBackedComponents(raw);
   // PCI devices are wanted (GPU locality); bridges only as far as they lead to them.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (xml_path != nullptr && hwloc_topology_set_xml(raw, xml_path->c_str()) != 0) {

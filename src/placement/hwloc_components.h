@@ -1,0 +1,19 @@
+#pragma once
+// Internal to src/placement: which hwloc discovery components Pier lets run.
+
+#include <hwloc.h>
+
+namespace pier::placement {
+
+// Turns off hwloc's library-backed plugins before hwloc_topology_load: `pci` (libpciaccess,
+// which leaks its device table at every load; hwloc's Linux backend reads the same PCI devices
+// from sysfs without it), `opencl` and `gl` (an OpenCL loader and an X display are never wanted
+// in a server, and Pier finds GPUs by PCI vendor). Without this ASan reports leaks in every
+// process that reads the topology.
+inline void SkipLibraryBackedComponents(hwloc_topology_t topo) {
+  for (const char* name : {"pci", "opencl", "gl"}) {
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, name);
+  }
+}
+
+}  // namespace pier::placement
