@@ -166,7 +166,8 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
                             {"last_failure", h.last_failure},
                             {"rss_bytes", h.rss_bytes},
                             {"committed_bytes", h.committed_bytes},
-                            {"granted_bytes", h.granted_bytes}};
+                            {"granted_bytes", h.granted_bytes},
+                            {"kv_lent_bytes", h.kv_lent_bytes}};
       const placement::Binding& b = h.binding;
       instance["worker"]["binding"] = {
           {"description", b.Describe()},
@@ -407,7 +408,8 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
                                   .up = h.state == "ready",
                                   .restarts = h.restarts,
                                   .rss_bytes = h.rss_bytes,
-                                  .granted_bytes = h.granted_bytes});
+                                  .granted_bytes = h.granted_bytes,
+                                  .kv_lent_bytes = h.kv_lent_bytes});
       }
       figures.push_back(std::move(figure));
     }

@@ -39,6 +39,10 @@ std::string_view FrameName(const proto::Frame& frame) {
       return "stats";
     case proto::Frame::kShutdown:
       return "shutdown";
+    case proto::Frame::kBudget:
+      return "budget";
+    case proto::Frame::kMoreMemory:
+      return "more_memory";
     case proto::Frame::BODY_NOT_SET:
       break;
   }

@@ -23,7 +23,7 @@
 namespace pier::ipc {
 
 // Changes whenever a message's meaning does; both sides must agree (checked at the handshake).
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: elastic KV (Budget, MoreMemory)
 // The largest frame either side accepts (an Events batch of long prompts' logprobs fits).
 inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
 

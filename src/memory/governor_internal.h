@@ -51,6 +51,7 @@ struct MemoryGovernor::LeaseState {
   size_t max_chunks = 0;
   size_t min_chunks = 0;
   bool contiguous = false;
+  bool accounting_only = false;     // counted in external_bytes_, nothing allocated
   VirtualRange range;               // when contiguous
   std::vector<void*> chunk_blocks;  // pool blocks, when not contiguous
   size_t chunks = 0;

@@ -11,6 +11,9 @@
 namespace pier {
 namespace {
 using Clock = std::chrono::steady_clock;
+// How long a lease short of budget waits for its supervisor's answer before it is refused
+// (and retries later).
+constexpr std::chrono::milliseconds kBudgetAnswerWait{200};
 size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 }  // namespace
 
@@ -91,6 +94,7 @@ MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_
                                          int urgency) {
   const auto give_up_at = Clock::now() + timeout;
   std::vector<uint64_t> awaited;  // shrink requests we count on (ours or already in flight)
+  bool asked_for_budget = false;  // SetBudgetShortHandler's handler, once per admission
   while (true) {
     CheckDeadlinesLocked();
     const OwnerState* o = FindLocked(owner);
@@ -126,6 +130,26 @@ MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_
     const uint64_t need = bytes - headroom;
     Reclaim reclaim;
     if (incoming < need && !PlanReclaimLocked(*o, need - incoming, urgency, lease_id, &reclaim)) {
+      if (lease_id != 0 && budget_short_handler_ && !asked_for_budget) {
+        // A worker's governor: its supervisor may grant more budget. Ask, wait a moment for
+        // the answer (a SetBudget, normally within a millisecond), and look again.
+        asked_for_budget = true;
+        std::function<void(uint64_t, int)> ask = budget_short_handler_;
+        const uint64_t short_by = need - std::min(need, incoming);
+        const uint64_t answers = budget_answers_;
+        mutex_.Unlock();
+        ask(short_by, urgency);
+        mutex_.Lock();
+        const auto answer_by = Clock::now() + kBudgetAnswerWait;
+        while (budget_answers_ == answers && Clock::now() < answer_by) {
+          lock.WaitUntil(memory_freed_, answer_by);
+        }
+        continue;
+      }
+      if (asked_for_budget) {
+        return ErrorLocked(MemoryErrorKind::kReclaimPending, *o, bytes,
+                           "asked for more budget; retry");
+      }
       return ErrorLocked(MemoryErrorKind::kBudget, *o, bytes,
                          incoming > 0 ? "not enough is reclaimable from other owners"
                                       : "nothing reclaimable from other owners");
@@ -181,7 +205,8 @@ MemoryResult<std::unique_ptr<Lease>> MemoryGovernor::CreateLease(OwnerId owner,
     if (options.min_chunks > options.max_chunks || options.initial_chunks > options.max_chunks) {
       return invalid("min_chunks and initial_chunks must not exceed max_chunks");
     }
-    const bool vm = options.use_virtual_memory && device_->SupportsVirtualMemory();
+    const bool vm =
+        !options.accounting_only && options.use_virtual_memory && device_->SupportsVirtualMemory();
     const size_t granularity = vm ? device_->VmGranularity() : options_.pool.alignment;
     const size_t chunk_bytes = RoundUp(options.chunk_bytes, granularity);
     if (options.max_chunks > kMaxByteSize / chunk_bytes) return invalid("address range too large");
@@ -193,6 +218,7 @@ MemoryResult<std::unique_ptr<Lease>> MemoryGovernor::CreateLease(OwnerId owner,
     state->max_chunks = options.max_chunks;
     state->min_chunks = options.min_chunks;
     state->contiguous = vm;
+    state->accounting_only = options.accounting_only;
     state->handler = options.on_shrink_request;
     if (vm) {
       Result<VirtualRange> range = device_->ReserveAddressRange(chunk_bytes * options.max_chunks);
@@ -225,7 +251,9 @@ Lease::~Lease() {
   MemoryGovernor::OwnerState* o = g.FindLocked(owner_);
   PIER_CHECK(o != nullptr, "a Lease outlived its owner");
   const uint64_t bytes = state.chunks * state.chunk_bytes;
-  if (state.contiguous) {
+  if (state.accounting_only) {
+    g.external_bytes_ -= bytes;
+  } else if (state.contiguous) {
     g.device_->ReleaseAddressRange(state.range);
     g.arena_bytes_ -= bytes;
   } else {
@@ -238,6 +266,7 @@ Lease::~Lease() {
   o->lease_bytes -= bytes;
   --o->leases;
   g.leases_.erase(it);
+  g.ApplyPendingBudgetLocked();
   g.memory_freed_.notify_all();
 }
 
@@ -251,6 +280,7 @@ void* Lease::ChunkAddress(size_t index) const {
   const MemoryGovernor::LeaseState& state = *governor_->leases_.at(id_);
   PIER_CHECK(index < state.chunks, "chunk index " + std::to_string(index) + " of a lease with " +
                                        std::to_string(state.chunks) + " chunks");
+  PIER_CHECK(!state.accounting_only, "an accounting-only lease has no chunk addresses");
   if (contiguous_) return static_cast<char*>(base_) + index * chunk_bytes_;
   return state.chunk_blocks[index];
 }
@@ -315,9 +345,16 @@ MemoryStatus Lease::Grow(size_t chunks, GrowOptions options) {
   if (chunks > max_chunks_ - state.chunks) {  // grew concurrently while we waited
     return fail(MemoryErrorKind::kOwnerQuota, bytes, "lease is at its maximum");
   }
-  if (state.contiguous) {
-    if (g.PhysicalLocked() + bytes > g.budget_bytes_) g.pool_->Trim();
-    if (g.PhysicalLocked() + bytes > g.budget_bytes_) {
+  if (state.accounting_only) {
+    if (g.PhysicalLocked() + bytes > g.LimitLocked()) g.pool_->Trim();
+    if (g.PhysicalLocked() + bytes > g.LimitLocked()) {
+      return fail(MemoryErrorKind::kDeviceOutOfMemory, bytes,
+                  "cached pool segments leave too little of the budget");
+    }
+    g.external_bytes_ += bytes;
+  } else if (state.contiguous) {
+    if (g.PhysicalLocked() + bytes > g.LimitLocked()) g.pool_->Trim();
+    if (g.PhysicalLocked() + bytes > g.LimitLocked()) {
       return fail(MemoryErrorKind::kDeviceOutOfMemory, bytes,
                   "cached pool segments leave too little of the budget");
     }
@@ -358,7 +395,9 @@ Status Lease::Shrink(size_t chunks) {
   }
   const size_t keep = state.chunks - chunks;
   const uint64_t bytes = uint64_t{chunks} * chunk_bytes_;
-  if (state.contiguous) {
+  if (state.accounting_only) {
+    g.external_bytes_ -= bytes;
+  } else if (state.contiguous) {
     PIER_RETURN_IF_ERROR(g.device_->UnmapChunk(state.range, keep * chunk_bytes_, bytes));
     g.arena_bytes_ -= bytes;
   } else {
@@ -379,6 +418,7 @@ Status Lease::Shrink(size_t chunks) {
     state.request.reset();
     state.unresponsive = false;
   }
+  g.ApplyPendingBudgetLocked();
   g.memory_freed_.notify_all();
   return Status::Ok();
 }

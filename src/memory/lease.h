@@ -47,6 +47,10 @@ struct LeaseOptions {
   size_t min_chunks = 0;   // never reclaimed below this
   size_t initial_chunks = 0;
   bool use_virtual_memory = true;  // when the device supports it
+  // The chunks are counted against the budget and never allocated: the lease stands for
+  // memory another process holds (a worker's KV cache, in its supervisor's ledger). There
+  // is no ChunkAddress.
+  bool accounting_only = false;
   // Called (without locks held) when the governor asks this lease to shrink.
   std::function<void(const ShrinkRequest&)> on_shrink_request;
 };

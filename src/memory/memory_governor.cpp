@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "memory/governor_internal.h"
@@ -78,10 +79,10 @@ void ExternalCharge::Release() {
 Result<void*> MemoryGovernor::Backend::AllocateSegment(size_t bytes) {
   governor_->mutex_.AssertHeld();
   const uint64_t physical = governor_->PhysicalLocked();
-  if (physical + bytes > governor_->budget_bytes_) {
+  if (physical + bytes > governor_->LimitLocked()) {
     return ResourceExhaustedError("a segment of " + FormatBytes(bytes) + " would hold " +
                                   FormatBytes(physical + bytes) + " of the device, over the " +
-                                  FormatBytes(governor_->budget_bytes_) + " budget");
+                                  FormatBytes(governor_->LimitLocked()) + " budget");
   }
   return governor_->device_->AllocateRaw(bytes, governor_->options_.pool.alignment);
 }
@@ -157,8 +158,84 @@ uint64_t MemoryGovernor::Committed(const OwnerState& o) {
 
 uint64_t MemoryGovernor::HeadroomLocked(const OwnerState& o) const {
   const uint64_t others = committed_bytes_ - Committed(o);
-  const uint64_t limit = budget_bytes_ > others ? budget_bytes_ - others : 0;
+  const uint64_t budget = LimitLocked();
+  const uint64_t limit = budget > others ? budget - others : 0;
   return limit > o.charged ? limit - o.charged : 0;
+}
+
+uint64_t MemoryGovernor::LimitLocked() const {
+  return pending_budget_ ? std::min(budget_bytes_, *pending_budget_) : budget_bytes_;
+}
+
+void MemoryGovernor::ApplyPendingBudgetLocked() {
+  if (!pending_budget_ || committed_bytes_ > *pending_budget_) return;
+  if (PhysicalLocked() > *pending_budget_) pool_->Trim();
+  if (PhysicalLocked() > *pending_budget_) return;
+  spdlog::info("memory: {} budget lowered to {}", device_->name(), FormatBytes(*pending_budget_));
+  budget_bytes_ = *pending_budget_;
+  pending_budget_.reset();
+}
+
+uint64_t MemoryGovernor::budget_bytes() const {
+  MutexLock lock(mutex_);
+  return budget_bytes_;
+}
+
+std::optional<uint64_t> MemoryGovernor::pending_budget() const {
+  MutexLock lock(mutex_);
+  return pending_budget_;
+}
+
+void MemoryGovernor::SetBudgetShortHandler(std::function<void(uint64_t, int)> handler) {
+  MutexLock lock(mutex_);
+  budget_short_handler_ = std::move(handler);
+}
+
+Status MemoryGovernor::SetBudget(uint64_t bytes) {
+  Reclaim reclaim;
+  {
+    MutexLock lock(mutex_);
+    ++budget_answers_;
+    memory_freed_.notify_all();  // a grower waiting for this answer looks again
+    const uint64_t capacity = device_->TotalBytes();
+    const uint64_t most = capacity > options_.reserve_bytes ? capacity - options_.reserve_bytes : 0;
+    if (bytes > most) {
+      return InvalidArgumentError("a budget of " + FormatBytes(bytes) + " is more than " +
+                                  device_->name() + " has (" + FormatBytes(most) +
+                                  " after the reserve)");
+    }
+    if (bytes >= budget_bytes_) {  // also replaces a lowering still pending
+      budget_bytes_ = bytes;
+      pending_budget_.reset();
+      memory_freed_.notify_all();  // growers waiting for room may have it now
+      return Status::Ok();
+    }
+    // Shrinks already asked for count toward the lowering.
+    uint64_t incoming = 0;
+    for (const auto& [id, lease] : leases_) {
+      if (lease->request && !lease->unresponsive) {
+        incoming += (lease->chunks - std::min(lease->chunks, lease->request->target_chunks)) *
+                    lease->chunk_bytes;
+      }
+    }
+    const uint64_t expected = committed_bytes_ - std::min(committed_bytes_, incoming);
+    if (expected > bytes) {
+      OwnerState budget;  // the requester: outranks every owner, as the supervisor decided
+      budget.spec.name = "the budget";
+      budget.spec.priority = std::numeric_limits<int>::max();
+      if (!PlanReclaimLocked(budget, expected - bytes, std::numeric_limits<int>::max(), 0,
+                             &reclaim)) {
+        return FailedPreconditionError("cannot lower the " + device_->name() + " budget to " +
+                                       FormatBytes(bytes) + ": " + FormatBytes(committed_bytes_) +
+                                       " is committed and the leases cannot give back " +
+                                       FormatBytes(expected - bytes) + " more");
+      }
+    }
+    pending_budget_ = bytes;
+    ApplyPendingBudgetLocked();
+  }
+  for (auto& [handler, request] : reclaim.calls) handler(request);
+  return Status::Ok();
 }
 
 uint64_t MemoryGovernor::PhysicalLocked() const {
@@ -174,7 +251,7 @@ MemoryError MemoryGovernor::ErrorLocked(MemoryErrorKind kind, const OwnerState& 
   error.used_bytes = o.charged;
   error.quota_bytes = o.spec.max_bytes;
   error.free_bytes = std::min(HeadroomLocked(o), o.spec.max_bytes - o.charged);
-  error.budget_bytes = budget_bytes_;
+  error.budget_bytes = LimitLocked();
   error.detail = std::move(detail);
   return error;
 }
@@ -219,11 +296,11 @@ Result<OwnerId> MemoryGovernor::AddOwner(OwnerSpec spec) {
   }
   // Guarantees must fit together; and the new one must fit beside what others hold now.
   const uint64_t committed_after = committed_bytes_ + spec.guaranteed_bytes;
-  if (guaranteed + spec.guaranteed_bytes > budget_bytes_ || committed_after > budget_bytes_) {
+  if (guaranteed + spec.guaranteed_bytes > LimitLocked() || committed_after > LimitLocked()) {
     return InvalidArgumentError(
         "owner '" + spec.name + "': guaranteed " + FormatBytes(spec.guaranteed_bytes) +
         " does not fit: " + FormatBytes(std::max(guaranteed, committed_bytes_)) + " of the " +
-        FormatBytes(budget_bytes_) + " budget is already guaranteed or in use");
+        FormatBytes(LimitLocked()) + " budget is already guaranteed or in use");
   }
   auto state = std::make_unique<OwnerState>();
   state->id = OwnerId{next_owner_++};
@@ -315,6 +392,7 @@ Status MemoryGovernor::FreeAddress(void* ptr) {
   Uncharge(*o, charged);
   o->block_bytes -= charged;
   --o->blocks;
+  ApplyPendingBudgetLocked();
   memory_freed_.notify_all();
   return Status::Ok();
 }
@@ -335,7 +413,7 @@ MemoryResult<Reservation> MemoryGovernor::Reserve(OwnerId owner, uint64_t bytes)
   const uint64_t new_floor = base + bytes;
   const uint64_t before = Committed(*o);
   const uint64_t after = std::max({o->charged, o->spec.guaranteed_bytes, new_floor});
-  if (committed_bytes_ - before + after > budget_bytes_) {
+  if (committed_bytes_ - before + after > LimitLocked()) {
     ++o->failure_count;
     ++failure_count_;
     return ErrorLocked(MemoryErrorKind::kBudget, *o, bytes,
@@ -358,6 +436,7 @@ void MemoryGovernor::ReleaseReservation(OwnerId owner, uint64_t floor_delta) {
   o->floor -= std::min(o->floor, floor_delta);
   committed_bytes_ -= before - Committed(*o);
   --o->reservations;
+  ApplyPendingBudgetLocked();
   memory_freed_.notify_all();
 }
 
@@ -371,8 +450,8 @@ MemoryResult<ExternalCharge> MemoryGovernor::ChargeExternal(OwnerId owner, uint6
   MemoryStatus admitted = AdmitLocked(lock, owner, bytes, false, {}, 0);
   o = FindLocked(owner);
   if (o == nullptr) return UnknownOwner(owner, bytes);
-  if (admitted.ok() && PhysicalLocked() + bytes > budget_bytes_) pool_->Trim();
-  if (admitted.ok() && PhysicalLocked() + bytes > budget_bytes_) {
+  if (admitted.ok() && PhysicalLocked() + bytes > LimitLocked()) pool_->Trim();
+  if (admitted.ok() && PhysicalLocked() + bytes > LimitLocked()) {
     admitted = ErrorLocked(MemoryErrorKind::kDeviceOutOfMemory, *o, bytes,
                            "the pool's segments leave too little of the budget");
   }
@@ -396,6 +475,7 @@ void MemoryGovernor::ReleaseExternal(OwnerId owner, uint64_t bytes) {
   o->external_bytes -= bytes;
   --o->externals;
   external_bytes_ -= bytes;
+  ApplyPendingBudgetLocked();
   memory_freed_.notify_all();
 }
 
@@ -424,6 +504,19 @@ GovernorStats MemoryGovernor::Stats() const {
   stats.failure_count = failure_count_;
   stats.shrink_requests = shrink_requests_;
   stats.deadline_misses = deadline_misses_;
+  stats.pending_budget_bytes = pending_budget_;
+  for (const auto& [lid, lease] : leases_) {
+    stats.leases.push_back({.name = lease->name,
+                            .owner = lease->owner,
+                            .chunk_bytes = lease->chunk_bytes,
+                            .chunks = lease->chunks,
+                            .min_chunks = lease->min_chunks,
+                            .max_chunks = lease->max_chunks,
+                            .idle = lease->idle,
+                            .urgency = lease->urgency,
+                            .shrink_pending = lease->request.has_value(),
+                            .unresponsive = lease->unresponsive});
+  }
   for (const auto& [id, o] : owners_) {
     OwnerStats s;
     s.id = id;
@@ -492,6 +585,7 @@ nlohmann::json MemoryGovernor::Snapshot() const {
                             {"max_chunks", l->max_chunks},
                             {"min_chunks", l->min_chunks},
                             {"contiguous", l->contiguous},
+                            {"accounting_only", l->accounting_only},
                             {"idle", l->idle},
                             {"urgency", l->urgency},
                             {"unresponsive", l->unresponsive}};
@@ -506,6 +600,9 @@ nlohmann::json MemoryGovernor::Snapshot() const {
   return {{"device", stats.device},
           {"capacity_bytes", stats.capacity_bytes},
           {"budget_bytes", stats.budget_bytes},
+          {"pending_budget_bytes", stats.pending_budget_bytes
+                                       ? nlohmann::json(*stats.pending_budget_bytes)
+                                       : nlohmann::json(nullptr)},
           {"reserve_bytes", stats.reserve_bytes},
           {"committed_bytes", stats.committed_bytes},
           {"reserved_bytes", stats.reserved_bytes},

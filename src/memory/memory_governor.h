@@ -45,6 +45,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,19 @@ struct OwnerStats {
   bool unresponsive = false;
 };
 
+struct LeaseStats {
+  std::string name;
+  OwnerId owner;
+  size_t chunk_bytes = 0;
+  size_t chunks = 0;
+  size_t min_chunks = 0;
+  size_t max_chunks = 0;
+  bool idle = false;
+  int urgency = 0;
+  bool shrink_pending = false;
+  bool unresponsive = false;
+};
+
 struct GovernorStats {
   std::string device;
   uint64_t capacity_bytes = 0;
@@ -210,7 +224,9 @@ struct GovernorStats {
   uint64_t failure_count = 0;
   uint64_t shrink_requests = 0;
   uint64_t deadline_misses = 0;
+  std::optional<uint64_t> pending_budget_bytes;  // a lowering on its way (SetBudget)
   std::vector<OwnerStats> owners;
+  std::vector<LeaseStats> leases;
 };
 
 class MemoryGovernor {
@@ -223,7 +239,8 @@ class MemoryGovernor {
   MemoryGovernor& operator=(const MemoryGovernor&) = delete;
 
   Device& device() const { return *device_; }
-  uint64_t budget_bytes() const { return budget_bytes_; }
+  // The budget now, after the reserve (SetBudget changes it).
+  uint64_t budget_bytes() const;
   // The budget as it was given (bytes or a percentage of the capacity), for messages.
   const BudgetSpec& budget_spec() const { return options_.budget; }
 
@@ -253,6 +270,24 @@ class MemoryGovernor {
   // and the pool is unchanged either way.
   [[nodiscard]] Status FreeAddress(void* ptr);
 
+  // Changes the budget: a worker process's governor, as its supervisor grants it more or asks
+  // some back. Raising applies at once. Lowering applies at once when what is committed and
+  // held fits; otherwise leases are asked to shrink (requester "the budget", in the reclaim
+  // order, by the shrink deadline), growth beyond the new budget is refused meanwhile, and the
+  // budget drops once they have shrunk (and the device memory held fits: with pool-block
+  // leases a half-used segment can hold a lowering up; virtual-memory arenas, which the CPU
+  // and CUDA devices have, unmap exactly). A later call replaces a lowering still pending.
+  // kInvalidArgument above the device's capacity less the reserve; kFailedPrecondition (and
+  // the budget unchanged) when the leases cannot give back enough.
+  [[nodiscard]] Status SetBudget(uint64_t bytes);
+  // The budget a lowering is on its way to, if one is pending.
+  std::optional<uint64_t> pending_budget() const;
+  // Called (without locks held) when a lease cannot grow within the budget and nothing here
+  // can be reclaimed for it: a worker asks its supervisor for `bytes` more budget for work of
+  // `urgency`. The grower waits up to 200 ms for the next SetBudget (the answer), then looks
+  // again; still short, it is refused with kReclaimPending (and retries later).
+  void SetBudgetShortHandler(std::function<void(uint64_t bytes, int urgency)> handler);
+
   // Returns cached free segments to the device; the bytes returned.
   size_t Trim();
   // Marks owners past a shrink deadline unresponsive (also done on every lease call).
@@ -281,6 +316,10 @@ class MemoryGovernor {
   const OwnerState* FindLocked(OwnerId owner) const PIER_REQUIRES(mutex_);
   static uint64_t Committed(const OwnerState& o);
   uint64_t HeadroomLocked(const OwnerState& o) const PIER_REQUIRES(mutex_);
+  // What may be committed and held now: the budget, or a lower one on its way.
+  uint64_t LimitLocked() const PIER_REQUIRES(mutex_);
+  // Applies a pending lowering once what is committed and held fits under it.
+  void ApplyPendingBudgetLocked() PIER_REQUIRES(mutex_);
   uint64_t PhysicalLocked() const PIER_REQUIRES(mutex_);
   MemoryError ErrorLocked(MemoryErrorKind kind, const OwnerState& o, uint64_t requested,
                           std::string detail = {}) const PIER_REQUIRES(mutex_);
@@ -302,7 +341,10 @@ class MemoryGovernor {
 
   Device* const device_;
   const GovernorOptions options_;
-  const uint64_t budget_bytes_;
+  uint64_t budget_bytes_ PIER_GUARDED_BY(mutex_);
+  std::optional<uint64_t> pending_budget_ PIER_GUARDED_BY(mutex_);
+  std::function<void(uint64_t, int)> budget_short_handler_ PIER_GUARDED_BY(mutex_);
+  uint64_t budget_answers_ PIER_GUARDED_BY(mutex_) = 0;  // SetBudget calls (growers wait on it)
   std::unique_ptr<Backend> backend_;
 
   mutable Mutex mutex_;

@@ -475,6 +475,11 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
                        {"model", "instance"})
           .WithLabels(labels)
           .Set(static_cast<double>(w.granted_bytes));
+      live.GaugeFamily("pier_worker_kv_lent_bytes",
+                       "Elastic KV memory lent to the worker above its minimum (in its grant).",
+                       {"model", "instance"})
+          .WithLabels(labels)
+          .Set(static_cast<double>(w.kv_lent_bytes));
     }
   }
   auto& state =

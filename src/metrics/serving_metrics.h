@@ -47,7 +47,8 @@ struct WorkerFigures {
   bool up = false;  // ready (not restarting, not quarantined)
   int64_t restarts = 0;
   uint64_t rss_bytes = 0;      // its resident memory (last heartbeat)
-  uint64_t granted_bytes = 0;  // what it was granted from the device's budget
+  uint64_t granted_bytes = 0;  // what it was granted from the device's budget, KV lent included
+  uint64_t kv_lent_bytes = 0;  // elastic KV lent to it above its minimum
 };
 
 // One served model's live figures, read at scrape time.

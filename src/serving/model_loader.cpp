@@ -71,11 +71,11 @@ struct ModelParts {
   }
 };
 
-// One instance's options as a worker runs them: its whole KV cache held from load on.
+// One instance's options as a worker runs them (an elastic KV cache stays elastic: its
+// growth above the minimum is lent through the supervisor, worker_client.h).
 ModelLoadOptions WorkerInstanceOptions(const ModelLoadOptions& options) {
   ModelLoadOptions one = options;
   one.instances = 1;
-  one.kv_policy = engine::KvPolicy::kStatic;
   return one;
 }
 

@@ -47,9 +47,9 @@ struct ModelLoadOptions {
   // preemption then recomputes).
   uint64_t swap_space_bytes = 0;
   // Run each instance in its own `pier worker` process (worker_client.h) instead of in this
-  // one. Each worker is granted its instance's whole need (weights, workspace and the KV cache
-  // at its capacity, held from load on as with kv_policy static): lending KV between worker
-  // processes is not built yet.
+  // one. Each worker is granted what its instance is guaranteed (weights, workspace, and the
+  // KV minimum or, static, the whole KV cache); an elastic KV cache grows beyond it with
+  // chunks lent through the device's governor (worker_client.h).
   bool workers = false;
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed
   uint64_t worker_leak_margin_bytes = 0;  // resident above grant + this: leaking (0: off)

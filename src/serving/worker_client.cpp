@@ -8,12 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "ipc/convert.h"
 #include "memory/byte_size.h"
+#include "memory/lease.h"
 #include "serving/worker_spec.h"
 
 extern char** environ;
@@ -29,6 +31,32 @@ std::string OwnerName(const std::string& id, int instance) {
 }
 
 }  // namespace
+
+// The device ledger's side of a worker's elastic KV lease.
+struct WorkerClient::KvMirror {
+  std::mutex mutex;
+  std::unique_ptr<Lease> lease;           // accounting-only; set once, reset by the destructor
+  std::shared_ptr<ipc::Channel> channel;  // the ready worker's (none between workers)
+  uint64_t fixed_bytes = 0;               // the grant: weights, workspace, the KV minimum
+  uint64_t seq = 0;                       // of the last Budget frame sent to this worker
+
+  // The budget the worker is to have: the grant plus the mirror's chunks, or as many as a
+  // shrink the mirror was asked for leaves.
+  uint64_t TargetLocked() const {
+    size_t chunks = lease->chunks();
+    if (std::optional<ShrinkRequest> asked = lease->pending_request()) {
+      chunks = std::min(chunks, asked->target_chunks);
+    }
+    return fixed_bytes + uint64_t{chunks} * lease->chunk_bytes();
+  }
+  void SendTargetLocked() {
+    if (channel == nullptr) return;
+    Frame frame;
+    frame.mutable_budget()->set_seq(++seq);
+    frame.mutable_budget()->set_budget_bytes(TargetLocked());
+    (void)channel->Send(frame);
+  }
+};
 
 WorkerClient::WorkerClient(WorkerOptions options)
     : options_(std::move(options)),
@@ -107,6 +135,11 @@ WorkerClient::~WorkerClient() {
   for (auto& [id, live] : live_) EndChoices(live, engine::FinishReason::kAbort, name_ + " stopped");
   live_.clear();
   channel_.reset();
+  if (kv_ != nullptr) {
+    std::lock_guard kv_lock(kv_->mutex);
+    kv_->channel.reset();
+    kv_->lease.reset();
+  }
   grant_.reset();
   if (options_.device_governor != nullptr) (void)options_.device_governor->RemoveOwner(owner_);
 }
@@ -244,6 +277,41 @@ Status WorkerClient::Launch() {
                 std::to_string(ipc::kProtocolVersion) + ", the worker version " +
                 std::to_string(first->ready().protocol_version()));
   }
+  const ipc::proto::Ready& ready = first->ready();
+  if (ready.kv_chunk_bytes() > 0 && ready.kv_max_chunks() > ready.kv_chunks() && kv_ == nullptr) {
+    // The worker's KV lease may grow past what the grant holds: mirror it in the ledger.
+    LeaseOptions mirror;
+    mirror.name = OwnerName(options_.load.id, options_.instance) + " kv";
+    mirror.chunk_bytes = ready.kv_chunk_bytes();
+    mirror.max_chunks = static_cast<size_t>(ready.kv_max_chunks() - ready.kv_chunks());
+    mirror.accounting_only = true;
+    auto kv = std::make_shared<KvMirror>();
+    kv->fixed_bytes = options_.budget_bytes;
+    std::weak_ptr<KvMirror> weak = kv;
+    mirror.on_shrink_request = [weak, name = name_](const ShrinkRequest& asked) {
+      std::shared_ptr<KvMirror> kv = weak.lock();
+      if (kv == nullptr) return;
+      std::lock_guard lock(kv->mutex);
+      if (kv->lease == nullptr) return;
+      spdlog::info("{}: asked to give back {} KV chunks for '{}'", name, asked.chunks,
+                   asked.requester);
+      kv->SendTargetLocked();
+    };
+    MemoryResult<std::unique_ptr<Lease>> lease =
+        options_.device_governor->CreateLease(owner_, mirror);
+    if (!lease.ok()) return fail("its KV lease cannot be mirrored: " + lease.status().message());
+    kv->lease = std::move(lease).value();
+    if (kv->lease->chunk_bytes() != ready.kv_chunk_bytes()) {
+      spdlog::info("{}: KV chunks of {} are counted as {} in the device's ledger", name_,
+                   FormatBytes(ready.kv_chunk_bytes()), FormatBytes(kv->lease->chunk_bytes()));
+    }
+    kv_ = std::move(kv);
+  }
+  if (kv_ != nullptr) {
+    std::lock_guard kv_lock(kv_->mutex);
+    kv_->channel = channel;
+    kv_->seq = 0;  // a new worker has applied no Budget yet
+  }
   std::lock_guard lock(mutex_);
   max_request_tokens_ = first->ready().max_request_tokens();
   stats_.max_request_tokens = max_request_tokens_;
@@ -373,6 +441,12 @@ std::string WorkerClient::ReadFrames() {
       if (frame.status().code() == StatusCode::kUnavailable) return "";
       return "it sent a bad frame (" + frame.status().message() + ")";
     }
+    if (frame->body_case() == Frame::kMoreMemory) {
+      OnMoreMemory(frame->more_memory());
+      continue;
+    }
+    if (frame->body_case() == Frame::kStats) ReconcileKv(frame->stats());
+    const uint64_t granted = GrantedBytes();
     std::lock_guard lock(mutex_);
     switch (frame->body_case()) {
       case Frame::kStats:
@@ -381,9 +455,9 @@ std::string WorkerClient::ReadFrames() {
         committed_bytes_ = frame->stats().committed_bytes();
         last_heartbeat_ = Clock::now();
         if (options_.leak_margin_bytes > 0 && state_ == State::kReady &&
-            rss_bytes_ > options_.budget_bytes + options_.leak_margin_bytes) {
+            rss_bytes_ > granted + options_.leak_margin_bytes) {
           kill_reason_ = "leaking: resident memory " + FormatBytes(rss_bytes_) +
-                         " is more than its grant of " + FormatBytes(options_.budget_bytes) +
+                         " is more than its grant of " + FormatBytes(granted) +
                          " plus the margin of " + FormatBytes(options_.leak_margin_bytes) +
                          "; drained and restarted";
           spdlog::warn("{} is {}", name_, kill_reason_);
@@ -432,6 +506,59 @@ std::string WorkerClient::ReadFrames() {
   }
 }
 
+void WorkerClient::OnMoreMemory(const ipc::proto::MoreMemory& ask) {
+  if (kv_ == nullptr) {
+    // A static KV cache has all it will get; answer so that the worker does not wait.
+    std::shared_ptr<ipc::Channel> channel;
+    {
+      std::lock_guard lock(mutex_);
+      channel = channel_;
+    }
+    Frame frame;
+    frame.mutable_budget()->set_budget_bytes(options_.budget_bytes);
+    if (channel != nullptr) (void)channel->Send(frame);
+    return;
+  }
+  Lease& lease = *kv_->lease;
+  const uint64_t chunk = lease.chunk_bytes();
+  const size_t wanted =
+      static_cast<size_t>(std::max<uint64_t>(1, (ask.bytes() + chunk - 1) / chunk));
+  const size_t room = lease.max_chunks() - std::min(lease.max_chunks(), lease.chunks());
+  if (room > 0) {
+    // Not waiting: the device's governor asks others to shrink and the worker asks again.
+    MemoryStatus grown = lease.Grow(std::min(wanted, room), GrowOptions{.urgency = ask.urgency()});
+    if (!grown.ok()) {
+      spdlog::debug("{}: no more KV memory now: {}", name_, grown.status().message());
+    }
+  }
+  std::lock_guard kv_lock(kv_->mutex);
+  kv_->SendTargetLocked();
+}
+
+void WorkerClient::ReconcileKv(const ipc::proto::Stats& stats) {
+  if (kv_ == nullptr) return;
+  Lease& lease = *kv_->lease;
+  lease.SetIdle(stats.kv_idle());
+  lease.SetUrgency(stats.kv_urgency());
+  std::lock_guard kv_lock(kv_->mutex);
+  // Only a budget the worker applied after the last one sent, and no lowering on its way.
+  if (kv_->channel == nullptr || stats.budget_seq() != kv_->seq || stats.budget_pending()) return;
+  const uint64_t above = stats.budget_bytes() - std::min(stats.budget_bytes(), kv_->fixed_bytes);
+  const size_t holds = static_cast<size_t>(above / lease.chunk_bytes());
+  const size_t chunks = lease.chunks();
+  if (chunks > holds) {
+    if (Status shrunk = lease.Shrink(chunks - holds); !shrunk.ok()) {
+      spdlog::warn("{}: KV mirror: {}", name_, shrunk.message());
+    }
+  }
+}
+
+uint64_t WorkerClient::GrantedBytes() const {
+  uint64_t lent = 0;
+  if (kv_ != nullptr) lent = uint64_t{kv_->lease->chunks()} * kv_->lease->chunk_bytes();
+  return options_.budget_bytes + lent;
+}
+
 void WorkerClient::OnWorkerEnded(const std::string& why) {
   int64_t pid = 0;
   {
@@ -457,6 +584,12 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
     if (reaped == pid) how = DescribeExit(status);
   }
   if (replayer_.joinable()) replayer_.join();  // its sends fail now that the worker is gone
+  if (kv_ != nullptr) {
+    // Its KV memory went with it: the mirror gives every lent chunk back.
+    std::lock_guard kv_lock(kv_->mutex);
+    kv_->channel.reset();
+    if (const size_t lent = kv_->lease->chunks(); lent > 0) (void)kv_->lease->Shrink(lent);
+  }
   std::unique_lock lock(mutex_);
   if (!why.empty()) how = "the supervisor dropped it: " + why;
   if (!kill_reason_.empty()) how = kill_reason_;
@@ -714,7 +847,8 @@ WorkerHealth WorkerClient::Health() const {
   h.last_failure = last_failure_;
   h.rss_bytes = rss_bytes_;
   h.committed_bytes = committed_bytes_;
-  h.granted_bytes = grant_.has_value() ? grant_->bytes() : 0;
+  h.granted_bytes = grant_.has_value() ? GrantedBytes() : 0;
+  h.kv_lent_bytes = h.granted_bytes - std::min(h.granted_bytes, options_.budget_bytes);
   return h;
 }
 

@@ -24,6 +24,13 @@
 // Memory: the worker gets its own device set whose budget is `budget_bytes`, granted from the
 // supervisor's device governor, where the grant is reserved under the owner "<id>/worker"
 // ("<id>#N/worker" for instance N > 1) for as long as the instance exists (across restarts).
+// With an elastic KV cache the grant holds its minimum, and what the worker's KV lease grows
+// beyond it is mirrored here by an accounting-only lease of the same chunks ("<owner> kv"):
+// the worker asks for budget (MoreMemory), the mirror grows in the device's governor (which
+// may ask other models to shrink) and the worker is told its new budget; when the device's
+// governor asks the mirror to shrink, the worker is told a lower budget, its own governor
+// makes its KV lease shrink, and the mirror gives the chunks back once the worker reports it
+// has. So elastic KV lends memory between models in different processes as it does within one.
 //
 // Thread-safety: every method may be called from any thread. One supervisor thread per worker
 // reads its frames and restarts it; a watchdog thread checks its heartbeats.
@@ -85,7 +92,8 @@ struct WorkerHealth {
   std::string last_failure;      // how the worker ended last ("killed by signal 9", ...)
   uint64_t rss_bytes = 0;        // the worker's resident memory, from its last heartbeat
   uint64_t committed_bytes = 0;  // what its own governor holds
-  uint64_t granted_bytes = 0;
+  uint64_t granted_bytes = 0;    // its grant, with the KV chunks lent to it now
+  uint64_t kv_lent_bytes = 0;    // of which elastic KV above its minimum
   placement::Binding binding;
 };
 
@@ -158,10 +166,18 @@ class WorkerClient final : public engine::EngineClient {
   // ever sent under mutex_: a full socket must not stop the reader or the watchdog).
   ipc::proto::Frame SubmitFrame(Live& live);
   std::string DescribeExit(int wait_status) const;
+  // Elastic KV (see Memory above). Called on the supervisor thread, without mutex_ held: a
+  // mirror's Grow may call other models' shrink handlers.
+  void OnMoreMemory(const ipc::proto::MoreMemory& ask);
+  void ReconcileKv(const ipc::proto::Stats& stats);
+  // The grant plus the KV chunks lent now.
+  uint64_t GrantedBytes() const;
 
   const WorkerOptions options_;
   const std::string name_;
   std::optional<ExternalCharge> grant_;
+  struct KvMirror;
+  std::shared_ptr<KvMirror> kv_;  // with an elastic KV cache, from the first Ready on
   OwnerId owner_;
   std::atomic<int64_t> max_request_tokens_{0};
 

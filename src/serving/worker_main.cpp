@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -48,9 +49,23 @@ uint64_t ResidentBytes() {
 class Worker {
  public:
   Worker(ipc::Channel* channel, std::unique_ptr<DeviceSet> devices, std::unique_ptr<ModelHost> host)
-      : channel_(channel), devices_(std::move(devices)), host_(std::move(host)) {}
+      : channel_(channel), devices_(std::move(devices)), host_(std::move(host)) {
+    // An elastic KV lease short of budget asks the supervisor (which answers with a Budget
+    // frame). One question at a time; asked again if no answer came within a second.
+    devices_->cpu_governor().SetBudgetShortHandler([this](uint64_t bytes, int urgency) {
+      const int64_t now = NowMicros();
+      int64_t asked = asked_at_us_.load();
+      if (asked != 0 && now - asked < 1'000'000) return;
+      if (!asked_at_us_.compare_exchange_strong(asked, now)) return;
+      Frame frame;
+      frame.mutable_more_memory()->set_bytes(bytes);
+      frame.mutable_more_memory()->set_urgency(urgency);
+      (void)channel_->Send(frame);
+    });
+  }
 
   ~Worker() {
+    devices_->cpu_governor().SetBudgetShortHandler({});
     StopHeartbeat();
     host_.reset();  // ends every request before the handles' listeners go
   }
@@ -68,9 +83,7 @@ class Worker {
         }
         Frame frame;
         ToProto(host_->client().Stats(), frame.mutable_stats());
-        frame.mutable_stats()->set_committed_bytes(
-            devices_->cpu_governor().Stats().committed_bytes);
-        frame.mutable_stats()->set_rss_bytes(ResidentBytes());
+        AddMemory(frame.mutable_stats());
         if (!channel_->Send(frame).ok()) return;
         lock.lock();
         heartbeat_cv_.wait_for(lock, every, [this] { return stopping_; });
@@ -102,6 +115,9 @@ class Worker {
         case Frame::kAbortAll:
           host_->client().AbortAll(frame->abort_all().reason());
           break;
+        case Frame::kBudget:
+          ApplyBudget(frame->budget());
+          break;
         case Frame::kShutdown:
           // Nothing more goes out: requests the engine ends on the way down are the
           // supervisor's to resubmit, not to see aborted.
@@ -115,6 +131,41 @@ class Worker {
   }
 
  private:
+  static int64_t NowMicros() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // The governor's side of a heartbeat: what it holds, its budget, its KV lease's state.
+  void AddMemory(ipc::proto::Stats* stats) {
+    const MemoryGovernor& governor = devices_->cpu_governor();
+    const GovernorStats g = governor.Stats();
+    stats->set_committed_bytes(g.committed_bytes);
+    stats->set_rss_bytes(ResidentBytes());
+    stats->set_budget_bytes(g.budget_bytes);
+    stats->set_budget_pending(g.pending_budget_bytes.has_value());
+    stats->set_budget_seq(budget_seq_.load());
+    bool idle = true;
+    int urgency = 0;
+    for (const LeaseStats& lease : g.leases) {
+      idle = idle && lease.idle;
+      urgency = std::max(urgency, lease.urgency);
+    }
+    stats->set_kv_idle(idle);
+    stats->set_kv_urgency(urgency);
+  }
+
+  // The supervisor's answer: more budget (granted from the device's), the same (not granted
+  // now; the lease retries), or less (the device's governor wants some back: the KV lease is
+  // asked to shrink and the budget drops once it has).
+  void ApplyBudget(const ipc::proto::Budget& budget) {
+    Status set = devices_->cpu_governor().SetBudget(budget.budget_bytes());
+    if (!set.ok()) spdlog::warn("worker: budget from the supervisor: {}", set.message());
+    budget_seq_ = budget.seq();
+    asked_at_us_ = 0;
+  }
+
   void HandleSubmit(const ipc::proto::Submit& submit) {
     Frame reply;
     Result<engine::Request> request = ipc::FromProto(submit.request());
@@ -169,6 +220,8 @@ class Worker {
   std::condition_variable heartbeat_cv_;
   bool stopping_ = false;
   std::thread heartbeat_;
+  std::atomic<uint64_t> budget_seq_{0};  // of the last Budget frame applied
+  std::atomic<int64_t> asked_at_us_{0};  // when MoreMemory went out unanswered (0: none)
 };
 
 Status Refuse(ipc::Channel& channel, const std::string& reason) {
@@ -234,6 +287,13 @@ int RunWorker(int fd) {
   ready.mutable_ready()->set_pid(::getpid());
   ready.mutable_ready()->set_max_request_tokens((*host)->max_request_tokens());
   ready.mutable_ready()->set_committed_bytes((*devices)->cpu_governor().Stats().committed_bytes);
+  for (const LeaseStats& lease : (*devices)->cpu_governor().Stats().leases) {
+    // The KV cache's elastic lease: the supervisor mirrors its growth in the device's ledger.
+    ready.mutable_ready()->set_kv_chunk_bytes(lease.chunk_bytes);
+    ready.mutable_ready()->set_kv_chunks(static_cast<int64_t>(lease.chunks));
+    ready.mutable_ready()->set_kv_min_chunks(static_cast<int64_t>(lease.min_chunks));
+    ready.mutable_ready()->set_kv_max_chunks(static_cast<int64_t>(lease.max_chunks));
+  }
   ready.mutable_ready()->set_load_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (!channel.Send(ready).ok()) return 0;

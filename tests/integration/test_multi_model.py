@@ -157,14 +157,26 @@ def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_n
     assert "loading" not in done.stderr, "nothing loads when the sum does not fit"
 
 
-def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next():
+@pytest.mark.parametrize("workers", ["off", "on"])
+def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next(workers):
     """a's burst grows its KV cache past what both could hold at once; b's burst then gets the
     memory back from idle a through the governor's reclaim. Every request of both completes
-    with the tokens it has alone."""
+    with the tokens it has alone. With workers on, a and b run in their own processes: the
+    lending goes through the supervisor's ledger (a mirror lease per worker)."""
     folder = tempfile.mkdtemp(prefix="pier-elastic-")
     config = os.path.join(folder, "models.yaml")
     with open(config, "w", encoding="utf-8") as f:
-        f.write(f"models:\n  - {{name: a, path: {PIER_MODEL}}}\n  - {{name: b, path: {PIER_MODEL}}}\n")
+        f.write(f"workers: {workers}\nmodels:\n  - {{name: a, path: {PIER_MODEL}}}\n"
+                f"  - {{name: b, path: {PIER_MODEL}}}\n")
+
+    def kv_held(detail, index, name):
+        """What model `name` holds for KV above what it is guaranteed, in the device's ledger."""
+        model = detail["data"][index]["pier"]
+        if workers == "on":
+            return model["instances"][0]["worker"]["kv_lent_bytes"]
+        return next(o["used_bytes"] for o in model["memory"]["owners"]
+                    if o["owner"] == name + "/kv")
+
     # Each model: about 122 MiB of weights and workspace. A burst of 8 requests of ~440 tokens
     # needs about 14 KV chunks (79 MiB); the budget leaves room for one burst, not two.
     s = PierServer(["--config", config, "--memory-budget", "335MiB"], with_model=False)
@@ -188,14 +200,12 @@ def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next():
         after_a = get_json(s, "/admin/models")
         device = after_a["device"]
         free = device["budget_bytes"] - device["committed_bytes"]
-        a_kv = next(o["used_bytes"] for o in after_a["data"][0]["pier"]["memory"]["owners"]
-                    if o["owner"] == "a/kv")
+        a_kv = kv_held(after_a, 0, "a")
         assert a_kv > free, "a's burst must hold more KV than is left for b"
         b_out = burst("b")
         after_b = get_json(s, "/admin/models")
         engines = {m["id"]: m["pier"]["engine"] for m in after_b["data"]}
-        b_kv = next(o["used_bytes"] for o in after_b["data"][1]["pier"]["memory"]["owners"]
-                    if o["owner"] == "b/kv")
+        b_kv = kv_held(after_b, 1, "b")
 
         assert a_out[0] == alone
         assert b_out == a_out, "the same prompts give the same tokens on either model"
@@ -205,6 +215,12 @@ def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next():
         assert after_b["device"]["committed_bytes"] == after_b["device"]["models_committed_bytes"]
         for name, e in engines.items():
             assert e["running"] == 0 and e["waiting"] == 0, (name, e)
+        if workers == "on":
+            # The ledger and the workers agree: what a gave back is no longer lent to it.
+            assert kv_held(after_b, 0, "a") < a_kv, (kv_held(after_b, 0, "a"), a_kv)
+            for m in after_b["data"]:
+                w = m["pier"]["instances"][0]["worker"]
+                assert w["restarts"] == 0 and w["committed_bytes"] <= w["granted_bytes"], w
     finally:
         s.stop_and_check()
 

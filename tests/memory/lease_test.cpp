@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "memory/test_util.h"
 
@@ -232,6 +235,126 @@ TEST_P(LeaseTest, BadLeaseOptionsAreRefused) {
   options.max_chunks = 16;
   EXPECT_EQ(governor->CreateLease(kv, options).error().kind, MemoryErrorKind::kBudget);
   EXPECT_EQ(governor->Stats().allocated_bytes, 0u);
+}
+
+TEST_P(LeaseTest, AccountingOnlyLeaseCountsAgainstTheBudgetWithoutAllocating) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId worker = AddOwner(*governor, {.name = "m/worker", .priority = 0});
+  OwnerId other = AddOwner(*governor, {.name = "other/kv", .priority = 10});
+  std::atomic<int> asked{0};
+  LeaseOptions options;
+  options.name = "m/worker-kv";
+  options.chunk_bytes = kChunk;
+  options.max_chunks = 8;
+  options.accounting_only = true;
+  options.on_shrink_request = [&](const ShrinkRequest& request) {
+    ++asked;
+    EXPECT_EQ(request.target_chunks, 3u);
+  };
+  auto mirror = std::move(governor->CreateLease(worker, options)).value();
+  EXPECT_FALSE(mirror->contiguous());
+  ASSERT_TRUE(mirror->Grow(6).ok());
+  GovernorStats stats = governor->Stats();
+  EXPECT_EQ(stats.allocated_bytes, 6 * kChunk);
+  EXPECT_EQ(stats.external_bytes, 6 * kChunk);  // held elsewhere, counted here
+  EXPECT_EQ(stats.arena_bytes, 0u);
+  EXPECT_EQ(stats.pool.reserved_bytes, 0u);
+  ASSERT_EQ(stats.leases.size(), 1u);
+  EXPECT_EQ(stats.leases[0].chunks, 6u);
+  // Another owner's growth asks the mirror to shrink like any lease.
+  auto other_lease = MakeLease(*governor, other, 0);
+  MemoryStatus grown = other_lease->Grow(5);
+  ASSERT_FALSE(grown.ok());
+  EXPECT_EQ(grown.error().kind, MemoryErrorKind::kReclaimPending);
+  EXPECT_EQ(asked.load(), 1);
+  ASSERT_TRUE(mirror->Shrink(3).ok());
+  EXPECT_TRUE(other_lease->Grow(5).ok());
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+  mirror.reset();
+  EXPECT_EQ(governor->Stats().external_bytes, 0u);
+  EXPECT_EQ(governor->StatsFor(worker)->allocated_bytes, 0u);
+}
+
+TEST_P(LeaseTest, BudgetRisesAtOnceAndDropsOnceLeasesHaveShrunk) {
+  auto governor = MakeGovernor(&device_, Options(4 * kMiB));
+  OwnerId kv = AddOwner(*governor, {.name = "m/kv"});
+  std::optional<ShrinkRequest> asked;
+  auto lease = MakeLease(*governor, kv, 4, [&](const ShrinkRequest& r) { asked = r; });
+  EXPECT_EQ(lease->Grow(1).error().kind, MemoryErrorKind::kBudget);
+  ASSERT_TRUE(governor->SetBudget(8 * kMiB).ok());
+  EXPECT_EQ(governor->budget_bytes(), 8 * kMiB);
+  ASSERT_TRUE(lease->Grow(2).ok());
+
+  // Lower than what the lease holds: it is asked to shrink, the budget waits for it. (Whole
+  // pool segments, so that no half-used segment holds the lowering up.)
+  ASSERT_TRUE(governor->SetBudget(4 * kMiB).ok());
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(asked->chunks, 2u);
+  EXPECT_EQ(asked->target_chunks, 4u);
+  EXPECT_EQ(asked->requester, "the budget");
+  EXPECT_EQ(governor->budget_bytes(), 8 * kMiB);
+  EXPECT_EQ(governor->pending_budget(), std::optional<uint64_t>(4 * kMiB));
+  EXPECT_EQ(lease->Grow(1).error().kind, MemoryErrorKind::kReclaimPending);
+  ASSERT_TRUE(lease->Shrink(1).ok());
+  EXPECT_EQ(governor->budget_bytes(), 8 * kMiB);  // 5 MiB still held
+  ASSERT_TRUE(lease->Shrink(1).ok());
+  EXPECT_EQ(governor->budget_bytes(), 4 * kMiB);
+  EXPECT_FALSE(governor->pending_budget().has_value());
+  EXPECT_EQ(lease->Grow(1).error().kind, MemoryErrorKind::kBudget);
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+
+  // Lowering to what is free applies at once; a rise replaces a pending lowering.
+  ASSERT_TRUE(governor->SetBudget(4 * kMiB).ok());
+  asked.reset();
+  ASSERT_TRUE(governor->SetBudget(1 * kMiB).ok());
+  EXPECT_TRUE(asked.has_value());
+  ASSERT_TRUE(governor->SetBudget(6 * kMiB).ok());
+  EXPECT_EQ(governor->budget_bytes(), 6 * kMiB);
+  EXPECT_FALSE(governor->pending_budget().has_value());
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+}
+
+TEST_P(LeaseTest, BudgetThatCannotBeReachedOrExceedsTheDeviceIsRefused) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId kv = AddOwner(*governor, {.name = "m/kv"});
+  auto lease = MakeLease(*governor, kv, 4, {}, /*min_chunks=*/4);
+  Status low = governor->SetBudget(2 * kMiB);
+  EXPECT_EQ(low.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(low.message().find("cannot lower"), std::string::npos) << low.message();
+  EXPECT_EQ(governor->budget_bytes(), 8 * kMiB);
+  EXPECT_FALSE(governor->pending_budget().has_value());
+  EXPECT_EQ(governor->SetBudget(65 * kMiB).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(governor->budget_bytes(), 8 * kMiB);
+}
+
+TEST_P(LeaseTest, ALeaseShortOfBudgetAsksTheHandlerAndGrowsOnceGranted) {
+  auto governor = MakeGovernor(&device_, Options(4 * kMiB));
+  OwnerId kv = AddOwner(*governor, {.name = "m/kv"});
+  std::vector<std::pair<uint64_t, int>> asks;
+  governor->SetBudgetShortHandler(
+      [&](uint64_t bytes, int urgency) { asks.emplace_back(bytes, urgency); });
+  auto lease = MakeLease(*governor, kv, 3);
+  MemoryStatus grown = lease->Grow(3, GrowOptions{.urgency = 1});
+  ASSERT_FALSE(grown.ok());
+  EXPECT_EQ(grown.error().kind, MemoryErrorKind::kReclaimPending);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].first, 2 * kChunk);  // 6 MiB wanted, 4 MiB budget
+  EXPECT_EQ(asks[0].second, 1);
+  // Plain allocations are not the supervisor's to grant: refused as before.
+  EXPECT_EQ(governor->Allocate(kv, 2 * kMiB).error().kind, MemoryErrorKind::kBudget);
+  EXPECT_EQ(asks.size(), 1u);
+  // A supervisor that answers at once (here from the handler itself): the grower waits for
+  // the answer and grows in the same call.
+  governor->SetBudgetShortHandler([&](uint64_t bytes, int) {
+    ASSERT_TRUE(governor->SetBudget(governor->budget_bytes() + bytes).ok());
+  });
+  EXPECT_TRUE(lease->Grow(3).ok());
+  EXPECT_EQ(governor->budget_bytes(), 6 * kMiB);
+  // An answer that grants nothing: refused after it, to retry later.
+  governor->SetBudgetShortHandler(
+      [&](uint64_t, int) { ASSERT_TRUE(governor->SetBudget(governor->budget_bytes()).ok()); });
+  EXPECT_EQ(lease->Grow(1).error().kind, MemoryErrorKind::kReclaimPending);
+  ASSERT_TRUE(governor->CheckInvariants().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Arenas, LeaseTest, ::testing::Bool(),

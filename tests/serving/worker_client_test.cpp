@@ -4,16 +4,16 @@
 #include "serving/worker_client.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-
-#include <fstream>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <thread>
 
 #include "ipc/frame.h"
+#include "memory/lease.h"
 #include "serving/model_manager.h"
 #include "serving/worker_main.h"
 #include "serving/worker_spec.h"
@@ -96,6 +96,78 @@ TEST(WorkerClientTest, AWorkerServesTheSameTokensAsTheEngineInProcess) {
   EXPECT_EQ(devices->cpu_governor().Stats().committed_bytes, before) << "the grant is back";
 }
 
+TEST(WorkerClientTest, ElasticKvGrowsThroughTheDeviceLedgerAndIsGivenBackForAnotherOwner) {
+  auto devices = Devices();
+  MemoryGovernor& device = devices->cpu_governor();
+  WorkerOptions options;
+  options.load = Load("elastic");
+  options.load.kv_policy = engine::KvPolicy::kElastic;
+  options.load.ctx = 1024;
+  options.budget_bytes = *GuaranteedBytes(options.load);  // weights, workspace, KV minimum
+  options.device_governor = &device;
+  options.binary = PierBinary();
+  auto started = WorkerClient::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  WorkerClient& worker = **started;
+  const uint64_t grant = options.budget_bytes;
+  EXPECT_EQ(worker.Health().kv_lent_bytes, 0u);
+
+  // Three 200-token prompts need more KV than the minimum: the worker asks, the mirror grows.
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  for (int i = 0; i < 3; ++i) {
+    engine::Request r = Greedy("long" + std::to_string(i));
+    r.prompt_tokens.clear();
+    for (int t = 0; t < 200; ++t) r.prompt_tokens.push_back(100 + (t * 7 + i * 13) % 900);
+    r.max_tokens = 8;
+    handles.push_back(*worker.Submit(std::move(r)));
+  }
+  for (auto& h : handles) {
+    const std::vector<engine::Event> events = h->WaitAll();
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().finish, engine::FinishReason::kLength) << events.back().error;
+  }
+  const uint64_t lent = worker.Health().kv_lent_bytes;
+  EXPECT_GT(lent, 0u) << "the KV cache grew past its minimum through the supervisor";
+  EXPECT_EQ(worker.Health().granted_bytes, grant + lent);
+  Result<OwnerId> owner = device.FindOwner("elastic/worker");
+  ASSERT_TRUE(owner.ok());
+  EXPECT_EQ(device.StatsFor(*owner)->allocated_bytes, grant + lent) << "the ledger counts it";
+
+  // Another owner needs all that is left and more: the idle worker's chunks come back.
+  OwnerId other = *device.AddOwner({.name = "other/kv", .priority = 10});
+  LeaseOptions need;
+  need.name = "other/kv";
+  need.chunk_bytes = lent;
+  const uint64_t free = device.budget_bytes() - device.Stats().committed_bytes;
+  need.max_chunks = static_cast<size_t>(free / lent) + 2;
+  need.accounting_only = true;  // only the ledger matters here
+  auto squeezer = std::move(device.CreateLease(other, need)).value();
+  const size_t fill = static_cast<size_t>(free / squeezer->chunk_bytes());
+  if (fill > 0) {
+    MemoryStatus filled = squeezer->Grow(fill);
+    ASSERT_TRUE(filled.ok()) << filled.status().ToString();
+  }
+  MemoryStatus grown =
+      squeezer->Grow(1, GrowOptions{.wait = true, .timeout = std::chrono::seconds(10)});
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_LT(worker.Health().kv_lent_bytes, lent);
+  // The engine's count comes with a heartbeat (the one after the shrink, at the latest).
+  for (int i = 0; i < 100 && worker.Stats().kv_shrinks < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(worker.Stats().kv_shrinks, 1);
+  ASSERT_TRUE(device.CheckInvariants().ok());
+
+  // The worker still serves, within what it holds now.
+  auto again = worker.Submit(Greedy("after"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->WaitAll().back().finish, engine::FinishReason::kLength);
+  squeezer.reset();
+  ASSERT_TRUE(device.RemoveOwner(other).ok());
+  started->reset();
+  EXPECT_EQ(device.Stats().committed_bytes, 0u) << "the grant and the mirror are back";
+}
+
 TEST(WorkerClientTest, WhatCannotStartSaysWhy) {
   auto devices = Devices();
   WorkerOptions options;
@@ -162,8 +234,7 @@ TEST(WorkerMainTest, AnotherProtocolVersionIsRefusedNamingBoth) {
   ASSERT_TRUE(answer.ok()) << answer.status().ToString();
   ASSERT_TRUE(answer->has_refused());
   const std::string& reason = answer->refused().reason();
-  EXPECT_NE(reason.find("version " + std::to_string(ipc::kProtocolVersion + 41)),
-            std::string::npos)
+  EXPECT_NE(reason.find("version " + std::to_string(ipc::kProtocolVersion + 41)), std::string::npos)
       << reason;
   EXPECT_NE(reason.find("this worker version " + std::to_string(ipc::kProtocolVersion)),
             std::string::npos)
