@@ -134,13 +134,13 @@ MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_
         // A worker's governor: its supervisor may grant more budget. Ask, wait a moment for
         // the answer (a SetBudget, normally within a millisecond), and look again.
         asked_for_budget = true;
-        std::function<void(uint64_t, int)> ask = budget_short_handler_;
+        std::function<bool(uint64_t, int)> ask = budget_short_handler_;
         const uint64_t short_by = need - std::min(need, incoming);
         const uint64_t answers = budget_answers_;
         mutex_.Unlock();
-        ask(short_by, urgency);
+        const bool asked = ask(short_by, urgency);
         mutex_.Lock();
-        const auto answer_by = Clock::now() + kBudgetAnswerWait;
+        const auto answer_by = Clock::now() + (asked ? kBudgetAnswerWait : Clock::duration{});
         while (budget_answers_ == answers && Clock::now() < answer_by) {
           lock.WaitUntil(memory_freed_, answer_by);
         }

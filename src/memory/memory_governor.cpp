@@ -186,7 +186,7 @@ std::optional<uint64_t> MemoryGovernor::pending_budget() const {
   return pending_budget_;
 }
 
-void MemoryGovernor::SetBudgetShortHandler(std::function<void(uint64_t, int)> handler) {
+void MemoryGovernor::SetBudgetShortHandler(std::function<bool(uint64_t, int)> handler) {
   MutexLock lock(mutex_);
   budget_short_handler_ = std::move(handler);
 }
@@ -322,6 +322,7 @@ Status MemoryGovernor::RemoveOwner(OwnerId owner) {
   }
   committed_bytes_ -= Committed(*o);
   owners_.erase(owner);
+  ApplyPendingBudgetLocked();
   return Status::Ok();
 }
 
@@ -481,7 +482,9 @@ void MemoryGovernor::ReleaseExternal(OwnerId owner, uint64_t bytes) {
 
 size_t MemoryGovernor::Trim() {
   MutexLock lock(mutex_);
-  return pool_->Trim();
+  const size_t trimmed = pool_->Trim();
+  ApplyPendingBudgetLocked();
+  return trimmed;
 }
 
 GovernorStats MemoryGovernor::Stats() const {

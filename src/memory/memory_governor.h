@@ -284,9 +284,10 @@ class MemoryGovernor {
   std::optional<uint64_t> pending_budget() const;
   // Called (without locks held) when a lease cannot grow within the budget and nothing here
   // can be reclaimed for it: a worker asks its supervisor for `bytes` more budget for work of
-  // `urgency`. The grower waits up to 200 ms for the next SetBudget (the answer), then looks
-  // again; still short, it is refused with kReclaimPending (and retries later).
-  void SetBudgetShortHandler(std::function<void(uint64_t bytes, int urgency)> handler);
+  // `urgency`; it returns whether it asked (a question may already be on its way). When it
+  // did, the grower waits up to 200 ms for the next SetBudget (the answer) and looks again;
+  // still short, it is refused with kReclaimPending (and retries later).
+  void SetBudgetShortHandler(std::function<bool(uint64_t bytes, int urgency)> handler);
 
   // Returns cached free segments to the device; the bytes returned.
   size_t Trim();
@@ -343,7 +344,7 @@ class MemoryGovernor {
   const GovernorOptions options_;
   uint64_t budget_bytes_ PIER_GUARDED_BY(mutex_);
   std::optional<uint64_t> pending_budget_ PIER_GUARDED_BY(mutex_);
-  std::function<void(uint64_t, int)> budget_short_handler_ PIER_GUARDED_BY(mutex_);
+  std::function<bool(uint64_t, int)> budget_short_handler_ PIER_GUARDED_BY(mutex_);
   uint64_t budget_answers_ PIER_GUARDED_BY(mutex_) = 0;  // SetBudget calls (growers wait on it)
   std::unique_ptr<Backend> backend_;
 

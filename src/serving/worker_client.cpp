@@ -49,12 +49,20 @@ struct WorkerClient::KvMirror {
     }
     return fixed_bytes + uint64_t{chunks} * lease->chunk_bytes();
   }
-  void SendTargetLocked() {
-    if (channel == nullptr) return;
+  // Sends the target. The frame is made under `mutex` and sent after it (the caller's
+  // thread may be another worker's reader: a full socket must not stop this worker's reader
+  // from reconciling); the worker drops a frame older than one it applied.
+  static void SendTarget(KvMirror& kv) {
+    std::shared_ptr<ipc::Channel> to;
     Frame frame;
-    frame.mutable_budget()->set_seq(++seq);
-    frame.mutable_budget()->set_budget_bytes(TargetLocked());
-    (void)channel->Send(frame);
+    {
+      std::lock_guard lock(kv.mutex);
+      if (kv.channel == nullptr || kv.lease == nullptr) return;
+      to = kv.channel;
+      frame.mutable_budget()->set_seq(++kv.seq);
+      frame.mutable_budget()->set_budget_bytes(kv.TargetLocked());
+    }
+    (void)to->Send(frame);
   }
 };
 
@@ -291,11 +299,9 @@ Status WorkerClient::Launch() {
     mirror.on_shrink_request = [weak, name = name_](const ShrinkRequest& asked) {
       std::shared_ptr<KvMirror> kv = weak.lock();
       if (kv == nullptr) return;
-      std::lock_guard lock(kv->mutex);
-      if (kv->lease == nullptr) return;
       spdlog::info("{}: asked to give back {} KV chunks for '{}'", name, asked.chunks,
                    asked.requester);
-      kv->SendTargetLocked();
+      KvMirror::SendTarget(*kv);
     };
     MemoryResult<std::unique_ptr<Lease>> lease =
         options_.device_governor->CreateLease(owner_, mirror);
@@ -445,8 +451,11 @@ std::string WorkerClient::ReadFrames() {
       OnMoreMemory(frame->more_memory());
       continue;
     }
-    if (frame->body_case() == Frame::kStats) ReconcileKv(frame->stats());
-    const uint64_t granted = GrantedBytes();
+    uint64_t granted = 0;
+    if (frame->body_case() == Frame::kStats) {
+      ReconcileKv(frame->stats());
+      granted = GrantedBytes();
+    }
     std::lock_guard lock(mutex_);
     switch (frame->body_case()) {
       case Frame::kStats:
@@ -531,8 +540,7 @@ void WorkerClient::OnMoreMemory(const ipc::proto::MoreMemory& ask) {
       spdlog::debug("{}: no more KV memory now: {}", name_, grown.status().message());
     }
   }
-  std::lock_guard kv_lock(kv_->mutex);
-  kv_->SendTargetLocked();
+  KvMirror::SendTarget(*kv_);
 }
 
 void WorkerClient::ReconcileKv(const ipc::proto::Stats& stats) {
@@ -555,7 +563,10 @@ void WorkerClient::ReconcileKv(const ipc::proto::Stats& stats) {
 
 uint64_t WorkerClient::GrantedBytes() const {
   uint64_t lent = 0;
-  if (kv_ != nullptr) lent = uint64_t{kv_->lease->chunks()} * kv_->lease->chunk_bytes();
+  if (kv_ != nullptr) {
+    std::lock_guard kv_lock(kv_->mutex);
+    if (kv_->lease != nullptr) lent = uint64_t{kv_->lease->chunks()} * kv_->lease->chunk_bytes();
+  }
   return options_.budget_bytes + lent;
 }
 

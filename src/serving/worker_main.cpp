@@ -55,12 +55,12 @@ class Worker {
     devices_->cpu_governor().SetBudgetShortHandler([this](uint64_t bytes, int urgency) {
       const int64_t now = NowMicros();
       int64_t asked = asked_at_us_.load();
-      if (asked != 0 && now - asked < 1'000'000) return;
-      if (!asked_at_us_.compare_exchange_strong(asked, now)) return;
+      if (asked != 0 && now - asked < 1'000'000) return false;
+      if (!asked_at_us_.compare_exchange_strong(asked, now)) return false;
       Frame frame;
       frame.mutable_more_memory()->set_bytes(bytes);
       frame.mutable_more_memory()->set_urgency(urgency);
-      (void)channel_->Send(frame);
+      return channel_->Send(frame).ok();
     });
   }
 
@@ -139,13 +139,17 @@ class Worker {
 
   // The governor's side of a heartbeat: what it holds, its budget, its KV lease's state.
   void AddMemory(ipc::proto::Stats* stats) {
+    // The seq before the budget: a Budget applied in between then shows a newer budget
+    // under an older seq (the supervisor skips it), never an older budget under its seq
+    // (the supervisor would take back chunks the worker was just granted).
+    const uint64_t seq = budget_seq_.load();
     const MemoryGovernor& governor = devices_->cpu_governor();
     const GovernorStats g = governor.Stats();
     stats->set_committed_bytes(g.committed_bytes);
     stats->set_rss_bytes(ResidentBytes());
     stats->set_budget_bytes(g.budget_bytes);
     stats->set_budget_pending(g.pending_budget_bytes.has_value());
-    stats->set_budget_seq(budget_seq_.load());
+    stats->set_budget_seq(seq);
     bool idle = true;
     int urgency = 0;
     for (const LeaseStats& lease : g.leases) {
@@ -160,6 +164,8 @@ class Worker {
   // now; the lease retries), or less (the device's governor wants some back: the KV lease is
   // asked to shrink and the budget drops once it has).
   void ApplyBudget(const ipc::proto::Budget& budget) {
+    // The supervisor sends from several threads: a frame older than one applied is stale.
+    if (budget.seq() != 0 && budget.seq() <= budget_seq_.load()) return;
     Status set = devices_->cpu_governor().SetBudget(budget.budget_bytes());
     if (!set.ok()) spdlog::warn("worker: budget from the supervisor: {}", set.message());
     budget_seq_ = budget.seq();

@@ -331,8 +331,10 @@ TEST_P(LeaseTest, ALeaseShortOfBudgetAsksTheHandlerAndGrowsOnceGranted) {
   auto governor = MakeGovernor(&device_, Options(4 * kMiB));
   OwnerId kv = AddOwner(*governor, {.name = "m/kv"});
   std::vector<std::pair<uint64_t, int>> asks;
-  governor->SetBudgetShortHandler(
-      [&](uint64_t bytes, int urgency) { asks.emplace_back(bytes, urgency); });
+  governor->SetBudgetShortHandler([&](uint64_t bytes, int urgency) {
+    asks.emplace_back(bytes, urgency);
+    return true;
+  });
   auto lease = MakeLease(*governor, kv, 3);
   MemoryStatus grown = lease->Grow(3, GrowOptions{.urgency = 1});
   ASSERT_FALSE(grown.ok());
@@ -346,14 +348,22 @@ TEST_P(LeaseTest, ALeaseShortOfBudgetAsksTheHandlerAndGrowsOnceGranted) {
   // A supervisor that answers at once (here from the handler itself): the grower waits for
   // the answer and grows in the same call.
   governor->SetBudgetShortHandler([&](uint64_t bytes, int) {
-    ASSERT_TRUE(governor->SetBudget(governor->budget_bytes() + bytes).ok());
+    EXPECT_TRUE(governor->SetBudget(governor->budget_bytes() + bytes).ok());
+    return true;
   });
   EXPECT_TRUE(lease->Grow(3).ok());
   EXPECT_EQ(governor->budget_bytes(), 6 * kMiB);
   // An answer that grants nothing: refused after it, to retry later.
-  governor->SetBudgetShortHandler(
-      [&](uint64_t, int) { ASSERT_TRUE(governor->SetBudget(governor->budget_bytes()).ok()); });
+  governor->SetBudgetShortHandler([&](uint64_t, int) {
+    EXPECT_TRUE(governor->SetBudget(governor->budget_bytes()).ok());
+    return true;
+  });
   EXPECT_EQ(lease->Grow(1).error().kind, MemoryErrorKind::kReclaimPending);
+  // A question already on its way (the handler did not ask): refused at once, no wait.
+  governor->SetBudgetShortHandler([&](uint64_t, int) { return false; });
+  const auto before = std::chrono::steady_clock::now();
+  EXPECT_EQ(lease->Grow(1).error().kind, MemoryErrorKind::kReclaimPending);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 150ms);
   ASSERT_TRUE(governor->CheckInvariants().ok());
 }
 
