@@ -16,6 +16,7 @@
 #include "ipc/convert.h"
 #include "memory/byte_size.h"
 #include "memory/lease.h"
+#include "serving/worker_kv_mirror.h"
 #include "serving/worker_spec.h"
 
 extern char** environ;
@@ -26,45 +27,7 @@ namespace {
 using ipc::proto::Frame;
 using Clock = std::chrono::steady_clock;
 
-std::string OwnerName(const std::string& id, int instance) {
-  return instance <= 1 ? id + "/worker" : id + "#" + std::to_string(instance) + "/worker";
-}
-
 }  // namespace
-
-// The device ledger's side of a worker's elastic KV lease.
-struct WorkerClient::KvMirror {
-  std::mutex mutex;
-  std::unique_ptr<Lease> lease;           // accounting-only; set once, reset by the destructor
-  std::shared_ptr<ipc::Channel> channel;  // the ready worker's (none between workers)
-  uint64_t fixed_bytes = 0;               // the grant: weights, workspace, the KV minimum
-  uint64_t seq = 0;                       // of the last Budget frame sent to this worker
-
-  // The budget the worker is to have: the grant plus the mirror's chunks, or as many as a
-  // shrink the mirror was asked for leaves.
-  uint64_t TargetLocked() const {
-    size_t chunks = lease->chunks();
-    if (std::optional<ShrinkRequest> asked = lease->pending_request()) {
-      chunks = std::min(chunks, asked->target_chunks);
-    }
-    return fixed_bytes + uint64_t{chunks} * lease->chunk_bytes();
-  }
-  // Sends the target. The frame is made under `mutex` and sent after it (the caller's
-  // thread may be another worker's reader: a full socket must not stop this worker's reader
-  // from reconciling); the worker drops a frame older than one it applied.
-  static void SendTarget(KvMirror& kv) {
-    std::shared_ptr<ipc::Channel> to;
-    Frame frame;
-    {
-      std::lock_guard lock(kv.mutex);
-      if (kv.channel == nullptr || kv.lease == nullptr) return;
-      to = kv.channel;
-      frame.mutable_budget()->set_seq(++kv.seq);
-      frame.mutable_budget()->set_budget_bytes(kv.TargetLocked());
-    }
-    (void)to->Send(frame);
-  }
-};
 
 WorkerClient::WorkerClient(WorkerOptions options)
     : options_(std::move(options)),
@@ -76,9 +39,9 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
   }
   std::unique_ptr<WorkerClient> client(new WorkerClient(std::move(options)));
   const WorkerOptions& o = client->options_;
-  PIER_ASSIGN_OR_RETURN(
-      client->owner_, o.device_governor->AddOwner(
-                          {.name = OwnerName(o.load.id, o.instance), .priority = o.load.priority}));
+  PIER_ASSIGN_OR_RETURN(client->owner_,
+                        o.device_governor->AddOwner({.name = WorkerOwnerName(o.load.id, o.instance),
+                                                     .priority = o.load.priority}));
   MemoryResult<ExternalCharge> grant =
       o.device_governor->ChargeExternal(client->owner_, o.budget_bytes);
   if (!grant.ok()) {
@@ -143,11 +106,7 @@ WorkerClient::~WorkerClient() {
   for (auto& [id, live] : live_) EndChoices(live, engine::FinishReason::kAbort, name_ + " stopped");
   live_.clear();
   channel_.reset();
-  if (kv_ != nullptr) {
-    std::lock_guard kv_lock(kv_->mutex);
-    kv_->channel.reset();
-    kv_->lease.reset();
-  }
+  DropKvMirror();
   grant_.reset();
   if (options_.device_governor != nullptr) (void)options_.device_governor->RemoveOwner(owner_);
 }
@@ -285,38 +244,8 @@ Status WorkerClient::Launch() {
                 std::to_string(ipc::kProtocolVersion) + ", the worker version " +
                 std::to_string(first->ready().protocol_version()));
   }
-  const ipc::proto::Ready& ready = first->ready();
-  if (ready.kv_chunk_bytes() > 0 && ready.kv_max_chunks() > ready.kv_chunks() && kv_ == nullptr) {
-    // The worker's KV lease may grow past what the grant holds: mirror it in the ledger.
-    LeaseOptions mirror;
-    mirror.name = OwnerName(options_.load.id, options_.instance) + " kv";
-    mirror.chunk_bytes = ready.kv_chunk_bytes();
-    mirror.max_chunks = static_cast<size_t>(ready.kv_max_chunks() - ready.kv_chunks());
-    mirror.accounting_only = true;
-    auto kv = std::make_shared<KvMirror>();
-    kv->fixed_bytes = options_.budget_bytes;
-    std::weak_ptr<KvMirror> weak = kv;
-    mirror.on_shrink_request = [weak, name = name_](const ShrinkRequest& asked) {
-      std::shared_ptr<KvMirror> kv = weak.lock();
-      if (kv == nullptr) return;
-      spdlog::info("{}: asked to give back {} KV chunks for '{}'", name, asked.chunks,
-                   asked.requester);
-      KvMirror::SendTarget(*kv);
-    };
-    MemoryResult<std::unique_ptr<Lease>> lease =
-        options_.device_governor->CreateLease(owner_, mirror);
-    if (!lease.ok()) return fail("its KV lease cannot be mirrored: " + lease.status().message());
-    kv->lease = std::move(lease).value();
-    if (kv->lease->chunk_bytes() != ready.kv_chunk_bytes()) {
-      spdlog::info("{}: KV chunks of {} are counted as {} in the device's ledger", name_,
-                   FormatBytes(ready.kv_chunk_bytes()), FormatBytes(kv->lease->chunk_bytes()));
-    }
-    kv_ = std::move(kv);
-  }
-  if (kv_ != nullptr) {
-    std::lock_guard kv_lock(kv_->mutex);
-    kv_->channel = channel;
-    kv_->seq = 0;  // a new worker has applied no Budget yet
+  if (Status mirrored = MirrorKv(first->ready(), channel); !mirrored.ok()) {
+    return fail(mirrored.message());
   }
   std::lock_guard lock(mutex_);
   max_request_tokens_ = first->ready().max_request_tokens();
@@ -515,61 +444,6 @@ std::string WorkerClient::ReadFrames() {
   }
 }
 
-void WorkerClient::OnMoreMemory(const ipc::proto::MoreMemory& ask) {
-  if (kv_ == nullptr) {
-    // A static KV cache has all it will get; answer so that the worker does not wait.
-    std::shared_ptr<ipc::Channel> channel;
-    {
-      std::lock_guard lock(mutex_);
-      channel = channel_;
-    }
-    Frame frame;
-    frame.mutable_budget()->set_budget_bytes(options_.budget_bytes);
-    if (channel != nullptr) (void)channel->Send(frame);
-    return;
-  }
-  Lease& lease = *kv_->lease;
-  const uint64_t chunk = lease.chunk_bytes();
-  const size_t wanted =
-      static_cast<size_t>(std::max<uint64_t>(1, (ask.bytes() + chunk - 1) / chunk));
-  const size_t room = lease.max_chunks() - std::min(lease.max_chunks(), lease.chunks());
-  if (room > 0) {
-    // Not waiting: the device's governor asks others to shrink and the worker asks again.
-    MemoryStatus grown = lease.Grow(std::min(wanted, room), GrowOptions{.urgency = ask.urgency()});
-    if (!grown.ok()) {
-      spdlog::debug("{}: no more KV memory now: {}", name_, grown.status().message());
-    }
-  }
-  KvMirror::SendTarget(*kv_);
-}
-
-void WorkerClient::ReconcileKv(const ipc::proto::Stats& stats) {
-  if (kv_ == nullptr) return;
-  Lease& lease = *kv_->lease;
-  lease.SetIdle(stats.kv_idle());
-  lease.SetUrgency(stats.kv_urgency());
-  std::lock_guard kv_lock(kv_->mutex);
-  // Only a budget the worker applied after the last one sent, and no lowering on its way.
-  if (kv_->channel == nullptr || stats.budget_seq() != kv_->seq || stats.budget_pending()) return;
-  const uint64_t above = stats.budget_bytes() - std::min(stats.budget_bytes(), kv_->fixed_bytes);
-  const size_t holds = static_cast<size_t>(above / lease.chunk_bytes());
-  const size_t chunks = lease.chunks();
-  if (chunks > holds) {
-    if (Status shrunk = lease.Shrink(chunks - holds); !shrunk.ok()) {
-      spdlog::warn("{}: KV mirror: {}", name_, shrunk.message());
-    }
-  }
-}
-
-uint64_t WorkerClient::GrantedBytes() const {
-  uint64_t lent = 0;
-  if (kv_ != nullptr) {
-    std::lock_guard kv_lock(kv_->mutex);
-    if (kv_->lease != nullptr) lent = uint64_t{kv_->lease->chunks()} * kv_->lease->chunk_bytes();
-  }
-  return options_.budget_bytes + lent;
-}
-
 void WorkerClient::OnWorkerEnded(const std::string& why) {
   int64_t pid = 0;
   {
@@ -595,12 +469,7 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
     if (reaped == pid) how = DescribeExit(status);
   }
   if (replayer_.joinable()) replayer_.join();  // its sends fail now that the worker is gone
-  if (kv_ != nullptr) {
-    // Its KV memory went with it: the mirror gives every lent chunk back.
-    std::lock_guard kv_lock(kv_->mutex);
-    kv_->channel.reset();
-    if (const size_t lent = kv_->lease->chunks(); lent > 0) (void)kv_->lease->Shrink(lent);
-  }
+  ReleaseKvOfEndedWorker();
   std::unique_lock lock(mutex_);
   if (!why.empty()) how = "the supervisor dropped it: " + why;
   if (!kill_reason_.empty()) how = kill_reason_;

@@ -168,6 +168,10 @@ class WorkerClient final : public engine::EngineClient {
   std::string DescribeExit(int wait_status) const;
   // Elastic KV (see Memory above). Called on the supervisor thread, without mutex_ held: a
   // mirror's Grow may call other models' shrink handlers.
+  // From the worker's Ready: the mirror (created at the first elastic Ready) talks to `channel`.
+  Status MirrorKv(const ipc::proto::Ready& ready, const std::shared_ptr<ipc::Channel>& channel);
+  void ReleaseKvOfEndedWorker();  // every lent chunk back: the worker's memory is gone
+  void DropKvMirror();            // the destructor's, after the threads are joined
   void OnMoreMemory(const ipc::proto::MoreMemory& ask);
   void ReconcileKv(const ipc::proto::Stats& stats);
   // The grant plus the KV chunks lent now.
