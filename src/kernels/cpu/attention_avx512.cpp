@@ -240,43 +240,69 @@ inline void HeadRows(const std::byte* const* rows, int64_t offset, const std::by
   for (int i = 0; i < kLanes; ++i) head_rows[i] = rows[i] == nullptr ? nullptr : rows[i] + offset;
 }
 
+// Positions of tile p0 that query `i` of the task attends (0 when the tile is past its
+// context).
+inline int ValidFor(const AttentionTask& task, int64_t i, int64_t p0) {
+  const int64_t n_ctx_i = task.n_ctx - (task.n_queries - 1 - i);
+  return static_cast<int>(std::clamp<int64_t>(n_ctx_i - p0, 0, kLanes));
+}
+
+// Every query of the task reads a tile's rows right after the others (from the cache): the
+// K/V come from memory once per task, not once per query.
 template <KvDtype kDt, int kC>
 PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
+  const int64_t n_head = s.n_kv * s.group;
+  const int64_t head_floats = n_head * s.head_dim;
   const std::byte* rows[kLanes];
   const std::byte* head_rows[kLanes];
+  const std::byte* query_rows[kLanes];
   AttentionRowWalker keys(task, /*values=*/false);
   for (int64_t p0 = 0; p0 < s.n_ctx; p0 += kLanes) {
-    const int n_valid = NextTile(keys, p0, s.n_ctx, rows);
+    NextTile(keys, p0, s.n_ctx, rows);
     for (int64_t kvh = 0; kvh < s.n_kv; ++kvh) {
       HeadRows(rows, kvh * s.head_bytes, head_rows);
-      ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
-        const int64_t h = kvh * s.group + h0;
-        ScoreTile<kDt, kC, decltype(hb)::value>(s, head_rows, n_valid, task.q + h * s.head_dim,
-                                                task.scores + h * s.stride + p0);
-      });
+      for (int64_t qi = 0; qi < task.n_queries; ++qi) {
+        const int valid = ValidFor(task, qi, p0);
+        if (valid == 0) continue;
+        for (int i = 0; i < kLanes; ++i) query_rows[i] = i < valid ? head_rows[i] : nullptr;
+        ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
+          const int64_t h = kvh * s.group + h0;
+          ScoreTile<kDt, kC, decltype(hb)::value>(s, query_rows, valid,
+                                                  task.q + qi * head_floats + h * s.head_dim,
+                                                  task.scores + (qi * n_head + h) * s.stride + p0);
+        });
+      }
     }
   }
-  const int64_t n_head = s.n_kv * s.group;
-  for (int64_t h = 0; h < n_head; ++h) {
-    task.inv_sum[h] = SoftmaxWeights(task.scores + h * s.stride, s.n_ctx);
+  for (int64_t qi = 0; qi < task.n_queries; ++qi) {
+    const int64_t n_ctx_i = task.n_ctx - (task.n_queries - 1 - qi);
+    for (int64_t h = 0; h < n_head; ++h) {
+      task.inv_sum[qi * n_head + h] =
+          SoftmaxWeights(task.scores + (qi * n_head + h) * s.stride, n_ctx_i);
+    }
   }
-  std::fill(task.out, task.out + n_head * s.head_dim, 0.0f);
+  std::fill(task.out, task.out + task.n_queries * head_floats, 0.0f);
   AttentionRowWalker values(task, /*values=*/true);
   for (int64_t p0 = 0; p0 < s.n_ctx; p0 += kLanes) {
-    const int n_valid = NextTile(values, p0, s.n_ctx, rows);
+    NextTile(values, p0, s.n_ctx, rows);
     for (int64_t kvh = 0; kvh < s.n_kv; ++kvh) {
       HeadRows(rows, kvh * s.head_bytes, head_rows);
-      ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
-        const int64_t h = kvh * s.group + h0;
-        WeightTile<kDt, kC, decltype(hb)::value>(
-            s, head_rows, n_valid, task.scores + h * s.stride + p0, task.out + h * s.head_dim);
-      });
+      for (int64_t qi = 0; qi < task.n_queries; ++qi) {
+        const int valid = ValidFor(task, qi, p0);
+        if (valid == 0) continue;
+        ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
+          const int64_t h = kvh * s.group + h0;
+          WeightTile<kDt, kC, decltype(hb)::value>(s, head_rows, valid,
+                                                   task.scores + (qi * n_head + h) * s.stride + p0,
+                                                   task.out + qi * head_floats + h * s.head_dim);
+        });
+      }
     }
   }
-  for (int64_t h = 0; h < n_head; ++h) {
-    const __m512 inv = _mm512_set1_ps(task.inv_sum[h]);
+  for (int64_t qh = 0; qh < task.n_queries * n_head; ++qh) {
+    const __m512 inv = _mm512_set1_ps(task.inv_sum[qh]);
     for (int64_t c = 0; c < s.chunks; ++c) {
-      float* o = task.out + h * s.head_dim + 16 * c;
+      float* o = task.out + qh * s.head_dim + 16 * c;
       _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(o), inv));
     }
   }

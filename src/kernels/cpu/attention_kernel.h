@@ -23,19 +23,23 @@ namespace pier::kernels::internal {
 // Largest head_dim the kernels take (their per-row buffers are sized by it).
 inline constexpr int64_t kAttentionMaxHeadDim = kPagedAttentionMaxHeadDim;
 
-// One query token: all its query heads against its sequence's K/V (every K/V head).
+// n_queries consecutive query tokens of one sequence (a decode token: 1; a prefill chunk: a
+// few), all their query heads, against the sequence's K/V (every K/V head). Query i is at
+// position n_ctx - n_queries + i and attends positions 0 .. n_ctx - n_queries + i; its
+// result is the same bits as a task of that query alone.
 struct AttentionTask {
   const PagedKvView* kv = nullptr;
   int64_t layer = 0;
   const int32_t* block_table = nullptr;  // the sequence's blocks
-  int64_t n_ctx = 0;                     // positions 0 .. n_ctx - 1 are attended
-  int64_t n_head = 0;                    // query heads, a multiple of the layout's n_kv_head
-  const float* q = nullptr;              // [n_head][head_dim]
-  float* out = nullptr;                  // [n_head][head_dim]
-  float* scores = nullptr;               // scratch: [n_head][score_stride]
-  int64_t score_stride = 0;              // >= n_ctx rounded up to a multiple of 16
-  float* inv_sum = nullptr;              // scratch: [n_head]
-  float* work = nullptr;                 // scratch: AttentionWorkFloats (portable kernel)
+  int64_t n_ctx = 0;                     // positions 0 .. n_ctx - 1 are attended (by the last)
+  int64_t n_queries = 1;
+  int64_t n_head = 0;        // query heads, a multiple of the layout's n_kv_head
+  const float* q = nullptr;  // [n_queries][n_head][head_dim]
+  float* out = nullptr;      // [n_queries][n_head][head_dim]
+  float* scores = nullptr;   // scratch: [n_queries][n_head][score_stride]
+  int64_t score_stride = 0;  // >= n_ctx rounded up to a multiple of 16
+  float* inv_sum = nullptr;  // scratch: [n_queries][n_head]
+  float* work = nullptr;     // scratch: AttentionWorkFloats (portable kernel)
   // The task this thread runs next (its first K planes are requested into the cache while
   // this one ends), or n_ctx 0; and whether this task's were requested by the one before.
   const int32_t* next_block_table = nullptr;
@@ -145,18 +149,47 @@ inline int64_t AttentionWorkFloats(const KvLayout& layout, int64_t n_head) {
 inline int64_t AttentionScoreStride(int64_t n_ctx) { return (n_ctx + 15) / 16 * 16; }
 
 // The implementations, each only called where ActiveIsa() (cpu_isa.h) allows it: the portable
-// loops compiled for the baseline and for AVX2, and the AVX-512 intrinsics.
+// loops compiled for the baseline and for AVX2 (one query at a time), and the AVX2 and AVX-512
+// intrinsics, which read each tile of K/V once for all of a task's queries.
 void AttendPortable(const AttentionTask& task);
 void AttendPortableAvx2(const AttentionTask& task);
+void AttendAvx2(const AttentionTask& task);
 void AttendAvx512(const AttentionTask& task);
 
 // The canonical Exp (attention_lanes.h) of n values, as each implementation evaluates it.
 void ExpPortable(const float* x, int64_t n, float* y);
 void ExpPortableAvx2(const float* x, int64_t n, float* y);
+void ExpAvx2(const float* x, int64_t n, float* y);
 void ExpAvx512(const float* x, int64_t n, float* y);
 
 // The implementation for `isa` (which this CPU must support).
 using AttendFn = void (*)(const AttentionTask&);
 AttendFn AttentionKernelFor(Isa isa);
+
+// Runs `one_query` (a kernel that reads n_queries as 1) once per query of `task`, the last
+// first: it reads every K/V row the others read, so they find them in the cache.
+inline void AttendEachQuery(const AttentionTask& task, AttendFn one_query) {
+  const int64_t head_floats = task.n_head * task.kv->layout().head_dim;
+  for (int64_t i = task.n_queries - 1; i >= 0; --i) {
+    AttentionTask one = task;
+    one.n_queries = 1;
+    one.n_ctx = task.n_ctx - (task.n_queries - 1 - i);
+    one.q = task.q + i * head_floats;
+    one.out = task.out + i * head_floats;
+    one.scores = task.scores + i * task.n_head * task.score_stride;
+    one.inv_sum = task.inv_sum + i * task.n_head;
+    if (i != task.n_queries - 1) {
+      one.prefetch = false;
+      one.next_block_table = nullptr;
+      one.next_n_ctx = 0;
+    }
+    one_query(one);
+  }
+}
+
+// Most queries one task takes (a prefill chunk's tokens are grouped by this many), and the
+// scratch floats a slot needs for them: scores and 1 / sums of every query, the portable
+// kernel's work buffers once.
+inline constexpr int64_t kAttentionMaxQueries = 8;
 
 }  // namespace pier::kernels::internal

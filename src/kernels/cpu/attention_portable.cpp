@@ -172,8 +172,13 @@ __attribute__((always_inline)) inline void Exp(const float* x, int64_t n, float*
 
 }  // namespace
 
-void AttendPortable(const AttentionTask& task) { Attend(task); }
-PIER_TARGET_AVX2 void AttendPortableAvx2(const AttentionTask& task) { Attend(task); }
+namespace {
+void AttendOne(const AttentionTask& task) { Attend(task); }
+PIER_TARGET_AVX2 void AttendOneAvx2(const AttentionTask& task) { Attend(task); }
+}  // namespace
+
+void AttendPortable(const AttentionTask& task) { AttendEachQuery(task, AttendOne); }
+void AttendPortableAvx2(const AttentionTask& task) { AttendEachQuery(task, AttendOneAvx2); }
 
 void ExpPortable(const float* x, int64_t n, float* y) { Exp(x, n, y); }
 PIER_TARGET_AVX2 void ExpPortableAvx2(const float* x, int64_t n, float* y) { Exp(x, n, y); }

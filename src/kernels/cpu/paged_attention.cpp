@@ -16,7 +16,7 @@ AttendFn AttentionKernelFor(Isa isa) {
     case Isa::kAvx512:
       return AttendAvx512;
     case Isa::kAvx2:
-      return AttendPortableAvx2;
+      return AttendAvx2;
     case Isa::kScalar:
       break;
   }
@@ -27,15 +27,19 @@ AttendFn AttentionKernelFor(Isa isa) {
 
 namespace {
 
+// Up to kAttentionMaxQueries consecutive tokens of one span: one task.
 struct Item {
   const AttentionSpan* span;
-  int64_t token;  // index in the span
+  int64_t token;     // index in the span of the last
+  int64_t n_tokens;  // tokens token - n_tokens + 1 .. token
 };
 
-// Floats of one slot's scratch: scores [n_head][stride], 1 / sum per head [n_head], then the
-// portable kernel's work buffers [2][n_head][head_dim rounded up to 16].
+// Floats of one slot's scratch: scores [queries][n_head][stride], 1 / sum per query and head
+// [queries][n_head], then the portable kernel's work buffers [2][n_head][head_dim rounded up
+// to 16].
 int64_t SlotScratchFloats(const KvLayout& layout, int64_t n_head, int64_t max_context) {
-  return n_head * (internal::AttentionScoreStride(max_context) + 1) +
+  return internal::kAttentionMaxQueries * n_head *
+             (internal::AttentionScoreStride(max_context) + 1) +
          internal::AttentionWorkFloats(layout, n_head);
 }
 
@@ -59,11 +63,15 @@ void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const Attent
              "attention: head_dim must be between 1 and 256");
   const internal::AttendFn attend = internal::AttentionKernelFor(ActiveIsa());
 
+  // A span's tokens in groups that read its K/V together, the last group first (the longest
+  // contexts), so the first task of a chunk is a whole group.
   std::vector<Item> items;
   for (const AttentionSpan& span : spans) {
     PIER_CHECK(span.first_position + span.n_tokens <= max_context,
                "attention: a token's position is past max_context");
-    for (int64_t t = 0; t < span.n_tokens; ++t) items.push_back({&span, t});
+    for (int64_t last = span.n_tokens - 1; last >= 0; last -= internal::kAttentionMaxQueries) {
+      items.push_back({&span, last, std::min(internal::kAttentionMaxQueries, last + 1)});
+    }
   }
   // Longest contexts first, dealt round-robin to the slots, so slots get similar work.
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
@@ -73,24 +81,26 @@ void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const Attent
   n_slots = std::max<int64_t>(1, std::min(n_slots, n_items));
   const int64_t stride = internal::AttentionScoreStride(max_context);
   const int64_t slot_floats = SlotScratchFloats(layout, n_head, max_context);
+  const int64_t queries_floats = internal::kAttentionMaxQueries * n_head * stride;
   pool.ParallelFor(n_slots, 1, [&](int64_t begin, int64_t end) {
     for (int64_t slot = begin; slot < end; ++slot) {
       float* slot_scratch = scratch + slot * slot_floats;
       for (int64_t i = slot; i < n_items; i += n_slots) {
         const Item& item = items[i];
-        const int64_t row = item.span->first_row + item.token;
+        const int64_t row = item.span->first_row + item.token - (item.n_tokens - 1);
         internal::AttentionTask task;
         task.kv = &kv;
         task.layer = layer;
         task.block_table = item.span->block_table;
         task.n_ctx = item.span->first_position + item.token + 1;
+        task.n_queries = item.n_tokens;
         task.n_head = n_head;
         task.q = q + row * n_head * hd;
         task.out = out + row * n_head * hd;
-        task.scores = slot_scratch;  // [n_head][stride]
+        task.scores = slot_scratch;  // [queries][n_head][stride]
         task.score_stride = stride;
-        task.inv_sum = slot_scratch + n_head * stride;  // [n_head]
-        task.work = task.inv_sum + n_head;
+        task.inv_sum = slot_scratch + queries_floats;  // [queries][n_head]
+        task.work = task.inv_sum + internal::kAttentionMaxQueries * n_head;
         // Planes are requested ahead for decode tokens and for a chunk's last token, the
         // first of its chunk to be run (its K/V are then in the cache for the others).
         task.prefetch = item.token == item.span->n_tokens - 1;

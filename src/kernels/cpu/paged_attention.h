@@ -9,11 +9,13 @@
 //   sum      = LaneTreeSum(lane-wise sums of e over the tiles of 16 positions);
 //   out[d]   = (sum over p in position order of e[p] * v_p[d]) * (1 / sum).
 // f16 and q8_0 K/V values are converted exactly to f32 first (q8_0: float(q) * d), so stores
-// of any dtype that hold the same values give the same bits. One task (a query token, all its
-// heads) is computed by one thread, reading each K/V row once for all the heads; its result depends
-// only on its query, its position and the K/V it reads: not on the batch, the chunking, the thread
-// count, the slot count or which implementation (attention_kernel.h: AVX-512, or the portable loops
-// compiled for AVX2 and the baseline) runs it. Its cost is that of its own sequence's length.
+// of any dtype that hold the same values give the same bits. One task (up to 8 consecutive query
+// tokens of a sequence, all their heads) is computed by one thread, reading each K/V row once
+// for all those tokens and heads (so a long prefill reads its K/V once per 8 tokens, not once per
+// token); a token's result depends only on its query, its position and the K/V it reads: not on
+// the batch, the chunking, the grouping, the thread count, the slot count or which
+// implementation (attention_kernel.h: AVX-512, AVX2, or the portable loops) runs it. Its cost is
+// that of its own sequence's length.
 // Decode streams every K/V byte of the batch from memory once per layer: with an f32 store
 // that bandwidth, not the arithmetic, bounds its speed (an f16 store halves it).
 //
@@ -41,10 +43,10 @@ struct AttentionSpan {
   int64_t first_row = 0;  // row of the span's first token in q and out
 };
 
-// Floats of scratch PagedAttention needs: n_slots * n_head * (max_context rounded up to a
-// multiple of 16, plus 1, plus twice head_dim rounded up to a multiple of 16), where
+// Floats of scratch PagedAttention needs: n_slots * n_head * (8 * (max_context rounded up to
+// a multiple of 16, plus 1) plus twice head_dim rounded up to a multiple of 16), where
 // max_context is at least the largest position + 1 of any token in the batch (one task's
-// scores and work buffers per slot).
+// scores, for up to 8 query tokens, and work buffers per slot).
 int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int64_t max_context,
                                     int64_t n_slots);
 

@@ -1,3 +1,10 @@
+// Not keeping floating-point exception flags (nothing reads them) lets GCC vectorize SiluMul's
+// selects (without it the loop stays scalar: 7-8% of an AVX2 decode step); it changes no value.
+// Set for the whole file so that Exp (attention_lanes.h) is compiled with the same options.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include "kernels/cpu/row_ops.h"
 
 #include <cmath>

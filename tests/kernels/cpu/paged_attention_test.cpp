@@ -425,6 +425,41 @@ TEST(PagedAttentionTest, TokenBitsDoNotDependOnBatchChunkingSlotsThreadsOrImplem
   }
 }
 
+// A whole prompt in one span, as a prefill's first chunk: its tokens are attended in tasks of
+// up to 8 queries whose contexts start at 1 and end inside, at and past tile boundaries. Every
+// token's bits must be those it has attended alone.
+TEST(PagedAttentionTest, WholePromptInOneSpanGivesEveryTokenItsBitsAlone) {
+  IsaGuard guard;
+  for (const Case& c : Cases()) {
+    Fixture f(c.Layout(1), kLengths, 31);
+    const int64_t n_head = kKvHeads * c.group, row_floats = n_head * c.head_dim;
+    const int64_t seq = static_cast<int64_t>(kLengths.size()) - 1;
+    const int64_t len = f.length(seq);
+    const std::vector<float> q = RandomQueries(f.rng(), len, n_head, c.head_dim);
+    internal::SetActiveIsaForTesting(Isa::kScalar);
+    ThreadPool single(1);
+    std::vector<float> alone(static_cast<size_t>(len * row_floats));
+    for (int64_t t = 0; t < len; ++t) {
+      const std::vector<float> q_row(q.begin() + t * row_floats, q.begin() + (t + 1) * row_floats);
+      const AttentionSpan one{
+          .block_table = f.table(seq), .first_position = t, .n_tokens = 1, .first_row = 0};
+      const std::vector<float> out = Attend(f, 0, {one}, n_head, q_row, 1, single);
+      std::copy(out.begin(), out.end(), alone.begin() + t * row_floats);
+    }
+    const AttentionSpan whole{
+        .block_table = f.table(seq), .first_position = 0, .n_tokens = len, .first_row = 0};
+    for (Isa isa : Isas()) {
+      internal::SetActiveIsaForTesting(isa);
+      ThreadPool pool(2);
+      for (int64_t n_slots : {1, 3}) {
+        const std::vector<float> out = Attend(f, 0, {whole}, n_head, q, n_slots, pool);
+        EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0)
+            << CaseName(c) << " " << IsaName(isa) << " slots " << n_slots;
+      }
+    }
+  }
+}
+
 TEST(PagedAttentionTest, F16AndF32StoresOfEqualValuesGiveEqualBits) {
   IsaGuard guard;
   ThreadPool pool(2);
@@ -516,7 +551,8 @@ TEST(AttentionExpTest, EveryImplementationGivesTheSameBits) {
            {0.0f, -inf, std::numeric_limits<float>::quiet_NaN(), -87.3f, -87.29999f, 1.0f, 10.0f});
   std::vector<float> a(x.size()), b(x.size());
   internal::ExpPortable(x.data(), static_cast<int64_t>(x.size()), a.data());
-  std::vector<void (*)(const float*, int64_t, float*)> others = {internal::ExpPortableAvx2};
+  std::vector<void (*)(const float*, int64_t, float*)> others = {internal::ExpPortableAvx2,
+                                                                 internal::ExpAvx2};
   if (IsaSupported(Isa::kAvx512)) others.push_back(internal::ExpAvx512);
   for (auto exp : others) {
     exp(x.data(), static_cast<int64_t>(x.size()), b.data());
