@@ -474,6 +474,44 @@ TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
   }
 }
 
+// The largest integer sums a block can have: every weight quant at its maximum (Q8_0: -128)
+// against activations that quantize to +-127. The SIMD paths add several blocks' products in
+// 16 bits before widening; these sums must still be exact.
+TEST(PackedMatMulTest, LargestBlockSumsStayExact) {
+  for (DType type : kPackedTypes) {
+    const int64_t n_rows = 16, n_cols = IsKQuant(type) ? 256 : 64;
+    RandomMatrix m(type, n_rows, n_cols, 77);
+    // Bytes after each block's f16 scale(s): quants, fifth bits and 6-bit scales.
+    const DTypeTraits traits = Traits(type);
+    const size_t scale_bytes =
+        type == DType::kQ4_1 || type == DType::kQ5_1 || type == DType::kQ4_K ? 4 : 2;
+    const uint8_t fill = type == DType::kQ8_0 ? 0x80 : 0xff;
+    for (size_t b = 0; b < m.bytes.size(); b += traits.type_size) {
+      std::fill(m.bytes.begin() + b + scale_bytes, m.bytes.begin() + b + traits.type_size, fill);
+    }
+    const PackedMatrix packed(m.w);
+    const int64_t n_tokens = 21;  // 16 + 4 + 1
+    std::vector<float> x(n_tokens * n_cols);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t k = 0; k < n_cols; ++k) x[t * n_cols + k] = t % 2 == 0 ? 1.0f : -1.0f;
+    }
+    const std::vector<float> expect = PackedCanonical(m.w, x, n_tokens);
+    for (Isa isa : SupportedIsas()) {
+      for (const WeightMatrix* w : {static_cast<const WeightMatrix*>(&m.w), &packed.w}) {
+        const std::vector<float> y = RunMatMul(isa, *w, x.data(), n_tokens, 1);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n_rows; ++r) {
+            ASSERT_TRUE(SameBits(&y[t * (n_rows + 3) + r], &expect[t * n_rows + r], 1))
+                << DTypeName(type) << " " << IsaName(isa) << (w == &m.w ? " gguf" : " packed")
+                << " t=" << t << " r=" << r << ": " << y[t * (n_rows + 3) + r] << " vs "
+                << expect[t * n_rows + r];
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PackedMatMulTest, PackedRowsDequantizeToTheGgufValues) {
   for (DType type : kPackedTypes) {
     const int64_t n = IsKQuant(type) ? 512 : 64;
