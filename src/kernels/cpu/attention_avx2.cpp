@@ -98,6 +98,9 @@ PIER_AVX2 void ScoreRows(const Shape& s, const TileRows& k, int n_valid, const f
   constexpr int kMaxC = kC > 0 ? kC : 16;
   const int nc = kC > 0 ? kC : static_cast<int>(s.chunks);
   __m256 qv[2 * kMaxC];
+  // Unrolled: a loop here is turned into a copy through the stack (16-byte halves), whose
+  // reload as 32-byte vectors stalls on store forwarding.
+#pragma GCC unroll 32
   for (int c = 0; c < 2 * nc; ++c) qv[c] = _mm256_loadu_ps(q + 8 * c);
   __m256 part[kLanes];
   for (int i = 0; i < kLanes; ++i) {
@@ -108,6 +111,7 @@ PIER_AVX2 void ScoreRows(const Shape& s, const TileRows& k, int n_valid, const f
     const float* row = k.row[i];
     __m256 lo = _mm256_mul_ps(qv[0], _mm256_loadu_ps(row));
     __m256 hi = _mm256_mul_ps(qv[1], _mm256_loadu_ps(row + 8));
+#pragma GCC unroll 16
     for (int c = 1; c < nc; ++c) {
       lo = _mm256_add_ps(lo, _mm256_mul_ps(qv[2 * c], _mm256_loadu_ps(row + 16 * c)));
       hi = _mm256_add_ps(hi, _mm256_mul_ps(qv[2 * c + 1], _mm256_loadu_ps(row + 16 * c + 8)));
@@ -187,14 +191,17 @@ PIER_AVX2 void WeightRows(const Shape& s, const TileRows& v, int n_valid, const 
   constexpr int kMaxC = kC > 0 ? kC : 16;
   const int nc = kC > 0 ? kC : static_cast<int>(s.chunks);
   __m256 acc[2 * kMaxC];
+#pragma GCC unroll 32
   for (int c = 0; c < 2 * nc; ++c) acc[c] = _mm256_loadu_ps(sums + 8 * c);
   for (int i = 0; i < n_valid; ++i) {
     const __m256 e = _mm256_set1_ps(weights[i]);
     const float* row = v.row[i];
+#pragma GCC unroll 32
     for (int c = 0; c < 2 * nc; ++c) {
       acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(e, _mm256_loadu_ps(row + 8 * c)));
     }
   }
+#pragma GCC unroll 32
   for (int c = 0; c < 2 * nc; ++c) _mm256_storeu_ps(sums + 8 * c, acc[c]);
 }
 
