@@ -452,21 +452,23 @@ TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
       const int64_t n_cols = IsKQuant(type) ? 512 : 96;
       const RandomMatrix m(type, n_rows, n_cols, 31 * n_rows + 5);
       const PackedMatrix packed(m.w);
-      const int64_t n_tokens = 37;  // 16 + 16 + 4 + 1: every tile size
-      const std::vector<float> x = RandomActivations(n_tokens * n_cols, 8 + n_rows);
-      const std::vector<float> expect = PackedCanonical(m.w, x, n_tokens);
-      for (Isa isa : SupportedIsas()) {
-        for (const WeightMatrix* w : {&m.w, &packed.w}) {
-          const std::vector<float> y = RunMatMul(isa, *w, x.data(), n_tokens, 2);
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            for (int64_t r = 0; r < n_rows; ++r) {
-              ASSERT_TRUE(SameBits(&y[t * (n_rows + 3) + r], &expect[t * n_rows + r], 1))
-                  << DTypeName(type) << " " << IsaName(isa) << (w == &m.w ? " gguf" : " packed")
-                  << " n_rows=" << n_rows << " t=" << t << " r=" << r << ": "
-                  << y[t * (n_rows + 3) + r] << " vs " << expect[t * n_rows + r];
+      // 16 + 16 + 4 + 1: every tile size; 150: more than two chunks of 64 tokens.
+      for (const int64_t n_tokens : {int64_t{37}, int64_t{150}}) {
+        const std::vector<float> x = RandomActivations(n_tokens * n_cols, 8 + n_rows);
+        const std::vector<float> expect = PackedCanonical(m.w, x, n_tokens);
+        for (Isa isa : SupportedIsas()) {
+          for (const WeightMatrix* w : {&m.w, &packed.w}) {
+            const std::vector<float> y = RunMatMul(isa, *w, x.data(), n_tokens, 2);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              for (int64_t r = 0; r < n_rows; ++r) {
+                ASSERT_TRUE(SameBits(&y[t * (n_rows + 3) + r], &expect[t * n_rows + r], 1))
+                    << DTypeName(type) << " " << IsaName(isa) << (w == &m.w ? " gguf" : " packed")
+                    << " n_rows=" << n_rows << " t=" << t << " r=" << r << ": "
+                    << y[t * (n_rows + 3) + r] << " vs " << expect[t * n_rows + r];
+              }
+              // The padding after the rows is never written.
+              ASSERT_TRUE(std::isnan(y[t * (n_rows + 3) + n_rows]));
             }
-            // The padding after the rows is never written.
-            ASSERT_TRUE(std::isnan(y[t * (n_rows + 3) + n_rows]));
           }
         }
       }
