@@ -51,6 +51,7 @@ struct Setup {
   std::vector<AttentionSpan> spans;
   std::vector<float> q, out, scratch;  // q, out: [n_rows, kHeads, kHeadDim]
   int64_t max_context = 0;
+  int64_t queries_per_task = 1;
 };
 
 Setup MakeSetup(int64_t n_layer, int64_t n_seq, int64_t ctx, int64_t tokens_per_seq, KvDtype dtype,
@@ -109,7 +110,9 @@ Setup MakeSetup(int64_t n_layer, int64_t n_seq, int64_t ctx, int64_t tokens_per_
   for (float& v : s.q) v = dist(rng);
   s.out.resize(s.q.size());
   s.max_context = ctx;
-  s.scratch.resize(static_cast<size_t>(PagedAttentionScratchFloats(layout, kHeads, ctx, n_slots)));
+  s.queries_per_task = kernels::PagedAttentionQueriesPerTask(kHeads, ctx, n_slots, tokens_per_seq);
+  s.scratch.resize(static_cast<size_t>(
+      PagedAttentionScratchFloats(layout, kHeads, ctx, n_slots, s.queries_per_task)));
   return s;
 }
 
@@ -132,7 +135,7 @@ void Run(benchmark::State& state, int64_t n_layer, int64_t n_seq, int64_t ctx,
   for (auto _ : state) {
     for (int64_t layer = 0; layer < kLayers; ++layer) {
       PagedAttention(s.store->View(), layer % n_layer, s.spans, kHeads, s.q.data(), s.out.data(),
-                     s.max_context, s.scratch.data(), n_slots, pool);
+                     s.max_context, s.scratch.data(), n_slots, s.queries_per_task, pool);
     }
     benchmark::DoNotOptimize(s.out.data());
     benchmark::ClobberMemory();

@@ -435,6 +435,12 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   dims.n_out = n_out;
   dims.max_context = max_context;
   dims.att_slots = 4 * options_.pool->num_threads();
+  int64_t longest_span = 1;
+  for (const SequenceSpan& s : batch.sequences) {
+    longest_span = std::max(longest_span, static_cast<int64_t>(s.tokens.size()));
+  }
+  dims.att_queries =
+      kernels::PagedAttentionQueriesPerTask(hp_.n_head, max_context, dims.att_slots, longest_span);
   for (const LayerWeights& l : layers_) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) {
       dims.mm_scratch_bytes =
@@ -534,7 +540,7 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       }
     }
     PagedAttention(kv.View(), il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
-                   *options_.pool);
+                   b.att_queries, *options_.pool);
     PIER_RETURN_IF_ERROR(MatMul(l.wo, attn, n_tok, h, b));
     ForEachRow(n_tok, E, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
 

@@ -42,6 +42,9 @@ uint64_t StepWorkspaceBytes(const model::GgufFile& file, const model::ModelInfo&
   dims.n_out = n_out;
   dims.max_context = max_context;
   dims.att_slots = 4 * int64_t{threads};
+  // The worst case: one span of n_tok tokens.
+  dims.att_queries =
+      kernels::PagedAttentionQueriesPerTask(info.head_count, max_context, dims.att_slots, n_tok);
   for (const model::GgufTensorInfo& t : file.tensors()) {
     if (t.dims.size() != 2) continue;
     const std::optional<uint64_t> row_bytes = RowBytes(t.type, t.dims[0]);

@@ -20,8 +20,9 @@ StepBuffers LayOutStep(const StepDims& d) {
   b.up = plan.Add<float>(d.n_tok * d.n_ff);
   b.cos_sin = plan.Add<float>(d.n_tok * half_rot * 2);
   b.att_slots = d.att_slots;
-  b.att_scratch = plan.Add<float>(
-      kernels::PagedAttentionScratchFloats(d.kv, d.n_head, d.max_context, d.att_slots));
+  b.att_queries = d.att_queries;
+  b.att_scratch = plan.Add<float>(kernels::PagedAttentionScratchFloats(
+      d.kv, d.n_head, d.max_context, d.att_slots, d.att_queries));
   b.mm_scratch_bytes = d.mm_scratch_bytes;
   b.mm_scratch = plan.Add<std::byte>(static_cast<int64_t>(d.mm_scratch_bytes));
   b.out_x = plan.Add<float>(d.n_out * d.n_embd);

@@ -22,6 +22,7 @@ struct StepDims {
   int64_t n_vocab = 0;
   KvLayout kv;
   int64_t att_slots = 0;        // attention scratch slots (4 per compute thread)
+  int64_t att_queries = 1;      // query tokens per attention task (PagedAttentionQueriesPerTask)
   size_t mm_scratch_bytes = 0;  // the largest MatMul scratch of the step's products
 };
 
@@ -38,6 +39,7 @@ struct StepBuffers {
   size_t logits = 0;        // [R, n_vocab]
   size_t mm_scratch_bytes = 0;
   int64_t att_slots = 0;
+  int64_t att_queries = 1;
   size_t bytes = 0;  // the whole layout
 };
 

@@ -1,13 +1,14 @@
-// Paged attention's per-task kernels: one query token, all its heads, against its
-// sequence's K/V. PagedAttention (paged_attention.h) splits a batch into such tasks and runs
-// them on its thread pool; this header is its internal interface, and the tests' way to run
-// each implementation.
+// Paged attention's per-task kernels: up to 8 consecutive query tokens of a sequence, all their
+// heads, against the sequence's K/V. PagedAttention (paged_attention.h) splits a batch into
+// such tasks and runs them on its thread pool; this header is its internal interface, and the
+// tests' way to run each implementation.
 //
-// Two implementations compute the same canonical arithmetic (attention_lanes.h) and so the
-// same bits: the portable one (attention_portable.cpp: C++ loops over explicit lanes,
-// compiled for AVX2 and the baseline) and an AVX-512 one with intrinsics
-// (attention_avx512.cpp). Each call only reads the store and q and
-// writes its own out and scores; tasks with disjoint out and scores may run concurrently.
+// Three implementations compute the same canonical arithmetic (attention_lanes.h) and so the
+// same bits: the portable one (attention_portable.cpp: C++ loops over explicit lanes, one query
+// at a time, compiled for AVX2 and the baseline), an AVX2 one (attention_avx2.cpp) and an
+// AVX-512 one (attention_avx512.cpp) with intrinsics, both reading each tile of K/V once for
+// all of a task's queries. Each call only reads the store and q and writes its own out and
+// scores; tasks with disjoint out and scores may run concurrently.
 #pragma once
 
 #include <algorithm>
@@ -187,9 +188,8 @@ inline void AttendEachQuery(const AttentionTask& task, AttendFn one_query) {
   }
 }
 
-// Most queries one task takes (a prefill chunk's tokens are grouped by this many), and the
-// scratch floats a slot needs for them: scores and 1 / sums of every query, the portable
-// kernel's work buffers once.
+// Most queries one task takes (a prefill chunk's tokens are grouped by up to this many;
+// PagedAttentionQueriesPerTask).
 inline constexpr int64_t kAttentionMaxQueries = 8;
 
 }  // namespace pier::kernels::internal

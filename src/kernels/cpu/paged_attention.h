@@ -43,19 +43,27 @@ struct AttentionSpan {
   int64_t first_row = 0;  // row of the span's first token in q and out
 };
 
-// Floats of scratch PagedAttention needs: n_slots * n_head * (8 * (max_context rounded up to
-// a multiple of 16, plus 1) plus twice head_dim rounded up to a multiple of 16), where
-// max_context is at least the largest position + 1 of any token in the batch (one task's
-// scores, for up to 8 query tokens, and work buffers per slot).
+// Query tokens per task for a batch whose longest span has `longest_span` tokens: that many, at
+// most 8, and fewer where scores for 8 would make the scratch more than 32 MiB larger than for
+// one (long contexts, many heads and slots: there the K/V rows read per query cost less than the
+// scratch would).
+int64_t PagedAttentionQueriesPerTask(int64_t n_head, int64_t max_context, int64_t n_slots,
+                                     int64_t longest_span);
+
+// Floats of scratch PagedAttention needs: n_slots * n_head * (queries_per_task * (max_context
+// rounded up to a multiple of 16, plus 1) plus twice head_dim rounded up to a multiple of 16),
+// where max_context is at least the largest position + 1 of any token in the batch (one task's
+// scores and work buffers per slot).
 int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int64_t max_context,
-                                    int64_t n_slots);
+                                    int64_t n_slots, int64_t queries_per_task);
 
 // q, out: [n_rows, n_head, head_dim]. The K/V of every position a span reads (including
 // its own tokens) must already be in the store. n_head must be a multiple (at most 64) of
 // the layout's n_kv_head, and head_dim at most 256. Work is spread over `n_slots` slots, each
-// with its own part of `scratch`.
+// with its own part of `scratch` (sized for the same queries_per_task, 1 to 8); a span's tokens
+// are taken that many per task. The results do not depend on queries_per_task.
 void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const AttentionSpan> spans,
                     int64_t n_head, const float* q, float* out, int64_t max_context, float* scratch,
-                    int64_t n_slots, ThreadPool& pool);
+                    int64_t n_slots, int64_t queries_per_task, ThreadPool& pool);
 
 }  // namespace pier::kernels

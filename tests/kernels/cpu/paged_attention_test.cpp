@@ -237,7 +237,7 @@ std::vector<float> RandomQueries(std::mt19937& rng, int64_t n_rows, int64_t n_he
 
 std::vector<float> Attend(const Fixture& f, int64_t layer, const std::vector<AttentionSpan>& spans,
                           int64_t n_head, const std::vector<float>& q, int64_t n_slots,
-                          ThreadPool& pool) {
+                          ThreadPool& pool, int64_t queries_per_task = 8) {
   int64_t max_context = 1, n_rows = 0;
   for (const AttentionSpan& s : spans) {
     max_context = std::max(max_context, s.first_position + s.n_tokens);
@@ -245,10 +245,10 @@ std::vector<float> Attend(const Fixture& f, int64_t layer, const std::vector<Att
   }
   std::vector<float> out(static_cast<size_t>(n_rows * n_head * f.layout().head_dim),
                          std::numeric_limits<float>::quiet_NaN());
-  std::vector<float> scratch(
-      static_cast<size_t>(PagedAttentionScratchFloats(f.layout(), n_head, max_context, n_slots)));
+  std::vector<float> scratch(static_cast<size_t>(
+      PagedAttentionScratchFloats(f.layout(), n_head, max_context, n_slots, queries_per_task)));
   PagedAttention(f.store(), layer, spans, n_head, q.data(), out.data(), max_context, scratch.data(),
-                 n_slots, pool);
+                 n_slots, queries_per_task, pool);
   return out;
 }
 
@@ -313,6 +313,8 @@ std::vector<Case> Cases() {
     }
     cases.push_back({dtype, 3, 24, 5});  // head_dim not a multiple of 16, odd block size
     cases.push_back({dtype, 2, 16, 32});
+    cases.push_back({dtype, 3, 96, 16});  // 6 chunks of 16: no kernel specialized for it
+    if (dtype == KvDtype::kF16) cases.push_back({dtype, 2, 256, 16});  // the largest head
   }
   return cases;
 }
@@ -402,10 +404,12 @@ TEST(PagedAttentionTest, TokenBitsDoNotDependOnBatchChunkingSlotsThreadsOrImplem
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         for (int64_t n_slots : {1, 2, 7}) {
-          const std::vector<float> out = Attend(f, 0, batch, n_head, q, n_slots, pool);
-          EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0)
-              << CaseName(c) << " " << IsaName(isa) << " threads " << threads << " slots "
-              << n_slots;
+          for (int64_t queries : {1, 3, 8}) {  // query tokens per task
+            const std::vector<float> out = Attend(f, 0, batch, n_head, q, n_slots, pool, queries);
+            EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0)
+                << CaseName(c) << " " << IsaName(isa) << " threads " << threads << " slots "
+                << n_slots << " queries " << queries;
+          }
         }
       }
       // The prefill chunk split in two chunks, in reverse order in the batch.
@@ -456,6 +460,34 @@ TEST(PagedAttentionTest, WholePromptInOneSpanGivesEveryTokenItsBitsAlone) {
         EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0)
             << CaseName(c) << " " << IsaName(isa) << " slots " << n_slots;
       }
+    }
+  }
+}
+
+TEST(PagedAttentionTest, QueriesPerTaskFollowTheSpansAndBoundTheScratch) {
+  // Small contexts: as many as the longest span has, up to 8.
+  EXPECT_EQ(kernels::PagedAttentionQueriesPerTask(9, 8192, 8, 1), 1);
+  EXPECT_EQ(kernels::PagedAttentionQueriesPerTask(9, 8192, 8, 3), 3);
+  EXPECT_EQ(kernels::PagedAttentionQueriesPerTask(9, 8192, 8, 512), 8);
+  // 32 heads, 32k positions, 64 slots: one query's scores already take 268 MB, so no more.
+  EXPECT_EQ(kernels::PagedAttentionQueriesPerTask(32, 32768, 64, 512), 1);
+  // In between, the scratch grows by at most 32 MiB over one query's.
+  const KvLayout layout{
+      .n_layer = 1, .block_size = 16, .n_kv_head = 8, .head_dim = 128, .dtype = KvDtype::kF16};
+  for (int64_t ctx : {4096, 8192, 16384, 32768}) {
+    const int64_t queries = kernels::PagedAttentionQueriesPerTask(32, ctx, 8, 512);
+    EXPECT_GE(queries, 1);
+    EXPECT_LE(queries, 8);
+    const int64_t growth = (PagedAttentionScratchFloats(layout, 32, ctx, 8, queries) -
+                            PagedAttentionScratchFloats(layout, 32, ctx, 8, 1)) *
+                           static_cast<int64_t>(sizeof(float));
+    EXPECT_LE(growth, int64_t{32} << 20) << ctx;
+    if (queries < 8) {  // one more would pass the bound
+      EXPECT_GT((PagedAttentionScratchFloats(layout, 32, ctx, 8, queries + 1) -
+                 PagedAttentionScratchFloats(layout, 32, ctx, 8, 1)) *
+                    static_cast<int64_t>(sizeof(float)),
+                int64_t{32} << 20)
+          << ctx;
     }
   }
 }
