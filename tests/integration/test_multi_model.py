@@ -136,8 +136,9 @@ def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_n
     config = os.path.join(folder, "models.yaml")
     with open(config, "w", encoding="utf-8") as f:
         f.write("models:\n" + "".join(f"  - {{name: {n}, path: {PIER_MODEL}}}\n" for n in MODELS))
-    # A model needs about 122 MiB of weights and workspace, plus its KV: one 5.6 MiB chunk
-    # when elastic, 90 MiB for 4096 tokens when static. Either budget holds one model, not two.
+    # A model needs about 126 MiB of weights and workspace (attention scratch for 8-token tasks
+    # included), plus its KV: one 5.6 MiB chunk when elastic, 90 MiB for 4096 tokens when
+    # static. Either budget holds one model, not two.
     done = subprocess.run([PIER_BINARY, "serve", "--config", config, "--port", "0",
                            "--threads", "1", "--memory-budget", budget, "--kv-policy", policy],
                           capture_output=True, text=True, timeout=120)
@@ -153,7 +154,7 @@ def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_n
     assert a == b == c and abs(total - 3 * a) < 0.2 and of == float(budget[:-3])
     assert abs(total - free - excess) < 0.2
     # Elastic: each model is guaranteed only its KV minimum; static: its whole KV cache.
-    assert (a < 130) == (policy == "elastic"), a
+    assert (a < 170) == (policy == "elastic"), a
     assert "loading" not in done.stderr, "nothing loads when the sum does not fit"
 
 
