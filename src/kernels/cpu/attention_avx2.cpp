@@ -90,6 +90,16 @@ PIER_AVX2 inline __m256 ReduceEight(const __m256* part) {
   return _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x88), _mm256_shuffle_ps(u0, u1, 0xdd));
 }
 
+// The 2 * nc vectors of a head's row [16 * nc] into registers. Unrolled: as a loop, GCC copies
+// the row through the stack in 16-byte halves, whose reload as 32-byte vectors stalls on store
+// forwarding.
+template <int kMaxC>
+PIER_AVX2 __attribute__((always_inline)) inline void LoadHeadRow(const float* row, int nc,
+                                                                 __m256* v) {
+#pragma GCC unroll 32
+  for (int c = 0; c < 2 * nc; ++c) v[c] = _mm256_loadu_ps(row + 8 * c);
+}
+
 // Scaled scores of one query head at the tile's positions (-inf from n_valid on):
 // scores[i] for i < 16. q: [head_dim]. kC: head_dim / 16 (0: not known at compile time).
 template <int kC>
@@ -98,10 +108,7 @@ PIER_AVX2 void ScoreRows(const Shape& s, const TileRows& k, int n_valid, const f
   constexpr int kMaxC = kC > 0 ? kC : 16;
   const int nc = kC > 0 ? kC : static_cast<int>(s.chunks);
   __m256 qv[2 * kMaxC];
-  // Unrolled: a loop here is turned into a copy through the stack (16-byte halves), whose
-  // reload as 32-byte vectors stalls on store forwarding.
-#pragma GCC unroll 32
-  for (int c = 0; c < 2 * nc; ++c) qv[c] = _mm256_loadu_ps(q + 8 * c);
+  LoadHeadRow<kMaxC>(q, nc, qv);
   __m256 part[kLanes];
   for (int i = 0; i < kLanes; ++i) {
     if (i >= n_valid) {
@@ -191,8 +198,7 @@ PIER_AVX2 void WeightRows(const Shape& s, const TileRows& v, int n_valid, const 
   constexpr int kMaxC = kC > 0 ? kC : 16;
   const int nc = kC > 0 ? kC : static_cast<int>(s.chunks);
   __m256 acc[2 * kMaxC];
-#pragma GCC unroll 32
-  for (int c = 0; c < 2 * nc; ++c) acc[c] = _mm256_loadu_ps(sums + 8 * c);
+  LoadHeadRow<kMaxC>(sums, nc, acc);
   for (int i = 0; i < n_valid; ++i) {
     const __m256 e = _mm256_set1_ps(weights[i]);
     const float* row = v.row[i];
@@ -217,28 +223,40 @@ inline int ValidFor(const Shape& s, int64_t i, int64_t p0) {
   return static_cast<int>(std::clamp<int64_t>(s.first_ctx + i - p0, 0, kLanes));
 }
 
-template <KvDtype kDt, int kC>
-PIER_AVX2 void Attend(const AttentionTask& task, const Shape& s) {
-  const int64_t n_ctx = task.n_ctx;
+// One pass over the task's K rows (scores) or V rows (P.V), tile by tile: per tile and K/V
+// head the rows are widened once, then every query that attends the tile uses them for each
+// query head of the group.
+template <KvDtype kDt, int kC, bool kValues>
+PIER_AVX2 void Pass(const AttentionTask& task, const Shape& s, float* buffer) {
   const int64_t head_floats = s.n_head * s.head_dim;
-  alignas(32) float buffer[kLanes * kAttentionMaxHeadDim];
   const std::byte* rows[kLanes];
   TileRows tile;
-  AttentionRowWalker keys(task, /*values=*/false);
-  for (int64_t p0 = 0; p0 < n_ctx; p0 += kLanes) {
-    const int n_valid = NextTile(keys, p0, n_ctx, rows);
+  AttentionRowWalker walker(task, kValues);
+  for (int64_t p0 = 0; p0 < task.n_ctx; p0 += kLanes) {
+    const int n_valid = NextTile(walker, p0, task.n_ctx, rows);
     for (int64_t kvh = 0; kvh < s.n_kv; ++kvh) {
       WidenRows<kDt>(rows, n_valid, kvh * s.head_bytes, s.head_dim, buffer, tile);
       for (int64_t i = 0; i < s.n_queries; ++i) {
         const int valid = ValidFor(s, i, p0);
         if (valid == 0) continue;
         for (int64_t h = kvh * s.group; h < (kvh + 1) * s.group; ++h) {
-          ScoreRows<kC>(s, tile, valid, task.q + i * head_floats + h * s.head_dim,
-                        task.scores + (i * s.n_head + h) * s.stride + p0);
+          float* scores = task.scores + (i * s.n_head + h) * s.stride + p0;
+          if constexpr (kValues) {
+            WeightRows<kC>(s, tile, valid, scores, task.out + i * head_floats + h * s.head_dim);
+          } else {
+            ScoreRows<kC>(s, tile, valid, task.q + i * head_floats + h * s.head_dim, scores);
+          }
         }
       }
     }
   }
+}
+
+template <KvDtype kDt, int kC>
+PIER_AVX2 void Attend(const AttentionTask& task, const Shape& s) {
+  const int64_t head_floats = s.n_head * s.head_dim;
+  alignas(32) float buffer[kLanes * kAttentionMaxHeadDim];
+  Pass<kDt, kC, /*kValues=*/false>(task, s, buffer);
   for (int64_t i = 0; i < s.n_queries; ++i) {
     for (int64_t h = 0; h < s.n_head; ++h) {
       task.inv_sum[i * s.n_head + h] =
@@ -246,21 +264,7 @@ PIER_AVX2 void Attend(const AttentionTask& task, const Shape& s) {
     }
   }
   std::fill(task.out, task.out + s.n_queries * head_floats, 0.0f);
-  AttentionRowWalker values(task, /*values=*/true);
-  for (int64_t p0 = 0; p0 < n_ctx; p0 += kLanes) {
-    const int n_valid = NextTile(values, p0, n_ctx, rows);
-    for (int64_t kvh = 0; kvh < s.n_kv; ++kvh) {
-      WidenRows<kDt>(rows, n_valid, kvh * s.head_bytes, s.head_dim, buffer, tile);
-      for (int64_t i = 0; i < s.n_queries; ++i) {
-        const int valid = ValidFor(s, i, p0);
-        if (valid == 0) continue;
-        for (int64_t h = kvh * s.group; h < (kvh + 1) * s.group; ++h) {
-          WeightRows<kC>(s, tile, valid, task.scores + (i * s.n_head + h) * s.stride + p0,
-                         task.out + i * head_floats + h * s.head_dim);
-        }
-      }
-    }
-  }
+  Pass<kDt, kC, /*kValues=*/true>(task, s, buffer);
   for (int64_t i = 0; i < s.n_queries; ++i) {
     for (int64_t h = 0; h < s.n_head; ++h) {
       const __m256 inv = _mm256_set1_ps(task.inv_sum[i * s.n_head + h]);
