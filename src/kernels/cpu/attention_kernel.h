@@ -46,8 +46,9 @@ struct AttentionTask {
   const int32_t* next_block_table = nullptr;
   int64_t next_n_ctx = 0;
   bool first_planes_requested = false;
-  // Whether to request K/V planes ahead at all: worth it when they come from memory (a
-  // decode token's), not when the tasks before just read them (a prefill chunk's).
+  // Whether to request K/V planes ahead at all (PagedAttention asks it of every task: decode
+  // tokens' planes come from memory, and a prefill group's have usually left the core's caches
+  // since the group before read them).
   bool prefetch = true;
 };
 
