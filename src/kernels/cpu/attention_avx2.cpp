@@ -14,7 +14,6 @@
 #include <cstring>
 #include <limits>
 
-#include "common/check.h"
 #include "kernels/cpu/attention_kernel.h"
 #include "kernels/cpu/attention_lanes.h"
 
