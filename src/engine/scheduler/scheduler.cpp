@@ -190,10 +190,19 @@ StepPlan Scheduler::Plan() const {
     }
     return false;
   };
+  // Whether some running sequence decodes this step (its prompt is in the cache).
+  bool decoding = false;
+  for (const Sequence* s : order) {
+    if (s->running && static_cast<int64_t>(s->tokens.size()) - s->num_computed == 1) {
+      decoding = true;
+    }
+  }
   auto chunk = [&](int64_t remaining) {
     int64_t n = std::min(remaining, budget);
     if (options_.max_prefill_chunk > 0 && remaining > 1)
       n = std::min(n, options_.max_prefill_chunk);
+    if (decoding && options_.prefill_chunk_while_decoding > 0 && remaining > 1)
+      n = std::min(n, options_.prefill_chunk_while_decoding);
     return n;
   };
 

@@ -67,7 +67,13 @@ struct SchedulerOptions {
   int64_t max_batched_tokens = 512;  // tokens computed per step, all sequences together
   int64_t max_seqs = 64;             // running sequences at once
   int64_t max_prefill_chunk = 0;     // tokens of one prompt per step; 0: up to the budget
-  int64_t aging_steps = 256;         // steps a sequence waits per class it is raised; 0: none
+  // Tokens of one prompt per step while other sequences decode (0: no other cap), so that a
+  // long prompt does not stretch every running stream's step: on 2 cores a 512-token chunk at
+  // a 4,000-token context takes about 3 s (4 streams next to a 4,000-token prompt: median gap
+  // 1.7 s uncapped, 0.3 s at 64, for a 40% longer time to the prompt's first token). Prompts
+  // still share the whole budget among themselves, and a prompt alone gets all of it.
+  int64_t prefill_chunk_while_decoding = 64;
+  int64_t aging_steps = 256;  // steps a sequence waits per class it is raised; 0: none
   bool enable_prefix_caching = true;
   // Preempt by swapping K/V to the SwapSpace when it has room (else by recompute).
   bool preempt_by_swap = false;

@@ -121,6 +121,27 @@ TEST(SchedulerTest, ChunkedPrefillSharesStepsWithDecodes) {
   EXPECT_EQ(h.scheduler().NumComputed(3), 40);
 }
 
+TEST(SchedulerTest, APromptNextToDecodingStreamsIsReadInSmallerChunks) {
+  Harness h({.max_batched_tokens = 64, .max_seqs = 8, .prefill_chunk_while_decoding = 12}, 64, 4);
+  h.Add(1, 3);
+  h.Step();  // sequence 1's prompt: it decodes from now on
+  h.Add(2, 40);
+  h.Add(3, 20);
+  const StepPlan plan = h.Step();
+  ASSERT_NE(Find(plan, 1), nullptr);
+  EXPECT_EQ(Find(plan, 1)->n_tokens, 1);
+  // Each prompt is capped, not the step: both are read at once.
+  ASSERT_NE(Find(plan, 2), nullptr);
+  ASSERT_NE(Find(plan, 3), nullptr);
+  EXPECT_EQ(Find(plan, 2)->n_tokens, 12);
+  EXPECT_EQ(Find(plan, 3)->n_tokens, 12);
+  // A prompt alone gets the whole budget.
+  Harness alone({.max_batched_tokens = 64, .max_seqs = 8, .prefill_chunk_while_decoding = 12}, 64,
+                4);
+  alone.Add(1, 50);
+  EXPECT_EQ(alone.Step().num_tokens(), 50);
+}
+
 TEST(SchedulerTest, MaxPrefillChunkCapsOnePromptPerStep) {
   Harness h({.max_batched_tokens = 64, .max_seqs = 8, .max_prefill_chunk = 10}, 64, 4);
   h.Add(1, 25);
