@@ -6,7 +6,8 @@
 //      request's class raised one class per `aging_steps` steps since arrival), then deadline,
 //      then arrival -- and walks that order under the token budget (max_batched_tokens) and
 //      the running limit (max_seqs). A running sequence gets its remaining tokens up to the
-//      budget (a decode is 1 token; a prompt is ingested in chunks, so running streams keep
+//      budget (a decode is 1 token; a prompt is ingested in chunks, at most
+//      prefill_chunk_while_decoding tokens while others decode, so running streams keep
 //      producing while a long prompt is read). A waiting sequence is admitted when its first
 //      chunk's blocks are available, reusing the cached blocks of its longest cached prefix.
 //      When blocks run short, running sequences are preempted, lowest rank (latest arrival)
