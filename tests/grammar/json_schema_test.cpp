@@ -1,0 +1,188 @@
+#include "grammar/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "grammar/constraint.h"
+#include "grammar_test_util.h"
+
+namespace pier::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using testing::Language;
+
+ExprPtr Schema(const char* text) {
+  Result<ExprPtr> e = JsonSchemaExpr(Json::parse(text));
+  EXPECT_TRUE(e.ok()) << text << ": " << e.status().ToString();
+  return e.ok() ? *e : Nothing();
+}
+
+Status SchemaError(const char* text) { return JsonSchemaExpr(Json::parse(text)).status(); }
+
+TEST(JsonSchemaTest, ObjectsKeepOrderRequiredAndBounds) {
+  Language lang(Schema(R"({"type":"object","properties":{
+      "name":{"type":"string"},"age":{"type":"integer","minimum":0,"maximum":150},
+      "email":{"type":"string"}},"required":["name","age"],"additionalProperties":false})"));
+  EXPECT_TRUE(lang.Matches(R"({"name":"Ada","age":36})"));
+  EXPECT_TRUE(lang.Matches(R"({ "name": "Ada", "age": 36, "email": "a@b.c" })"));
+  EXPECT_TRUE(lang.Matches("{\n  \"name\": \"Ada\",\n  \"age\": 0\n}"));
+  EXPECT_FALSE(lang.Matches(R"({"age":36,"name":"Ada"})"));  // the schema's order
+  EXPECT_FALSE(lang.Matches(R"({"name":"Ada"})"));
+  EXPECT_FALSE(lang.Matches(R"({"name":"Ada","age":151})"));
+  EXPECT_FALSE(lang.Matches(R"({"name":"Ada","age":-1})"));
+  EXPECT_FALSE(lang.Matches(R"({"name":"Ada","age":3,})"));
+  EXPECT_FALSE(lang.Matches(R"({"name":"Ada","age":3,"x":1})"));
+}
+
+TEST(JsonSchemaTest, EveryOrderedSubsetOfOptionalPropertiesWithCorrectCommas) {
+  Language lang(Schema(R"({"type":"object","properties":{
+      "a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}}})"));
+  const char* names[] = {"a", "b", "c"};
+  for (int subset = 0; subset < 8; ++subset) {
+    std::string s = "{";
+    bool first = true;
+    for (int i = 0; i < 3; ++i) {
+      if ((subset >> i & 1) == 0) continue;
+      s += std::string(first ? "" : ",") + "\"" + names[i] + "\":1";
+      first = false;
+    }
+    s += "}";
+    EXPECT_TRUE(lang.Matches(s)) << s;
+  }
+  EXPECT_FALSE(lang.Matches(R"({,"a":1})"));
+  EXPECT_FALSE(lang.Matches(R"({"a":1,,"b":1})"));
+  EXPECT_FALSE(lang.Matches(R"({"a":1"b":1})"));
+}
+
+TEST(JsonSchemaTest, EnumConstAnyOfAndNullableTypes) {
+  Language e(Schema(R"({"enum":["red","green",3,null,{"k":[1]}]})"));
+  for (const char* ok : {R"("red")", R"("green")", "3", "null", R"({"k":[1]})"})
+    EXPECT_TRUE(e.Matches(ok)) << ok;
+  EXPECT_FALSE(e.Matches(R"("blue")"));
+  Language c(Schema(R"({"const":"fixed"})"));
+  EXPECT_TRUE(c.Matches(R"("fixed")"));
+  EXPECT_FALSE(c.Matches(R"("other")"));
+  Language any_of(Schema(R"({"anyOf":[{"type":"string","maxLength":2},{"type":"null"}]})"));
+  EXPECT_TRUE(any_of.Matches("null"));
+  EXPECT_TRUE(any_of.Matches(R"("ab")"));
+  EXPECT_FALSE(any_of.Matches(R"("abc")"));
+  Language types(Schema(R"({"type":["boolean","null"]})"));
+  EXPECT_TRUE(types.Matches("true"));
+  EXPECT_TRUE(types.Matches("null"));
+  EXPECT_FALSE(types.Matches("0"));
+}
+
+TEST(JsonSchemaTest, ArraysCountTheirItems) {
+  Language lang(Schema(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})"));
+  EXPECT_FALSE(lang.Matches("[]"));
+  EXPECT_TRUE(lang.Matches("[1]"));
+  EXPECT_TRUE(lang.Matches("[1, 2, 3]"));
+  EXPECT_FALSE(lang.Matches("[1,2,3,4]"));
+  EXPECT_FALSE(lang.Matches(R"(["a"])"));
+}
+
+TEST(JsonSchemaTest, RecursiveRefsUnrollAndNeedABaseCase) {
+  Language tree(Schema(R"({"$defs":{"node":{"type":"object","properties":{
+      "v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},
+      "required":["v","kids"]}},"$ref":"#/$defs/node"})"));
+  EXPECT_TRUE(tree.Matches(R"({"v":1,"kids":[]})"));
+  EXPECT_TRUE(tree.Matches(R"({"v":1,"kids":[{"v":2,"kids":[]},{"v":3,"kids":[]}]})"));
+  const Status no_base = SchemaError(R"({"$defs":{"n":{"type":"object","properties":{
+      "next":{"$ref":"#/$defs/n"}},"required":["next"]}},"$ref":"#/$defs/n"})");
+  ASSERT_FALSE(no_base.ok());
+  EXPECT_NE(no_base.message().find("without a base case"), std::string::npos) << no_base.message();
+  const Status dangling = SchemaError(R"({"$ref":"#/$defs/missing"})");
+  EXPECT_NE(dangling.message().find("points at nothing"), std::string::npos) << dangling.message();
+  const Status remote = SchemaError(R"({"$ref":"https://example.com/s.json"})");
+  EXPECT_NE(remote.message().find("only references into the same schema"), std::string::npos);
+}
+
+TEST(JsonSchemaTest, WhatCannotBeEnforcedIsRefusedWithKeywordAndPlace) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type":"object","properties":{"x":{"oneOf":[{"type":"string"}]}}})",
+       "'oneOf' is not supported (at #/properties/x)"},
+      {R"({"type":"array","uniqueItems":true})", "'uniqueItems' is not supported (at #)"},
+      {R"({"type":"number","multipleOf":3})", "'multipleOf' is not supported"},
+      {R"({"not":{"type":"string"}})", "'not' is not supported"},
+      {R"({"type":"string","format":"email"})", "string format 'email' is not supported"},
+      {R"({"type":"strin"})", "unknown type 'strin'"},
+      {R"({"type":"number","minimum":0.5})", "must be a whole number"},
+      {R"js({"type":"string","pattern":"(?=x)"})js", "lookaround"},
+      {R"({"type":"array","minItems":3,"maxItems":2})", "maxItems is below minItems"},
+      {R"({"type":"object","required":["x"],"additionalProperties":false})",
+       "required property 'x' is not in 'properties'"},
+      {R"(7)", "a schema must be an object or a boolean"},
+  };
+  for (const auto& [schema, reason] : cases) {
+    const Status s = SchemaError(schema);
+    ASSERT_FALSE(s.ok()) << schema;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(reason), std::string::npos) << schema << ": " << s.message();
+  }
+  // Annotations are not validation: they are ignored.
+  EXPECT_TRUE(
+      JsonSchemaExpr(
+          Json::parse(
+              R"({"title":"T","description":"d","type":"string","default":"x","examples":["y"]})"))
+          .ok());
+}
+
+TEST(JsonSchemaTest, FreeFormObjectsAreJsonAndBoundedInDepth) {
+  Language lang(AnyJsonObject(3));
+  EXPECT_TRUE(lang.Matches(R"({"a":[1,{"b":null}],"c":"d"})"));
+  EXPECT_FALSE(lang.Matches(R"([1])"));
+  EXPECT_FALSE(lang.Matches(R"({"a":[[[1]]]})"));  // deeper than 3
+  std::mt19937_64 rng(5);
+  int parsed = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string s;
+    if (!lang.Sample(&rng, &s, 0.15)) continue;
+    const Json j = Json::parse(s, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << s;
+    ASSERT_TRUE(j.is_object()) << s;
+    ++parsed;
+  }
+  EXPECT_GT(parsed, 100);
+}
+
+TEST(JsonSchemaTest, SampledOutputsOfASchemaParseAndHoldItsConstraints) {
+  Language lang(Schema(R"({"type":"object","properties":{
+      "id":{"type":"string","format":"uuid"},
+      "tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":3},
+      "score":{"type":"number","minimum":0,"maximum":1},
+      "kind":{"anyOf":[{"const":"x"},{"type":"integer","exclusiveMinimum":5}]}},
+      "required":["id","tags","score","kind"]})"));
+  std::mt19937_64 rng(9);
+  int checked = 0;
+  for (int i = 0; i < 400; ++i) {
+    std::string s;
+    if (!lang.Sample(&rng, &s, 0.3)) continue;
+    const Json j = Json::parse(s, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << s;
+    ASSERT_EQ(j.size(), 4u) << s;
+    EXPECT_EQ(j["id"].get<std::string>().size(), 36u);
+    EXPECT_LE(j["tags"].size(), 3u);
+    EXPECT_GE(j["score"].get<double>(), 0.0);
+    EXPECT_LE(j["score"].get<double>(), 1.0);
+    EXPECT_TRUE(j["kind"] == "x" || j["kind"].get<int64_t>() > 5) << s;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(ConstraintTest, BadSchemasAreRefusedBeforeCompiling) {
+  OutputConstraint c;
+  c.kind = OutputConstraint::Kind::kJsonSchema;
+  c.schema = "{not json";
+  EXPECT_NE(ConstraintExpr(c).status().message().find("not valid JSON"), std::string::npos);
+  c.schema = std::string(kMaxSchemaBytes + 1, ' ');
+  EXPECT_NE(ConstraintExpr(c).status().message().find("at most"), std::string::npos);
+  c.kind = OutputConstraint::Kind::kJsonObject;
+  EXPECT_TRUE(ConstraintExpr(c).ok());
+}
+
+}  // namespace
+}  // namespace pier::grammar
