@@ -84,7 +84,7 @@ TEST(GrammarTest, MasksEqualBruteForceAlongRandomWalks) {
   for (const ExprPtr& expr : {schema, AnyJsonObject(3)}) {
     auto grammar = Grammar::Create(*expr, vocab).value();
     Language reference(expr);
-    for (int walk = 0; walk < 12; ++walk) {
+    for (int walk = 0; walk < 6; ++walk) {
       int32_t state = grammar->start();
       std::string written;
       for (int step = 0; step < 40; ++step) {
