@@ -121,48 +121,32 @@ class NfaBuilder {
     return {start, end};
   }
 
+  // [separator] item, as one fragment.
+  Fragment CompileStep(const Expr& item, const Expr* separator) {
+    if (separator == nullptr) return Compile(item);
+    const Fragment sep = Compile(*separator);
+    const Fragment next = Compile(item);
+    Link(sep.end, next.start);
+    return {sep.start, next.end};
+  }
+
   // From `cur`: up to `count` more of ([separator] item), or any number when count < 0.
   // Returns the state after them.
   int32_t CompileTail(const Expr& item, const Expr* separator, int32_t cur, int32_t count) {
+    const int32_t out = NewState();
     if (count < 0) {
       // One copy with a loop back to `cur`, which is also the way out.
-      int32_t body_start = -1;
-      int32_t body_end = -1;
-      if (separator != nullptr) {
-        const Fragment sep = Compile(*separator);
-        const Fragment next = Compile(item);
-        Link(sep.end, next.start);
-        body_start = sep.start;
-        body_end = next.end;
-      } else {
-        const Fragment next = Compile(item);
-        body_start = next.start;
-        body_end = next.end;
-      }
-      const int32_t out = NewState();
-      Link(cur, body_start);
-      Link(body_end, cur);
+      const Fragment body = CompileStep(item, separator);
+      Link(cur, body.start);
+      Link(body.end, cur);
       Link(cur, out);
       return out;
     }
-    const int32_t out = NewState();
     for (int32_t i = 0; i < count && !overflowed_; ++i) {
       Link(cur, out);
-      int32_t next_start = -1;
-      int32_t next_end = -1;
-      if (separator != nullptr) {
-        const Fragment sep = Compile(*separator);
-        const Fragment next = Compile(item);
-        Link(sep.end, next.start);
-        next_start = sep.start;
-        next_end = next.end;
-      } else {
-        const Fragment next = Compile(item);
-        next_start = next.start;
-        next_end = next.end;
-      }
-      Link(cur, next_start);
-      cur = next_end;
+      const Fragment next = CompileStep(item, separator);
+      Link(cur, next.start);
+      cur = next.end;
     }
     Link(cur, out);
     return out;
