@@ -202,66 +202,52 @@ class SchemaCompiler {
     return e;
   }
 
-  Result<std::optional<int64_t>> IntegerBound(const Json& s, const char* inclusive,
-                                              const char* exclusive, bool lower,
-                                              const std::string& path) {
-    std::optional<double> bound;
-    bool is_exclusive = false;
+  struct Bound {
+    std::optional<double> value;
+    bool exclusive = false;
+  };
+
+  // The tighter of `inclusive` and `exclusive` (a number in draft 2020-12, a flag on the
+  // inclusive bound in draft 4).
+  Result<Bound> ReadBound(const Json& s, const char* inclusive, const char* exclusive, bool lower,
+                          const std::string& path) {
+    Bound bound;
     if (const auto it = s.find(inclusive); it != s.end()) {
       if (!it->is_number()) return Error(path, std::string("'") + inclusive + "' must be a number");
-      bound = it->get<double>();
+      bound.value = it->get<double>();
     }
     if (const auto it = s.find(exclusive); it != s.end()) {
       if (it->is_boolean()) {
-        is_exclusive = it->get<bool>();  // draft 4 spelling
+        bound.exclusive = it->get<bool>();
       } else if (it->is_number()) {
         const double v = it->get<double>();
-        if (!bound.has_value() || (lower ? v >= *bound : v <= *bound)) {
-          bound = v;
-          is_exclusive = true;
+        if (!bound.value.has_value() || (lower ? v >= *bound.value : v <= *bound.value)) {
+          bound = {v, true};
         }
       } else {
         return Error(path, std::string("'") + exclusive + "' must be a number");
       }
     }
-    if (!bound.has_value()) return std::optional<int64_t>();
-    if (std::fabs(*bound) > 1e17)
+    return bound;
+  }
+
+  Result<std::optional<int64_t>> IntegerBound(const Json& s, const char* inclusive,
+                                              const char* exclusive, bool lower,
+                                              const std::string& path) {
+    PIER_ASSIGN_OR_RETURN(Bound bound, ReadBound(s, inclusive, exclusive, lower, path));
+    if (!bound.value.has_value()) return std::optional<int64_t>();
+    if (std::fabs(*bound.value) > 1e17) {
       return std::optional<int64_t>(lower ? -(int64_t{1} << 60) : int64_t{1} << 60);
-    double v = lower ? std::ceil(*bound) : std::floor(*bound);
-    if (is_exclusive && v == *bound) v += lower ? 1 : -1;
+    }
+    double v = lower ? std::ceil(*bound.value) : std::floor(*bound.value);
+    if (bound.exclusive && v == *bound.value) v += lower ? 1 : -1;
     return std::optional<int64_t>(static_cast<int64_t>(v));
   }
 
   Result<NumberBounds> NumberBoundsOf(const Json& s, const std::string& path) {
-    NumberBounds b;
-    auto read = [&](const char* name, std::optional<double>* out) -> Status {
-      if (const auto it = s.find(name); it != s.end()) {
-        if (!it->is_number()) return Error(path, std::string("'") + name + "' must be a number");
-        *out = it->get<double>();
-      }
-      return Status::Ok();
-    };
-    PIER_RETURN_IF_ERROR(read("minimum", &b.minimum));
-    PIER_RETURN_IF_ERROR(read("maximum", &b.maximum));
-    for (const auto& [name, lower] :
-         {std::pair{"exclusiveMinimum", true}, std::pair{"exclusiveMaximum", false}}) {
-      const auto it = s.find(name);
-      if (it == s.end()) continue;
-      std::optional<double>& bound = lower ? b.minimum : b.maximum;
-      bool& exclusive = lower ? b.exclusive_minimum : b.exclusive_maximum;
-      if (it->is_boolean()) {
-        exclusive = it->get<bool>();
-      } else if (it->is_number()) {
-        const double v = it->get<double>();
-        if (!bound.has_value() || (lower ? v >= *bound : v <= *bound)) {
-          bound = v;
-          exclusive = true;
-        }
-      } else {
-        return Error(path, std::string("'") + name + "' must be a number");
-      }
-    }
-    return b;
+    PIER_ASSIGN_OR_RETURN(Bound lo, ReadBound(s, "minimum", "exclusiveMinimum", true, path));
+    PIER_ASSIGN_OR_RETURN(Bound hi, ReadBound(s, "maximum", "exclusiveMaximum", false, path));
+    return NumberBounds{lo.value, hi.value, lo.exclusive, hi.exclusive};
   }
 
   Result<int32_t> Count(const Json& s, const char* name, int32_t fallback,

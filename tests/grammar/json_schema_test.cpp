@@ -57,6 +57,22 @@ TEST(JsonSchemaTest, EveryOrderedSubsetOfOptionalPropertiesWithCorrectCommas) {
   EXPECT_FALSE(lang.Matches(R"({"a":1"b":1})"));
 }
 
+TEST(JsonSchemaTest, ExclusiveBoundsInBothDraftSpellings) {
+  Language modern(Schema(R"({"type":"integer","exclusiveMinimum":0,"maximum":3})"));
+  EXPECT_FALSE(modern.Matches("0"));
+  EXPECT_TRUE(modern.Matches("1"));
+  EXPECT_TRUE(modern.Matches("3"));
+  EXPECT_FALSE(modern.Matches("4"));
+  Language draft4(Schema(R"({"type":"integer","minimum":0,"exclusiveMinimum":true})"));
+  EXPECT_FALSE(draft4.Matches("0"));
+  EXPECT_TRUE(draft4.Matches("1"));
+  Language number(Schema(R"({"type":"number","minimum":0,"exclusiveMaximum":2})"));
+  EXPECT_TRUE(number.Matches("1.99"));
+  EXPECT_TRUE(number.Matches("0"));
+  EXPECT_FALSE(number.Matches("2"));
+  EXPECT_FALSE(number.Matches("2.5"));
+}
+
 TEST(JsonSchemaTest, EnumConstAnyOfAndNullableTypes) {
   Language e(Schema(R"({"enum":["red","green",3,null,{"k":[1]}]})"));
   for (const char* ok : {R"("red")", R"("green")", "3", "null", R"({"k":[1]})"})
