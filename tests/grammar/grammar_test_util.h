@@ -28,9 +28,10 @@ class Language {
     return dfa_.accepting(state);
   }
 
-  // A random member of the language: bytes chosen uniformly among those that keep the walk
-  // alive, stopping (where accepting) with probability stop_p per step or at max_bytes.
-  // Empty optional... returns false when the walk could not finish.
+  // Draws a random member of the language into `out`: each byte uniformly among those that
+  // keep the walk alive, stopping in an accepting state with probability stop_p per step.
+  // Every live state of these languages can still finish (the builders leave no dead ends),
+  // so this fails (returns false) only when max_bytes is reached first.
   bool Sample(std::mt19937_64* rng, std::string* out, double stop_p = 0.08,
               size_t max_bytes = 4000) {
     out->clear();
@@ -42,8 +43,6 @@ class Language {
       std::vector<uint8_t> live;
       for (int b = 0; b < 256; ++b) {
         const int32_t next = dfa_.Next(state, static_cast<uint8_t>(b));
-        // Prefer bytes from which an accepting state stays reachable: every live DFA state
-        // here can finish (the languages are built without dead ends).
         if (next > 0) live.push_back(static_cast<uint8_t>(b));
       }
       if (live.empty()) return false;
