@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "grammar/nfa.h"
+
 namespace pier::grammar {
 
 Result<ExprPtr> ConstraintExpr(const OutputConstraint& constraint,
@@ -27,6 +29,13 @@ Result<ExprPtr> ConstraintExpr(const OutputConstraint& constraint,
     }
   }
   return InvalidArgumentError("unknown constraint kind");
+}
+
+Status CheckConstraint(const OutputConstraint& constraint, const JsonSchemaOptions& options) {
+  PIER_ASSIGN_OR_RETURN(ExprPtr expr, ConstraintExpr(constraint, options));
+  Result<Nfa> nfa = CompileNfa(*expr);
+  if (!nfa.ok()) return InvalidArgumentError(nfa.status().message());
+  return Status::Ok();
 }
 
 GrammarCache::GrammarCache(std::shared_ptr<const TokenVocabulary> vocabulary, size_t capacity,

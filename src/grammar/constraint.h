@@ -34,6 +34,12 @@ inline constexpr size_t kMaxSchemaBytes = 64 * 1024;
 [[nodiscard]] Result<ExprPtr> ConstraintExpr(const OutputConstraint& constraint,
                                              const JsonSchemaOptions& options = {});
 
+// Whether the constraint can be enforced, without a vocabulary: its language compiles within
+// the NFA limit. INVALID_ARGUMENT naming what is wrong (a too-large constraint included, since
+// the request is what has to change). The check a caller runs before queueing.
+[[nodiscard]] Status CheckConstraint(const OutputConstraint& constraint,
+                                     const JsonSchemaOptions& options = {});
+
 class GrammarCache {
  public:
   GrammarCache(std::shared_ptr<const TokenVocabulary> vocabulary, size_t capacity = 32,

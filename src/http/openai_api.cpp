@@ -263,6 +263,7 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     request.max_tokens = max_tokens[i];
     request.stop = r.stop;
     request.ignore_eos = r.ignore_eos;
+    request.constraint = r.constraint;
     if (stream_options.echo && r.logprobs.has_value()) request.prompt_logprobs = *r.logprobs;
     request.priority = priority;
     request.tenant = request_class->tenant;

@@ -7,12 +7,15 @@
 #include <utility>
 
 #include "engine/sampling/sampling_params.h"
+#include "grammar/constraint.h"
 #include "serving/request_policy.h"
 
 namespace pier::http {
 namespace {
 
-using nlohmann::json;
+// Objects keep their members in the body's order: a response_format schema's properties are
+// generated in the order the client wrote them.
+using json = nlohmann::ordered_json;
 using Err = std::optional<OpenAiError>;
 
 // Returns from the enclosing function when `expr` yields an error.
@@ -206,22 +209,66 @@ Err CheckUnsupported(const json& body) {
     return NotSupported("function_call", "function_call");
   }
   if (Field(body, "audio") != nullptr) return NotSupported("audio", "audio");
-  if (const json* v = Field(body, "response_format"); v != nullptr) {
-    if (!v->is_object()) return WrongType("response_format", "an object", *v);
-    const json* type = Field(*v, "type");
-    if (type == nullptr || !type->is_string()) {
-      return Bad("response_format", "response_format.type must be a string");
-    }
-    if (*type != "text") {
-      return NotSupported("response_format", "response_format of type " + type->get<std::string>());
-    }
-  }
   if (const json* v = Field(body, "modalities"); v != nullptr) {
     if (!v->is_array()) return WrongType("modalities", "an array of strings", *v);
     for (const json& m : *v) {
       if (!m.is_string()) return WrongType("modalities", "an array of strings", m);
       if (m != "text") return NotSupported("modalities", "modalities other than text");
     }
+  }
+  return std::nullopt;
+}
+
+// response_format: text (unconstrained), json_object (any JSON object) or json_schema
+// ({"json_schema": {"name", "description", "schema", "strict"}}: a value valid against the
+// schema). The constraint is compiled here once so that a schema Pier cannot enforce is a 400
+// naming the keyword, never an unconstrained answer; `strict` is accepted either way because
+// Pier always enforces the schema.
+Err ReadResponseFormat(const json& body, grammar::OutputConstraint* out) {
+  const json* v = Field(body, "response_format");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_object()) return WrongType("response_format", "an object", *v);
+  const json* type = Field(*v, "type");
+  if (type == nullptr || !type->is_string()) {
+    return Bad("response_format", "response_format.type must be a string");
+  }
+  const std::string& kind = type->get_ref<const std::string&>();
+  if (kind == "text") return std::nullopt;
+  if (kind == "json_object") {
+    out->kind = grammar::OutputConstraint::Kind::kJsonObject;
+  } else if (kind == "json_schema") {
+    const json* spec = Field(*v, "json_schema");
+    if (spec == nullptr || !spec->is_object()) {
+      return Bad("response_format",
+                 "response_format.json_schema must be an object with the schema under \"schema\"");
+    }
+    for (const char* name : {"name", "description"}) {
+      if (const json* f = Field(*spec, name); f != nullptr && !f->is_string()) {
+        return Bad("response_format",
+                   std::string("response_format.json_schema.") + name + " must be a string");
+      }
+    }
+    if (const json* strict = Field(*spec, "strict"); strict != nullptr && !strict->is_boolean()) {
+      return Bad("response_format", "response_format.json_schema.strict must be a boolean");
+    }
+    const json* schema = Field(*spec, "schema");
+    if (schema == nullptr) {
+      return Bad("response_format", "response_format.json_schema.schema is required");
+    }
+    if (!schema->is_object() && !schema->is_boolean()) {
+      return Bad("response_format",
+                 "response_format.json_schema.schema must be an object, got " + TypeName(*schema));
+    }
+    out->kind = grammar::OutputConstraint::Kind::kJsonSchema;
+    out->schema = schema->dump(-1, ' ', false, json::error_handler_t::replace);
+  } else {
+    return Bad("response_format",
+               "response_format.type must be text, json_object or json_schema, got " + Show(*type));
+  }
+  if (Status valid = grammar::CheckConstraint(*out); !valid.ok()) {
+    OpenAiError error = Bad("response_format", "response_format: " + valid.message());
+    error.code = "invalid_schema";
+    return error;
   }
   return std::nullopt;
 }
@@ -236,6 +283,7 @@ Err ReadCommon(const json& body, const OpenAiRequestLimits& limits, OpenAiReques
   }
 
   PIER_OPENAI_TRY(CheckUnsupported(body));
+  PIER_OPENAI_TRY(ReadResponseFormat(body, &r->constraint));
   PIER_OPENAI_TRY(ReadBool(body, "stream", &r->stream));
   if (const json* options = Field(body, "stream_options"); options != nullptr) {
     if (!options->is_object()) return WrongType("stream_options", "an object", *options);

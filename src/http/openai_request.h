@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/scheduler/request.h"
+#include "grammar/output_constraint.h"
 
 namespace pier::http {
 
@@ -78,8 +79,10 @@ struct OpenAiRequest {
   bool echo = false;                         // completions: prompt text before the generated text
   bool ignore_eos = false;                   // extension
   std::optional<engine::Priority> priority;  // extension: the body's `priority`
-  std::vector<ChatMessage> messages;         // chat, non-empty
-  std::vector<CompletionPrompt> prompts;     // completions, non-empty
+  // response_format json_object / json_schema (validated: the schema compiles); kNone for text.
+  grammar::OutputConstraint constraint;
+  std::vector<ChatMessage> messages;      // chat, non-empty
+  std::vector<CompletionPrompt> prompts;  // completions, non-empty
 };
 
 struct OpenAiRequestLimits {

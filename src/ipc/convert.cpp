@@ -46,12 +46,20 @@ void ToProto(const engine::Request& r, proto::Request* out) {
   if (r.deadline_us.has_value()) out->set_deadline_us(*r.deadline_us);
   out->set_tenant(r.tenant);
   out->set_arrival_us(r.arrival_us);
+  out->set_constraint_kind(static_cast<int32_t>(r.constraint.kind));
+  out->set_constraint_schema(r.constraint.schema);
 }
 
 Result<engine::Request> FromProto(const proto::Request& in) {
   if (in.priority() < 0 || in.priority() > static_cast<int32_t>(engine::Priority::kLow)) {
     return InvalidArgumentError("IPC request " + in.id() + ": priority " +
                                 std::to_string(in.priority()) + " is not a class (0..3)");
+  }
+  constexpr auto kMaxKind = static_cast<int32_t>(grammar::OutputConstraint::Kind::kJsonSchema);
+  if (in.constraint_kind() < 0 || in.constraint_kind() > kMaxKind) {
+    return InvalidArgumentError("IPC request " + in.id() + ": constraint kind " +
+                                std::to_string(in.constraint_kind()) + " is not known (0.." +
+                                std::to_string(kMaxKind) + ")");
   }
   engine::Request r;
   r.id = in.id();
@@ -80,6 +88,8 @@ Result<engine::Request> FromProto(const proto::Request& in) {
   if (in.has_deadline_us()) r.deadline_us = in.deadline_us();
   r.tenant = in.tenant();
   r.arrival_us = in.arrival_us();
+  r.constraint.kind = static_cast<grammar::OutputConstraint::Kind>(in.constraint_kind());
+  r.constraint.schema = in.constraint_schema();
   return r;
 }
 

@@ -23,7 +23,9 @@
 namespace pier::ipc {
 
 // Changes whenever a message's meaning does; both sides must agree (checked at the handshake).
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: elastic KV (Budget, MoreMemory)
+// 2: elastic KV (Budget, MoreMemory); 3: output constraints in Request (an older worker would
+// ignore them and answer unconstrained).
+inline constexpr uint32_t kProtocolVersion = 3;
 // The largest frame either side accepts (an Events batch of long prompts' logprobs fits).
 inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
 

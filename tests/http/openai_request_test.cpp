@@ -339,13 +339,59 @@ TEST(OpenAiRequestTest, ImagePartsAreRefusedByType) {
       << e.message;
 }
 
+TEST(OpenAiRequestTest, ResponseFormatBecomesAnOutputConstraint) {
+  json chat = ChatBody();
+  chat["response_format"] = {{"type", "json_object"}};
+  EXPECT_EQ(ChatOk(chat).constraint.kind, grammar::OutputConstraint::Kind::kJsonObject);
+
+  // The schema keeps the client's property order (ordered parsing), and completions take it too.
+  const std::string body = R"({"model":"m","prompt":"x","response_format":{"type":"json_schema",
+      "json_schema":{"name":"p","strict":true,"schema":{"type":"object",
+      "properties":{"zeta":{"type":"integer"},"alpha":{"type":"string"}},
+      "required":["zeta","alpha"]}}}})";
+  auto parsed = ParseCompletionRequest(body);
+  ASSERT_TRUE(std::holds_alternative<OpenAiRequest>(parsed));
+  const grammar::OutputConstraint& c = std::get<OpenAiRequest>(parsed).constraint;
+  EXPECT_EQ(c.kind, grammar::OutputConstraint::Kind::kJsonSchema);
+  EXPECT_LT(c.schema.find("zeta"), c.schema.find("alpha")) << c.schema;
+
+  chat["response_format"] = {{"type", "text"}};
+  EXPECT_FALSE(ChatOk(chat).constraint.active());
+}
+
+TEST(OpenAiRequestTest, BadResponseFormatsAreRefusedByName) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {"json_object", "response_format must be an object"},
+      {{{"type", "yaml"}}, "must be text, json_object or json_schema, got \"yaml\""},
+      {{{"type", "json_schema"}}, "json_schema must be an object"},
+      {{{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}, "schema is required"},
+      {{{"type", "json_schema"}, {"json_schema", {{"schema", "str"}}}},
+       "schema must be an object, got a string"},
+      {{{"type", "json_schema"}, {"json_schema", {{"schema", json::object()}, {"strict", 1}}}},
+       "strict must be a boolean"},
+      // Valid JSON Schema that Pier cannot enforce: refused naming the keyword, not ignored.
+      {{{"type", "json_schema"},
+        {"json_schema", {{"schema", {{"type", "array"}, {"uniqueItems", true}}}}}},
+       "uniqueItems"},
+      // Not a valid schema at all.
+      {{{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "integr"}}}}}}, "integr"},
+  };
+  for (const auto& [format, want] : cases) {
+    json chat = ChatBody();
+    chat["response_format"] = format;
+    OpenAiError e = ChatError(chat);
+    EXPECT_EQ(e.status, 400) << format.dump();
+    EXPECT_EQ(e.param, "response_format") << format.dump();
+    EXPECT_NE(e.message.find(want), std::string::npos) << format.dump() << ": " << e.message;
+  }
+}
+
 TEST(OpenAiRequestTest, UnsupportedFeaturesSaySo) {
   const std::vector<std::pair<std::string, json>> cases = {
       {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
       {"tool_choice", "auto"},
       {"functions", {{{"name", "f"}}}},
       {"function_call", "auto"},
-      {"response_format", {{"type", "json_object"}}},
       {"audio", {{"voice", "alloy"}}},
       {"modalities", {"text", "audio"}},
   };

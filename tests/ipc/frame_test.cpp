@@ -40,6 +40,7 @@ engine::Request SampleRequest() {
   r.deadline_us = 99;
   r.tenant = "team-a";
   r.arrival_us = 1234;
+  r.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, R"({"type":"integer"})"};
   return r;
 }
 
@@ -74,6 +75,7 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   EXPECT_EQ(r.deadline_us, 99);
   EXPECT_EQ(r.tenant, "team-a");
   EXPECT_EQ(r.arrival_us, 1234);
+  EXPECT_EQ(r.constraint, want.constraint);
   // Unset optionals stay unset.
   engine::Request plain;
   plain.id = "p";
@@ -84,6 +86,12 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   EXPECT_FALSE(back->sampling.logprobs.has_value());
   EXPECT_FALSE(back->prompt_logprobs.has_value());
   EXPECT_FALSE(back->deadline_us.has_value());
+  EXPECT_FALSE(back->constraint.active());
+  // A constraint kind this side does not know is refused, never dropped.
+  wire.set_constraint_kind(7);
+  back = FromProto(wire);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("constraint kind 7"), std::string::npos);
 
   engine::Event e;
   e.choice = 1;

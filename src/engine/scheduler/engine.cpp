@@ -9,6 +9,7 @@
 
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
+#include "grammar/constraint.h"
 
 namespace pier::engine {
 
@@ -74,6 +75,7 @@ struct Engine::Choice {
   int64_t sequence_id = 0;
   sampling::Sampler sampler;
   OutputProcessor output;
+  std::optional<grammar::GrammarMatcher> constraint;  // with Request::constraint
   int64_t generated = 0;
   TimestampUs first_token_us = 0;
   bool started = false;  // its sequence was queued
@@ -191,6 +193,14 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
   }
   for (const std::string& s : request.stop) {
     if (s.empty()) return InvalidArgumentError("stop strings must not be empty");
+  }
+  if (request.constraint.active()) {
+    if (tokenizer_ == nullptr) {
+      return InvalidArgumentError("an output constraint needs the model's tokenizer");
+    }
+    // Refused here, on the caller's thread, so a bad schema never reaches the engine thread;
+    // the engine compiles it again against the vocabulary (cached per constraint).
+    PIER_RETURN_IF_ERROR(grammar::CheckConstraint(request.constraint));
   }
   const int64_t total = static_cast<int64_t>(request.prompt_tokens.size()) + request.max_tokens;
   if (total > max_request_tokens_) {
@@ -355,12 +365,34 @@ void Engine::StartRequest(Request request, std::shared_ptr<RequestHandle> handle
     live->choices.push_back(Choice{
         .index = i,
         .sampler = std::move(sampler).value(),
-        .output = OutputProcessor(std::move(stop).value(), tokenizer_, r.skip_special_tokens)});
+        .output = OutputProcessor(std::move(stop).value(), tokenizer_, r.skip_special_tokens),
+        .constraint = std::nullopt});
   }
   const std::string id = r.id;
   Live& ref = *live;
   live_.emplace(id, std::move(live));
+  if (Status attached = AttachConstraint(ref); !attached.ok()) {
+    for (Choice& c : ref.choices) {
+      Event event;
+      event.error = attached.ToString();
+      FinishChoice(ref, c, std::move(event), FinishReason::kError);
+    }
+    FinishRequestIfDone(id);
+    return;
+  }
   AddChoiceSequence(ref, 0);
+}
+
+Status Engine::AttachConstraint(Live& live) {
+  const grammar::OutputConstraint& constraint = live.request.constraint;
+  if (!constraint.active()) return Status::Ok();
+  if (grammars_ == nullptr) {
+    grammars_ = std::make_unique<grammar::GrammarCache>(
+        grammar::TokenVocabulary::FromTokenizer(*tokenizer_));
+  }
+  PIER_ASSIGN_OR_RETURN(std::shared_ptr<grammar::Grammar> compiled, grammars_->Get(constraint));
+  for (Choice& c : live.choices) c.constraint.emplace(compiled);
+  return Status::Ok();
 }
 
 void Engine::AddChoiceSequence(Live& live, int32_t index) {
@@ -557,12 +589,20 @@ void Engine::HandleToken(Live& live, Choice& c, std::span<const float> logits) {
 void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   std::copy(row.begin(), row.end(), logits_scratch_.begin());
   std::span<float> logits(logits_scratch_);
-  Result<sampling::SampleResult> sampled = c.sampler.Sample(logits);
-  if (!sampled.ok()) {
+  auto fail = [&](const Status& status) {
     Event e;
-    e.error = sampled.status().ToString();
+    e.error = status.ToString();
     FinishChoice(live, c, std::move(e), FinishReason::kError);
-    return;
+  };
+  if (c.constraint.has_value()) {
+    if (Status masked = c.constraint->MaskLogits(logits); !masked.ok()) return fail(masked);
+  }
+  Result<sampling::SampleResult> sampled = c.sampler.Sample(logits);
+  if (!sampled.ok()) return fail(sampled.status());
+  if (c.constraint.has_value()) {
+    if (Status accepted = c.constraint->Accept(sampled->token); !accepted.ok()) {
+      return fail(accepted);
+    }
   }
   ++c.generated;
   if (c.first_token_us == 0) c.first_token_us = NowUs();
@@ -576,6 +616,14 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   OutputProcessor::Output out = c.output.OnToken(e.token);
   e.text = std::move(out.text);
   if (out.stopped) {
+    FinishChoice(live, c, std::move(e), FinishReason::kStop);
+    return;
+  }
+  // A constrained output that is a whole match and cannot grow is finished (no need to wait
+  // for an end-of-generation token the mask would force next anyway).
+  if (c.constraint.has_value() && c.constraint->complete()) {
+    OutputProcessor::Output tail = c.output.Finish();
+    e.text += tail.text;
     FinishChoice(live, c, std::move(e), FinishReason::kStop);
     return;
   }

@@ -15,6 +15,12 @@
 // shrink requests between steps, marks the lease idle while nothing is live). Detokenization
 // and stop strings per choice: OutputProcessor (output_processor.h).
 //
+// Output constraints (Request::constraint): each choice of a constrained request has a
+// grammar::GrammarMatcher; its mask is applied to the choice's own logits before sampling
+// (penalties, bias and temperature come after it, so a refused token stays refused), which
+// depends on nothing but that choice's tokens and so keeps batch invariance. A choice whose
+// output has become a whole match that nothing may extend ends with finish reason stop.
+//
 // Ownership: the engine borrows the ModelRunner, its KvStore and the Tokenizer (optional), which
 // must outlive it; it owns the BlockManager, the Scheduler and the request state.
 // Thread-safety: Submit, Abort and Stats may be called from any thread. With
@@ -50,6 +56,10 @@
 #include "engine/scheduler/scheduler.h"
 #include "memory/pinned_host_pool.h"
 #include "tokenizer/tokenizer.h"
+
+namespace pier::grammar {
+class GrammarCache;
+}
 
 namespace pier::engine {
 
@@ -115,8 +125,9 @@ class Engine {
 
   // Validates and queues. INVALID_ARGUMENT for an empty prompt or id, an id in use, a token
   // outside the vocabulary, bad sampling parameters, prompt_logprobs outside [0, 20], n outside [1,
-  // max_n], max_tokens < 1, an empty stop string, or prompt + max_tokens above max_request_tokens
-  // (named in the message); UNAVAILABLE after shutdown began.
+  // max_n], max_tokens < 1, an empty stop string, prompt + max_tokens above max_request_tokens
+  // (named in the message), or an output constraint that does not compile or comes without a
+  // tokenizer; UNAVAILABLE after shutdown began.
   [[nodiscard]] Result<std::shared_ptr<RequestHandle>> Submit(Request request);
   // Ends the request (every choice gets a final abort event) and frees its blocks before the
   // next step. Unknown or finished ids are ignored.
@@ -146,6 +157,8 @@ class Engine {
   void TakeInbox();
   void StartRequest(Request request, std::shared_ptr<RequestHandle> handle);
   void AddChoiceSequence(Live& live, int32_t index);
+  // Gives every choice of a constrained request its matcher; the constraint's compile error.
+  [[nodiscard]] Status AttachConstraint(Live& live);
   void FinishChoice(Live& live, Choice& choice, Event event, FinishReason reason);
   void FinishRequestIfDone(const std::string& id);
   void AbortLive(const std::string& id, const std::string& reason = {});
@@ -176,7 +189,10 @@ class Engine {
   std::map<int64_t, std::pair<Live*, int32_t>> by_sequence_;  // sequence id -> (request, choice)
   int64_t next_sequence_id_ = 1;
   int64_t total_tokens_ = 0;
-  std::vector<float> logits_scratch_;              // [n_vocab]
+  std::vector<float> logits_scratch_;  // [n_vocab]
+  // Compiled output constraints of this model, made on the first constrained request (the
+  // vocabulary trie costs tens of milliseconds, so models that never see one never pay it).
+  std::unique_ptr<grammar::GrammarCache> grammars_;
   std::optional<ElasticKvController> elastic_kv_;  // with an elastic store
 
   // Shared with submitting threads.

@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/sampling_params.h"
+#include "grammar/output_constraint.h"
 
 namespace pier::engine {
 
@@ -53,6 +54,11 @@ struct Request {
   // Event::text leaves out control tokens (<|im_end|>, ...), as vLLM's default does; token ids
   // and logprobs still carry them.
   bool skip_special_tokens = true;
+  // Constrained decoding (response_format json_object / json_schema): every choice's output is
+  // kept inside the constraint's language by masking the logits before each sample, and ends
+  // (finish reason stop) as soon as it is a whole match nothing may extend. Needs the engine's
+  // tokenizer.
+  grammar::OutputConstraint constraint;
   // When set (0..20): the logprob of every prompt token after the first, given the tokens
   // before it, with that many most likely alternatives. Such a request does not read the
   // prefix cache (cached positions have no logits).
