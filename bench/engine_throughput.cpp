@@ -27,6 +27,13 @@
 // a few tokens fall in T_PP and S_PP = C * PP / T_PP is slightly pessimistic. Printed in
 // llama-batched-bench's table layout.
 //
+// Constrained decoding (--json-schema TEXT or --json-object): every timed request carries that
+// output constraint (response_format), so the runs measure the mask's cost against the same
+// command without it. Such a request may end early with finish reason stop (its output is a
+// whole match); mixed mode keeps C requests in flight regardless, so output tokens/s stays
+// comparable. The warm-up request is unconstrained: the first constrained request pays for the
+// vocabulary trie and the compile, as the first one does in `pier serve`.
+//
 // Each run opens its own ModelHost (max_seqs = C, KV sized for C requests of the largest
 // length unless --kv-tokens) and runs one untimed warm-up request first. The process exits 1 when
 // a request does not end with exactly max_tokens tokens (finish reason length).
@@ -54,6 +61,7 @@
 #include "common/status.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/request.h"
+#include "grammar/constraint.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "tokenizer/tokenizer.h"
@@ -84,6 +92,7 @@ struct Options {
   std::string kv_dtype = "f16";
   uint64_t seed = 1;
   double time_limit_s = 600;
+  pier::grammar::OutputConstraint constraint;  // --json-schema / --json-object
 };
 
 // CPU seconds this process has used (all threads): next to wall time it shows how much of the
@@ -183,9 +192,15 @@ class Runner {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
   }
 
+  // Given to every request this runner submits from now on.
+  void SetConstraint(pier::grammar::OutputConstraint constraint) {
+    constraint_ = std::move(constraint);
+  }
+
   // Submits one greedy ignore_eos request; false (with a message) on a refusal.
   bool Submit(int64_t prompt_len, int32_t max_tokens) {
     Request r;
+    r.constraint = constraint_;
     r.id = prefix_ + std::to_string(next_id_++);
     r.prompt_tokens = RandomPrompt(prompt_len);
     r.sampling.temperature = 0;
@@ -227,7 +242,12 @@ class Runner {
         }
         if (e.finish.has_value()) {
           done = true;
-          if (*e.finish != FinishReason::kLength || e.usage.completion_tokens != f.max_tokens) {
+          const bool complete_early = constraint_.active() && *e.finish == FinishReason::kStop &&
+                                      e.usage.completion_tokens == f.received;
+          if (complete_early) {
+            f.max_tokens = f.received;
+          } else if (*e.finish != FinishReason::kLength ||
+                     e.usage.completion_tokens != f.max_tokens) {
             std::fprintf(stderr,
                          "pier_bench_engine: %s ended with %s after %" PRId64
                          " tokens (max_tokens %d)%s%s\n",
@@ -273,6 +293,7 @@ class Runner {
   std::mt19937_64 rng_;
   const std::string prefix_;
   std::vector<int32_t> normal_tokens_;
+  pier::grammar::OutputConstraint constraint_;
   Wakeup wakeup_;
   std::vector<InFlight> in_flight_;
   int64_t next_id_ = 0;
@@ -328,6 +349,7 @@ int RunMixed(const Options& options, int64_t concurrency) {
   const EngineStats before = instance.engine().Stats();
 
   Runner runner(instance, options.seed + static_cast<uint64_t>(concurrency), "bench-");
+  runner.SetConstraint(options.constraint);
   int64_t submitted = 0;
   int64_t done = 0;
   int64_t prompt_tokens_done = 0;
@@ -389,6 +411,7 @@ int RunFixed(const Options& options, int64_t concurrency, int64_t pp, int64_t tg
   if (!WarmUp(instance)) return 1;
 
   Runner runner(instance, options.seed + static_cast<uint64_t>(concurrency), "bench-");
+  runner.SetConstraint(options.constraint);
   runner.ExpectFirstTokens(concurrency);
   bool bad = false;
   const Clock::time_point t0 = Clock::now();
@@ -446,8 +469,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", options.seed, "seed of prompt and length draws");
   app.add_option("--time-limit-s", options.time_limit_s, "cap per run in seconds");
+  std::string json_schema;
+  bool json_object = false;
+  app.add_option("--json-schema", json_schema,
+                 "constrain every timed request to this JSON Schema (response_format)");
+  app.add_flag("--json-object", json_object, "constrain every timed request to a JSON object");
   CLI11_PARSE(app, argc, argv);
 
+  if (json_object || !json_schema.empty()) {
+    using Kind = pier::grammar::OutputConstraint::Kind;
+    options.constraint = {json_object ? Kind::kJsonObject : Kind::kJsonSchema, json_schema};
+    if (pier::Status valid = pier::grammar::CheckConstraint(options.constraint); !valid.ok()) {
+      std::fprintf(stderr, "pier_bench_engine: %s\n", valid.ToString().c_str());
+      return 2;
+    }
+  }
   int64_t pp = 0;
   int64_t tg = 0;
   if (!options.fixed.empty() &&
@@ -468,6 +504,12 @@ int main(int argc, char** argv) {
               ", prompts of random normal-vocabulary tokens, greedy, ignore_eos\n",
               options.model.c_str(), options.threads, options.max_batched_tokens,
               options.block_size, options.kv_dtype.c_str(), options.seed);
+  if (options.constraint.active()) {
+    std::printf("output constraint: %s\n",
+                options.constraint.kind == pier::grammar::OutputConstraint::Kind::kJsonObject
+                    ? "json_object"
+                    : options.constraint.schema.c_str());
+  }
   if (pp > 0) {
     std::printf("\n|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s | %6s |\n", "PP",
                 "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s",
