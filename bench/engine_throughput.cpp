@@ -477,8 +477,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (json_object || !json_schema.empty()) {
-    using Kind = pier::grammar::OutputConstraint::Kind;
-    options.constraint = {json_object ? Kind::kJsonObject : Kind::kJsonSchema, json_schema};
+    options.constraint = json_object ? pier::grammar::OutputConstraint::JsonObject()
+                                     : pier::grammar::OutputConstraint::JsonSchema(json_schema);
     if (pier::Status valid = pier::grammar::CheckConstraint(options.constraint); !valid.ok()) {
       std::fprintf(stderr, "pier_bench_engine: %s\n", valid.ToString().c_str());
       return 2;

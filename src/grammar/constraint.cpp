@@ -6,8 +6,10 @@
 
 namespace pier::grammar {
 
-Result<ExprPtr> ConstraintExpr(const OutputConstraint& constraint,
-                               const JsonSchemaOptions& options) {
+namespace {
+
+// The JSON value's language, without the prefix and suffix.
+Result<ExprPtr> ValueExpr(const OutputConstraint& constraint, const JsonSchemaOptions& options) {
   switch (constraint.kind) {
     case OutputConstraint::Kind::kNone:
       return InvalidArgumentError("no constraint");
@@ -31,6 +33,15 @@ Result<ExprPtr> ConstraintExpr(const OutputConstraint& constraint,
   return InvalidArgumentError("unknown constraint kind");
 }
 
+}  // namespace
+
+Result<ExprPtr> ConstraintExpr(const OutputConstraint& constraint,
+                               const JsonSchemaOptions& options) {
+  PIER_ASSIGN_OR_RETURN(ExprPtr value, ValueExpr(constraint, options));
+  if (constraint.prefix.empty() && constraint.suffix.empty()) return value;
+  return Seq({Literal(constraint.prefix), std::move(value), Literal(constraint.suffix)});
+}
+
 Status CheckConstraint(const OutputConstraint& constraint, const JsonSchemaOptions& options) {
   PIER_ASSIGN_OR_RETURN(ExprPtr expr, ConstraintExpr(constraint, options));
   Result<Nfa> nfa = CompileNfa(*expr);
@@ -45,7 +56,11 @@ GrammarCache::GrammarCache(std::shared_ptr<const TokenVocabulary> vocabulary, si
       limits_(limits) {}
 
 Result<std::shared_ptr<Grammar>> GrammarCache::Get(const OutputConstraint& constraint) {
-  std::string key = std::to_string(static_cast<int>(constraint.kind)) + ":" + constraint.schema;
+  // Lengths first, so no two constraints share a key.
+  std::string key = std::to_string(static_cast<int>(constraint.kind)) + ":" +
+                    std::to_string(constraint.prefix.size()) + ":" +
+                    std::to_string(constraint.suffix.size()) + ":" + constraint.prefix +
+                    constraint.suffix + constraint.schema;
   if (auto it = by_key_.find(key); it != by_key_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
     return it->second->second;

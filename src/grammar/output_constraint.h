@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace pier::grammar {
 
@@ -17,6 +18,16 @@ struct OutputConstraint {
   };
   Kind kind = Kind::kNone;
   std::string schema;  // kJsonSchema: the schema as JSON text, properties in their order
+  // Literal text before and after the JSON value: the output is prefix + value + suffix
+  // (a tool call's wrapper, e.g. "<tool_call>\n" and "\n</tool_call>"). Empty for
+  // response_format.
+  std::string prefix;
+  std::string suffix;
+
+  static OutputConstraint JsonObject() { return {Kind::kJsonObject, "", "", ""}; }
+  static OutputConstraint JsonSchema(std::string schema) {
+    return {Kind::kJsonSchema, std::move(schema), "", ""};
+  }
 
   bool active() const { return kind != Kind::kNone; }
   bool operator==(const OutputConstraint&) const = default;

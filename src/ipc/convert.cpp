@@ -48,6 +48,8 @@ void ToProto(const engine::Request& r, proto::Request* out) {
   out->set_arrival_us(r.arrival_us);
   out->set_constraint_kind(static_cast<int32_t>(r.constraint.kind));
   out->set_constraint_schema(r.constraint.schema);
+  out->set_constraint_prefix(r.constraint.prefix);
+  out->set_constraint_suffix(r.constraint.suffix);
 }
 
 Result<engine::Request> FromProto(const proto::Request& in) {
@@ -90,6 +92,8 @@ Result<engine::Request> FromProto(const proto::Request& in) {
   r.arrival_us = in.arrival_us();
   r.constraint.kind = static_cast<grammar::OutputConstraint::Kind>(in.constraint_kind());
   r.constraint.schema = in.constraint_schema();
+  r.constraint.prefix = in.constraint_prefix();
+  r.constraint.suffix = in.constraint_suffix();
   return r;
 }
 

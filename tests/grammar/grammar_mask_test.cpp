@@ -165,11 +165,9 @@ TEST(GrammarCacheTest, CompilesEachConstraintOnceAndEvictsTheOldest) {
   auto vocab = std::make_shared<const TokenVocabulary>(bytes, std::vector<bool>(6, true),
                                                        std::vector<int32_t>{});
   GrammarCache cache(vocab, 2);
-  OutputConstraint object;
-  object.kind = OutputConstraint::Kind::kJsonObject;
-  OutputConstraint a{.kind = OutputConstraint::Kind::kJsonSchema,
-                     .schema = R"({"type":"integer"})"};
-  OutputConstraint b{.kind = OutputConstraint::Kind::kJsonSchema, .schema = R"({"type":"null"})"};
+  OutputConstraint object = OutputConstraint::JsonObject();
+  OutputConstraint a = OutputConstraint::JsonSchema(R"({"type":"integer"})");
+  OutputConstraint b = OutputConstraint::JsonSchema(R"({"type":"null"})");
   auto first = cache.Get(object).value();
   EXPECT_EQ(cache.Get(object).value(), first);
   EXPECT_EQ(cache.compiles(), 1);
@@ -178,8 +176,12 @@ TEST(GrammarCacheTest, CompilesEachConstraintOnceAndEvictsTheOldest) {
   EXPECT_EQ(cache.size(), 2u);
   ASSERT_TRUE(cache.Get(object).ok());
   EXPECT_EQ(cache.compiles(), 4);
-  OutputConstraint bad{.kind = OutputConstraint::Kind::kJsonSchema, .schema = R"({"type":"x"})"};
-  EXPECT_FALSE(cache.Get(bad).ok());
+  EXPECT_FALSE(cache.Get(OutputConstraint::JsonSchema(R"({"type":"x"})")).ok());
+  // The same schema inside another wrapper is another grammar.
+  OutputConstraint wrapped = a;
+  wrapped.prefix = "1";
+  ASSERT_TRUE(cache.Get(wrapped).ok());
+  EXPECT_NE(cache.Get(wrapped).value(), cache.Get(a).value());
 }
 
 }  // namespace

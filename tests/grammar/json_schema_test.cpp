@@ -198,6 +198,23 @@ TEST(ConstraintTest, BadSchemasAreRefusedBeforeCompiling) {
   EXPECT_NE(ConstraintExpr(c).status().message().find("at most"), std::string::npos);
   c.kind = OutputConstraint::Kind::kJsonObject;
   EXPECT_TRUE(ConstraintExpr(c).ok());
+  EXPECT_TRUE(CheckConstraint(c).ok());
+  // Past the automaton's state limit: refused as the request's fault, not the server's.
+  const Status too_large = CheckConstraint(OutputConstraint::JsonSchema(
+      R"({"type":"array","items":{"type":"string","maxLength":200},"minItems":2000})"));
+  EXPECT_EQ(too_large.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_large.message().find("too large"), std::string::npos) << too_large.ToString();
+}
+
+TEST(ConstraintTest, PrefixAndSuffixWrapTheValue) {
+  OutputConstraint c = OutputConstraint::JsonSchema(R"({"type":"integer","maximum":99})");
+  c.prefix = "<tool_call>\n";
+  c.suffix = "\n</tool_call>";
+  testing::Language l(ConstraintExpr(c).value());
+  EXPECT_TRUE(l.Matches("<tool_call>\n42\n</tool_call>"));
+  EXPECT_FALSE(l.Matches("42"));
+  EXPECT_FALSE(l.Matches("<tool_call>\n42"));
+  EXPECT_FALSE(l.Matches("<tool_call>\n420\n</tool_call>"));
 }
 
 }  // namespace

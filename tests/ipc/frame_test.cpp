@@ -40,7 +40,8 @@ engine::Request SampleRequest() {
   r.deadline_us = 99;
   r.tenant = "team-a";
   r.arrival_us = 1234;
-  r.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, R"({"type":"integer"})"};
+  r.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, R"({"type":"integer"})",
+                  "<tool_call>\n", "\n</tool_call>"};
   return r;
 }
 

@@ -299,7 +299,7 @@ TEST_F(EngineModelTest, ConstrainedOutputsFollowTheSchemaAndStopWhenComplete) {
   std::unique_ptr<Engine> engine = MakeEngine();
   Request greedy = Greedy("schema-greedy", "A person, as JSON:", 200);
   greedy.ignore_eos = false;
-  greedy.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, kPersonSchema};
+  greedy.constraint = grammar::OutputConstraint::JsonSchema(kPersonSchema);
   Request sampled = greedy;
   sampled.id = "schema-sampled";
   sampled.sampling.temperature = 1.0f;
@@ -307,7 +307,7 @@ TEST_F(EngineModelTest, ConstrainedOutputsFollowTheSchemaAndStopWhenComplete) {
   sampled.n = 4;
   Request object = greedy;
   object.id = "object";
-  object.constraint = {grammar::OutputConstraint::Kind::kJsonObject, ""};
+  object.constraint = grammar::OutputConstraint::JsonObject();
   auto hg = engine->Submit(greedy);
   auto hs = engine->Submit(sampled);
   auto ho = engine->Submit(object);
@@ -334,7 +334,7 @@ TEST_F(EngineModelTest, ConstrainedAndFreeRequestsBatchedEqualAlone) {
   std::vector<Request> requests;
   for (int i = 0; i < 6; ++i) {
     Request r = Greedy("c" + std::to_string(i), "Item " + std::to_string(i) + " as JSON:", 40);
-    if (i % 2 == 0) r.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, kPersonSchema};
+    if (i % 2 == 0) r.constraint = grammar::OutputConstraint::JsonSchema(kPersonSchema);
     requests.push_back(std::move(r));
   }
   std::vector<std::vector<int32_t>> alone;
@@ -354,12 +354,12 @@ TEST_F(EngineModelTest, ConstrainedAndFreeRequestsBatchedEqualAlone) {
 TEST_F(EngineModelTest, AConstraintThatDoesNotCompileIsRefusedAtSubmit) {
   std::unique_ptr<Engine> engine = MakeEngine();
   Request r = Greedy("bad", "x", 4);
-  r.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, R"({"type":"string","not":{}})"};
+  r.constraint = grammar::OutputConstraint::JsonSchema(R"({"type":"string","not":{}})");
   auto h = engine->Submit(r);
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(h.status().message().find("not"), std::string::npos) << h.status().ToString();
-  r.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, "{not json"};
+  r.constraint = grammar::OutputConstraint::JsonSchema("{not json");
   EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kInvalidArgument);
 }
 
