@@ -197,6 +197,11 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       }
     } else if (key == "fallback") {
       model.fallback = value;
+    } else if (key == "chat_template") {
+      model.chat_template = value;
+      if (!value.empty() && std::filesystem::path(value).is_relative() && !folder.empty()) {
+        model.chat_template = (folder / value).string();
+      }
     } else if (key == "priority") {
       PIER_ASSIGN_OR_RETURN(model.priority, SmallInteger(value, at, -100, 100));
     } else if (key == "instances") {
@@ -261,6 +266,9 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
   if (!std::filesystem::is_regular_file(model.path, ec)) {
     return NotFoundError(model.source + ": path: no such file " + model.path);
   }
+  if (!model.chat_template.empty() && !std::filesystem::is_regular_file(model.chat_template, ec)) {
+    return NotFoundError(model.source + ": chat_template: no such file " + model.chat_template);
+  }
   return model;
 }
 
@@ -314,6 +322,7 @@ const std::vector<std::string_view>& ModelSettingNames() {
                                                        "path",
                                                        "aliases",
                                                        "fallback",
+                                                       "chat_template",
                                                        "priority",
                                                        "instances",
                                                        "load",

@@ -47,6 +47,9 @@ struct ModelConfig {
   std::string path;
   std::vector<std::string> aliases;
   std::string fallback;  // empty: none
+  // A Jinja chat template file used instead of the GGUF's (e.g. one that supports tools);
+  // empty: the file's own.
+  std::string chat_template;
   // Who keeps KV memory under reclaim: a model yields to one of higher priority (its owners'
   // governor priority; -100..100, default 0).
   int priority = 0;

@@ -191,6 +191,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.path = model.path;
     load.id = model.name.empty() ? serving::ModelIdFromPath(model.path) : model.name;
     load.aliases = model.aliases;
+    load.chat_template_path = model.chat_template;
     load.priority = model.priority;
     load.instances = model.instances;
     load.threads = settings.threads > 0 ? settings.threads : threads;

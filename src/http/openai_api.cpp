@@ -88,14 +88,40 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
     if (chat_template == nullptr) {
       return ErrorResponse(400, "model " + model.id + " has no chat template; use /v1/completions");
     }
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    using ojson = nlohmann::ordered_json;
+    ojson messages = ojson::array();
     for (const ChatMessage& m : r.messages) {
-      nlohmann::ordered_json message = {{"role", m.role}, {"content", m.content}};
+      ojson message = {{"role", m.role}, {"content", m.content}};
+      // A turn that only called tools has null content, as transformers renders it.
+      if (m.content.empty() && !m.tool_calls.empty()) message["content"] = nullptr;
       if (m.name.has_value()) message["name"] = *m.name;
+      if (!m.tool_calls.empty()) {
+        ojson calls = ojson::array();
+        for (const ToolCall& call : m.tool_calls) {
+          // Templates read the arguments as a mapping (`tool_call.arguments | tojson`).
+          calls.push_back(
+              {{"id", call.id},
+               {"type", "function"},
+               {"function", {{"name", call.name}, {"arguments", ojson::parse(call.arguments)}}}});
+        }
+        message["tool_calls"] = std::move(calls);
+      }
+      if (m.tool_call_id.has_value()) message["tool_call_id"] = *m.tool_call_id;
       messages.push_back(std::move(message));
     }
-    Result<tokenizer::ChatPrompt> rendered =
-        tokenizer::RenderChatPrompt(*chat_template, *tokenizer, messages);
+    std::optional<ojson> tools;
+    if (r.tool_choice.kind != ToolChoiceKind::kNone) {
+      if (!tokenizer::ChatTemplateShowsTools(*chat_template, *tokenizer)) {
+        return ErrorResponse(400,
+                             "model " + model.id +
+                                 "'s chat template does not support tools (it does not show "
+                                 "them to the model); set a chat_template for it that does",
+                             "tools");
+      }
+      tools = ojson::parse(ToolsJsonForTemplate(r.tools));
+    }
+    Result<tokenizer::ChatPrompt> rendered = tokenizer::RenderChatPrompt(
+        *chat_template, *tokenizer, messages, true, tools.has_value() ? &*tools : nullptr);
     if (!rendered.ok()) return ErrorResponse(400, rendered.status().message(), "messages");
     OpenAiStreamPrompt prompt;
     prompt.prompt_tokens = std::move(rendered->tokens);
@@ -242,6 +268,15 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
   stream_options.echo = r.echo && endpoint == OpenAiEndpoint::kCompletions;
   stream_options.system_fingerprint = std::string(SystemFingerprint());
   stream_options.keep_alive = model_ref;
+  grammar::OutputConstraint constraint = r.constraint;
+  if (r.tool_choice.kind != ToolChoiceKind::kNone) {
+    const ToolCallFormat format = DetectToolCallFormat(model.chat_template->source());
+    stream_options.tool_format = format;
+    stream_options.tools = r.tools;
+    if (r.tool_choice.kind != ToolChoiceKind::kAuto) {
+      constraint = ToolCallConstraint(format, r.tools, r.tool_choice);
+    }
+  }
 
   const uint64_t seed = r.seed.has_value() ? *r.seed : Random();
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -263,7 +298,7 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     request.max_tokens = max_tokens[i];
     request.stop = r.stop;
     request.ignore_eos = r.ignore_eos;
-    request.constraint = r.constraint;
+    request.constraint = constraint;
     if (stream_options.echo && r.logprobs.has_value()) request.prompt_logprobs = *r.logprobs;
     request.priority = priority;
     request.tenant = request_class->tenant;

@@ -1,5 +1,6 @@
 #include "http/openai_request.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -198,12 +199,8 @@ Err ReadPriority(const json& body, std::optional<engine::Priority>* out) {
 
 // Fields refused on both routes when given a meaningful value.
 Err CheckUnsupported(const json& body) {
-  for (const char* name : {"tools", "functions"}) {
-    const json* v = Field(body, name);
-    if (v != nullptr && !(v->is_array() && v->empty())) return NotSupported(name, name);
-  }
-  if (const json* v = Field(body, "tool_choice"); v != nullptr && *v != "none") {
-    return NotSupported("tool_choice", "tool_choice");
+  if (const json* v = Field(body, "functions"); v != nullptr && !(v->is_array() && v->empty())) {
+    return NotSupported("functions", "functions (the legacy form of tools)");
   }
   if (const json* v = Field(body, "function_call"); v != nullptr && *v != "none") {
     return NotSupported("function_call", "function_call");
@@ -331,6 +328,176 @@ Err ReadCommon(const json& body, const OpenAiRequestLimits& limits, OpenAiReques
   return std::nullopt;
 }
 
+bool IsFunctionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments"}}], arguments as JSON text (OpenAI's form) or an object.
+Err ReadMessageToolCalls(const json& calls, const std::string& at, ChatMessage* out) {
+  if (!calls.is_array()) return Bad("messages", at + ".tool_calls must be an array");
+  if (!calls.empty() && out->role != "assistant") {
+    return Bad("messages", at + ".tool_calls is only allowed in assistant messages");
+  }
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const std::string where = at + ".tool_calls[" + std::to_string(j) + "]";
+    const json& c = calls[j];
+    const json* id = c.is_object() ? Field(c, "id") : nullptr;
+    const json* function = c.is_object() ? Field(c, "function") : nullptr;
+    if (id == nullptr || !id->is_string() || function == nullptr || !function->is_object()) {
+      return Bad("messages", where + " must be an object with a string id and a function");
+    }
+    if (const json* type = Field(c, "type"); type != nullptr && *type != "function") {
+      return Bad("messages", where + ".type must be function, got " + Show(*type));
+    }
+    const json* name = Field(*function, "name");
+    if (name == nullptr || !name->is_string()) {
+      return Bad("messages", where + ".function.name must be a string");
+    }
+    ToolCall call{id->get<std::string>(), name->get<std::string>(), "{}"};
+    if (const json* args = Field(*function, "arguments"); args != nullptr) {
+      json parsed = *args;
+      if (args->is_string()) {
+        const std::string& text = args->get_ref<const std::string&>();
+        parsed = json::parse(text.begin(), text.end(), nullptr, false);
+      }
+      if (!parsed.is_object()) {
+        return Bad("messages", where + ".function.arguments must be a JSON object (as text)");
+      }
+      call.arguments = parsed.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    out->tool_calls.push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?,
+// "strict"?}}]; tool_choice: "none" | "auto" | "required" | {"type": "function", "function":
+// {"name"}}; parallel_tool_calls. A tool's parameters must be an object; under required or a
+// named choice the call's constraint must compile (it is what decoding enforces).
+Err ReadTools(const json& body, OpenAiRequest* r) {
+  constexpr size_t kMaxTools = 128;
+  if (const json* tools = Field(body, "tools"); tools != nullptr) {
+    if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+    if (tools->size() > kMaxTools) {
+      return Bad("tools", "tools may list at most " + std::to_string(kMaxTools) +
+                              " functions, got " + std::to_string(tools->size()));
+    }
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      const json& t = (*tools)[i];
+      const json* type = t.is_object() ? Field(t, "type") : nullptr;
+      if (type == nullptr || *type != "function") {
+        return Bad("tools", at + ".type must be function" +
+                                (type != nullptr ? ", got " + Show(*type) : std::string()));
+      }
+      const json* function = Field(t, "function");
+      if (function == nullptr || !function->is_object()) {
+        return Bad("tools", at + ".function must be an object");
+      }
+      const json* name = Field(*function, "name");
+      if (name == nullptr || !name->is_string() || !IsFunctionName(name->get<std::string>())) {
+        return Bad("tools", at + ".function.name must be 1 to 64 letters, digits, _ or -");
+      }
+      FunctionTool tool;
+      tool.name = name->get<std::string>();
+      for (const FunctionTool& other : r->tools) {
+        if (other.name == tool.name) {
+          return Bad("tools", at + ": the function name " + Show(*name) + " is used twice");
+        }
+      }
+      if (const json* d = Field(*function, "description"); d != nullptr) {
+        if (!d->is_string()) return Bad("tools", at + ".function.description must be a string");
+        tool.description = d->get<std::string>();
+      }
+      if (const json* p = Field(*function, "parameters"); p != nullptr) {
+        if (!p->is_object()) {
+          return Bad("tools",
+                     at + ".function.parameters must be a JSON Schema object, got " + TypeName(*p));
+        }
+        tool.parameters = p->dump(-1, ' ', false, json::error_handler_t::replace);
+      }
+      if (const json* strict = Field(*function, "strict");
+          strict != nullptr && !strict->is_boolean()) {
+        return Bad("tools", at + ".function.strict must be a boolean");
+      }
+      r->tools.push_back(std::move(tool));
+    }
+  }
+  r->tool_choice = {r->tools.empty() ? ToolChoiceKind::kNone : ToolChoiceKind::kAuto, ""};
+  if (const json* choice = Field(body, "tool_choice"); choice != nullptr) {
+    if (choice->is_string()) {
+      const std::string& kind = choice->get_ref<const std::string&>();
+      if (kind == "none") {
+        r->tool_choice.kind = ToolChoiceKind::kNone;
+      } else if (kind == "auto") {
+        r->tool_choice.kind = ToolChoiceKind::kAuto;
+      } else if (kind == "required") {
+        r->tool_choice.kind = ToolChoiceKind::kRequired;
+      } else {
+        return Bad("tool_choice",
+                   "tool_choice must be none, auto, required or a function, got " + Show(*choice));
+      }
+    } else if (choice->is_object()) {
+      const json* function = Field(*choice, "function");
+      const json* name =
+          function != nullptr && function->is_object() ? Field(*function, "name") : nullptr;
+      if (name == nullptr || !name->is_string()) {
+        return Bad("tool_choice",
+                   "tool_choice must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+      r->tool_choice = {ToolChoiceKind::kNamed, name->get<std::string>()};
+      if (!std::any_of(r->tools.begin(), r->tools.end(),
+                       [&](const FunctionTool& t) { return t.name == r->tool_choice.name; })) {
+        return Bad("tool_choice", "tool_choice names the function " + Show(*name) +
+                                      ", which is not among the tools");
+      }
+    } else {
+      return WrongType("tool_choice", "a string or an object", *choice);
+    }
+    if (r->tools.empty() && r->tool_choice.kind != ToolChoiceKind::kNone) {
+      return Bad("tool_choice", "tool_choice " + Show(*choice) + " needs tools");
+    }
+  }
+  PIER_OPENAI_TRY(ReadBool(body, "parallel_tool_calls", &r->parallel_tool_calls));
+  const bool forced = r->tool_choice.kind == ToolChoiceKind::kRequired ||
+                      r->tool_choice.kind == ToolChoiceKind::kNamed;
+  if (forced && r->constraint.active()) {
+    return Bad("tool_choice",
+               "tool_choice required or a named function cannot be combined with "
+               "response_format json_object or json_schema");
+  }
+  if (forced) {
+    // The family does not change what is enforceable: check with the plain JSON form.
+    const grammar::OutputConstraint c =
+        ToolCallConstraint(ToolCallFormat::kJson, r->tools, r->tool_choice);
+    if (Status valid = grammar::CheckConstraint(c); !valid.ok()) {
+      return Bad("tools", "a tool's parameters cannot be enforced: " + valid.message());
+    }
+  }
+  return std::nullopt;
+}
+
+// Every tool message answers a call an earlier assistant message made.
+Err CheckToolCallIds(const std::vector<ChatMessage>& messages) {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    for (const ToolCall& call : m.tool_calls) ids.push_back(call.id);
+    if (m.role != "tool") continue;
+    if (std::find(ids.begin(), ids.end(), *m.tool_call_id) == ids.end()) {
+      return Bad("messages", "messages[" + std::to_string(i) + "].tool_call_id " +
+                                 Show(json(*m.tool_call_id)) +
+                                 " does not match a tool call of an earlier assistant message");
+    }
+  }
+  return std::nullopt;
+}
+
 bool IsRole(const std::string& role) {
   return role == "system" || role == "user" || role == "assistant" || role == "tool" ||
          role == "developer";
@@ -348,9 +515,15 @@ Err ReadMessage(const json& m, size_t index, ChatMessage* out) {
     return Bad("messages",
                at + ".role must be system, user, assistant, tool or developer, got " + Show(*role));
   }
-  if (const json* calls = Field(m, "tool_calls");
-      calls != nullptr && !(calls->is_array() && calls->empty())) {
-    return NotSupported("messages", at + ".tool_calls");
+  if (const json* calls = Field(m, "tool_calls"); calls != nullptr) {
+    PIER_OPENAI_TRY(ReadMessageToolCalls(*calls, at, out));
+  }
+  if (const json* id = Field(m, "tool_call_id"); id != nullptr) {
+    if (!id->is_string()) return Bad("messages", at + ".tool_call_id must be a string");
+    out->tool_call_id = id->get<std::string>();
+  }
+  if (out->role == "tool" && !out->tool_call_id.has_value()) {
+    return Bad("messages", at + ".tool_call_id is required for a tool message");
   }
   if (const json* name = Field(m, "name"); name != nullptr) {
     if (!name->is_string()) return Bad("messages", at + ".name must be a string");
@@ -479,6 +652,8 @@ OpenAiParseResult ParseChat(const json& body, const OpenAiRequestLimits& limits)
     PIER_OPENAI_TRY(ReadMessage((*messages)[i], i, &m));
     r.messages.push_back(std::move(m));
   }
+  PIER_OPENAI_TRY(CheckToolCallIds(r.messages));
+  PIER_OPENAI_TRY(ReadTools(body, &r));
   bool logprobs = false;
   PIER_OPENAI_TRY(ReadBool(body, "logprobs", &logprobs));
   std::optional<int64_t> top_logprobs;
@@ -494,6 +669,12 @@ OpenAiParseResult ParseCompletion(const json& body, const OpenAiRequestLimits& l
   OpenAiRequest r;
   r.endpoint = OpenAiEndpoint::kCompletions;
   PIER_OPENAI_TRY(ReadCommon(body, limits, &r));
+  for (const char* name : {"tools", "tool_choice"}) {
+    const json* v = Field(body, name);
+    if (v != nullptr && !(v->is_array() && v->empty()) && *v != "none") {
+      return NotSupported(name, std::string(name) + " on /v1/completions (use chat completions)");
+    }
+  }
   if (const json* suffix = Field(body, "suffix"); suffix != nullptr) {
     if (!suffix->is_string()) return WrongType("suffix", "a string", *suffix);
     if (!suffix->get_ref<const std::string&>().empty()) return NotSupported("suffix", "suffix");

@@ -6,7 +6,7 @@
 // mistakes), a message a user can act on and, for a known field with a wrong type or value,
 // `param` naming it (e.g. "temperature", "messages", "stream_options"). Unknown top-level
 // fields are ignored; a JSON null counts as "not given". Features Pier does not implement
-// (tools, functions, suffix, best_of > 1, audio, ...) are refused with "X is not
+// (functions, suffix, best_of > 1, audio, ...) are refused with "X is not
 // supported" rather than silently ignored. Malformed JSON, invalid UTF-8 and a body that is not
 // an object are 400s too. Nothing here throws.
 //
@@ -28,6 +28,7 @@
 
 #include "engine/scheduler/request.h"
 #include "grammar/output_constraint.h"
+#include "http/tool_calls.h"
 
 namespace pier::http {
 
@@ -43,6 +44,8 @@ struct ChatMessage {
   std::string role;     // system, user, assistant, tool or developer
   std::string content;  // text parts joined with "\n"; "" for an assistant's null content
   std::optional<std::string> name;
+  std::vector<ToolCall> tool_calls;         // assistant: the calls it made (arguments: JSON text)
+  std::optional<std::string> tool_call_id;  // tool: the call this message answers
 };
 
 // One completion prompt: text, or token ids given by the client.
@@ -81,6 +84,10 @@ struct OpenAiRequest {
   std::optional<engine::Priority> priority;  // extension: the body's `priority`
   // response_format json_object / json_schema (validated: the schema compiles); kNone for text.
   grammar::OutputConstraint constraint;
+  // Chat: function tools, and whether / which the model must call (none when no tools).
+  std::vector<FunctionTool> tools;
+  ToolChoice tool_choice{ToolChoiceKind::kNone, ""};
+  bool parallel_tool_calls = true;
   std::vector<ChatMessage> messages;      // chat, non-empty
   std::vector<CompletionPrompt> prompts;  // completions, non-empty
 };

@@ -38,8 +38,9 @@ struct OpenAiStream::Choice {
   json logprobs;
   int64_t text_offset = 0;  // completions: where the next token's text starts
   int64_t completion_tokens = 0;
-  int64_t last_token_at_us = 0;  // for inter-token latency
-  engine::Event last;            // the final event (usage, timestamps)
+  int64_t last_token_at_us = 0;              // for inter-token latency
+  engine::Event last;                        // the final event (usage, timestamps)
+  std::optional<ToolCallSplitter> splitter;  // streaming chat with tools
 };
 
 struct OpenAiStream::Group {
@@ -60,6 +61,9 @@ OpenAiStream::OpenAiStream(OpenAiStreamOptions options, std::vector<OpenAiStream
     group->choices.resize(static_cast<size_t>(options_.n));
     for (int32_t i = 0; i < options_.n; ++i) {
       group->choices[i].index = static_cast<int32_t>(p) * options_.n + i;
+      if (options_.tool_format.has_value() && options_.stream) {
+        group->choices[i].splitter.emplace(*options_.tool_format);
+      }
     }
     groups_.push_back(std::move(group));
   }
@@ -296,6 +300,18 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
     }
     return;
   }
+  json tool_calls;  // the calls, when this is the end of a choice that made some
+  if (choice.splitter.has_value()) {
+    text = choice.splitter->Push(text);
+    if (choice.finished) {
+      ParsedToolCalls parsed = choice.splitter->Finish(options_.tools);
+      text += parsed.content;
+      if (!parsed.calls.empty()) {
+        tool_calls = ToolCallsJson(choice, parsed.calls, true);
+        choice.finish_reason = "tool_calls";
+      }
+    }
+  }
   if (text.empty() && logprobs_piece.is_null() && !choice.finished) return;
   json c = {{"index", choice.index}};
   if (chat) {
@@ -304,8 +320,48 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
     c["text"] = text;
   }
   c["logprobs"] = std::move(logprobs_piece);
+  if (!tool_calls.is_null()) {
+    // The text before the calls, the calls, then the finish on an empty delta, as OpenAI does.
+    if (!text.empty()) {
+      c["finish_reason"] = nullptr;
+      out += ChunkJson(json::array({c}));
+    }
+    out += ChunkJson(json::array({{{"index", choice.index},
+                                   {"delta", {{"tool_calls", std::move(tool_calls)}}},
+                                   {"logprobs", nullptr},
+                                   {"finish_reason", nullptr}}}));
+    out += ChunkJson(json::array({{{"index", choice.index},
+                                   {"delta", json::object()},
+                                   {"logprobs", nullptr},
+                                   {"finish_reason", choice.finish_reason}}}));
+    return;
+  }
   c["finish_reason"] = choice.finished ? json(choice.finish_reason) : json(nullptr);
   out += ChunkJson(json::array({std::move(c)}));
+}
+
+json OpenAiStream::ToolCallsJson(const Choice& choice, const std::vector<ToolCall>& calls,
+                                 bool with_index) const {
+  // Ids unique per response and call: the response id's random hex, the choice and the call.
+  const std::string hex = options_.id.substr(options_.id.find('-') + 1, 16);
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    char suffix[9];
+    std::snprintf(suffix, sizeof(suffix), "%04x%04x", static_cast<unsigned>(choice.index) & 0xffff,
+                  static_cast<unsigned>(k) & 0xffff);
+    json call;
+    if (with_index) call["index"] = k;
+    // Mistral's templates accept only 9 alphanumerics as an id (and refuse the next turn
+    // otherwise), so that family gets ids of that form.
+    const bool mistral = options_.tool_format == ToolCallFormat::kMistral;
+    call["id"] = mistral
+                     ? hex.substr(0, 5) + std::string(suffix + 2, 2) + std::string(suffix + 6, 2)
+                     : "call_" + hex + suffix;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[k].name}, {"arguments", calls[k].arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
 }
 
 void OpenAiStream::FinishGroupIfDone(Group& group) {
@@ -355,7 +411,19 @@ std::string OpenAiStream::FullResponse() const {
   for (const auto& group : groups_) {
     for (const Choice& c : group->choices) {
       json item = {{"index", c.index}};
-      if (chat) {
+      std::string finish_reason = c.finish_reason;
+      if (chat && options_.tool_format.has_value()) {
+        ParsedToolCalls parsed = ParseToolCalls(*options_.tool_format, c.text, options_.tools);
+        if (parsed.calls.empty()) {
+          item["message"] = {{"role", "assistant"}, {"content", c.text}};
+        } else {
+          item["message"] = {
+              {"role", "assistant"},
+              {"content", parsed.content.empty() ? json(nullptr) : json(parsed.content)},
+              {"tool_calls", ToolCallsJson(c, parsed.calls, false)}};
+          finish_reason = "tool_calls";
+        }
+      } else if (chat) {
         item["message"] = {{"role", "assistant"}, {"content", c.text}};
       } else {
         item["text"] = c.text;
@@ -369,7 +437,7 @@ std::string OpenAiStream::FullResponse() const {
                                {"text_offset", json::array()}};
       }
       item["logprobs"] = std::move(logprobs);
-      item["finish_reason"] = c.finish_reason;
+      item["finish_reason"] = std::move(finish_reason);
       choices.push_back(std::move(item));
     }
   }

@@ -34,6 +34,7 @@
 #include "engine/scheduler/request.h"
 #include "http/http_types.h"
 #include "http/openai_request.h"
+#include "http/tool_calls.h"
 #include "metrics/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,6 +51,11 @@ struct OpenAiStreamOptions {
   std::optional<int32_t> logprobs;  // alternatives per token; unset: no logprobs
   bool echo = false;                // completions: the prompt before the text
   std::string system_fingerprint;   // the build (common/build_info.h); empty: null
+  // Chat with tools (tool_choice not none): each choice's output is read for calls in this
+  // family's form; a choice that made calls answers with `tool_calls` and finish reason
+  // "tool_calls" (streamed: content deltas until a call may begin, then one delta per call).
+  std::optional<ToolCallFormat> tool_format;
+  std::vector<FunctionTool> tools;
   // Keeps the client and tokenizer alive as long as the stream (the served model: an unload
   // waits until its last stream is gone before the model's memory is returned).
   std::shared_ptr<const void> keep_alive = nullptr;
@@ -97,6 +103,9 @@ class OpenAiStream final : public ResponseStream {
   void RecordGroup(const Group& group, std::string_view finish_reason);
   void AbortAll() PIER_REQUIRES(mutex_);
   std::string ChunkJson(nlohmann::ordered_json choices) const;
+  // The calls as OpenAI's `tool_calls` (with `index` in stream deltas).
+  nlohmann::ordered_json ToolCallsJson(const Choice& choice, const std::vector<ToolCall>& calls,
+                                       bool with_index) const;
   nlohmann::ordered_json Fingerprint() const;
   nlohmann::ordered_json UsageJson() const;
   std::string FullResponse() const;

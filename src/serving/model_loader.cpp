@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <utility>
 
 #include "engine/local_model.h"
@@ -71,6 +73,20 @@ struct ModelParts {
   }
 };
 
+// The template of `path` (a model's chat_template setting); errors name the file.
+Result<tokenizer::ChatTemplate> ReadChatTemplateFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("chat_template: cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  Result<tokenizer::ChatTemplate> parsed = tokenizer::ChatTemplate::Parse(text.str());
+  if (!parsed.ok()) {
+    return Status(parsed.status().code(),
+                  "chat_template " + path + ": " + parsed.status().message());
+  }
+  return parsed;
+}
+
 // One instance's options as a worker runs them (an elastic KV cache stays elastic: its
 // growth above the minimum is lent through the supervisor, worker_client.h).
 ModelLoadOptions WorkerInstanceOptions(const ModelLoadOptions& options) {
@@ -120,7 +136,10 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
   auto parts = std::make_shared<ModelParts>();
   PIER_ASSIGN_OR_RETURN(parts->file, model::GgufFile::Open(options.path));
   PIER_ASSIGN_OR_RETURN(parts->tokenizer, model::LoadTokenizer(*parts->file));
-  Result<tokenizer::ChatTemplate> chat_template = model::LoadChatTemplate(*parts->file);
+  Result<tokenizer::ChatTemplate> chat_template =
+      options.chat_template_path.empty() ? model::LoadChatTemplate(*parts->file)
+                                         : ReadChatTemplateFile(options.chat_template_path);
+  if (!chat_template.ok() && !options.chat_template_path.empty()) return chat_template.status();
   if (chat_template.ok()) {
     parts->chat_template = std::move(chat_template).value();
   } else {
@@ -228,13 +247,16 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
   // One instance at a time: each admission sees what the previous ones hold.
   auto parts = std::make_shared<ModelParts>();
+  if (!options.chat_template_path.empty()) {
+    PIER_ASSIGN_OR_RETURN(parts->chat_template, ReadChatTemplateFile(options.chat_template_path));
+  }
   for (int i = 0; i < options.instances; ++i) {
     PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host,
                           ModelHost::Open(host_options, &devices.cpu_governor()));
     parts->hosts.push_back(std::move(host));
   }
   ModelHost& first = *parts->hosts.front();
-  if (first.chat_template() == nullptr) {
+  if (first.chat_template() == nullptr && !parts->chat_template.has_value()) {
     spdlog::warn("model {} has no chat template ({}); /v1/chat/completions will refuse it", id,
                  first.chat_template_error());
   }
@@ -250,7 +272,8 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   if (parts->hosts.size() > 1) parts->pool = std::make_unique<InstancePoolClient>(model->instances);
   model->client = parts->pool != nullptr ? parts->pool.get() : &first.client();
   model->tokenizer = &first.tokenizer();
-  model->chat_template = first.chat_template();
+  model->chat_template =
+      parts->chat_template.has_value() ? &*parts->chat_template : first.chat_template();
   model->governor = &first.model().governor();
   model->parts = std::move(parts);
   return ModelRef(std::move(model));

@@ -28,9 +28,12 @@ struct ModelLoadOptions {
   std::string path;                  // GGUF file
   std::string id;                    // what clients name; empty: the file name without .gguf
   std::vector<std::string> aliases;  // other names clients may use
-  int priority = 0;                  // its memory owners' priority under reclaim
-  int instances = 1;                 // engines serving it (each with its own KV and owners)
-  int threads = 1;                   // compute threads, counting the engine thread
+  // A Jinja chat template file that replaces the GGUF's (empty: the file's own). A template
+  // that does not parse fails the load, naming the file.
+  std::string chat_template_path;
+  int priority = 0;   // its memory owners' priority under reclaim
+  int instances = 1;  // engines serving it (each with its own KV and owners)
+  int threads = 1;    // compute threads, counting the engine thread
   // KV positions, all requests together, and the most one request may use; with kv_max set
   // the KV capacity is kv_max's and ctx only limits each request.
   int64_t ctx = 4096;

@@ -24,11 +24,18 @@ struct ChatPrompt {
   std::vector<TokenId> tokens;  // its tokens
 };
 
-// `messages`: [{"role", "content", ...}, ...] as the template expects them. The template's
-// errors, prefixed "the chat template failed: ", and the tokenizer's.
+// `messages`: [{"role", "content", ...}, ...] as the template expects them; `tools` (may be
+// null): the template's `tools` variable, as transformers passes it. The template's errors,
+// prefixed "the chat template failed: ", and the tokenizer's.
 [[nodiscard]] Result<ChatPrompt> RenderChatPrompt(const ChatTemplate& chat_template,
                                                   const Tokenizer& tokenizer,
                                                   const nlohmann::ordered_json& messages,
-                                                  bool add_generation_prompt = true);
+                                                  bool add_generation_prompt = true,
+                                                  const nlohmann::ordered_json* tools = nullptr);
+
+// Whether the template shows its model the tools it is given: a probe function rendered with
+// one user message must appear in the prompt (a template that ignores `tools` would let a
+// model answer without ever seeing them).
+bool ChatTemplateShowsTools(const ChatTemplate& chat_template, const Tokenizer& tokenizer);
 
 }  // namespace pier::tokenizer

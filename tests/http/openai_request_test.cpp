@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 namespace pier::http {
 namespace {
@@ -302,7 +303,10 @@ TEST(OpenAiRequestTest, ChatMessagesFormsAndErrors) {
       {{"role", "user"},
        {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}},
        {"name", "bob"}},
-      {{"role", "assistant"}, {"content", nullptr}},
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "x"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}},
       {{"role", "tool"}, {"content", "t"}, {"tool_call_id", "x"}},
   };
   OpenAiRequest r = ChatOk(body);
@@ -386,10 +390,125 @@ TEST(OpenAiRequestTest, BadResponseFormatsAreRefusedByName) {
   }
 }
 
+json WeatherTool() {
+  return {{"type", "function"},
+          {"function",
+           {{"name", "get_weather"},
+            {"description", "d"},
+            {"parameters",
+             {{"type", "object"},
+              {"properties", {{"city", {{"type", "string"}}}}},
+              {"required", {"city"}}}}}}};
+}
+
+TEST(OpenAiRequestTest, ToolsAndToolChoiceAreRead) {
+  json chat = ChatBody();
+  chat["tools"] = json::array({WeatherTool()});
+  OpenAiRequest r = ChatOk(chat);
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  EXPECT_EQ(r.tools[0].description, "d");
+  EXPECT_EQ(json::parse(r.tools[0].parameters)["required"], json({"city"}));
+  EXPECT_EQ(r.tool_choice.kind, ToolChoiceKind::kAuto);  // the default with tools
+  EXPECT_EQ(ChatOk(ChatBody()).tool_choice.kind, ToolChoiceKind::kNone);
+  chat["tool_choice"] = "required";
+  EXPECT_EQ(ChatOk(chat).tool_choice.kind, ToolChoiceKind::kRequired);
+  chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  EXPECT_EQ(ChatOk(chat).tool_choice, (ToolChoice{ToolChoiceKind::kNamed, "get_weather"}));
+  chat["tool_choice"] = "none";
+  chat["parallel_tool_calls"] = false;
+  r = ChatOk(chat);
+  EXPECT_EQ(r.tool_choice.kind, ToolChoiceKind::kNone);
+  EXPECT_FALSE(r.parallel_tool_calls);
+}
+
+TEST(OpenAiRequestTest, ToolCallsInTheHistoryAreRead) {
+  json chat = ChatBody();
+  chat["messages"] = {
+      {{"role", "user"}, {"content", "weather?"}},
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}}}}}},
+      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"t\": 3}"}}};
+  OpenAiRequest r = ChatOk(chat);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].id, "call_1");
+  EXPECT_EQ(json::parse(r.messages[1].tool_calls[0].arguments), json({{"city", "Oslo"}}));
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+}
+
+TEST(OpenAiRequestTest, BadToolsAreRefusedByName) {
+  const auto tool_with = [](const char* key, json value) {
+    json t = WeatherTool();
+    t["function"][key] = std::move(value);
+    return t;
+  };
+  const std::vector<std::tuple<std::string, json, std::string, std::string>> cases = {
+      {"tools", "f", "tools", "tools must be an array"},
+      {"tools", {{{"type", "retrieval"}}}, "tools", "type must be function"},
+      {"tools", json::array({tool_with("name", "has space")}), "tools", "letters, digits"},
+      {"tools", json::array({tool_with("parameters", "object")}), "tools",
+       "JSON Schema object, got a string"},
+      {"tools", {WeatherTool(), WeatherTool()}, "tools", "is used twice"},
+      {"tool_choice", "sometimes", "tool_choice", "none, auto, required or a function"},
+      {"tool_choice",
+       {{"type", "function"}, {"function", {{"name", "nope"}}}},
+       "tool_choice",
+       "not among the tools"},
+  };
+  for (const auto& [field, value, param, words] : cases) {
+    json chat = ChatBody();
+    chat["tools"] = json::array({WeatherTool()});
+    chat[field] = value;
+    OpenAiError e = ChatError(chat);
+    EXPECT_EQ(e.status, 400) << value.dump();
+    EXPECT_EQ(e.param, param) << value.dump();
+    EXPECT_NE(e.message.find(words), std::string::npos) << value.dump() << ": " << e.message;
+  }
+  // Enforcing a call needs parameters Pier can enforce; auto does not.
+  json chat = ChatBody();
+  chat["tools"] =
+      json::array({tool_with("parameters", {{"type", "object"}, {"not", json::object()}})});
+  EXPECT_EQ(ChatOk(chat).tools.size(), 1u);
+  chat["tool_choice"] = "required";
+  EXPECT_NE(ChatError(chat).message.find("cannot be enforced"), std::string::npos);
+  // required without tools, and with response_format.
+  chat = ChatBody();
+  chat["tool_choice"] = "required";
+  EXPECT_NE(ChatError(chat).message.find("needs tools"), std::string::npos);
+  chat["tools"] = json::array({WeatherTool()});
+  chat["response_format"] = {{"type", "json_object"}};
+  EXPECT_NE(ChatError(chat).message.find("cannot be combined"), std::string::npos);
+  // A tool message must answer an earlier call.
+  chat = ChatBody();
+  chat["messages"] = {{{"role", "user"}, {"content", "x"}},
+                      {{"role", "tool"}, {"tool_call_id", "call_9"}, {"content", "1"}}};
+  OpenAiError e = ChatError(chat);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_NE(e.message.find("does not match a tool call"), std::string::npos) << e.message;
+  chat["messages"][1].erase("tool_call_id");
+  EXPECT_NE(ChatError(chat).message.find("tool_call_id is required"), std::string::npos);
+  chat["messages"] = {{{"role", "user"}, {"content", "x"}, {"tool_calls", {{{"id", "a"}}}}}};
+  EXPECT_NE(ChatError(chat).message.find("only allowed in assistant"), std::string::npos);
+  chat["messages"] = {{{"role", "assistant"},
+                       {"tool_calls",
+                        {{{"id", "a"},
+                          {"type", "function"},
+                          {"function", {{"name", "f"}, {"arguments", "{not json"}}}}}}}};
+  EXPECT_NE(ChatError(chat).message.find("arguments must be a JSON object"), std::string::npos);
+  // Completions take no tools.
+  json completion = CompletionBody();
+  completion["tools"] = json::array({WeatherTool()});
+  auto parsed = ParseCompletionRequest(completion.dump());
+  ASSERT_TRUE(std::holds_alternative<OpenAiError>(parsed));
+  EXPECT_EQ(std::get<OpenAiError>(parsed).param, "tools");
+}
+
 TEST(OpenAiRequestTest, UnsupportedFeaturesSaySo) {
   const std::vector<std::pair<std::string, json>> cases = {
-      {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
-      {"tool_choice", "auto"},
       {"functions", {{{"name", "f"}}}},
       {"function_call", "auto"},
       {"audio", {{"voice", "alloy"}}},
@@ -412,10 +531,6 @@ TEST(OpenAiRequestTest, UnsupportedFeaturesSaySo) {
   chat["modalities"] = {"text"};
   chat["parallel_tool_calls"] = true;
   EXPECT_EQ(ChatOk(chat).model, "m");
-
-  chat = ChatBody();
-  chat["messages"] = {{{"role", "assistant"}, {"tool_calls", {{{"id", "c"}}}}}};
-  EXPECT_NE(ChatError(chat).message.find("is not supported"), std::string::npos);
 
   json completion = CompletionBody();
   completion["suffix"] = "end";
