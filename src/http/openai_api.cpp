@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/build_info.h"
+#include "http/chat_messages.h"
 #include "http/openai_request.h"
 #include "http/openai_stream.h"
 #include "http/pending_response.h"
@@ -89,26 +90,7 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
       return ErrorResponse(400, "model " + model.id + " has no chat template; use /v1/completions");
     }
     using ojson = nlohmann::ordered_json;
-    ojson messages = ojson::array();
-    for (const ChatMessage& m : r.messages) {
-      ojson message = {{"role", m.role}, {"content", m.content}};
-      // A turn that only called tools has null content, as transformers renders it.
-      if (m.content.empty() && !m.tool_calls.empty()) message["content"] = nullptr;
-      if (m.name.has_value()) message["name"] = *m.name;
-      if (!m.tool_calls.empty()) {
-        ojson calls = ojson::array();
-        for (const ToolCall& call : m.tool_calls) {
-          // Templates read the arguments as a mapping (`tool_call.arguments | tojson`).
-          calls.push_back(
-              {{"id", call.id},
-               {"type", "function"},
-               {"function", {{"name", call.name}, {"arguments", ojson::parse(call.arguments)}}}});
-        }
-        message["tool_calls"] = std::move(calls);
-      }
-      if (m.tool_call_id.has_value()) message["tool_call_id"] = *m.tool_call_id;
-      messages.push_back(std::move(message));
-    }
+    const ojson messages = TemplateMessages(r.messages);
     std::optional<ojson> tools;
     if (r.tool_choice.kind != ToolChoiceKind::kNone) {
       if (!tokenizer::ChatTemplateShowsTools(*chat_template, *tokenizer)) {

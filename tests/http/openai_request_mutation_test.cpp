@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "grammar/constraint.h"
 #include "http/openai_request.h"
 
 namespace pier::http {
@@ -25,6 +27,17 @@ const std::vector<std::string>& Seeds() {
       R"("stop":"x","seed":-7,"user":"u","ignore_eos":true,"repetition_penalty":1.2})",
       R"({"model":"m","prompt":[[1,2,3],[4,5]],"n":1,"best_of":1,"suffix":null,)"
       R"("logit_bias":{},"response_format":{"type":"text"},"priority":2})",
+      // Tools, a call and its result in the history, and a schema: the newest parsers.
+      R"({"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant",)"
+      R"("content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f",)"
+      R"("arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"2"}],)"
+      R"("tools":[{"type":"function","function":{"name":"f","description":"d","parameters":)"
+      R"({"type":"object","properties":{"a":{"type":"integer","minimum":0}},"required":["a"]}}}],)"
+      R"("tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false})",
+      R"({"model":"m","prompt":"x","response_format":{"type":"json_schema","json_schema":)"
+      R"({"name":"s","strict":true,"schema":{"type":"object","properties":{"k":{"type":)"
+      R"("string","pattern":"^[a-z]{1,4}$"},"n":{"anyOf":[{"type":"null"},{"enum":[1,"x"]}]}},)"
+      R"("required":["k"],"additionalProperties":false}}}})",
   };
   return seeds;
 }
@@ -94,6 +107,25 @@ void ExpectSane(const OpenAiParseResult& result, const std::string& body, int mu
   ASSERT_TRUE(r.top_p > 0 && r.top_p <= 1) << body;
   ASSERT_GE(r.max_tokens.value_or(1), 1);
   ASSERT_TRUE(r.logprobs.value_or(0) >= 0 && r.logprobs.value_or(0) <= 20);
+  // What the route relies on without checking again.
+  if (r.constraint.active()) {
+    ASSERT_TRUE(grammar::CheckConstraint(r.constraint).ok()) << body;
+  }
+  if (r.tool_choice.kind == ToolChoiceKind::kNamed) {
+    ASSERT_TRUE(std::any_of(r.tools.begin(), r.tools.end(),
+                            [&](const FunctionTool& t) { return t.name == r.tool_choice.name; }));
+  }
+  if (r.tool_choice.kind != ToolChoiceKind::kNone) {
+    ASSERT_FALSE(r.tools.empty()) << body;
+  }
+  for (const ChatMessage& m : r.messages) {
+    for (const ToolCall& call : m.tool_calls) {
+      ASSERT_TRUE(nlohmann::json::parse(call.arguments, nullptr, false).is_object()) << body;
+    }
+    if (m.role == "tool") {
+      ASSERT_TRUE(m.tool_call_id.has_value()) << body;
+    }
+  }
   if (r.endpoint == OpenAiEndpoint::kChatCompletions) {
     ASSERT_FALSE(r.messages.empty());
   } else {
