@@ -16,6 +16,8 @@
 #include "http/openai_request.h"
 #include "http/openai_stream.h"
 #include "http/pending_response.h"
+#include "http/responses_request.h"
+#include "http/responses_stream.h"
 #include "serving/request_policy.h"
 #include "tokenizer/chat_prompt.h"
 
@@ -47,6 +49,26 @@ HttpResponse FromSubmitError(const Status& status) {
   }
 }
 
+// The request's settings a Response object repeats, with the API's defaults where absent.
+nlohmann::ordered_json ResponseSettings(std::string_view body) {
+  using ojson = nlohmann::ordered_json;
+  const ojson request = ojson::parse(body.begin(), body.end(), nullptr, false);
+  ojson settings = {{"instructions", nullptr},
+                    {"max_output_tokens", nullptr},
+                    {"parallel_tool_calls", true},
+                    {"temperature", 1.0},
+                    {"tool_choice", "auto"},
+                    {"tools", ojson::array()},
+                    {"top_p", 1.0},
+                    {"text", {{"format", {{"type", "text"}}}}},
+                    {"metadata", ojson::object()}};
+  if (!request.is_object()) return settings;
+  for (auto& [key, value] : settings.items()) {
+    if (auto it = request.find(key); it != request.end() && !it->is_null()) value = *it;
+  }
+  return settings;
+}
+
 }  // namespace
 
 struct OpenAiApi::Impl {
@@ -72,6 +94,9 @@ struct OpenAiApi::Impl {
   }
 
   HttpResponse Handle(const HttpRequest& http, OpenAiEndpoint endpoint);
+  // POST /v1/responses: the request as chat (responses_request.h), answered through a
+  // ResponsesStream over the chat stream.
+  HttpResponse HandleResponses(const HttpRequest& http);
   // Handle() once the request is parsed and its model found ready.
   HttpResponse Serve(const HttpRequest& http, OpenAiEndpoint endpoint, const OpenAiRequest& r,
                      const Principal& principal, const serving::ModelRef& model_ref);
@@ -164,6 +189,42 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
   }
   HttpResponse response = Serve(http, endpoint, r, principal, found->model);
   response.model = found->id;
+  return response;
+}
+
+HttpResponse OpenAiApi::Impl::HandleResponses(const HttpRequest& http) {
+  Principal principal;
+  if (keys != nullptr) {
+    auto auth = keys->Authenticate(http);
+    if (auto* denied = std::get_if<HttpResponse>(&auth)) return std::move(*denied);
+    principal = std::get<Principal>(std::move(auth));
+  }
+  OpenAiParseResult parsed = ParseResponsesRequest(http.body, {.max_n = options.max_n});
+  if (const auto* error = std::get_if<OpenAiError>(&parsed)) return FromError(*error);
+  OpenAiRequest r = std::get<OpenAiRequest>(std::move(parsed));
+  r.include_usage = r.stream;  // response.completed carries the usage
+  Result<serving::ModelEntry> found = registry->Lookup(r.model);
+  if (!found.ok()) {
+    return ErrorResponse(404, found.status().message(), "model", "model_not_found");
+  }
+  if (found->state != serving::ModelState::kReady) {
+    return ModelNotReady(registry, *found, options.load_wait,
+                         [this, http] { return HandleResponses(http); });
+  }
+  HttpResponse response = Serve(http, OpenAiEndpoint::kChatCompletions, r, principal, found->model);
+  response.model = found->id;
+  if (response.stream == nullptr) return response;  // refused before anything ran
+
+  ResponsesStreamOptions options;
+  options.id = "resp_" + ResponseId(OpenAiEndpoint::kCompletions).substr(5);
+  options.model = found->model->id;
+  options.created_at = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  options.stream = r.stream;
+  options.settings = ResponseSettings(http.body);
+  response.stream =
+      std::make_shared<ResponsesStream>(std::move(response.stream), std::move(options));
   return response;
 }
 
@@ -330,6 +391,10 @@ void OpenAiApi::Register(Router& router) {
   router.Add("POST", "/v1/completions", [impl](const HttpRequest& request) {
     return impl->Handle(request, OpenAiEndpoint::kCompletions);
   });
+  router.Add("POST", "/v1/responses",
+             [impl](const HttpRequest& request) { return impl->HandleResponses(request); });
+  router.Add("POST", "/responses",
+             [impl](const HttpRequest& request) { return impl->HandleResponses(request); });
   router.Add("POST", "/chat/completions", [impl](const HttpRequest& request) {
     return impl->Handle(request, OpenAiEndpoint::kChatCompletions);
   });

@@ -158,3 +158,30 @@ def test_tool_errors_are_400s_that_say_what_is_wrong(tc):
     error = refused(model="qwen", messages=ASK, tools=[{"type": "function",
                                                         "function": {"name": "bad name"}}])
     assert error["param"] == "tools"
+
+
+def test_function_tools_through_the_responses_api(tc):
+    tools = [{"type": "function", "name": t["function"]["name"],
+              "description": t["function"]["description"],
+              "parameters": t["function"]["parameters"]} for t in TOOLS]
+    r = tc.responses.create(model="qwen", input="What is the weather in Paris?", tools=tools,
+                            tool_choice={"type": "function", "name": "get_weather"},
+                            temperature=0, max_output_tokens=120)
+    assert r.status == "completed"
+    (call,) = r.output
+    assert call.type == "function_call" and call.name == "get_weather" and call.call_id
+    jsonschema.validate(json.loads(call.arguments), SCHEMAS["get_weather"])
+    events = list(tc.responses.create(model="qwen", input="What is the weather in Paris?",
+                                      tools=tools, tool_choice="required", temperature=0,
+                                      max_output_tokens=120, stream=True))
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [(i.name, i.arguments) for i in done] == [(call.name, call.arguments)]
+    # The call and its output go back as input items.
+    follow = tc.responses.create(
+        model="qwen", tools=tools, tool_choice="none", temperature=0, max_output_tokens=8,
+        input=[{"role": "user", "content": "What is the weather in Paris?"},
+               {"type": "function_call", "call_id": call.call_id, "name": call.name,
+                "arguments": call.arguments},
+               {"type": "function_call_output", "call_id": call.call_id,
+                "output": json.dumps({"temperature": 21})}])
+    assert follow.output and follow.output[0].type == "message"
