@@ -249,13 +249,13 @@ Result<ExprPtr> JsonNumber(const NumberBounds& bounds) {
   for (const auto& [name, v] :
        {std::pair{"minimum", bounds.minimum}, std::pair{"maximum", bounds.maximum}}) {
     if (v.has_value() && (std::floor(*v) != *v || std::fabs(*v) >= largest)) {
-      return InvalidArgumentError(std::string("a ") + name +
-                                  " on a number must be a whole number below 1e15 to be "
-                                  "constrained (use an integer type, or whole-number bounds)");
+      return UnsupportedError(std::string("a ") + name +
+                              " on a number must be a whole number below 1e15 to be "
+                              "constrained (use an integer type, or whole-number bounds)");
     }
   }
   if (!bounds.minimum.has_value() || *bounds.minimum < 0) {
-    return InvalidArgumentError(
+    return UnsupportedError(
         "number bounds below 0 are not supported: give a minimum of at least 0, or use an "
         "integer type");
   }
@@ -314,8 +314,8 @@ Result<ExprPtr> StringFormatContent(std::string_view format) {
     return Seq(
         {hex(8), Byte('-'), hex(4), Byte('-'), hex(4), Byte('-'), hex(4), Byte('-'), hex(12)});
   }
-  return InvalidArgumentError("string format '" + std::string(format) +
-                              "' is not supported (supported: date, time, date-time, uuid)");
+  return UnsupportedError("string format '" + std::string(format) +
+                          "' is not supported (supported: date, time, date-time, uuid)");
 }
 
 }  // namespace pier::grammar

@@ -67,18 +67,18 @@ class SchemaCompiler {
     if (!s.is_object()) return Error(path, "a schema must be an object or a boolean");
     for (const char* keyword : kUnsupportedKeywords) {
       if (s.contains(keyword))
-        return Error(path, std::string("'") + keyword + "' is not supported");
+        return Unsupported(path, std::string("'") + keyword + "' is not supported");
     }
     if (const auto it = s.find("uniqueItems"); it != s.end() && *it == true) {
-      return Error(path, "'uniqueItems' is not supported");
+      return Unsupported(path, "'uniqueItems' is not supported");
     }
     if (const auto it = s.find("$ref"); it != s.end()) return CompileRef(*it, path, depth);
     if (const auto it = s.find("allOf"); it != s.end()) {
       if (!it->is_array() || it->size() != 1) {
-        return Error(path, "'allOf' is supported only with exactly one schema");
+        return Unsupported(path, "'allOf' is supported only with exactly one schema");
       }
       if (HasValidation(s, {"allOf"})) {
-        return Error(path, "'allOf' next to other validation keywords is not supported");
+        return Unsupported(path, "'allOf' next to other validation keywords is not supported");
       }
       return Compile((*it)[0], path + "/allOf/0", depth + 1);
     }
@@ -92,7 +92,7 @@ class SchemaCompiler {
     if (const auto it = s.find("anyOf"); it != s.end()) {
       if (!it->is_array() || it->empty()) return Error(path, "'anyOf' must be a non-empty array");
       if (HasValidation(s, {"anyOf", "$defs", "definitions"})) {
-        return Error(path, "'anyOf' next to other validation keywords is not supported");
+        return Unsupported(path, "'anyOf' next to other validation keywords is not supported");
       }
       std::vector<ExprPtr> options;
       for (size_t i = 0; i < it->size(); ++i) {
@@ -127,8 +127,18 @@ class SchemaCompiler {
   }
 
  private:
+  // A schema that is not valid JSON Schema (or admits nothing): INVALID_ARGUMENT.
   static Status Error(const std::string& path, const std::string& what) {
     return InvalidArgumentError(what + " (at " + path + ")");
+  }
+  // Valid JSON Schema that Pier cannot enforce: UNSUPPORTED (a caller that enforces nothing,
+  // such as tool_choice auto, may accept it).
+  static Status Unsupported(const std::string& path, const std::string& what) {
+    return UnsupportedError(what + " (at " + path + ")");
+  }
+  // A part's error, with its code, placed at `path`.
+  static Status Error(const std::string& path, const Status& inner) {
+    return Status(inner.code(), inner.message() + " (at " + path + ")");
   }
 
   // Keywords other than `except` that constrain a value (not annotations).
@@ -182,9 +192,9 @@ class SchemaCompiler {
     if (!ref.is_string()) return Error(path, "'$ref' must be a string");
     const std::string target = ref.get<std::string>();
     if (target.empty() || target[0] != '#') {
-      return Error(path, "'$ref' " + target +
-                             " is not supported: only references into the same "
-                             "schema (#, #/$defs/..., #/definitions/...)");
+      return Unsupported(path, "'$ref' " + target +
+                                   " is not supported: only references into the same "
+                                   "schema (#, #/$defs/..., #/definitions/...)");
     }
     const Json* node = &root_;
     if (target.size() > 1) {
@@ -270,13 +280,13 @@ class SchemaCompiler {
       PIER_ASSIGN_OR_RETURN(std::optional<int64_t> hi,
                             IntegerBound(s, "maximum", "exclusiveMaximum", false, path));
       Result<ExprPtr> e = JsonInteger(lo, hi);
-      if (!e.ok()) return Error(path, e.status().message());
+      if (!e.ok()) return Error(path, e.status());
       return e;
     }
     if (type == "number") {
       PIER_ASSIGN_OR_RETURN(NumberBounds bounds, NumberBoundsOf(s, path));
       Result<ExprPtr> e = JsonNumber(bounds);
-      if (!e.ok()) return Error(path, e.status().message());
+      if (!e.ok()) return Error(path, e.status());
       return e;
     }
     if (type == "string") return CompileString(s, path);
@@ -293,19 +303,19 @@ class SchemaCompiler {
     if (const auto it = s.find("pattern"); it != s.end()) {
       if (!it->is_string()) return Error(path, "'pattern' must be a string");
       if (has_length)
-        return Error(path, "'pattern' together with minLength/maxLength is not supported");
+        return Unsupported(path, "'pattern' together with minLength/maxLength is not supported");
       if (s.contains("format"))
-        return Error(path, "'pattern' together with 'format' is not supported");
+        return Unsupported(path, "'pattern' together with 'format' is not supported");
       Result<ExprPtr> content = PatternContent(it->get<std::string>());
-      if (!content.ok()) return Error(path, content.status().message());
+      if (!content.ok()) return Error(path, content.status());
       return Seq({Byte('"'), *content, Byte('"')});
     }
     if (const auto it = s.find("format"); it != s.end()) {
       if (!it->is_string()) return Error(path, "'format' must be a string");
       if (has_length)
-        return Error(path, "'format' together with minLength/maxLength is not supported");
+        return Unsupported(path, "'format' together with minLength/maxLength is not supported");
       Result<ExprPtr> content = StringFormatContent(it->get<std::string>());
-      if (!content.ok()) return Error(path, content.status().message());
+      if (!content.ok()) return Error(path, content.status());
       return Seq({Byte('"'), *content, Byte('"')});
     }
     if (max_length != kUnbounded && max_length < min_length) {

@@ -74,7 +74,12 @@ class PatternParser {
     return InvalidArgumentError("pattern " + std::string(p_.substr(0, 200)) + ": " + what +
                                 " (at offset " + std::to_string(pos_) + ")");
   }
-  Status Unsupported(std::string what) const { return Error(what + " is not supported"); }
+  // Valid ECMA-262 that Pier cannot enforce: UNSUPPORTED (the caller may still accept it where
+  // nothing is enforced).
+  Status Unsupported(std::string what) const {
+    return UnsupportedError("pattern " + std::string(p_.substr(0, 200)) + ": " + what +
+                            " is not supported (at offset " + std::to_string(pos_) + ")");
+  }
 
   bool AtEnd() const { return pos_ >= p_.size(); }
   char Peek() const { return p_[pos_]; }
@@ -137,7 +142,7 @@ class PatternParser {
         }
       }
       if (min > kMaxPatternRepeat || max > kMaxPatternRepeat) {
-        return Error("a repeat count above " + std::to_string(kMaxPatternRepeat));
+        return Unsupported("a repeat count above " + std::to_string(kMaxPatternRepeat));
       }
       pos_ = close + 1;
     } else {

@@ -36,6 +36,7 @@ HttpResponse FromError(const OpenAiError& e) {
 HttpResponse FromSubmitError(const Status& status) {
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
+    case StatusCode::kUnsupported:
       return ErrorResponse(400, status.message());
     case StatusCode::kResourceExhausted: {
       HttpResponse response = ErrorResponse(429, status.message());

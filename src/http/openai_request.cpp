@@ -420,6 +420,14 @@ Err ReadTools(const json& body, OpenAiRequest* r) {
                      at + ".function.parameters must be a JSON Schema object, got " + TypeName(*p));
         }
         tool.parameters = p->dump(-1, ' ', false, json::error_handler_t::replace);
+        // Not a valid schema at all: refused whatever the choice. Valid but beyond what Pier
+        // enforces (UNSUPPORTED): fine under auto, refused below when a call is forced.
+        const Result<grammar::ExprPtr> schema =
+            grammar::ConstraintExpr(grammar::OutputConstraint::JsonSchema(tool.parameters));
+        if (!schema.ok() && schema.status().code() == StatusCode::kInvalidArgument) {
+          return Bad("tools", at + ".function.parameters is not a valid JSON Schema: " +
+                                  schema.status().message());
+        }
       }
       if (const json* strict = Field(*function, "strict");
           strict != nullptr && !strict->is_boolean()) {

@@ -198,6 +198,7 @@ std::string ResponsesStream::FromChatCompletion(std::string_view body) {
 }
 
 StreamChunk ResponsesStream::Poll() {
+  MutexLock lock(mutex_);
   StreamChunk chunk = chat_->Poll();
   if (!options_.stream) {
     if (chunk.done && (chunk.status == 0 || chunk.status == 200)) {
@@ -218,6 +219,7 @@ StreamChunk ResponsesStream::Poll() {
 
 std::string ResponsesStream::CancelWithEnding(std::string_view reason) {
   const std::string ending = chat_->CancelWithEnding(reason);
+  MutexLock lock(mutex_);
   if (!options_.stream || ending.empty()) return "";
   return TranslateEvents(ending);
 }

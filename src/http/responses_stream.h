@@ -17,8 +17,8 @@
 // limit) with the whole Response. An engine failure becomes an `error` event, then
 // response.failed. No `[DONE]`: the Responses API has none.
 //
-// Ownership: owns the inner stream. Thread-safety: as ResponseStream (the server serializes
-// Poll); Poll's translation state is touched only by Poll.
+// Ownership: owns the inner stream. Thread-safety: any method from any thread; the
+// translation state is guarded by a mutex (Poll and CancelWithEnding both translate).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "http/http_types.h"
 
 namespace pier::http {
@@ -57,29 +58,30 @@ class ResponsesStream final : public ResponseStream {
 
   // Streaming: the events for the chat stream's SSE bytes, and for one of its events (its
   // `data:` payload).
-  std::string TranslateEvents(std::string_view data);
-  std::string Translate(std::string_view payload);
-  std::string Event(std::string_view type, json fields);
-  std::string OpenMessage();
-  std::string CloseMessage();
-  std::string Finish(std::string_view status);
+  std::string TranslateEvents(std::string_view data) PIER_REQUIRES(mutex_);
+  std::string Translate(std::string_view payload) PIER_REQUIRES(mutex_);
+  std::string Event(std::string_view type, json fields) PIER_REQUIRES(mutex_);
+  std::string OpenMessage() PIER_REQUIRES(mutex_);
+  std::string CloseMessage() PIER_REQUIRES(mutex_);
+  std::string Finish(std::string_view status) PIER_REQUIRES(mutex_);
   // The Response object as it stands ("in_progress", "completed", "incomplete", "failed").
-  json Response(std::string_view status) const;
+  json Response(std::string_view status) const PIER_REQUIRES(mutex_);
   // Non-streaming: a whole chat completion as a Response.
-  std::string FromChatCompletion(std::string_view body);
+  std::string FromChatCompletion(std::string_view body) PIER_REQUIRES(mutex_);
 
   std::shared_ptr<ResponseStream> chat_;
   const ResponsesStreamOptions options_;
-  int64_t sequence_ = 0;
-  bool started_ = false;
-  bool ended_ = false;
+  mutable Mutex mutex_;
+  int64_t sequence_ PIER_GUARDED_BY(mutex_) = 0;
+  bool started_ PIER_GUARDED_BY(mutex_) = false;
+  bool ended_ PIER_GUARDED_BY(mutex_) = false;
   // The output so far: finished items, and the message being written.
-  json output_ = json::array();
-  std::string message_id_;  // non-empty while a message item is open
-  std::string text_;
-  std::string finish_reason_;
-  json usage_;  // the chat usage, once seen
-  int64_t next_item_ = 0;
+  json output_ PIER_GUARDED_BY(mutex_) = json::array();
+  std::string message_id_ PIER_GUARDED_BY(mutex_);  // non-empty while a message item is open
+  std::string text_ PIER_GUARDED_BY(mutex_);
+  std::string finish_reason_ PIER_GUARDED_BY(mutex_);
+  json usage_ PIER_GUARDED_BY(mutex_);  // the chat usage, once seen
+  int64_t next_item_ PIER_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace pier::http

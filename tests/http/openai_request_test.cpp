@@ -452,6 +452,8 @@ TEST(OpenAiRequestTest, BadToolsAreRefusedByName) {
       {"tools", json::array({tool_with("name", "has space")}), "tools", "letters, digits"},
       {"tools", json::array({tool_with("parameters", "object")}), "tools",
        "JSON Schema object, got a string"},
+      {"tools", json::array({tool_with("parameters", {{"type", "integr"}})}), "tools",
+       "not a valid JSON Schema"},
       {"tools", {WeatherTool(), WeatherTool()}, "tools", "is used twice"},
       {"tool_choice", "sometimes", "tool_choice", "none, auto, required or a function"},
       {"tool_choice",
