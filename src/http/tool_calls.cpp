@@ -128,7 +128,9 @@ ParsedToolCalls ParseBareJson(std::string_view text, const std::vector<FunctionT
 
 ParsedToolCalls ParseMistral(std::string_view text, const std::vector<FunctionTool>& tools) {
   const size_t marker = text.find(kMistralMarker);
-  if (marker == std::string_view::npos) return Content(text);
+  // Where [TOOL_CALLS] is a control token, skip_special_tokens left it out of the text: the
+  // calls are then the bare list.
+  if (marker == std::string_view::npos) return ParseBareJson(text, tools);
   ParsedToolCalls out;
   out.content = std::string(Trim(text.substr(0, marker)));
   std::string_view rest = Trim(text.substr(marker + kMistralMarker.size()));
@@ -260,6 +262,16 @@ std::string ToolCallSplitter::Push(std::string_view piece) {
   switch (format_) {
     case ToolCallFormat::kHermes:
     case ToolCallFormat::kMistral: {
+      if (format_ == ToolCallFormat::kMistral && !plain_) {
+        // A bare list at the start is a call whose control-token marker was left out.
+        const size_t first = text_.find_first_not_of(" \n\t\r");
+        if (first == std::string::npos) return "";
+        if (text_[first] == '[') {
+          in_call_ = true;
+          return "";
+        }
+        plain_ = true;
+      }
       const std::string_view marker =
           format_ == ToolCallFormat::kHermes ? kHermesOpen : kMistralMarker;
       const size_t found = text_.find(marker, released_);

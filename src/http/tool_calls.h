@@ -8,7 +8,8 @@
 //   kLlama3   {"name": ..., "parameters": {...}}, a bare JSON object, after <|python_tag|> or
 //             not (Llama 3.1 - 3.3 JSON tool calling);
 //   kMistral  [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] or the newer
-//             [TOOL_CALLS]name[ARGS]{...};
+//             [TOOL_CALLS]name[ARGS]{...} (a bare list at the start too: where [TOOL_CALLS]
+//             is a control token, the text leaves it out);
 //   kJson     a bare JSON object {"name", "arguments"} or a list of them (the fallback for
 //             templates that take `tools` without a family marker).
 // Only names of the request's tools count as calls: any other output is content.

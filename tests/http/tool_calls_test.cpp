@@ -92,6 +92,11 @@ TEST(ToolCallsTest, Llama3MistralAndPlainJsonForms) {
   EXPECT_EQ(p.content, "ok");
   EXPECT_EQ(json::parse(p.calls[0].arguments), json({{"a", 5}, {"b", 6}}));
 
+  // [TOOL_CALLS] as a control token is not in the text: the bare list is the call.
+  p = ParseToolCalls(ToolCallFormat::kMistral, "[{\"name\": \"ping\", \"arguments\": {}}]",
+                     Tools());
+  ASSERT_EQ(p.calls.size(), 1u);
+
   p = ParseToolCalls(ToolCallFormat::kJson,
                      "```json\n[{\"name\": \"ping\", \"arguments\": {}}]\n```", Tools());
   ASSERT_EQ(p.calls.size(), 1u);
@@ -160,6 +165,13 @@ TEST(ToolCallsTest, TheSplitterStreamsContentAndHoldsCalls) {
     ASSERT_EQ(end.calls.size(), 1u);
     EXPECT_EQ(end.calls[0].name, "add");
 
+    std::tie(streamed, end) =
+        Split(ToolCallFormat::kMistral, " [{\"name\": \"ping\", \"arguments\": {}}]", &rng);
+    EXPECT_EQ(streamed, "");
+    ASSERT_EQ(end.calls.size(), 1u);
+    std::tie(streamed, end) = Split(ToolCallFormat::kMistral, "Ok. [TOOL_CALLS]ping[ARGS]{}", &rng);
+    EXPECT_EQ(streamed, "Ok. ");
+    ASSERT_EQ(end.calls.size(), 1u);
     std::tie(streamed, end) =
         Split(ToolCallFormat::kJson, "  {\"name\": \"ping\", \"arguments\": {}}", &rng);
     EXPECT_EQ(streamed, "");
