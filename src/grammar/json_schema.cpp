@@ -59,6 +59,13 @@ class SchemaCompiler {
       : root_(root), options_(options) {}
 
   Result<ExprPtr> Compile(const Json& s, const std::string& path, int32_t depth) {
+    // $refs are expanded in place, so a small schema whose definitions each use the next one
+    // twice would compile 2^N subschemas: stop at a fixed number.
+    if (++compiled_ > options_.max_compiled_subschemas) {
+      return Error(path, "the schema is too complex: more than " +
+                             std::to_string(options_.max_compiled_subschemas) +
+                             " subschemas once its $refs are expanded");
+    }
     if (depth > options_.max_schema_depth) {
       return Error(path, "the schema nests deeper than " +
                              std::to_string(options_.max_schema_depth) + " levels");
@@ -412,6 +419,7 @@ class SchemaCompiler {
 
   const Json& root_;
   JsonSchemaOptions options_;
+  int64_t compiled_ = 0;  // subschemas compiled so far (each $ref expansion counts again)
   std::map<std::string, int32_t> ref_depth_;
 };
 

@@ -30,6 +30,8 @@ struct JsonSchemaOptions {
   int32_t max_free_depth = 5;     // nesting of objects and arrays inside a free-form value
   int32_t max_ref_depth = 3;      // how often one recursive $ref unrolls
   int32_t max_schema_depth = 64;  // nesting of the schema document itself
+  // Subschemas compiled, counting each $ref expansion (a bound on compile time and size).
+  int64_t max_compiled_subschemas = 10'000;
 };
 
 // `schema` in document order (ordered_json keeps the properties' order).

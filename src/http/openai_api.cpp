@@ -317,6 +317,7 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     const ToolCallFormat format = DetectToolCallFormat(model.chat_template->source());
     stream_options.tool_format = format;
     stream_options.tools = r.tools;
+    stream_options.parallel_tool_calls = r.parallel_tool_calls;
     if (r.tool_choice.kind != ToolChoiceKind::kAuto) {
       constraint = ToolCallConstraint(format, r.tools, r.tool_choice);
     }

@@ -9,6 +9,7 @@
 
 #include "engine/sampling/sampling_params.h"
 #include "grammar/constraint.h"
+#include "http/json_shape.h"
 #include "serving/request_policy.h"
 
 namespace pier::http {
@@ -634,6 +635,7 @@ Err ReadPrompts(const json& body, std::vector<CompletionPrompt>* out) {
 
 // The body as a JSON object, or the error to answer.
 std::variant<json, OpenAiError> ParseBody(std::string_view body) {
+  if (std::optional<std::string> shape = CheckJsonShape(body)) return Bad("", *shape);
   json parsed;
   try {
     parsed = json::parse(body.begin(), body.end());

@@ -322,7 +322,7 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
   c["logprobs"] = std::move(logprobs_piece);
   if (!tool_calls.is_null()) {
     // The text before the calls, the calls, then the finish on an empty delta, as OpenAI does.
-    if (!text.empty()) {
+    if (!text.empty() || !c["logprobs"].is_null()) {
       c["finish_reason"] = nullptr;
       out += ChunkJson(json::array({c}));
     }
@@ -344,19 +344,33 @@ json OpenAiStream::ToolCallsJson(const Choice& choice, const std::vector<ToolCal
                                  bool with_index) const {
   // Ids unique per response and call: the response id's random hex, the choice and the call.
   const std::string hex = options_.id.substr(options_.id.find('-') + 1, 16);
+  const uint64_t random = std::stoull(hex, nullptr, 16);
   json out = json::array();
-  for (size_t k = 0; k < calls.size(); ++k) {
+  // parallel_tool_calls false: one call at most (the first), as the client asked.
+  const size_t n = options_.parallel_tool_calls ? calls.size() : std::min<size_t>(calls.size(), 1);
+  for (size_t k = 0; k < n; ++k) {
     char suffix[9];
     std::snprintf(suffix, sizeof(suffix), "%04x%04x", static_cast<unsigned>(choice.index) & 0xffff,
                   static_cast<unsigned>(k) & 0xffff);
     json call;
     if (with_index) call["index"] = k;
     // Mistral's templates accept only 9 alphanumerics as an id (and refuse the next turn
-    // otherwise), so that family gets ids of that form.
-    const bool mistral = options_.tool_format == ToolCallFormat::kMistral;
-    call["id"] = mistral
-                     ? hex.substr(0, 5) + std::string(suffix + 2, 2) + std::string(suffix + 6, 2)
-                     : "call_" + hex + suffix;
+    // otherwise), so that family gets ids of that form: 53 bits of the response's randomness,
+    // mixed with the choice and the call, in base 62.
+    if (options_.tool_format == ToolCallFormat::kMistral) {
+      static constexpr char kDigits[] =
+          "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+      uint64_t v = random ^ (static_cast<uint64_t>(choice.index) * 0x9E3779B97F4A7C15ull) ^
+                   (static_cast<uint64_t>(k) * 0xC2B2AE3D27D4EB4Full);
+      std::string id(9, '0');
+      for (char& d : id) {
+        d = kDigits[v % 62];
+        v /= 62;
+      }
+      call["id"] = id;
+    } else {
+      call["id"] = "call_" + hex + suffix;
+    }
     call["type"] = "function";
     call["function"] = {{"name", calls[k].name}, {"arguments", calls[k].arguments}};
     out.push_back(std::move(call));

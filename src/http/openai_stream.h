@@ -56,6 +56,7 @@ struct OpenAiStreamOptions {
   // "tool_calls" (streamed: content deltas until a call may begin, then one delta per call).
   std::optional<ToolCallFormat> tool_format;
   std::vector<FunctionTool> tools;
+  bool parallel_tool_calls = true;  // false: a choice answers its first call only
   // Keeps the client and tokenizer alive as long as the stream (the served model: an unload
   // waits until its last stream is gone before the model's memory is returned).
   std::shared_ptr<const void> keep_alive = nullptr;

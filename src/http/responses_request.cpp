@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "http/json_shape.h"
+
 namespace pier::http {
 namespace {
 
@@ -230,6 +232,7 @@ std::optional<OpenAiError> Translate(const json& body, json* chat) {
 }  // namespace
 
 OpenAiParseResult ParseResponsesRequest(std::string_view body, const OpenAiRequestLimits& limits) {
+  if (std::optional<std::string> shape = CheckJsonShape(body)) return Bad("", *shape);
   json parsed = json::parse(body.begin(), body.end(), nullptr, false);
   if (parsed.is_discarded()) return Bad("", "invalid JSON in the request body");
   if (!parsed.is_object()) return Bad("", "the request body must be a JSON object");

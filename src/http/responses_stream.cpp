@@ -29,13 +29,14 @@ json UsageOf(const json& chat_usage) {
 }
 
 json MessageItem(const std::string& id, const std::string& text, std::string_view status) {
-  return {
-      {"type", "message"},
-      {"id", id},
-      {"status", status},
-      {"role", "assistant"},
-      {"content",
-       json::array({{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}})}};
+  return {{"type", "message"},
+          {"id", id},
+          {"status", status},
+          {"role", "assistant"},
+          {"content", json::array({{{"type", "output_text"},
+                                    {"text", text},
+                                    {"annotations", json::array()},
+                                    {"logprobs", json::array()}}})}};
 }
 
 json CallItem(const std::string& id, const json& call, std::string_view status) {
@@ -78,26 +79,33 @@ std::string ResponsesStream::OpenMessage() {
                      {"content", json::array()}};
   std::string out =
       Event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
-  out += Event("response.content_part.added",
-               {{"item_id", message_id_},
-                {"output_index", output_.size()},
-                {"content_index", 0},
-                {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
+  out += Event("response.content_part.added", {{"item_id", message_id_},
+                                               {"output_index", output_.size()},
+                                               {"content_index", 0},
+                                               {"part",
+                                                {{"type", "output_text"},
+                                                 {"text", ""},
+                                                 {"annotations", json::array()},
+                                                 {"logprobs", json::array()}}}});
   return out;
 }
 
 std::string ResponsesStream::CloseMessage() {
   if (message_id_.empty()) return "";
   const size_t index = output_.size();
-  std::string out = Event(
-      "response.output_text.done",
-      {{"item_id", message_id_}, {"output_index", index}, {"content_index", 0}, {"text", text_}});
-  out +=
-      Event("response.content_part.done",
-            {{"item_id", message_id_},
-             {"output_index", index},
-             {"content_index", 0},
-             {"part", {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}}}});
+  std::string out = Event("response.output_text.done", {{"item_id", message_id_},
+                                                        {"output_index", index},
+                                                        {"content_index", 0},
+                                                        {"text", text_},
+                                                        {"logprobs", json::array()}});
+  out += Event("response.content_part.done", {{"item_id", message_id_},
+                                              {"output_index", index},
+                                              {"content_index", 0},
+                                              {"part",
+                                               {{"type", "output_text"},
+                                                {"text", text_},
+                                                {"annotations", json::array()},
+                                                {"logprobs", json::array()}}}});
   json item = MessageItem(message_id_, text_, "completed");
   out += Event("response.output_item.done", {{"output_index", index}, {"item", item}});
   output_.push_back(std::move(item));
@@ -148,7 +156,8 @@ std::string ResponsesStream::Translate(std::string_view payload) {
       out += Event("response.output_text.delta", {{"item_id", message_id_},
                                                   {"output_index", output_.size()},
                                                   {"content_index", 0},
-                                                  {"delta", *content}});
+                                                  {"delta", *content},
+                                                  {"logprobs", json::array()}});
     }
     if (auto calls = delta.find("tool_calls"); calls != delta.end() && calls->is_array()) {
       out += CloseMessage();

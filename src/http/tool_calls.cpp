@@ -130,7 +130,9 @@ ParsedToolCalls ParseMistral(std::string_view text, const std::vector<FunctionTo
   const size_t marker = text.find(kMistralMarker);
   // Where [TOOL_CALLS] is a control token, skip_special_tokens left it out of the text: the
   // calls are then the bare list.
-  if (marker == std::string_view::npos) return ParseBareJson(text, tools);
+  if (marker == std::string_view::npos) {
+    return StartsWith(Trim(text), "[") ? ParseBareJson(text, tools) : Content(text);
+  }
   ParsedToolCalls out;
   out.content = std::string(Trim(text.substr(0, marker)));
   std::string_view rest = Trim(text.substr(marker + kMistralMarker.size()));
@@ -295,10 +297,12 @@ std::string ToolCallSplitter::Push(std::string_view piece) {
       const size_t first = text_.find_first_not_of(" \n\t\r");
       if (first == std::string::npos) return "";  // only whitespace so far: undecided
       const std::string_view rest = std::string_view(text_).substr(first);
-      const bool may_be_tag = kPythonTag.substr(0, std::min(rest.size(), kPythonTag.size())) ==
-                              rest.substr(0, std::min(rest.size(), kPythonTag.size()));
+      if (format_ == ToolCallFormat::kLlama3 && rest.size() < kPythonTag.size() &&
+          StartsWith(kPythonTag, rest)) {
+        return "";  // may still become <|python_tag|>: undecided
+      }
       if (rest.front() == '{' || rest.front() == '[' || StartsWith(rest, "```") ||
-          (format_ == ToolCallFormat::kLlama3 && may_be_tag)) {
+          (format_ == ToolCallFormat::kLlama3 && StartsWith(rest, kPythonTag))) {
         in_call_ = true;
         return "";
       }

@@ -212,6 +212,21 @@ TEST(ConstraintTest, BadSchemasAreRefusedBeforeCompiling) {
   EXPECT_NE(too_large.message().find("too large"), std::string::npos) << too_large.ToString();
 }
 
+TEST(ConstraintTest, RefsThatDoubleAtEveryLevelAreRefusedQuickly) {
+  // d0 .. d29, each with two properties referring to the next: 2^30 subschemas once expanded.
+  nlohmann::ordered_json defs = nlohmann::ordered_json::object();
+  for (int i = 0; i < 30; ++i) {
+    const std::string next = "#/$defs/d" + std::to_string(i + 1);
+    defs["d" + std::to_string(i)] = {
+        {"type", "object"}, {"properties", {{"a", {{"$ref", next}}}, {"b", {{"$ref", next}}}}}};
+  }
+  defs["d30"] = {{"type", "integer"}};
+  const nlohmann::ordered_json schema = {{"$ref", "#/$defs/d0"}, {"$defs", defs}};
+  const Status s = CheckConstraint(OutputConstraint::JsonSchema(schema.dump()));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("too complex"), std::string::npos) << s.ToString();
+}
+
 TEST(ConstraintTest, PrefixAndSuffixWrapTheValue) {
   OutputConstraint c = OutputConstraint::JsonSchema(R"({"type":"integer","maximum":99})");
   c.prefix = "<tool_call>\n";

@@ -5,6 +5,7 @@ pier_add_test(NAME openai_request_test
           ${CMAKE_CURRENT_SOURCE_DIR}/tool_calls_test.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/chat_messages_test.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/responses_test.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/json_shape_test.cpp
   LIBS pier_http_api nlohmann_json::nlohmann_json LABELS unit)
 if(NOT PIER_UNIT_TESTS_ONLY)
   pier_add_test(NAME openai_api_test

@@ -176,6 +176,16 @@ TEST(ToolCallsTest, TheSplitterStreamsContentAndHoldsCalls) {
         Split(ToolCallFormat::kJson, "  {\"name\": \"ping\", \"arguments\": {}}", &rng);
     EXPECT_EQ(streamed, "");
     ASSERT_EQ(end.calls.size(), 1u);
+    // Llama 3: text that only starts like <|python_tag|> streams once it is clearly not it.
+    std::tie(streamed, end) = Split(ToolCallFormat::kLlama3, "<div>hello</div>", &rng);
+    EXPECT_EQ(streamed, "<div>hello</div>");
+    std::tie(streamed, end) =
+        Split(ToolCallFormat::kLlama3, "<|python_tag|>{\"name\": \"ping\"}", &rng);
+    EXPECT_EQ(streamed, "");
+    ASSERT_EQ(end.calls.size(), 1u);
+    // Mistral without its marker: only a bare list is a call, streamed or not.
+    EXPECT_TRUE(
+        ParseToolCalls(ToolCallFormat::kMistral, "{\"name\": \"ping\"}", Tools()).calls.empty());
     std::tie(streamed, end) = Split(ToolCallFormat::kJson, "It is {sunny}.", &rng);
     EXPECT_EQ(streamed + end.content, "It is {sunny}.");
     // Held because it might have been a call, then released whole as content.

@@ -1,0 +1,28 @@
+// CheckJsonShape: a linear pre-scan of a request body before any JSON DOM is built, so that
+// hostile shapes are refused with a 400 instead of costing the server its stack or its time:
+// nesting deeper than max_depth (nlohmann copies and dumps values recursively: a 100,000-deep
+// array of a few hundred kilobytes would overflow the stack) and objects with more than
+// max_object_members members (an ordered_json object, which keeps the client's key order, pays
+// a linear lookup per inserted key).
+//
+// Thread-safety: a free function over a string.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pier::http {
+
+struct JsonShapeLimits {
+  int max_depth = 256;
+  size_t max_object_members = 4096;
+};
+
+// The problem, as a message for the client; nullopt when the shape is within the limits (the
+// text need not be valid JSON: the parser judges that).
+std::optional<std::string> CheckJsonShape(std::string_view text,
+                                          const JsonShapeLimits& limits = {});
+
+}  // namespace pier::http

@@ -1,0 +1,55 @@
+// The body pre-scan: nesting and object sizes are bounded before any DOM is built; strings
+// (with escapes) do not count; the request parsers answer 400 with its message.
+#include "http/json_shape.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "http/openai_request.h"
+#include "http/responses_request.h"
+
+namespace pier::http {
+namespace {
+
+std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+std::string ObjectOf(int members) {
+  std::string s = "{";
+  for (int i = 0; i < members; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  return s + "}";
+}
+
+TEST(JsonShapeTest, DepthAndObjectSizeAreBounded) {
+  EXPECT_FALSE(CheckJsonShape(Nested(256)).has_value());
+  EXPECT_NE(CheckJsonShape(Nested(257)).value_or("").find("deeper than 256"), std::string::npos);
+  EXPECT_FALSE(CheckJsonShape(ObjectOf(4096)).has_value());
+  EXPECT_NE(CheckJsonShape(ObjectOf(4097)).value_or("").find("more than 4096 members"),
+            std::string::npos);
+  // Arrays may be long (prompts of token ids); strings hide their brackets, escapes included.
+  EXPECT_FALSE(CheckJsonShape("[" + std::string(100000, '1') + "]").has_value());
+  EXPECT_FALSE(
+      CheckJsonShape("{\"a\":\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"}")
+          .has_value());
+}
+
+TEST(JsonShapeTest, HostileBodiesAre400sNotCrashes) {
+  // 100,000 levels in a schema: copying or dumping it would overflow the stack.
+  const std::string deep = R"({"messages":[{"role":"user","content":"x"}],"response_format":)"
+                           R"({"type":"json_schema","json_schema":{"schema":{"a":)" +
+                           Nested(100000) + "}}}}";
+  OpenAiParseResult r = ParseChatCompletionRequest(deep);
+  ASSERT_TRUE(std::holds_alternative<OpenAiError>(r));
+  EXPECT_EQ(std::get<OpenAiError>(r).status, 400);
+  EXPECT_NE(std::get<OpenAiError>(r).message.find("nests deeper"), std::string::npos);
+  r = ParseResponsesRequest(R"({"input":)" + Nested(100000) + "}");
+  ASSERT_TRUE(std::holds_alternative<OpenAiError>(r));
+  // 100,000 keys in one object: ordered parsing would take seconds.
+  r = ParseChatCompletionRequest(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":)" +
+                                 ObjectOf(100000) + "}");
+  ASSERT_TRUE(std::holds_alternative<OpenAiError>(r));
+  EXPECT_NE(std::get<OpenAiError>(r).message.find("members"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pier::http
