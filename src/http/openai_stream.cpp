@@ -249,7 +249,9 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
   }
   if (event.finish == engine::FinishReason::kError) {
     failure_ = event.instance_lost ? Failure{503, event.error}
-                                   : Failure{500, "the engine failed the request: " + event.error};
+               : event.request_fault
+                   ? Failure{400, "the request cannot be served: " + event.error}
+                   : Failure{500, "the engine failed the request: " + event.error};
     return;
   }
   if (event.finish == engine::FinishReason::kAbort) {

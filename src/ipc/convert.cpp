@@ -114,6 +114,7 @@ void ToProto(const engine::Event& e, const std::string& request_id, proto::Event
   }
   if (e.finish.has_value()) out->set_finish(static_cast<int32_t>(*e.finish));
   out->set_error(e.error);
+  out->set_request_fault(e.request_fault);
   out->set_prompt_tokens(e.usage.prompt_tokens);
   out->set_completion_tokens(e.usage.completion_tokens);
   out->set_cached_prompt_tokens(e.usage.cached_prompt_tokens);
@@ -149,6 +150,7 @@ Result<engine::Event> FromProto(const proto::Event& in) {
   }
   if (in.has_finish()) e.finish = static_cast<engine::FinishReason>(in.finish());
   e.error = in.error();
+  e.request_fault = in.request_fault();
   e.usage = {in.prompt_tokens(), in.completion_tokens(), in.cached_prompt_tokens()};
   e.times = {in.queued_us(), in.scheduled_us(), in.first_token_us(), in.finished_us()};
   return e;

@@ -107,6 +107,89 @@ TEST(OpenAiStreamTest, EngineErrorWithoutStreamingIs500) {
             std::string::npos);
 }
 
+TEST(OpenAiStreamTest, AFailureTheRequestCausedIs400) {
+  Fixture f(/*stream=*/false);
+  f.stream->Start([] {});
+  engine::Event error = Final(0, engine::FinishReason::kError, 0);
+  error.error = "the output constraint: the DFA outgrew 65536 states";
+  error.request_fault = true;
+  f.handles[0]->Push(error);
+  StreamChunk chunk = f.stream->Poll();
+  EXPECT_EQ(chunk.status, 400);
+  const json body = json::parse(chunk.data);
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("65536"), std::string::npos);
+}
+
+// A chat stream over tools in the Hermes form, answering two calls.
+std::string TwoCalls(bool streaming, bool parallel) {
+  OpenAiStreamOptions options;
+  options.endpoint = OpenAiEndpoint::kChatCompletions;
+  options.id = "chatcmpl-0123456789abcdef01234567";
+  options.model = "m";
+  options.stream = streaming;
+  options.tool_format = ToolCallFormat::kHermes;
+  options.tools = {{"f", "", ""}, {"g", "", ""}};
+  options.parallel_tool_calls = parallel;
+  OpenAiStreamPrompt prompt;
+  prompt.engine_id = "e";
+  prompt.handle = std::make_shared<engine::RequestHandle>("e", 1);
+  prompt.prompt_tokens = {1};
+  std::shared_ptr<engine::RequestHandle> handle = prompt.handle;
+  FakeClient client;
+  std::vector<OpenAiStreamPrompt> prompts;
+  prompts.push_back(std::move(prompt));
+  OpenAiStream stream(options, std::move(prompts), &client, nullptr, nullptr);
+  stream.Start([] {});
+  handle->Push(Token(0, 5, "On it.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}"));
+  handle->Push(Token(0, 6, "\n</tool_call>\n<tool_call>\n{\"name\": \"g\"}\n</tool_call>"));
+  handle->Push(Final(0, engine::FinishReason::kStop, 2));
+  std::string out;
+  for (StreamChunk c = stream.Poll();; c = stream.Poll()) {
+    out += c.data;
+    if (c.done) break;
+  }
+  return out;
+}
+
+TEST(OpenAiStreamTest, ToolCallsAnswerWithIdsAndFinishReason) {
+  const json whole = json::parse(TwoCalls(false, true));
+  const json& message = whole["choices"][0]["message"];
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(message["content"], "On it.");
+  ASSERT_EQ(message["tool_calls"].size(), 2u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"x", 1}}));
+  EXPECT_NE(message["tool_calls"][0]["id"], message["tool_calls"][1]["id"]);
+  // parallel_tool_calls false: the first call only.
+  EXPECT_EQ(json::parse(TwoCalls(false, false))["choices"][0]["message"]["tool_calls"].size(), 1u);
+
+  // Streamed: the text before the calls as content, then the calls, then the finish.
+  const std::string sse = TwoCalls(true, true);
+  std::string content;
+  std::vector<json> calls;
+  std::string finish;
+  for (size_t at = sse.find("data: "); at != std::string::npos; at = sse.find("data: ", at + 1)) {
+    const std::string payload = sse.substr(at + 6, sse.find("\n\n", at) - at - 6);
+    if (payload == "[DONE]") break;
+    const json chunk = json::parse(payload);
+    if (chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    if (choice["delta"].contains("content")) content += choice["delta"]["content"];
+    if (choice["delta"].contains("tool_calls")) {
+      for (const json& c : choice["delta"]["tool_calls"]) calls.push_back(c);
+    }
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  EXPECT_EQ(content, "On it.");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1]["index"], 1);
+  EXPECT_EQ(calls[1]["function"]["name"], "g");
+  EXPECT_EQ(calls[1]["function"]["arguments"], "{}");
+  EXPECT_EQ(finish, "tool_calls");
+}
+
 TEST(OpenAiStreamTest, EngineShutdownIs503) {
   Fixture f(/*stream=*/false);
   f.stream->Start([] {});

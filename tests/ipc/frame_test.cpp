@@ -103,6 +103,7 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   e.prompt_logprobs = {{1, 3, -2.0f, {{3, -2.0f}}}};
   e.finish = engine::FinishReason::kLength;
   e.error = "";
+  e.request_fault = true;
   e.usage = {10, 5, 4};
   e.times = {1, 2, 3, 4};
   proto::Event event_wire;
@@ -113,6 +114,7 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   EXPECT_EQ(event->choice, 1);
   EXPECT_EQ(event->token, 42);
   EXPECT_EQ(event->text, "héllo");
+  EXPECT_TRUE(event->request_fault);
   EXPECT_EQ(event->logprob, -0.5f);
   ASSERT_EQ(event->top_logprobs.size(), 2u);
   EXPECT_EQ(event->top_logprobs[1].token, 7);

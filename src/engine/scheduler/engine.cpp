@@ -375,6 +375,7 @@ void Engine::StartRequest(Request request, std::shared_ptr<RequestHandle> handle
     for (Choice& c : ref.choices) {
       Event event;
       event.error = attached.ToString();
+      event.request_fault = true;
       FinishChoice(ref, c, std::move(event), FinishReason::kError);
     }
     FinishRequestIfDone(id);
@@ -589,19 +590,22 @@ void Engine::HandleToken(Live& live, Choice& c, std::span<const float> logits) {
 void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   std::copy(row.begin(), row.end(), logits_scratch_.begin());
   std::span<float> logits(logits_scratch_);
-  auto fail = [&](const Status& status) {
+  auto fail = [&](const Status& status, bool request_fault) {
     Event e;
     e.error = status.ToString();
+    e.request_fault = request_fault;
     FinishChoice(live, c, std::move(e), FinishReason::kError);
   };
   if (c.constraint.has_value()) {
-    if (Status masked = c.constraint->MaskLogits(logits); !masked.ok()) return fail(masked);
+    if (Status masked = c.constraint->MaskLogits(logits); !masked.ok()) {
+      return fail(Status(masked.code(), "the output constraint: " + masked.message()), true);
+    }
   }
   Result<sampling::SampleResult> sampled = c.sampler.Sample(logits);
-  if (!sampled.ok()) return fail(sampled.status());
+  if (!sampled.ok()) return fail(sampled.status(), false);
   if (c.constraint.has_value()) {
     if (Status accepted = c.constraint->Accept(sampled->token); !accepted.ok()) {
-      return fail(accepted);
+      return fail(accepted, false);  // the mask allowed it: a bug, not the request's fault
     }
   }
   ++c.generated;

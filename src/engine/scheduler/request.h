@@ -118,6 +118,10 @@ struct Event {
   // With kError: the instance serving the request went away (its worker process died), so the
   // request failed for no fault of its own and may be retried (HTTP 503, not 500).
   bool instance_lost = false;
+  // With kError: the request itself made it fail (its output constraint outgrew the grammar's
+  // limits, or no token of the vocabulary can continue it), so the answer is the client's to
+  // change (HTTP 400, not 500).
+  bool request_fault = false;
   Usage usage;
   Timestamps times;
 };
