@@ -7,6 +7,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -81,6 +82,24 @@ struct OpenAiApi::Impl {
   std::mutex rng_mutex;
   std::mt19937_64 rng;  // guarded by rng_mutex: response ids and seeds not given
 
+  // Whether a chat template shows tools (ChatTemplateShowsTools renders it), by the hash of
+  // its source: asked once per template, not per request.
+  std::mutex probe_mutex;
+  std::unordered_map<size_t, bool> shows_tools;  // guarded by probe_mutex
+
+  bool ShowsTools(const tokenizer::ChatTemplate& chat_template,
+                  const tokenizer::Tokenizer& tokenizer) {
+    const size_t key = std::hash<std::string>{}(chat_template.source());
+    {
+      std::lock_guard lock(probe_mutex);
+      if (auto it = shows_tools.find(key); it != shows_tools.end()) return it->second;
+    }
+    const bool shows = tokenizer::ChatTemplateShowsTools(chat_template, tokenizer);
+    std::lock_guard lock(probe_mutex);
+    shows_tools[key] = shows;
+    return shows;
+  }
+
   uint64_t Random() {
     std::lock_guard lock(rng_mutex);
     return rng();
@@ -102,7 +121,7 @@ struct OpenAiApi::Impl {
   HttpResponse Serve(const HttpRequest& http, OpenAiEndpoint endpoint, const OpenAiRequest& r,
                      const Principal& principal, const serving::ModelRef& model_ref);
   // The prompt of each engine request (token ids) and, with echo, its text; or the error.
-  static std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(
+  std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(
       const OpenAiRequest& r, const serving::ServedModel& model);
 };
 
@@ -119,7 +138,7 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
     const ojson messages = TemplateMessages(r.messages);
     std::optional<ojson> tools;
     if (r.tool_choice.kind != ToolChoiceKind::kNone) {
-      if (!tokenizer::ChatTemplateShowsTools(*chat_template, *tokenizer)) {
+      if (!ShowsTools(*chat_template, *tokenizer)) {
         return ErrorResponse(400,
                              "model " + model.id +
                                  "'s chat template does not support tools (it does not show "
