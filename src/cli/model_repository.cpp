@@ -333,6 +333,7 @@ const std::vector<std::string_view>& ModelSettingNames() {
                                                        "kv_min",
                                                        "kv_max",
                                                        "max_batched_tokens",
+                                                       "prefill_chunk_while_decoding",
                                                        "max_seqs",
                                                        "max_queued",
                                                        "threads",

@@ -16,9 +16,9 @@
 // (another model's name or alias, for the QoS issue's load shedding), `load` (`on_start`, the
 // default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
 // (seconds without work after which an on_demand model is unloaded; default never), `device`
-// (`cpu`), and the engine settings
-// `ctx`, `kv_dtype`, `kv_min`, `kv_max`, `max_batched_tokens`, `max_seqs`, `max_queued`,
-// `threads`, `swap_space`, which
+// (`cpu`), `chat_template` (a Jinja file used instead of the GGUF's), and the engine settings
+// `ctx`, `kv_dtype`, `kv_min`, `kv_max`, `max_batched_tokens`, `prefill_chunk_while_decoding`,
+// `max_seqs`, `max_queued`, `threads`, `swap_space`, which
 // override the server-wide keys of the same name for this model; and, with `workers: on`, the
 // binding of its worker processes: `cpus`, `numa_node`, `gpu`, `mps_thread_percentage` and
 // `mps_memory_limit` (see ModelConfig::bindings). Without a list the flat `model`

@@ -118,6 +118,9 @@ constexpr SettingHelp kSettingHelp[] = {
      "Each model's KV capacity, as tokens or bytes (64MiB); --ctx then limits one request "
      "(default: --ctx tokens)"},
     {"max_batched_tokens", "TOKENS", "Tokens computed per engine step (default 512)"},
+    {"prefill_chunk_while_decoding", "TOKENS",
+     "Largest prompt chunk per step while other sequences decode, so running streams keep "
+     "producing during a long prompt (default 64; 0: no cap, the prompt's first token sooner)"},
     {"max_seqs", "N", "Sequences running at once (default 64)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
     {"shutdown_grace", "SECONDS",
@@ -201,6 +204,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.kv_min = settings.kv_min;
     load.kv_max = settings.kv_max;
     load.max_batched_tokens = settings.max_batched_tokens;
+    load.prefill_chunk_while_decoding = settings.prefill_chunk_while_decoding;
     load.max_seqs = settings.max_seqs;
     load.max_queued = settings.max_queued;
     load.swap_space_bytes = settings.swap_space;

@@ -147,6 +147,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "kv_min",
                                                        "kv_max",
                                                        "max_batched_tokens",
+                                                       "prefill_chunk_while_decoding",
                                                        "max_seqs",
                                                        "max_body_bytes",
                                                        "shutdown_grace",
@@ -242,6 +243,9 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->kv_max, engine::ParseKvSize(value, source, kMaxTokens));
   } else if (name == "max_batched_tokens") {
     PIER_ASSIGN_OR_RETURN(o->max_batched_tokens, ParseInteger(value, source, 1, kMaxTokens));
+  } else if (name == "prefill_chunk_while_decoding") {
+    PIER_ASSIGN_OR_RETURN(o->prefill_chunk_while_decoding,
+                          ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "max_seqs") {
     PIER_ASSIGN_OR_RETURN(o->max_seqs, ParseInteger(value, source, 1, 65536));
   } else if (name == "max_body_bytes") {

@@ -61,7 +61,9 @@ struct ServeOptions {
   engine::KvSize kv_min;             // KV always kept (unset: one chunk)
   engine::KvSize kv_max;             // KV capacity (unset: ctx tokens)
   int64_t max_batched_tokens = 512;  // tokens per engine step
-  int64_t max_seqs = 64;             // running sequences at once
+  // Largest prompt chunk per step while other sequences decode (0: no cap).
+  int64_t prefill_chunk_while_decoding = 64;
+  int64_t max_seqs = 64;  // running sequences at once
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

@@ -125,6 +125,7 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
         {"kv_max", l.kv_max.is_set() ? l.kv_max.ToString() : std::to_string(l.ctx) + " tokens"},
         {"max_seqs", l.max_seqs},
         {"max_batched_tokens", l.max_batched_tokens},
+        {"prefill_chunk_while_decoding", l.prefill_chunk_while_decoding},
         {"idle_unload_after_seconds", spec->idle_unload_after.count() / 1000.0},
         {"fallback", spec->fallback}};
   }

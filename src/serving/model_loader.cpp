@@ -112,6 +112,7 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.model.kv_max = options.kv_max;
   host_options.engine.max_request_tokens = options.ctx;
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
+  host_options.engine.scheduler.prefill_chunk_while_decoding = options.prefill_chunk_while_decoding;
   host_options.engine.scheduler.max_seqs = options.max_seqs;
   host_options.max_waiting = options.max_queued;
   host_options.swap_space_bytes = options.swap_space_bytes;

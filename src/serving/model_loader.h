@@ -39,6 +39,7 @@ struct ModelLoadOptions {
   int64_t ctx = 4096;
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;
   int64_t max_batched_tokens = 512;
+  int64_t prefill_chunk_while_decoding = 64;  // SchedulerOptions' (0: no cap)
   int64_t max_seqs = 64;
   int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
   // Elastic (the server's default): the KV cache grows on demand up to ctx and lends memory

@@ -19,6 +19,7 @@ ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_
   spec.set_kv_max_tokens(o.kv_max.in_bytes ? 0 : o.kv_max.tokens);
   spec.set_kv_max_bytes(o.kv_max.in_bytes ? o.kv_max.bytes : 0);
   spec.set_max_batched_tokens(o.max_batched_tokens);
+  spec.set_prefill_chunk_while_decoding(o.prefill_chunk_while_decoding);
   spec.set_max_seqs(o.max_seqs);
   spec.set_max_queued(o.max_queued);
   spec.set_swap_space_bytes(o.swap_space_bytes);
@@ -41,11 +42,13 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.kv_max = spec.kv_max_bytes() > 0 ? engine::KvSize::Bytes(spec.kv_max_bytes())
                                      : engine::KvSize::Tokens(spec.kv_max_tokens());
   o.max_batched_tokens = spec.max_batched_tokens();
+  o.prefill_chunk_while_decoding = spec.prefill_chunk_while_decoding();
   o.max_seqs = spec.max_seqs();
   o.max_queued = spec.max_queued();
   o.swap_space_bytes = spec.swap_space_bytes();
   if (o.path.empty() || o.threads < 1 || o.ctx < 1 || o.max_batched_tokens < 1 || o.max_seqs < 1 ||
-      o.max_queued < 0 || o.kv_min.tokens < 0 || o.kv_max.tokens < 0) {
+      o.max_queued < 0 || o.prefill_chunk_while_decoding < 0 || o.kv_min.tokens < 0 ||
+      o.kv_max.tokens < 0) {
     return InvalidArgumentError("worker load spec for " + o.id +
                                 ": a path, and positive threads, ctx and step limits are needed");
   }

@@ -76,6 +76,7 @@ kv_policy: static
 kv_min: 512
 kv_max: 96MiB
 max_batched_tokens: 256
+prefill_chunk_while_decoding: 0
 max_seqs: 16
 max_body_bytes: 1MiB
 shutdown_grace: 2.5
@@ -117,6 +118,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.kv_min, engine::KvSize::Tokens(512));
   EXPECT_EQ(o.kv_max, engine::KvSize::Bytes(uint64_t{96} << 20));
   EXPECT_EQ(o.max_batched_tokens, 256);
+  EXPECT_EQ(o.prefill_chunk_while_decoding, 0);  // no cap
   EXPECT_EQ(o.max_seqs, 16);
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
   EXPECT_DOUBLE_EQ(o.shutdown_grace_seconds, 2.5);
@@ -131,7 +133,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 36u);
+  EXPECT_EQ(ServeSettingNames().size(), 37u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -224,6 +226,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"kv_dtype", "q4_0"}}, "--kv-dtype");
   ExpectBad({{"ctx", "1"}}, "--ctx");
   ExpectBad({{"max_batched_tokens", "0"}}, "--max-batched-tokens");
+  ExpectBad({{"prefill_chunk_while_decoding", "-1"}}, "--prefill-chunk-while-decoding");
   ExpectBad({{"max_seqs", "0"}}, "--max-seqs");
   ExpectBad({{"max_body_bytes", "0"}}, "--max-body-bytes");
   ExpectBad({{"shutdown_grace", "-1"}}, "--shutdown-grace");

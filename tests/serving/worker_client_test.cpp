@@ -219,6 +219,19 @@ TEST(WorkerClientTest, AWorkerThatNeverAnswersTheHandshakeIsKilledAtTheLoadTimeo
 }
 
 // The worker's side of the handshake, in this process over a socketpair.
+TEST(WorkerSpecTest, TheSchedulerSettingsReachTheWorker) {
+  ModelLoadOptions load = Load("m");
+  load.prefill_chunk_while_decoding = 0;
+  load.max_queued = 9;
+  Result<ModelLoadOptions> back = FromLoadSpec(ToLoadSpec(load, 1, uint64_t{1} << 30));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->prefill_chunk_while_decoding, 0);
+  EXPECT_EQ(back->max_batched_tokens, 64);
+  EXPECT_EQ(back->max_queued, 9);
+  load.prefill_chunk_while_decoding = 48;
+  EXPECT_EQ(FromLoadSpec(ToLoadSpec(load, 1, 1)).value().prefill_chunk_while_decoding, 48);
+}
+
 TEST(WorkerMainTest, AnotherProtocolVersionIsRefusedNamingBoth) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
