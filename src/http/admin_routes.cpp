@@ -664,9 +664,10 @@ HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const J
 }  // namespace
 
 std::string_view MetricsRouteLabel(std::string_view path) {
-  static constexpr std::array<std::string_view, 10> kRoutes = {
-      "/health",         "/ready",    "/metrics",    "/v1/models",    "/v1/chat/completions",
-      "/v1/completions", "/tokenize", "/detokenize", "/admin/models", "/admin/reload"};
+  static constexpr std::array<std::string_view, 11> kRoutes = {
+      "/health",         "/ready",        "/metrics",  "/v1/models",  "/v1/chat/completions",
+      "/v1/completions", "/v1/responses", "/tokenize", "/detokenize", "/admin/models",
+      "/admin/reload"};
   for (std::string_view route : kRoutes) {
     if (path == route) return route;
   }

@@ -377,6 +377,7 @@ TEST_F(AdminRoutesTest, DetokenizeRejectsIdsOutsideTheVocabulary) {
 TEST(MetricsRouteLabelTest, KeepsKnownRoutesAndFoldsTheRest) {
   EXPECT_EQ(MetricsRouteLabel("/v1/chat/completions"), "/v1/chat/completions");
   EXPECT_EQ(MetricsRouteLabel("/health"), "/health");
+  EXPECT_EQ(MetricsRouteLabel("/v1/responses"), "/v1/responses");
   EXPECT_EQ(MetricsRouteLabel("/v1/models/abc"), "/v1/models/{id}");
   EXPECT_EQ(MetricsRouteLabel("/wp-admin/login.php"), "other");
   EXPECT_EQ(MetricsRouteLabel("/v1/completions/x"), "other");
