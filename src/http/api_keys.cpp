@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -47,6 +49,37 @@ bool ConstantTimeEquals(std::string_view presented, std::string_view stored) {
   return diff == 0;
 }
 
+namespace {
+
+// An optional field that must be a number above 0; 0 when absent.
+Result<double> PositiveNumber(const YAML::Node& entry, const char* name, const std::string& where) {
+  if (!entry[name]) return 0.0;
+  const std::string text = entry[name].Scalar();
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(v > 0) || v > 1e9) {
+    return InvalidArgumentError(where + ": " + name + " must be a number above 0, got \"" +
+                                text.substr(0, 40) + "\"");
+  }
+  return v;
+}
+
+// An optional field that must be an integer of at least 1; 0 when absent.
+Result<int64_t> PositiveInteger(const YAML::Node& entry, const char* name,
+                                const std::string& where) {
+  if (!entry[name]) return int64_t{0};
+  const std::string text = entry[name].Scalar();
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 1) {
+    return InvalidArgumentError(where + ": " + name + " must be an integer of at least 1, got \"" +
+                                text.substr(0, 40) + "\"");
+  }
+  return v;
+}
+
+}  // namespace
+
 Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view source_name) {
   const std::string source(source_name);
   PIER_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml_text, source));
@@ -63,9 +96,12 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
     if (!entry.IsMap()) return InvalidArgumentError(where + ": expected a map with key and tenant");
     for (const auto& field : entry) {
       const std::string name = field.first.Scalar();
-      if (name != "key" && name != "tenant" && name != "max_priority") {
+      if (name != "key" && name != "tenant" && name != "max_priority" &&
+          name != "requests_per_second" && name != "max_concurrent" &&
+          name != "max_prompt_tokens" && name != "max_output_tokens") {
         return InvalidArgumentError(where + ": unknown field \"" + name +
-                                    "\" (known: key, tenant, max_priority)");
+                                    "\" (known: key, tenant, max_priority, requests_per_second, "
+                                    "max_concurrent, max_prompt_tokens, max_output_tokens)");
       }
       if (!field.second.IsScalar()) {
         return InvalidArgumentError(where + ": \"" + name + "\" must be a single value");
@@ -87,6 +123,15 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
       }
       parsed.principal.max_priority = *priority;
     }
+    KeyLimits limits;
+    PIER_ASSIGN_OR_RETURN(limits.requests_per_second,
+                          PositiveNumber(entry, "requests_per_second", where));
+    for (auto [name, out] : {std::pair{"max_concurrent", &limits.max_concurrent},
+                             std::pair{"max_prompt_tokens", &limits.max_prompt_tokens},
+                             std::pair{"max_output_tokens", &limits.max_output_tokens}}) {
+      PIER_ASSIGN_OR_RETURN(*out, PositiveInteger(entry, name, where));
+    }
+    if (limits.any()) parsed.principal.usage = std::make_shared<KeyUsage>(limits);
     // The message names the entry and its tenant, never the key.
     if (!seen.insert(parsed.key).second) {
       return InvalidArgumentError(where + " (tenant \"" + parsed.principal.tenant +

@@ -4,6 +4,8 @@
 //     - key: "sk-team-a-1"        # required, unique, non-empty
 //       tenant: "team-a"          # required
 //       max_priority: high        # optional ceiling: critical|high|normal|low (default critical)
+//       requests_per_second: 5    # optional abuse limits (key_limits.h): requests_per_second,
+//       max_concurrent: 4         #   max_concurrent, max_prompt_tokens, max_output_tokens
 //
 // A request presents its key as "Authorization: Bearer <key>" (what the openai client sends)
 // or "X-API-Key: <key>". Without a keys file the API is open (tenant "default", no ceiling).
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -21,6 +24,7 @@
 #include "common/status.h"
 #include "engine/scheduler/request.h"
 #include "http/http_types.h"
+#include "http/key_limits.h"
 
 namespace pier::http {
 
@@ -32,6 +36,8 @@ bool ConstantTimeEquals(std::string_view presented, std::string_view stored);
 struct Principal {
   std::string tenant = "default";
   engine::Priority max_priority = engine::Priority::kCritical;  // highest class allowed
+  // The key's abuse limits and live usage, shared by all its requests; null: no limits.
+  std::shared_ptr<KeyUsage> usage;
 };
 
 class ApiKeys {

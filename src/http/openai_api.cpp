@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -317,6 +318,58 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
         static_cast<int32_t>(std::min<int64_t>(room, std::numeric_limits<int32_t>::max()));
   }
 
+  // The key's abuse limits: sizes first (400, nothing taken), then its slot and rate (429).
+  std::shared_ptr<KeySlot> slot;
+  if (principal.usage != nullptr) {
+    const KeyLimits& limits = principal.usage->limits();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto prompt_tokens = static_cast<int64_t>(prompts[i].prompt_tokens.size());
+      if (limits.max_prompt_tokens > 0 && prompt_tokens > limits.max_prompt_tokens) {
+        return ErrorResponse(400,
+                             "the prompt has " + std::to_string(prompt_tokens) +
+                                 " tokens; this API key allows at most " +
+                                 std::to_string(limits.max_prompt_tokens) + " (max_prompt_tokens)",
+                             prompt_param);
+      }
+      if (limits.max_output_tokens <= 0) continue;
+      if (!r.max_tokens.has_value()) {
+        // No max_tokens given: the default shrinks to what the key allows.
+        max_tokens[i] = static_cast<int32_t>(
+            std::max<int64_t>(1, std::min<int64_t>(max_tokens[i], limits.max_output_tokens / r.n)));
+      }
+      const int64_t output = static_cast<int64_t>(max_tokens[i]) * r.n;
+      if (output > limits.max_output_tokens) {
+        return ErrorResponse(400,
+                             "n x max_tokens is " + std::to_string(output) +
+                                 "; this API key allows at most " +
+                                 std::to_string(limits.max_output_tokens) + " (max_output_tokens)",
+                             "max_tokens");
+      }
+    }
+    double retry_after_s = 1;
+    switch (principal.usage->Admit(KeyUsage::Clock::now(), &retry_after_s)) {
+      case KeyUsage::Admission::kTooManyInFlight:
+        return ErrorResponse(429,
+                             "this API key has " + std::to_string(limits.max_concurrent) +
+                                 " requests in flight, its limit (max_concurrent)",
+                             "", "rate_limit_exceeded");
+      case KeyUsage::Admission::kRateLimited: {
+        char rate[32];
+        std::snprintf(rate, sizeof(rate), "%g", limits.requests_per_second);
+        HttpResponse response = ErrorResponse(429,
+                                              std::string("this API key is limited to ") + rate +
+                                                  " requests per second (requests_per_second)",
+                                              "", "rate_limit_exceeded");
+        response.headers.emplace_back(
+            "Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_after_s))));
+        return response;
+      }
+      case KeyUsage::Admission::kAdmitted:
+        slot = std::make_shared<KeySlot>(principal.usage);
+        break;
+    }
+  }
+
   OpenAiStreamOptions stream_options;
   stream_options.endpoint = endpoint;
   stream_options.id = ResponseId(endpoint);
@@ -330,7 +383,16 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
   stream_options.logprobs = r.logprobs;
   stream_options.echo = r.echo && endpoint == OpenAiEndpoint::kCompletions;
   stream_options.system_fingerprint = std::string(SystemFingerprint());
-  stream_options.keep_alive = model_ref;
+  if (slot == nullptr) {
+    stream_options.keep_alive = model_ref;
+  } else {
+    // The key's slot is held as long as the model: until the response has ended.
+    struct Hold {
+      serving::ModelRef model;
+      std::shared_ptr<KeySlot> slot;
+    };
+    stream_options.keep_alive = std::make_shared<const Hold>(Hold{model_ref, std::move(slot)});
+  }
   grammar::OutputConstraint constraint = r.constraint;
   if (r.tool_choice.kind != ToolChoiceKind::kNone) {
     const ToolCallFormat format = DetectToolCallFormat(model.chat_template->source());

@@ -139,6 +139,61 @@ TEST(ApiKeysTest, RejectsBadFilesNamingTheEntry) {
   ExpectParseError("keys: []\n", "no key");
 }
 
+TEST(ApiKeysTest, AbuseLimitsAreReadPerKey) {
+  const ApiKeys keys = MustParse(R"(
+keys:
+  - key: "sk-limited"
+    tenant: "a"
+    requests_per_second: 2.5
+    max_concurrent: 3
+    max_prompt_tokens: 100
+    max_output_tokens: 50
+  - key: "sk-free"
+    tenant: "b"
+)");
+  Principal limited = MustAuthenticate(keys, WithHeader("authorization", "Bearer sk-limited"));
+  ASSERT_NE(limited.usage, nullptr);
+  EXPECT_DOUBLE_EQ(limited.usage->limits().requests_per_second, 2.5);
+  EXPECT_EQ(limited.usage->limits().max_concurrent, 3);
+  EXPECT_EQ(limited.usage->limits().max_prompt_tokens, 100);
+  EXPECT_EQ(limited.usage->limits().max_output_tokens, 50);
+  // Every request of the key shares one usage; a key without limits has none.
+  EXPECT_EQ(MustAuthenticate(keys, WithHeader("x-api-key", "sk-limited")).usage, limited.usage);
+  EXPECT_EQ(MustAuthenticate(keys, WithHeader("x-api-key", "sk-free")).usage, nullptr);
+
+  const std::string base = "keys:\n  - key: a\n    tenant: t\n";
+  ExpectParseError(base + "    requests_per_second: 0\n", "requests_per_second must be a number");
+  ExpectParseError(base + "    requests_per_second: fast\n", "requests_per_second");
+  ExpectParseError(base + "    max_concurrent: 0\n", "max_concurrent must be an integer");
+  ExpectParseError(base + "    max_prompt_tokens: -5\n", "max_prompt_tokens");
+  ExpectParseError(base + "    max_output_tokens: 1.5\n", "max_output_tokens");
+}
+
+TEST(KeyUsageTest, TheRateBucketAndTheConcurrencyLimit) {
+  using Clock = KeyUsage::Clock;
+  KeyUsage usage(KeyLimits{.requests_per_second = 2, .max_concurrent = 3});
+  const Clock::time_point t0 = Clock::now();
+  double retry = 0;
+  // A burst of the rate (2), then refused until half a second has refilled one token.
+  EXPECT_EQ(usage.Admit(t0, &retry), KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.Admit(t0, &retry), KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.Admit(t0, &retry), KeyUsage::Admission::kRateLimited);
+  EXPECT_NEAR(retry, 0.5, 1e-9);
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::milliseconds(499), &retry),
+            KeyUsage::Admission::kRateLimited);
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::milliseconds(501), &retry),
+            KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.in_flight(), 3);
+  // Three in flight: the fourth waits for a slot whatever the bucket holds.
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), &retry),
+            KeyUsage::Admission::kTooManyInFlight);
+  {
+    KeySlot released(std::shared_ptr<KeyUsage>(&usage, [](KeyUsage*) {}));
+  }
+  EXPECT_EQ(usage.in_flight(), 2);
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), &retry), KeyUsage::Admission::kAdmitted);
+}
+
 TEST(ApiKeysTest, DuplicateKeyIsRejectedWithoutQuotingIt) {
   Result<ApiKeys> keys = ApiKeys::Parse(
       "keys:\n  - key: sk-secret-dup\n    tenant: a\n  - key: sk-secret-dup\n    tenant: b\n",

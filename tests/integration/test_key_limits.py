@@ -1,0 +1,95 @@
+"""Per-key abuse limits (the keys file's requests_per_second, max_concurrent,
+max_prompt_tokens and max_output_tokens) through the official `openai` client: a request over
+a size limit gets 400 naming the limit, over the rate or the concurrency 429 (the rate's with
+Retry-After); another key's requests are untouched; a slot comes back when its response ends."""
+
+import time
+
+import openai
+import pytest
+
+from conftest import PierServer
+
+KEYS = """
+keys:
+  - key: sk-sized
+    tenant: sized
+    max_prompt_tokens: 40
+    max_output_tokens: 20
+  - key: sk-rate
+    tenant: rate
+    requests_per_second: 1
+  - key: sk-one
+    tenant: one
+    max_concurrent: 1
+  - key: sk-free
+    tenant: free
+"""
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory):
+    keys = tmp_path_factory.mktemp("keys") / "keys.yaml"
+    keys.write_text(KEYS)
+    s = PierServer(["--api-keys", str(keys)])
+    yield s
+    s.stop_and_check()
+
+
+def client(server, key):
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0, timeout=60)
+
+
+def ask(c, server, **kwargs):
+    args = dict(model=server.model_id, messages=[{"role": "user", "content": "Hi"}],
+                max_tokens=4, temperature=0)
+    args.update(kwargs)
+    return c.chat.completions.create(**args)
+
+
+def test_size_limits_are_400s_naming_the_limit(keyed):
+    c = client(keyed, "sk-sized")
+    assert ask(c, keyed).choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(openai.BadRequestError) as raised:
+        ask(c, keyed, messages=[{"role": "user", "content": "word " * 60}])
+    assert "max_prompt_tokens" in raised.value.body["message"] and "40" in raised.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as raised:
+        ask(c, keyed, n=2, max_tokens=15)
+    assert raised.value.body["param"] == "max_tokens"
+    assert "max_output_tokens" in raised.value.body["message"]
+    # No max_tokens: the default shrinks to what the key allows instead of failing.
+    r = ask(c, keyed, max_tokens=None, extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 20
+    # Another key is untouched.
+    assert ask(client(keyed, "sk-free"), keyed, messages=[{"role": "user", "content": "word " * 60}])
+
+
+def test_the_rate_limit_is_a_429_with_retry_after(keyed):
+    c = client(keyed, "sk-rate")
+    ask(c, keyed)
+    with pytest.raises(openai.RateLimitError) as raised:
+        ask(c, keyed)
+    assert "requests_per_second" in raised.value.body["message"]
+    assert int(raised.value.response.headers["retry-after"]) >= 1
+    time.sleep(1.1)
+    ask(c, keyed)  # refilled
+    ask(client(keyed, "sk-free"), keyed)
+
+
+def test_max_concurrent_holds_a_slot_until_the_response_ends(keyed):
+    c = client(keyed, "sk-one")
+    stream = ask(c, keyed, max_tokens=400, stream=True, extra_body={"ignore_eos": True})
+    next(iter(stream))  # the stream has started: its slot is taken
+    with pytest.raises(openai.RateLimitError) as raised:
+        ask(c, keyed)
+    assert "max_concurrent" in raised.value.body["message"]
+    ask(client(keyed, "sk-free"), keyed)
+    stream.close()
+    deadline = time.monotonic() + 10
+    while True:  # the server notices the closed stream and gives the slot back
+        try:
+            ask(c, keyed)
+            break
+        except openai.RateLimitError:
+            assert time.monotonic() < deadline, "the slot was never given back"
+            time.sleep(0.1)
