@@ -97,11 +97,12 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
     for (const auto& field : entry) {
       const std::string name = field.first.Scalar();
       if (name != "key" && name != "tenant" && name != "max_priority" &&
-          name != "requests_per_second" && name != "max_concurrent" &&
-          name != "max_prompt_tokens" && name != "max_output_tokens") {
+          name != "requests_per_second" && name != "tokens_per_minute" &&
+          name != "max_concurrent" && name != "max_prompt_tokens" && name != "max_output_tokens") {
         return InvalidArgumentError(where + ": unknown field \"" + name +
                                     "\" (known: key, tenant, max_priority, requests_per_second, "
-                                    "max_concurrent, max_prompt_tokens, max_output_tokens)");
+                                    "tokens_per_minute, max_concurrent, max_prompt_tokens, "
+                                    "max_output_tokens)");
       }
       if (!field.second.IsScalar()) {
         return InvalidArgumentError(where + ": \"" + name + "\" must be a single value");
@@ -126,7 +127,8 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
     KeyLimits limits;
     PIER_ASSIGN_OR_RETURN(limits.requests_per_second,
                           PositiveNumber(entry, "requests_per_second", where));
-    for (auto [name, out] : {std::pair{"max_concurrent", &limits.max_concurrent},
+    for (auto [name, out] : {std::pair{"tokens_per_minute", &limits.tokens_per_minute},
+                             std::pair{"max_concurrent", &limits.max_concurrent},
                              std::pair{"max_prompt_tokens", &limits.max_prompt_tokens},
                              std::pair{"max_output_tokens", &limits.max_output_tokens}}) {
       PIER_ASSIGN_OR_RETURN(*out, PositiveInteger(entry, name, where));

@@ -4,29 +4,43 @@
 
 namespace pier::http {
 
-KeyUsage::Admission KeyUsage::Admit(Clock::time_point now, double* retry_after_s) {
+namespace {
+
+// Refills `level` (-1: untouched, so full) at `rate` per second up to `capacity`.
+double Refill(double level, double capacity, double rate, double elapsed_s) {
+  if (level < 0) return capacity;
+  return std::min(capacity, level + std::max(0.0, elapsed_s) * rate);
+}
+
+}  // namespace
+
+KeyUsage::Admission KeyUsage::Admit(Clock::time_point now, int64_t tokens, double* retry_after_s) {
   MutexLock lock(mutex_);
   if (limits_.max_concurrent > 0 && in_flight_ >= limits_.max_concurrent) {
     return Admission::kTooManyInFlight;
   }
-  if (limits_.requests_per_second > 0) {
-    // Capacity: one second's worth (at least one request).
-    const double capacity = std::max(1.0, limits_.requests_per_second);
-    if (tokens_ < 0) {
-      tokens_ = capacity;
-    } else {
-      const double elapsed = std::chrono::duration<double>(now - refilled_at_).count();
-      tokens_ = std::min(capacity, tokens_ + std::max(0.0, elapsed) * limits_.requests_per_second);
-    }
-    refilled_at_ = now;
-    if (tokens_ < 1.0) {
-      if (retry_after_s != nullptr) {
-        *retry_after_s = (1.0 - tokens_) / limits_.requests_per_second;
-      }
-      return Admission::kRateLimited;
-    }
-    tokens_ -= 1.0;
+  const auto token_capacity = static_cast<double>(limits_.tokens_per_minute);
+  if (limits_.tokens_per_minute > 0 && static_cast<double>(tokens) > token_capacity) {
+    return Admission::kTooLarge;
   }
+  const double elapsed = std::chrono::duration<double>(now - refilled_at_).count();
+  refilled_at_ = now;
+  // Requests: one second's worth (at least one). Tokens: one minute's.
+  const double rps = limits_.requests_per_second;
+  if (rps > 0) requests_ = Refill(requests_, std::max(1.0, rps), rps, elapsed);
+  const double tps = token_capacity / 60.0;
+  if (limits_.tokens_per_minute > 0) tokens_ = Refill(tokens_, token_capacity, tps, elapsed);
+  // Both are checked before either is taken.
+  if (rps > 0 && requests_ < 1.0) {
+    if (retry_after_s != nullptr) *retry_after_s = (1.0 - requests_) / rps;
+    return Admission::kRateLimited;
+  }
+  if (limits_.tokens_per_minute > 0 && tokens_ < static_cast<double>(tokens)) {
+    if (retry_after_s != nullptr) *retry_after_s = (static_cast<double>(tokens) - tokens_) / tps;
+    return Admission::kTokenRateLimited;
+  }
+  if (rps > 0) requests_ -= 1.0;
+  if (limits_.tokens_per_minute > 0) tokens_ -= static_cast<double>(tokens);
   ++in_flight_;
   return Admission::kAdmitted;
 }

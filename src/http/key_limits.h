@@ -3,12 +3,15 @@
 //
 // In the keys file (api_keys.h), per key, all optional:
 //   requests_per_second: 5       # a token bucket: bursts up to the rate, refilled continuously
+//   tokens_per_minute: 100000    # a bucket of a minute's tokens; a request is charged its
+//                                #   prompt tokens plus n x max_tokens when admitted (what it
+//                                #   may cost at most, as Azure OpenAI counts), never refunded
 //   max_concurrent: 4            # requests of this key in flight at once
 //   max_prompt_tokens: 8192      # prompt tokens of one request (each prompt of a completion)
 //   max_output_tokens: 4096      # n x max_tokens of one request (every choice's budget)
-// A request over a size limit is a 400 naming the limit and its value; over the rate or the
-// concurrency, a 429 (the rate's with Retry-After). A request refused for size takes nothing
-// from the bucket.
+// A request over a size limit (or costing more than a whole minute's tokens) is a 400 naming
+// the limit and its value; over a rate or the concurrency, a 429 (a rate's with Retry-After). A
+// request refused for size takes nothing from the bucket.
 //
 // Thread-safety: KeyLimits is a value; KeyUsage is shared by every request of its key and
 // guarded by its own mutex.
@@ -25,12 +28,13 @@ namespace pier::http {
 
 struct KeyLimits {
   double requests_per_second = 0;  // 0: no limit
+  int64_t tokens_per_minute = 0;   // 0: no limit
   int64_t max_concurrent = 0;      // 0: no limit
   int64_t max_prompt_tokens = 0;   // 0: no limit
   int64_t max_output_tokens = 0;   // 0: no limit
   bool any() const {
-    return requests_per_second > 0 || max_concurrent > 0 || max_prompt_tokens > 0 ||
-           max_output_tokens > 0;
+    return requests_per_second > 0 || tokens_per_minute > 0 || max_concurrent > 0 ||
+           max_prompt_tokens > 0 || max_output_tokens > 0;
   }
 };
 
@@ -41,11 +45,13 @@ class KeyUsage {
 
   const KeyLimits& limits() const { return limits_; }
 
-  // Admits one request: takes a slot under max_concurrent and a token from the rate bucket.
-  // On refusal nothing is taken, and `retry_after_s` (for the rate) says when a token will be
-  // there. The caller gives the slot back with Release() once the request has ended.
-  enum class Admission { kAdmitted, kTooManyInFlight, kRateLimited };
-  Admission Admit(Clock::time_point now, double* retry_after_s);
+  // Admits one request that may cost `tokens` (prompt + n x max_tokens): takes a slot under
+  // max_concurrent, a token from the request bucket and `tokens` from the token bucket. On
+  // refusal nothing is taken, and `retry_after_s` (for a rate) says when there will be
+  // enough. kTooLarge: `tokens` is more than a whole minute's, so waiting cannot help. The
+  // caller gives the slot back with Release() once the request has ended.
+  enum class Admission { kAdmitted, kTooManyInFlight, kRateLimited, kTokenRateLimited, kTooLarge };
+  Admission Admit(Clock::time_point now, int64_t tokens, double* retry_after_s);
   void Release();
 
   int64_t in_flight() const;
@@ -54,7 +60,9 @@ class KeyUsage {
   const KeyLimits limits_;
   mutable Mutex mutex_;
   int64_t in_flight_ PIER_GUARDED_BY(mutex_) = 0;
-  double tokens_ PIER_GUARDED_BY(mutex_) = -1;  // the bucket; -1: full, not yet used
+  // The buckets (-1: full, not yet used) and when they were last refilled.
+  double requests_ PIER_GUARDED_BY(mutex_) = -1;
+  double tokens_ PIER_GUARDED_BY(mutex_) = -1;
   Clock::time_point refilled_at_ PIER_GUARDED_BY(mutex_);
 };
 

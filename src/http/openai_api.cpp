@@ -346,20 +346,42 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
                              "max_tokens");
       }
     }
+    // What the request may cost at most: its prompts and every choice's max_tokens.
+    int64_t cost = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      cost += static_cast<int64_t>(prompts[i].prompt_tokens.size()) +
+              static_cast<int64_t>(max_tokens[i]) * r.n;
+    }
     double retry_after_s = 1;
-    switch (principal.usage->Admit(KeyUsage::Clock::now(), &retry_after_s)) {
+    const KeyUsage::Admission admission =
+        principal.usage->Admit(KeyUsage::Clock::now(), cost, &retry_after_s);
+    switch (admission) {
       case KeyUsage::Admission::kTooManyInFlight:
         return ErrorResponse(429,
                              "this API key has " + std::to_string(limits.max_concurrent) +
                                  " requests in flight, its limit (max_concurrent)",
                              "", "rate_limit_exceeded");
-      case KeyUsage::Admission::kRateLimited: {
+      case KeyUsage::Admission::kTooLarge:
+        return ErrorResponse(400,
+                             "the request may cost " + std::to_string(cost) +
+                                 " tokens (prompt plus n x max_tokens); this API key allows " +
+                                 std::to_string(limits.tokens_per_minute) +
+                                 " per minute (tokens_per_minute)",
+                             "max_tokens");
+      case KeyUsage::Admission::kRateLimited:
+      case KeyUsage::Admission::kTokenRateLimited: {
+        const bool requests = admission == KeyUsage::Admission::kRateLimited;
         char rate[32];
-        std::snprintf(rate, sizeof(rate), "%g", limits.requests_per_second);
-        HttpResponse response = ErrorResponse(429,
-                                              std::string("this API key is limited to ") + rate +
-                                                  " requests per second (requests_per_second)",
-                                              "", "rate_limit_exceeded");
+        std::snprintf(
+            rate, sizeof(rate), "%g",
+            requests ? limits.requests_per_second : static_cast<double>(limits.tokens_per_minute));
+        HttpResponse response = ErrorResponse(
+            429,
+            std::string("this API key is limited to ") + rate +
+                (requests ? " requests per second (requests_per_second)"
+                          : " tokens per minute, prompt plus n x max_tokens counted at "
+                            "admission (tokens_per_minute)"),
+            "", "rate_limit_exceeded");
         response.headers.emplace_back(
             "Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_after_s))));
         return response;

@@ -145,6 +145,7 @@ keys:
   - key: "sk-limited"
     tenant: "a"
     requests_per_second: 2.5
+    tokens_per_minute: 1000
     max_concurrent: 3
     max_prompt_tokens: 100
     max_output_tokens: 50
@@ -154,6 +155,7 @@ keys:
   Principal limited = MustAuthenticate(keys, WithHeader("authorization", "Bearer sk-limited"));
   ASSERT_NE(limited.usage, nullptr);
   EXPECT_DOUBLE_EQ(limited.usage->limits().requests_per_second, 2.5);
+  EXPECT_EQ(limited.usage->limits().tokens_per_minute, 1000);
   EXPECT_EQ(limited.usage->limits().max_concurrent, 3);
   EXPECT_EQ(limited.usage->limits().max_prompt_tokens, 100);
   EXPECT_EQ(limited.usage->limits().max_output_tokens, 50);
@@ -165,8 +167,23 @@ keys:
   ExpectParseError(base + "    requests_per_second: 0\n", "requests_per_second must be a number");
   ExpectParseError(base + "    requests_per_second: fast\n", "requests_per_second");
   ExpectParseError(base + "    max_concurrent: 0\n", "max_concurrent must be an integer");
+  ExpectParseError(base + "    tokens_per_minute: 1e3\n", "tokens_per_minute");
   ExpectParseError(base + "    max_prompt_tokens: -5\n", "max_prompt_tokens");
   ExpectParseError(base + "    max_output_tokens: 1.5\n", "max_output_tokens");
+}
+
+TEST(KeyUsageTest, TheTokenBucketChargesTheMostARequestMayCost) {
+  using Clock = KeyUsage::Clock;
+  KeyUsage usage(KeyLimits{.tokens_per_minute = 600});  // refills 10 tokens a second
+  const Clock::time_point t0 = Clock::now();
+  double retry = 0;
+  EXPECT_EQ(usage.Admit(t0, 601, &retry), KeyUsage::Admission::kTooLarge);  // never fits
+  EXPECT_EQ(usage.Admit(t0, 500, &retry), KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.Admit(t0, 200, &retry), KeyUsage::Admission::kTokenRateLimited);
+  EXPECT_NEAR(retry, 10.0, 1e-9);  // 100 more tokens at 10 a second
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), 200, &retry),
+            KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.in_flight(), 2);  // refusals took nothing
 }
 
 TEST(KeyUsageTest, TheRateBucketAndTheConcurrencyLimit) {
@@ -175,23 +192,23 @@ TEST(KeyUsageTest, TheRateBucketAndTheConcurrencyLimit) {
   const Clock::time_point t0 = Clock::now();
   double retry = 0;
   // A burst of the rate (2), then refused until half a second has refilled one token.
-  EXPECT_EQ(usage.Admit(t0, &retry), KeyUsage::Admission::kAdmitted);
-  EXPECT_EQ(usage.Admit(t0, &retry), KeyUsage::Admission::kAdmitted);
-  EXPECT_EQ(usage.Admit(t0, &retry), KeyUsage::Admission::kRateLimited);
+  EXPECT_EQ(usage.Admit(t0, 10, &retry), KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.Admit(t0, 10, &retry), KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.Admit(t0, 10, &retry), KeyUsage::Admission::kRateLimited);
   EXPECT_NEAR(retry, 0.5, 1e-9);
-  EXPECT_EQ(usage.Admit(t0 + std::chrono::milliseconds(499), &retry),
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::milliseconds(499), 10, &retry),
             KeyUsage::Admission::kRateLimited);
-  EXPECT_EQ(usage.Admit(t0 + std::chrono::milliseconds(501), &retry),
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::milliseconds(501), 10, &retry),
             KeyUsage::Admission::kAdmitted);
   EXPECT_EQ(usage.in_flight(), 3);
   // Three in flight: the fourth waits for a slot whatever the bucket holds.
-  EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), &retry),
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), 10, &retry),
             KeyUsage::Admission::kTooManyInFlight);
   {
     KeySlot released(std::shared_ptr<KeyUsage>(&usage, [](KeyUsage*) {}));
   }
   EXPECT_EQ(usage.in_flight(), 2);
-  EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), &retry), KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), 10, &retry), KeyUsage::Admission::kAdmitted);
 }
 
 TEST(ApiKeysTest, DuplicateKeyIsRejectedWithoutQuotingIt) {

@@ -22,6 +22,9 @@ keys:
   - key: sk-one
     tenant: one
     max_concurrent: 1
+  - key: sk-tokens
+    tenant: tokens
+    tokens_per_minute: 300
   - key: sk-free
     tenant: free
 """
@@ -74,6 +77,19 @@ def test_the_rate_limit_is_a_429_with_retry_after(keyed):
     time.sleep(1.1)
     ask(c, keyed)  # refilled
     ask(client(keyed, "sk-free"), keyed)
+
+
+def test_tokens_per_minute_counts_prompt_and_max_tokens_at_admission(keyed):
+    c = client(keyed, "sk-tokens")
+    with pytest.raises(openai.BadRequestError) as raised:  # more than a minute's worth
+        ask(c, keyed, max_tokens=400)
+    assert "tokens_per_minute" in raised.value.body["message"]
+    ask(c, keyed, max_tokens=200)  # about 230 of the 300
+    with pytest.raises(openai.RateLimitError) as raised:
+        ask(c, keyed, max_tokens=200)
+    assert "tokens_per_minute" in raised.value.body["message"]
+    assert int(raised.value.response.headers["retry-after"]) >= 1
+    ask(client(keyed, "sk-free"), keyed, max_tokens=200)
 
 
 def test_max_concurrent_holds_a_slot_until_the_response_ends(keyed):
