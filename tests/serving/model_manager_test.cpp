@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -83,7 +84,8 @@ uint64_t Committed(DeviceSet& devices) { return devices.cpu_governor().Stats().c
 TEST(ModelManagerTest, LoadsOnStartModelsAndOnDemandOnesWhenAsked) {
   auto devices = Devices(uint64_t{2} << 30);
   ModelRegistry registry;
-  int loaded = 0;
+  // Counted on the loader thread, which reports a load just after the model turns ready.
+  std::atomic<int> loaded{0};
   ModelManagerOptions options;
   options.on_loaded = [&](const std::string&, double seconds) {
     EXPECT_GT(seconds, 0);
@@ -101,7 +103,7 @@ TEST(ModelManagerTest, LoadsOnStartModelsAndOnDemandOnesWhenAsked) {
   ASSERT_TRUE(WaitUntil([&] { return registry.Lookup("b")->state == ModelState::kReady; }));
   EXPECT_GT(Committed(*devices), one);
   EXPECT_EQ(registry.Lookup("b")->loads, 1);
-  EXPECT_EQ(loaded, 2);
+  EXPECT_TRUE(WaitUntil([&] { return loaded.load() == 2; })) << loaded.load();
   // Loading a ready model is a no-op; an unknown one is NOT_FOUND.
   EXPECT_TRUE(Await([&](auto done) { manager.Load("b", done); }).ok());
   EXPECT_EQ(registry.Lookup("b")->loads, 1);
