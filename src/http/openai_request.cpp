@@ -10,6 +10,7 @@
 #include "engine/sampling/sampling_params.h"
 #include "grammar/constraint.h"
 #include "http/json_shape.h"
+#include "http/request_json.h"
 #include "serving/request_policy.h"
 
 namespace pier::http {
@@ -28,22 +29,10 @@ using Err = std::optional<OpenAiError>;
     }                               \
   } while (false)
 
-OpenAiError Bad(std::string param, std::string message) {
-  return OpenAiError{400, std::move(message), std::move(param), ""};
-}
-
-OpenAiError NotSupported(std::string param, std::string what) {
-  return OpenAiError{400, std::move(what) + " is not supported", std::move(param),
-                     "unsupported_parameter"};
-}
-
-// A value as JSON text for messages, shortened (client bytes are never trusted to be short).
-std::string Show(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  constexpr size_t kMax = 40;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return text;
-}
+using request_json::Bad;
+using request_json::Field;
+using request_json::NotSupported;
+using request_json::Show;
 
 std::string TypeName(const json& value) {
   if (value.is_number_integer()) return "an integer";
@@ -57,13 +46,6 @@ std::string TypeName(const json& value) {
 
 OpenAiError WrongType(const std::string& name, std::string_view expected, const json& value) {
   return Bad(name, name + " must be " + std::string(expected) + ", got " + TypeName(value));
-}
-
-// The field's value when present and not null.
-const json* Field(const json& body, const std::string& name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
 }
 
 Err ReadBool(const json& body, const std::string& name, bool* out) {

@@ -5,16 +5,15 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "http/request_json.h"
+
 namespace pier::http {
 
 using json = nlohmann::ordered_json;
 
 namespace {
 
-std::string Dump(const json& value) {
-  // Token pieces may be partial UTF-8: replace rather than throw.
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+using request_json::Dump;
 
 std::string SseEvent(const std::string& data) { return "data: " + data + "\n\n"; }
 

@@ -6,31 +6,17 @@
 #include <utility>
 
 #include "http/json_shape.h"
+#include "http/request_json.h"
 
 namespace pier::http {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-OpenAiError Bad(std::string param, std::string message) {
-  return OpenAiError{400, std::move(message), std::move(param), ""};
-}
-
-OpenAiError NotSupported(std::string param, std::string what) {
-  return OpenAiError{400, std::move(what) + " is not supported", std::move(param),
-                     "unsupported_parameter"};
-}
-
-const json* Field(const json& object, const char* name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::string Show(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
-}
+using request_json::Bad;
+using request_json::Field;
+using request_json::NotSupported;
+using request_json::Show;
 
 // A message item's content: a string, or input_text / output_text parts (joined by the chat
 // parser); other part types are refused by name.

@@ -2,14 +2,14 @@
 
 #include <utility>
 
+#include "http/request_json.h"
+
 namespace pier::http {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string Dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+using request_json::Dump;
 
 // The Responses API's usage from the chat one.
 json UsageOf(const json& chat_usage) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../grammar/grammar_test_util.h"
@@ -165,24 +166,20 @@ TEST(ToolCallsTest, TheSplitterStreamsContentAndHoldsCalls) {
     ASSERT_EQ(end.calls.size(), 1u);
     EXPECT_EQ(end.calls[0].name, "add");
 
-    std::tie(streamed, end) =
-        Split(ToolCallFormat::kMistral, " [{\"name\": \"ping\", \"arguments\": {}}]", &rng);
-    EXPECT_EQ(streamed, "");
-    ASSERT_EQ(end.calls.size(), 1u);
-    std::tie(streamed, end) = Split(ToolCallFormat::kMistral, "Ok. [TOOL_CALLS]ping[ARGS]{}", &rng);
-    EXPECT_EQ(streamed, "Ok. ");
-    ASSERT_EQ(end.calls.size(), 1u);
-    std::tie(streamed, end) =
-        Split(ToolCallFormat::kJson, "  {\"name\": \"ping\", \"arguments\": {}}", &rng);
-    EXPECT_EQ(streamed, "");
-    ASSERT_EQ(end.calls.size(), 1u);
-    // Llama 3: text that only starts like <|python_tag|> streams once it is clearly not it.
-    std::tie(streamed, end) = Split(ToolCallFormat::kLlama3, "<div>hello</div>", &rng);
-    EXPECT_EQ(streamed, "<div>hello</div>");
-    std::tie(streamed, end) =
-        Split(ToolCallFormat::kLlama3, "<|python_tag|>{\"name\": \"ping\"}", &rng);
-    EXPECT_EQ(streamed, "");
-    ASSERT_EQ(end.calls.size(), 1u);
+    // (format, output, what streams before the end, calls found at the end)
+    const std::tuple<ToolCallFormat, std::string, std::string, size_t> cases[] = {
+        {ToolCallFormat::kMistral, " [{\"name\": \"ping\", \"arguments\": {}}]", "", 1},
+        {ToolCallFormat::kMistral, "Ok. [TOOL_CALLS]ping[ARGS]{}", "Ok. ", 1},
+        {ToolCallFormat::kJson, "  {\"name\": \"ping\", \"arguments\": {}}", "", 1},
+        // Llama 3: text that only starts like <|python_tag|> streams once it is clearly not.
+        {ToolCallFormat::kLlama3, "<div>hello</div>", "<div>hello</div>", 0},
+        {ToolCallFormat::kLlama3, "<|python_tag|>{\"name\": \"ping\"}", "", 1},
+    };
+    for (const auto& [format, output, want_streamed, want_calls] : cases) {
+      std::tie(streamed, end) = Split(format, output, &rng);
+      EXPECT_EQ(streamed, want_streamed) << output;
+      EXPECT_EQ(end.calls.size(), want_calls) << output;
+    }
     // Mistral without its marker: only a bare list is a call, streamed or not.
     EXPECT_TRUE(
         ParseToolCalls(ToolCallFormat::kMistral, "{\"name\": \"ping\"}", Tools()).calls.empty());
