@@ -9,7 +9,8 @@ function(pier_add_test)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${T_NAME} PRIVATE
     PIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    PIER_DEFAULT_MODEL_PATH="${PIER_DEFAULT_MODELS_DIR}/${PIER_DEFAULT_MODEL_FILE}")
+    PIER_DEFAULT_MODEL_PATH="${PIER_DEFAULT_MODELS_DIR}/${PIER_DEFAULT_MODEL_FILE}"
+    PIER_MODELS_DIR="${PIER_DEFAULT_MODELS_DIR}")
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   if(NOT T_LABELS)
     set(T_LABELS unit)

@@ -72,6 +72,8 @@ Result<tokenizer::VocabularySpec> ReadVocabularySpec(const GgufFile& file) {
   PIER_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.eom_token_id", &spec.eom_id));
   PIER_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.unknown_token_id", &spec.unknown_id));
   PIER_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.padding_token_id", &spec.padding_id));
+  PIER_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.cls_token_id", &spec.cls_id));
+  PIER_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.seperator_token_id", &spec.sep_id));
   PIER_RETURN_IF_ERROR(ReadOptionalFlag(file, "tokenizer.ggml.add_bos_token", &spec.add_bos));
   PIER_RETURN_IF_ERROR(ReadOptionalFlag(file, "tokenizer.ggml.add_eos_token", &spec.add_eos));
   PIER_RETURN_IF_ERROR(

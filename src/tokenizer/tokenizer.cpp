@@ -5,6 +5,7 @@
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 
 namespace pier::tokenizer {
 
@@ -16,9 +17,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Create(const VocabularySpec& spec)
   }
   if (spec.model == "gpt2") return MakeBpeTokenizer(spec);
   if (spec.model == "llama") return MakeSpmTokenizer(spec);
+  if (spec.model == "bert") {
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<WordPieceTokenizer> wordpiece,
+                          WordPieceTokenizer::Create(spec));
+    return std::unique_ptr<Tokenizer>(std::move(wordpiece));
+  }
   return UnsupportedError(spec.source + ": " + std::string(kModelKey) + " = '" + spec.model +
                           "' is not supported (supported: 'gpt2' byte-level BPE, 'llama' "
-                          "SentencePiece)");
+                          "SentencePiece, 'bert' WordPiece)");
 }
 
 bool Tokenizer::IsEndOfGeneration(TokenId id) const {

@@ -28,9 +28,9 @@ enum class TokenType : int32_t {
 };
 
 struct VocabularySpec {
-  std::string source;         // where the vocabulary came from (a file path), for error messages
-  std::string model;          // the algorithm: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-  std::string pre_tokenizer;  // BPE's pre-tokenizer name ("" = the default)
+  std::string source;  // where the vocabulary came from (a file path), for error messages
+  std::string model;   // the algorithm: "gpt2" (byte-level BPE), "llama" (SentencePiece), "bert"
+  std::string pre_tokenizer;        // BPE's pre-tokenizer name ("" = the default)
   std::vector<std::string> tokens;  // [vocab_size] entries as stored
   std::vector<TokenType> types;     // [vocab_size], or empty: every token normal
   // BPE merges by rank: the two parts of each, as written.
@@ -38,6 +38,9 @@ struct VocabularySpec {
   std::vector<float> scores;  // SentencePiece: [vocab_size], or empty: all 0
   // Special ids as stored (range-checked by Create); absent: none (or SentencePiece's usual).
   std::optional<int64_t> bos_id, eos_id, eot_id, eom_id, unknown_id, padding_id;
+  // WordPiece (BERT): the classification and separator tokens (tokenizer.ggml.cls_token_id,
+  // tokenizer.ggml.seperator_token_id, as llama.cpp's converter spells it).
+  std::optional<int64_t> cls_id, sep_id;
   std::optional<bool> add_bos, add_eos;  // absent: the algorithm's default
   std::optional<bool> add_space_prefix;  // SentencePiece; absent: true
 };
