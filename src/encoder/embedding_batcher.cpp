@@ -1,0 +1,305 @@
+#include "encoder/embedding_batcher.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "common/mutex.h"
+
+namespace pier::encoder {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kTextsBuckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr int64_t kTokensBuckets[] = {16, 64, 256, 1024, 4096, 16384};
+
+// One request in flight: its texts' vectors fill in as their batches run.
+struct Pending {
+  EmbedRequest request;
+  std::function<void(EmbedResult)> done;
+  EmbedResult result;
+  int64_t remaining = 0;
+  bool failed = false;
+};
+
+// One text waiting for a batch.
+struct Item {
+  std::shared_ptr<Pending> owner;
+  size_t index;
+  Clock::time_point queued;
+  int64_t length;
+};
+
+}  // namespace
+
+struct EmbeddingBatcher::Impl {
+  BertModel& model;
+  const BatcherOptions options;
+  const int64_t dim;
+
+  Mutex mutex;
+  std::condition_variable wake;
+  std::deque<Item> queue PIER_GUARDED_BY(mutex);
+  bool stopping PIER_GUARDED_BY(mutex) = false;
+  std::chrono::microseconds window PIER_GUARDED_BY(mutex);
+  BatcherStats stats PIER_GUARDED_BY(mutex);
+  std::thread thread;
+
+  Impl(BertModel& m, BatcherOptions o)
+      : model(m), options(o), dim(m.info().embedding_length), window(o.max_queue_delay) {
+    stats.texts_buckets.assign(std::begin(kTextsBuckets), std::end(kTextsBuckets));
+    stats.texts_counts.assign(stats.texts_buckets.size() + 1, 0);
+    stats.tokens_buckets.assign(std::begin(kTokensBuckets), std::end(kTokensBuckets));
+    stats.tokens_counts.assign(stats.tokens_buckets.size() + 1, 0);
+    thread = std::thread([this] { Run(); });
+  }
+
+  static void Count(const std::vector<int64_t>& buckets, std::vector<int64_t>& counts, int64_t v) {
+    size_t i = 0;
+    while (i < buckets.size() && v > buckets[i]) ++i;
+    ++counts[i];
+  }
+
+  // Picks the next batch from the queue (the lock held). `full`: it filled before the window.
+  std::vector<Item> Form(bool* full) PIER_REQUIRES(mutex) {
+    // Highest class first, FIFO within it: a stable order over the queue.
+    std::vector<size_t> order(queue.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return queue[a].owner->request.priority > queue[b].owner->request.priority;
+    });
+    int64_t all_tokens = 0;
+    for (const Item& item : queue) all_tokens += item.length;
+    const int64_t budget = model.max_batch_tokens();
+    std::vector<bool> take(queue.size(), false);
+    int64_t tokens = 0, texts = 0;
+    auto add = [&](size_t i) {
+      if (take[i] || texts >= options.max_batch_texts || tokens + queue[i].length > budget) {
+        return false;
+      }
+      take[i] = true;
+      tokens += queue[i].length;
+      ++texts;
+      return true;
+    };
+    const bool everything_fits =
+        all_tokens <= budget && static_cast<int64_t>(queue.size()) <= options.max_batch_texts;
+    if (everything_fits) {
+      for (size_t i : order) add(i);
+    } else {
+      const Item& anchor = queue[order.front()];
+      add(order.front());
+      const auto near = [&](int64_t length) {
+        return std::abs(static_cast<double>(length - anchor.length)) <=
+               options.length_similarity * static_cast<double>(anchor.length);
+      };
+      for (size_t i : order) {
+        if (queue[i].owner->request.priority == anchor.owner->request.priority &&
+            near(queue[i].length)) {
+          add(i);
+        }
+      }
+      for (size_t i : order) {
+        if (2 * tokens >= budget || 2 * texts >= options.max_batch_texts) break;
+        add(i);
+      }
+    }
+    *full = !everything_fits || tokens >= budget || texts >= options.max_batch_texts;
+    std::vector<Item> batch;
+    std::deque<Item> rest;
+    for (size_t i = 0; i < queue.size(); ++i) {
+      if (take[i]) {
+        batch.push_back(std::move(queue[i]));
+      } else {
+        rest.push_back(std::move(queue[i]));
+      }
+    }
+    queue = std::move(rest);
+    return batch;
+  }
+
+  void Finish(const std::shared_ptr<Pending>& p) {
+    EmbedResult result = std::move(p->result);
+    if (p->done) p->done(std::move(result));
+  }
+
+  void Run() {
+    MutexLock lock(mutex);
+    while (true) {
+      lock.Wait(wake, [&]() PIER_REQUIRES(mutex) { return stopping || !queue.empty(); });
+      if (stopping) break;
+      // Wait out the window from the oldest text, unless the queue fills a batch first.
+      const Clock::time_point close = queue.front().queued + window;
+      lock.WaitUntil(wake, close, [&]() PIER_REQUIRES(mutex) {
+        if (stopping) return true;
+        int64_t tokens = 0;
+        for (const Item& item : queue) tokens += item.length;
+        return tokens >= model.max_batch_tokens() ||
+               static_cast<int64_t>(queue.size()) >= options.max_batch_texts;
+      });
+      if (stopping) break;
+      const Clock::time_point now = Clock::now();
+      bool full = false;
+      std::vector<Item> batch = Form(&full);
+      const bool nothing_left = queue.empty();
+      // Expired texts fail their request; the rest run.
+      std::vector<Item> run;
+      std::vector<std::shared_ptr<Pending>> finished;
+      for (Item& item : batch) {
+        Pending& p = *item.owner;
+        if (p.failed) continue;
+        if (now > p.request.deadline) {
+          p.failed = true;
+          p.result.status = ResourceExhaustedError(
+              "the request waited past its class's max queue time before a batch could take it");
+          stats.expired += p.remaining;
+          finished.push_back(item.owner);
+          continue;
+        }
+        run.push_back(std::move(item));
+      }
+      stats.running_texts = static_cast<int64_t>(run.size());
+      // Adapt the window: a lone batch halves it, a batch that filled early doubles it.
+      if (full && now < close) {
+        window =
+            std::min(options.max_queue_delay, std::max(window * 2, std::chrono::microseconds(500)));
+      } else if (nothing_left && !full) {
+        window = window / 2;
+      }
+      lock.Unlock();
+      for (const auto& p : finished) Finish(p);
+      finished.clear();
+      std::vector<EncoderInput> inputs;
+      int64_t tokens = 0;
+      for (const Item& item : run) {
+        inputs.push_back({.ids = item.owner->request.texts[item.index]});
+        tokens += item.length;
+      }
+      std::vector<float> out(run.size() * static_cast<size_t>(dim));
+      const Clock::time_point start = Clock::now();
+      Status status = run.empty() ? Status::Ok() : model.Embed(inputs, out.data());
+      const double compute = std::chrono::duration<double>(Clock::now() - start).count();
+      double waited_total = 0;
+      for (size_t i = 0; i < run.size(); ++i) {
+        Pending& p = *run[i].owner;
+        const double waited = std::chrono::duration<double>(start - run[i].queued).count();
+        waited_total += waited;
+        p.result.queue_seconds = std::max(p.result.queue_seconds, waited);
+        if (!p.failed) {
+          if (!status.ok()) {
+            p.failed = true;
+            p.result.status = status;
+            finished.push_back(run[i].owner);
+            continue;
+          }
+          float* dst = p.result.vectors.data() + run[i].index * static_cast<size_t>(dim);
+          std::copy(out.data() + i * dim, out.data() + (i + 1) * dim, dst);
+          if (p.request.normalize) NormalizeL2(dst, dim);
+        }
+        // Each request's compute time counts each batch once.
+        if (i == 0 || run[i - 1].owner != run[i].owner) p.result.compute_seconds += compute;
+        if (--p.remaining == 0 && !p.failed) finished.push_back(run[i].owner);
+      }
+      for (const auto& p : finished) Finish(p);
+      lock.Lock();
+      stats.running_texts = 0;
+      if (!run.empty()) {
+        ++stats.batches;
+        stats.texts += static_cast<int64_t>(run.size());
+        stats.tokens += tokens;
+        stats.compute_seconds_total += compute;
+        stats.queue_seconds_total += waited_total;
+        Count(stats.texts_buckets, stats.texts_counts, static_cast<int64_t>(run.size()));
+        Count(stats.tokens_buckets, stats.tokens_counts, tokens);
+      }
+    }
+    // Shutting down: fail what waits.
+    std::vector<std::shared_ptr<Pending>> left;
+    for (Item& item : queue) {
+      if (!item.owner->failed) {
+        item.owner->failed = true;
+        item.owner->result.status = UnavailableError("the embedding model is shutting down");
+        left.push_back(item.owner);
+      }
+    }
+    queue.clear();
+    lock.Unlock();
+    for (const auto& p : left) Finish(p);
+  }
+};
+
+EmbeddingBatcher::EmbeddingBatcher(BertModel& model, BatcherOptions options)
+    : impl_(std::make_unique<Impl>(model, options)) {}
+
+EmbeddingBatcher::~EmbeddingBatcher() {
+  {
+    MutexLock lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  impl_->thread.join();
+}
+
+const EncoderInfo& EmbeddingBatcher::info() const { return impl_->model.info(); }
+
+Status EmbeddingBatcher::Submit(EmbedRequest request, std::function<void(EmbedResult)> done) {
+  const EncoderInfo& info = impl_->model.info();
+  if (request.texts.empty()) return InvalidArgumentError("no input to embed");
+  const int64_t limit = std::min(info.context_length, impl_->model.max_batch_tokens());
+  int64_t tokens = 0;
+  for (size_t i = 0; i < request.texts.size(); ++i) {
+    const auto& ids = request.texts[i];
+    if (ids.empty()) return InvalidArgumentError("input " + std::to_string(i) + " has no tokens");
+    if (static_cast<int64_t>(ids.size()) > limit) {
+      return InvalidArgumentError("input " + std::to_string(i) + " has " +
+                                  std::to_string(ids.size()) + " tokens; the model takes at most " +
+                                  std::to_string(limit));
+    }
+    for (int32_t id : ids) {
+      if (id < 0 || id >= info.vocab_size) {
+        return InvalidArgumentError("input " + std::to_string(i) + ": token id " +
+                                    std::to_string(id) + " is outside the vocabulary (size " +
+                                    std::to_string(info.vocab_size) + ")");
+      }
+    }
+    tokens += static_cast<int64_t>(ids.size());
+  }
+  auto pending = std::make_shared<Pending>();
+  pending->remaining = static_cast<int64_t>(request.texts.size());
+  pending->result.dim = impl_->dim;
+  pending->result.prompt_tokens = tokens;
+  pending->result.vectors.resize(request.texts.size() * static_cast<size_t>(impl_->dim));
+  pending->request = std::move(request);
+  pending->done = std::move(done);
+  {
+    MutexLock lock(impl_->mutex);
+    if (impl_->stopping) return UnavailableError("the embedding model is shutting down");
+    const auto n = static_cast<int64_t>(pending->request.texts.size());
+    if (static_cast<int64_t>(impl_->queue.size()) + n > impl_->options.max_queued_texts) {
+      return ResourceExhaustedError("the embedding queue is full (" +
+                                    std::to_string(impl_->queue.size()) + " texts waiting)");
+    }
+    const Clock::time_point now = Clock::now();
+    for (size_t i = 0; i < pending->request.texts.size(); ++i) {
+      impl_->queue.push_back(
+          {pending, i, now, static_cast<int64_t>(pending->request.texts[i].size())});
+    }
+  }
+  impl_->wake.notify_all();
+  return Status::Ok();
+}
+
+BatcherStats EmbeddingBatcher::Stats() const {
+  MutexLock lock(impl_->mutex);
+  BatcherStats stats = impl_->stats;
+  stats.queued_texts = static_cast<int64_t>(impl_->queue.size());
+  stats.window_seconds = std::chrono::duration<double>(impl_->window).count();
+  return stats;
+}
+
+}  // namespace pier::encoder

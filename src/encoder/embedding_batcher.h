@@ -1,0 +1,93 @@
+// EmbeddingBatcher: dynamic batching for an encoder model. Requests (each one or more texts
+// already tokenized) queue per model; one thread forms batches and runs them on the BertModel.
+//
+// A batch closes when its oldest text has waited the window, or when what waits fills a batch
+// (max_batch_tokens or max_batch_texts). Texts are packed ragged (no padding). When more waits
+// than one batch holds, the oldest text of the highest class anchors the batch and the texts
+// within `length_similarity` (15%) of its length join it first, so a short text is not held
+// behind long ones; the rest fill what is left only while the batch is under half full.
+// Higher classes are taken first, FIFO within a class. A request whose deadline (its class's
+// max queue time) passes before it starts fails with RESOURCE_EXHAUSTED rather than being
+// served late.
+//
+// The window adapts: it halves (down to 0) when a batch closes with nothing else waiting (a
+// lone request is not held for company that is not coming) and doubles (up to
+// max_queue_delay) when a batch fills before its window ends. The window in use, batch sizes
+// and times are in Stats().
+//
+// Thread-safety: Submit and Stats from any thread; callbacks run on the batcher's thread and
+// must not block. Destruction fails what is still queued (UNAVAILABLE) and joins the thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "encoder/bert_model.h"
+
+namespace pier::encoder {
+
+struct BatcherOptions {
+  std::chrono::microseconds max_queue_delay{10'000};
+  int64_t max_batch_texts = 64;
+  double length_similarity = 0.15;
+  int64_t max_queued_texts = 4096;  // beyond: RESOURCE_EXHAUSTED at Submit
+};
+
+struct EmbedRequest {
+  std::vector<std::vector<int32_t>> texts = {};  // token ids, [CLS] ... [SEP]
+  bool normalize = true;                         // L2-normalize each vector
+  int priority = 0;                              // higher first
+  // Not started by then: fails with RESOURCE_EXHAUSTED. Default: no deadline.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+struct EmbedResult {
+  Status status = Status::Ok();
+  std::vector<float> vectors = {};  // [texts, dim] when ok
+  int64_t dim = 0;
+  int64_t prompt_tokens = 0;
+  double queue_seconds = 0;    // longest wait of its texts
+  double compute_seconds = 0;  // sum over the batches its texts ran in
+};
+
+struct BatcherStats {
+  int64_t queued_texts = 0;
+  int64_t running_texts = 0;
+  int64_t batches = 0;
+  int64_t texts = 0;
+  int64_t tokens = 0;
+  int64_t expired = 0;        // texts refused past their deadline
+  double window_seconds = 0;  // the window in use
+  double compute_seconds_total = 0;
+  double queue_seconds_total = 0;  // over texts
+  // Batch size histograms: texts per batch and tokens per batch (bucket upper bounds).
+  std::vector<int64_t> texts_buckets, texts_counts;
+  std::vector<int64_t> tokens_buckets, tokens_counts;
+};
+
+class EmbeddingBatcher {
+ public:
+  // Borrows `model`, which must outlive it; starts the batching thread.
+  EmbeddingBatcher(BertModel& model, BatcherOptions options);
+  ~EmbeddingBatcher();
+  EmbeddingBatcher(const EmbeddingBatcher&) = delete;
+  EmbeddingBatcher& operator=(const EmbeddingBatcher&) = delete;
+
+  // Validates (no texts, an empty text, one over the context or the batch budget, ids out of
+  // the vocabulary: INVALID_ARGUMENT; a full queue: RESOURCE_EXHAUSTED; shutting down:
+  // UNAVAILABLE) and queues; `done` is called once, later, with the vectors or the failure.
+  [[nodiscard]] Status Submit(EmbedRequest request, std::function<void(EmbedResult)> done);
+
+  BatcherStats Stats() const;
+  const EncoderInfo& info() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pier::encoder

@@ -1,0 +1,153 @@
+// EmbeddingBatcher over all-MiniLM-L6-v2 (Q8_0): concurrent requests are batched together
+// and get bitwise the vectors the model gives each text alone; deadlines, validation, queue
+// limits and shutdown fail requests with the right codes.
+#include "encoder/embedding_batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "device/cpu/cpu_device.h"
+#include "memory/memory_governor.h"
+
+namespace pier::encoder {
+namespace {
+
+class EmbeddingBatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = std::string(PIER_MODELS_DIR) + "/all-MiniLM-L6-v2.Q8_0.gguf";
+    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run scripts/bootstrap";
+    file_ = std::move(model::GgufFile::Open(path)).value();
+    device_ = std::move(CpuDevice::Create()).value();
+    governor_ = std::move(MemoryGovernor::Create(device_.get())).value();
+    auto weights = governor_->AddOwner({.name = "w"});
+    auto workspace = governor_->AddOwner({.name = "ws"});
+    auto model = BertModel::Create(*file_, {.governor = governor_.get(),
+                                            .weights_owner = *weights,
+                                            .workspace_owner = *workspace,
+                                            .pool = &pool_,
+                                            .max_batch_tokens = 512});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = std::move(model).value();
+  }
+
+  static std::vector<int32_t> Text(int32_t seed, int length) {
+    std::vector<int32_t> ids = {101};
+    for (int i = 0; i + 2 < length; ++i) ids.push_back(2000 + (seed * 131 + i * 17) % 20000);
+    ids.push_back(102);
+    return ids;
+  }
+
+  ThreadPool pool_{2};
+  std::unique_ptr<model::GgufFile> file_;
+  std::unique_ptr<CpuDevice> device_;
+  std::unique_ptr<MemoryGovernor> governor_;
+  std::unique_ptr<BertModel> model_;
+};
+
+TEST_F(EmbeddingBatcherTest, BatchesConcurrentRequestsWithoutChangingTheirVectors) {
+  constexpr int kRequests = 40;
+  std::vector<std::vector<int32_t>> texts;
+  for (int i = 0; i < kRequests; ++i) texts.push_back(Text(i, 4 + (i * 7) % 40));
+  // Each text alone, straight from the model, normalized.
+  const int64_t d = model_->info().embedding_length;
+  std::vector<std::vector<float>> alone;
+  for (const auto& t : texts) {
+    std::vector<float> v(d);
+    const EncoderInput input{.ids = t};
+    ASSERT_TRUE(model_->Embed({&input, 1}, v.data()).ok());
+    NormalizeL2(v.data(), d);
+    alone.push_back(v);
+  }
+  EmbeddingBatcher batcher(*model_, {.max_queue_delay = std::chrono::milliseconds(20)});
+  std::vector<std::promise<EmbedResult>> promises(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([&, i] {
+      EmbedRequest request{.texts = {texts[i]}, .priority = i % 3};
+      Status st = batcher.Submit(std::move(request),
+                                 [&, i](EmbedResult r) { promises[i].set_value(std::move(r)); });
+      if (!st.ok()) promises[i].set_value({.status = st});
+    });
+  }
+  for (auto& c : clients) c.join();
+  for (int i = 0; i < kRequests; ++i) {
+    EmbedResult r = promises[i].get_future().get();
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(r.vectors.size(), static_cast<size_t>(d));
+    EXPECT_EQ(std::memcmp(r.vectors.data(), alone[i].data(), d * sizeof(float)), 0)
+        << "request " << i << " differs from its text embedded alone";
+    EXPECT_EQ(r.prompt_tokens, static_cast<int64_t>(texts[i].size()));
+  }
+  const BatcherStats stats = batcher.Stats();
+  EXPECT_EQ(stats.texts, kRequests);
+  EXPECT_LT(stats.batches, kRequests) << "40 concurrent requests should share batches";
+  EXPECT_GT(stats.tokens, 0);
+}
+
+TEST_F(EmbeddingBatcherTest, ManyTextsInOneRequestKeepTheirOrder) {
+  EmbeddingBatcher batcher(*model_, {.max_batch_texts = 4});
+  EmbedRequest request;
+  for (int i = 0; i < 10; ++i) request.texts.push_back(Text(i, 6 + i));
+  const auto copy = request.texts;
+  std::promise<EmbedResult> promise;
+  ASSERT_TRUE(
+      batcher.Submit(std::move(request), [&](EmbedResult r) { promise.set_value(std::move(r)); })
+          .ok());
+  EmbedResult r = promise.get_future().get();
+  ASSERT_TRUE(r.status.ok());
+  const int64_t d = model_->info().embedding_length;
+  for (size_t i = 0; i < copy.size(); ++i) {
+    std::vector<float> v(d);
+    const EncoderInput input{.ids = copy[i]};
+    ASSERT_TRUE(model_->Embed({&input, 1}, v.data()).ok());
+    NormalizeL2(v.data(), d);
+    EXPECT_EQ(std::memcmp(v.data(), r.vectors.data() + i * d, d * sizeof(float)), 0) << i;
+  }
+  EXPECT_GE(batcher.Stats().batches, 3) << "10 texts, at most 4 per batch";
+}
+
+TEST_F(EmbeddingBatcherTest, RefusesBadRequestsAndExpiresLateOnes) {
+  EmbeddingBatcher batcher(*model_, {.max_queued_texts = 8});
+  auto ignore = [](EmbedResult) {};
+  EXPECT_EQ(batcher.Submit({}, ignore).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(batcher.Submit({.texts = {{}}}, ignore).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(batcher.Submit({.texts = {{101, 99999, 102}}}, ignore).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(batcher.Submit({.texts = {std::vector<int32_t>(600, 1000)}}, ignore).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      batcher.Submit({.texts = std::vector<std::vector<int32_t>>(9, Text(1, 5))}, ignore).code(),
+      StatusCode::kResourceExhausted);
+  std::promise<EmbedResult> promise;
+  EmbedRequest late{.texts = {Text(3, 8)}};
+  late.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  ASSERT_TRUE(
+      batcher.Submit(std::move(late), [&](EmbedResult r) { promise.set_value(std::move(r)); })
+          .ok());
+  EXPECT_EQ(promise.get_future().get().status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(batcher.Stats().expired, 1);
+}
+
+TEST_F(EmbeddingBatcherTest, LoneRequestsShrinkTheWindow) {
+  EmbeddingBatcher batcher(*model_, {.max_queue_delay = std::chrono::milliseconds(10)});
+  for (int i = 0; i < 6; ++i) {
+    std::promise<EmbedResult> promise;
+    ASSERT_TRUE(batcher
+                    .Submit({.texts = {Text(i, 8)}},
+                            [&](EmbedResult r) { promise.set_value(std::move(r)); })
+                    .ok());
+    ASSERT_TRUE(promise.get_future().get().status.ok());
+  }
+  EXPECT_LT(batcher.Stats().window_seconds, 0.001) << "six lone requests halve 10 ms six times";
+}
+
+}  // namespace
+}  // namespace pier::encoder
