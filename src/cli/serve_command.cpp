@@ -53,6 +53,7 @@
 #include "common/check.h"
 #include "http/admin_routes.h"
 #include "http/api_keys.h"
+#include "http/embeddings_api.h"
 #include "http/openai_api.h"
 #include "http/server.h"
 #include "metrics/serving_metrics.h"
@@ -122,6 +123,12 @@ constexpr SettingHelp kSettingHelp[] = {
      "Largest prompt chunk per step while other sequences decode, so running streams keep "
      "producing during a long prompt (default 64; 0: no cap, the prompt's first token sooner)"},
     {"max_seqs", "N", "Sequences running at once (default 64)"},
+    {"max_queue_delay_ms", "MS",
+     "Embedding models: how long a batch waits for more texts at most; the window in use adapts "
+     "below it (default 10)"},
+    {"max_batch_texts", "N", "Embedding models: texts per batch at most (default 64)"},
+    {"embed_batch_tokens", "TOKENS",
+     "Embedding models: tokens per batch at most, all texts together (default 4096)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
     {"shutdown_grace", "SECONDS",
      "Seconds in-flight requests may finish after SIGTERM (default 10)"},
@@ -206,6 +213,9 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.max_batched_tokens = settings.max_batched_tokens;
     load.prefill_chunk_while_decoding = settings.prefill_chunk_while_decoding;
     load.max_seqs = settings.max_seqs;
+    load.max_queue_delay = std::chrono::milliseconds(settings.max_queue_delay_ms);
+    load.max_batch_texts = settings.max_batch_texts;
+    load.embed_batch_tokens = settings.embed_batch_tokens;
     load.max_queued = settings.max_queued;
     load.swap_space_bytes = settings.swap_space;
     load.workers = settings.workers;
@@ -322,6 +332,8 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   api_options.load_wait =
       std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
   http::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
+  http::EmbeddingsApi embeddings({.load_wait = api_options.load_wait}, registry.get(), keys_or_null,
+                                 &metrics);
 
   http::AdminRoutesOptions admin_options;
   admin_options.watchdog_timeout =
@@ -346,6 +358,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
 
   auto router = std::make_shared<http::Router>();
   api.Register(*router);
+  embeddings.Register(*router);
   admin.Register(*router);
 
   http::HttpServerOptions server_options;

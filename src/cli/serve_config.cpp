@@ -149,6 +149,9 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "max_batched_tokens",
                                                        "prefill_chunk_while_decoding",
                                                        "max_seqs",
+                                                       "max_queue_delay_ms",
+                                                       "max_batch_texts",
+                                                       "embed_batch_tokens",
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
@@ -248,6 +251,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
                           ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "max_seqs") {
     PIER_ASSIGN_OR_RETURN(o->max_seqs, ParseInteger(value, source, 1, 65536));
+  } else if (name == "max_queue_delay_ms") {
+    PIER_ASSIGN_OR_RETURN(o->max_queue_delay_ms, ParseInteger(value, source, 0, 10'000));
+  } else if (name == "max_batch_texts") {
+    PIER_ASSIGN_OR_RETURN(o->max_batch_texts, ParseInteger(value, source, 1, 4096));
+  } else if (name == "embed_batch_tokens") {
+    PIER_ASSIGN_OR_RETURN(o->embed_batch_tokens, ParseInteger(value, source, 1, kMaxTokens));
   } else if (name == "max_body_bytes") {
     PIER_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(value, source));
     if (bytes < 1) return InvalidArgumentError(std::string(source) + ": must be at least 1 byte");

@@ -64,6 +64,11 @@ struct ServeOptions {
   // Largest prompt chunk per step while other sequences decode (0: no cap).
   int64_t prefill_chunk_while_decoding = 64;
   int64_t max_seqs = 64;  // running sequences at once
+  // Embedding models' dynamic batching: the window a batch waits for company, the texts and
+  // tokens one batch holds.
+  int64_t max_queue_delay_ms = 10;
+  int64_t max_batch_texts = 64;
+  int64_t embed_batch_tokens = 4096;
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

@@ -35,6 +35,65 @@ struct Item {
   int64_t length;
 };
 
+// Takes the next batch out of `waiting` (see the header for the rules). `full`: more waited
+// than the batch could hold, or it reached a budget.
+std::vector<Item> FormBatch(std::deque<Item>& waiting, const BatcherOptions& options,
+                            int64_t budget, bool* full) {
+  // Highest class first, FIFO within it: a stable order over the queue.
+  std::vector<size_t> order(waiting.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return waiting[a].owner->request.priority > waiting[b].owner->request.priority;
+  });
+  int64_t all_tokens = 0;
+  for (const Item& item : waiting) all_tokens += item.length;
+  std::vector<bool> take(waiting.size(), false);
+  int64_t tokens = 0, texts = 0;
+  auto add = [&](size_t i) {
+    if (take[i] || texts >= options.max_batch_texts || tokens + waiting[i].length > budget) {
+      return false;
+    }
+    take[i] = true;
+    tokens += waiting[i].length;
+    ++texts;
+    return true;
+  };
+  const bool everything_fits =
+      all_tokens <= budget && static_cast<int64_t>(waiting.size()) <= options.max_batch_texts;
+  if (everything_fits) {
+    for (size_t i : order) add(i);
+  } else {
+    const Item& anchor = waiting[order.front()];
+    add(order.front());
+    const auto near = [&](int64_t length) {
+      return std::abs(static_cast<double>(length - anchor.length)) <=
+             options.length_similarity * static_cast<double>(anchor.length);
+    };
+    for (size_t i : order) {
+      if (waiting[i].owner->request.priority == anchor.owner->request.priority &&
+          near(waiting[i].length)) {
+        add(i);
+      }
+    }
+    for (size_t i : order) {
+      if (2 * tokens >= budget || 2 * texts >= options.max_batch_texts) break;
+      add(i);
+    }
+  }
+  *full = !everything_fits || tokens >= budget || texts >= options.max_batch_texts;
+  std::vector<Item> batch;
+  std::deque<Item> rest;
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    if (take[i]) {
+      batch.push_back(std::move(waiting[i]));
+    } else {
+      rest.push_back(std::move(waiting[i]));
+    }
+  }
+  waiting = std::move(rest);
+  return batch;
+}
+
 }  // namespace
 
 struct EmbeddingBatcher::Impl {
@@ -65,64 +124,6 @@ struct EmbeddingBatcher::Impl {
     ++counts[i];
   }
 
-  // Picks the next batch from the queue (the lock held). `full`: it filled before the window.
-  std::vector<Item> Form(bool* full) PIER_REQUIRES(mutex) {
-    // Highest class first, FIFO within it: a stable order over the queue.
-    std::vector<size_t> order(queue.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return queue[a].owner->request.priority > queue[b].owner->request.priority;
-    });
-    int64_t all_tokens = 0;
-    for (const Item& item : queue) all_tokens += item.length;
-    const int64_t budget = model.max_batch_tokens();
-    std::vector<bool> take(queue.size(), false);
-    int64_t tokens = 0, texts = 0;
-    auto add = [&](size_t i) {
-      if (take[i] || texts >= options.max_batch_texts || tokens + queue[i].length > budget) {
-        return false;
-      }
-      take[i] = true;
-      tokens += queue[i].length;
-      ++texts;
-      return true;
-    };
-    const bool everything_fits =
-        all_tokens <= budget && static_cast<int64_t>(queue.size()) <= options.max_batch_texts;
-    if (everything_fits) {
-      for (size_t i : order) add(i);
-    } else {
-      const Item& anchor = queue[order.front()];
-      add(order.front());
-      const auto near = [&](int64_t length) {
-        return std::abs(static_cast<double>(length - anchor.length)) <=
-               options.length_similarity * static_cast<double>(anchor.length);
-      };
-      for (size_t i : order) {
-        if (queue[i].owner->request.priority == anchor.owner->request.priority &&
-            near(queue[i].length)) {
-          add(i);
-        }
-      }
-      for (size_t i : order) {
-        if (2 * tokens >= budget || 2 * texts >= options.max_batch_texts) break;
-        add(i);
-      }
-    }
-    *full = !everything_fits || tokens >= budget || texts >= options.max_batch_texts;
-    std::vector<Item> batch;
-    std::deque<Item> rest;
-    for (size_t i = 0; i < queue.size(); ++i) {
-      if (take[i]) {
-        batch.push_back(std::move(queue[i]));
-      } else {
-        rest.push_back(std::move(queue[i]));
-      }
-    }
-    queue = std::move(rest);
-    return batch;
-  }
-
   void Finish(const std::shared_ptr<Pending>& p) {
     EmbedResult result = std::move(p->result);
     if (p->done) p->done(std::move(result));
@@ -145,7 +146,7 @@ struct EmbeddingBatcher::Impl {
       if (stopping) break;
       const Clock::time_point now = Clock::now();
       bool full = false;
-      std::vector<Item> batch = Form(&full);
+      std::vector<Item> batch = FormBatch(queue, options, model.max_batch_tokens(), &full);
       const bool nothing_left = queue.empty();
       // Expired texts fail their request; the rest run.
       std::vector<Item> run;

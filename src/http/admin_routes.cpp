@@ -82,6 +82,10 @@ Json ModelObject(const serving::ModelEntry& entry) {
             {"state", serving::ModelStateName(entry.state)},
             {"load", serving::LoadPolicyName(entry.load)}};
   if (!entry.reason.empty()) pier["reason"] = entry.reason;
+  if (model != nullptr) {
+    pier["kind"] = serving::ModelKindName(model->kind);
+    if (model->kind == serving::ModelKind::kEmbed) pier["dimensions"] = model->embedding_dim;
+  }
   object["pier"] = std::move(pier);
   return object;
 }

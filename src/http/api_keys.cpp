@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -175,6 +177,57 @@ std::variant<Principal, HttpResponse> ApiKeys::Authenticate(const HttpRequest& r
   }
   if (match == nullptr) return ErrorResponse(401, "invalid API key", "", "invalid_api_key");
   return match->principal;
+}
+
+}  // namespace pier::http
+
+namespace pier::http {
+
+std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, int64_t cost,
+                                            std::string_view cost_what, std::string_view cost_param,
+                                            std::shared_ptr<KeySlot>* slot) {
+  slot->reset();
+  if (principal.usage == nullptr) return std::nullopt;
+  const KeyLimits& limits = principal.usage->limits();
+  double retry_after_s = 1;
+  const KeyUsage::Admission admission =
+      principal.usage->Admit(KeyUsage::Clock::now(), cost, &retry_after_s);
+  switch (admission) {
+    case KeyUsage::Admission::kTooManyInFlight:
+      return ErrorResponse(429,
+                           "this API key has " + std::to_string(limits.max_concurrent) +
+                               " requests in flight, its limit (max_concurrent)",
+                           "", "rate_limit_exceeded");
+    case KeyUsage::Admission::kTooLarge:
+      return ErrorResponse(400,
+                           "the request may cost " + std::to_string(cost) + " tokens (" +
+                               std::string(cost_what) + "); this API key allows " +
+                               std::to_string(limits.tokens_per_minute) +
+                               " per minute (tokens_per_minute)",
+                           cost_param);
+    case KeyUsage::Admission::kRateLimited:
+    case KeyUsage::Admission::kTokenRateLimited: {
+      const bool requests = admission == KeyUsage::Admission::kRateLimited;
+      char rate[32];
+      std::snprintf(
+          rate, sizeof(rate), "%g",
+          requests ? limits.requests_per_second : static_cast<double>(limits.tokens_per_minute));
+      HttpResponse response =
+          ErrorResponse(429,
+                        std::string("this API key is limited to ") + rate +
+                            (requests ? std::string(" requests per second (requests_per_second)")
+                                      : " tokens per minute, " + std::string(cost_what) +
+                                            " counted at admission (tokens_per_minute)"),
+                        "", "rate_limit_exceeded");
+      response.headers.emplace_back("Retry-After",
+                                    std::to_string(static_cast<int64_t>(std::ceil(retry_after_s))));
+      return response;
+    }
+    case KeyUsage::Admission::kAdmitted:
+      *slot = std::make_shared<KeySlot>(principal.usage);
+      break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace pier::http

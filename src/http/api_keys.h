@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -63,5 +64,14 @@ class ApiKeys {
   };
   std::vector<Entry> entries_;
 };
+
+// Takes `cost` tokens and a slot from the principal's key limits (none: nothing to take). On
+// success `*slot` holds the slot (null without limits) and nullopt is returned; otherwise the
+// response to answer: 429 rate_limit_exceeded for the concurrency or a rate (with
+// Retry-After), 400 when `cost` is more than a minute's tokens. `cost_what` says what the
+// cost counts ("prompt plus n x max_tokens"), `cost_param` is the 400's param.
+std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, int64_t cost,
+                                            std::string_view cost_what, std::string_view cost_param,
+                                            std::shared_ptr<KeySlot>* slot);
 
 }  // namespace pier::http

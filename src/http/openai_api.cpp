@@ -253,6 +253,13 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
                                     const OpenAiRequest& r, const Principal& principal,
                                     const serving::ModelRef& model_ref) {
   const serving::ServedModel& model = *model_ref;
+  if (model.kind != serving::ModelKind::kGenerate) {
+    return ErrorResponse(400,
+                         "model '" + model.id + "' is an " +
+                             std::string(serving::ModelKindName(model.kind)) +
+                             "ding model; it serves POST /v1/embeddings, not text generation",
+                         "model", "model_kind");
+  }
   engine::EngineClient* client = model.client;
   const tokenizer::Tokenizer* tokenizer = model.tokenizer;
   for (const auto& [token, bias] : r.logit_bias) {
@@ -352,43 +359,9 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
       cost += static_cast<int64_t>(prompts[i].prompt_tokens.size()) +
               static_cast<int64_t>(max_tokens[i]) * r.n;
     }
-    double retry_after_s = 1;
-    const KeyUsage::Admission admission =
-        principal.usage->Admit(KeyUsage::Clock::now(), cost, &retry_after_s);
-    switch (admission) {
-      case KeyUsage::Admission::kTooManyInFlight:
-        return ErrorResponse(429,
-                             "this API key has " + std::to_string(limits.max_concurrent) +
-                                 " requests in flight, its limit (max_concurrent)",
-                             "", "rate_limit_exceeded");
-      case KeyUsage::Admission::kTooLarge:
-        return ErrorResponse(400,
-                             "the request may cost " + std::to_string(cost) +
-                                 " tokens (prompt plus n x max_tokens); this API key allows " +
-                                 std::to_string(limits.tokens_per_minute) +
-                                 " per minute (tokens_per_minute)",
-                             "max_tokens");
-      case KeyUsage::Admission::kRateLimited:
-      case KeyUsage::Admission::kTokenRateLimited: {
-        const bool requests = admission == KeyUsage::Admission::kRateLimited;
-        char rate[32];
-        std::snprintf(
-            rate, sizeof(rate), "%g",
-            requests ? limits.requests_per_second : static_cast<double>(limits.tokens_per_minute));
-        HttpResponse response = ErrorResponse(
-            429,
-            std::string("this API key is limited to ") + rate +
-                (requests ? " requests per second (requests_per_second)"
-                          : " tokens per minute, prompt plus n x max_tokens counted at "
-                            "admission (tokens_per_minute)"),
-            "", "rate_limit_exceeded");
-        response.headers.emplace_back(
-            "Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_after_s))));
-        return response;
-      }
-      case KeyUsage::Admission::kAdmitted:
-        slot = std::make_shared<KeySlot>(principal.usage);
-        break;
+    if (std::optional<HttpResponse> refused =
+            AdmitKeyRequest(principal, cost, "prompt plus n x max_tokens", "max_tokens", &slot)) {
+      return std::move(*refused);
     }
   }
 

@@ -617,17 +617,7 @@ Err ReadPrompts(const json& body, std::vector<CompletionPrompt>* out) {
 
 // The body as a JSON object, or the error to answer.
 std::variant<json, OpenAiError> ParseBody(std::string_view body) {
-  if (std::optional<std::string> shape = CheckJsonShape(body)) return Bad("", *shape);
-  json parsed;
-  try {
-    parsed = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
-    return Bad("", std::string("invalid JSON: ") + e.what());
-  }
-  if (!parsed.is_object()) {
-    return Bad("", "the request body must be a JSON object, got " + TypeName(parsed));
-  }
-  return parsed;
+  return request_json::ParseObjectBody(body);
 }
 
 OpenAiParseResult ParseChat(const json& body, const OpenAiRequestLimits& limits) {

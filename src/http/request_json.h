@@ -11,7 +11,9 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 
+#include "http/json_shape.h"
 #include "http/openai_request.h"
 
 namespace pier::http::request_json {
@@ -46,6 +48,22 @@ inline const json* Field(const json& object, std::string_view name) {
   auto it = object.find(name);
   if (it == object.end() || it->is_null()) return nullptr;
   return &*it;
+}
+
+// The body as a JSON object (after CheckJsonShape's limits), or the 400 to answer.
+inline std::variant<json, OpenAiError> ParseObjectBody(std::string_view body) {
+  if (std::optional<std::string> shape = CheckJsonShape(body)) return Bad("", *shape);
+  json parsed;
+  try {
+    parsed = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    return Bad("", std::string("invalid JSON: ") + e.what());
+  }
+  if (!parsed.is_object()) {
+    return Bad("",
+               "the request body must be a JSON object, got " + std::string(parsed.type_name()));
+  }
+  return parsed;
 }
 
 }  // namespace pier::http::request_json

@@ -12,9 +12,11 @@
 #include <sstream>
 #include <utility>
 
+#include "encoder/encoder_info.h"
 #include "engine/local_model.h"
 #include "model/gguf_file.h"
 #include "model/gguf_tokenizer.h"
+#include "serving/encoder_host.h"
 #include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
 #include "serving/worker_client.h"
@@ -51,6 +53,7 @@ struct Siblings {
 };
 
 struct ModelParts {
+  std::unique_ptr<EncoderHost> encoder;  // an embedding model
   std::vector<std::unique_ptr<ModelHost>> hosts;
   std::unique_ptr<engine::EngineClient> pool;  // with several instances
   // With worker processes: the front end's own copy of the file (tokenizer and template) and
@@ -119,9 +122,70 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   return host_options;
 }
 
+namespace {
+
+// Whether the file holds an encoder (embedding) model, by its architecture.
+Result<bool> IsEncoderFile(const model::GgufFile& file) {
+  PIER_ASSIGN_OR_RETURN(std::string_view arch, file.GetString("general.architecture"));
+  return encoder::IsEncoderArchitecture(arch);
+}
+
+EncoderHostOptions EncoderOptionsOf(const ModelLoadOptions& options, const std::string& id) {
+  EncoderHostOptions e;
+  e.path = options.path;
+  e.id = id;
+  e.owner_priority = options.priority;
+  e.threads = options.threads;
+  e.batch_tokens = options.embed_batch_tokens;
+  e.batcher.max_queue_delay = options.max_queue_delay;
+  e.batcher.max_batch_texts = options.max_batch_texts;
+  return e;
+}
+
+// OpenModel for an embedding model: one EncoderHost in this process.
+Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& devices,
+                                  const std::string& id) {
+  if (options.instances != 1) {
+    return InvalidArgumentError("model " + id +
+                                ": an embedding model runs as one instance (its batcher "
+                                "fills the cores); instances must be 1");
+  }
+  if (!options.chat_template_path.empty()) {
+    return InvalidArgumentError("model " + id + ": an embedding model has no chat template");
+  }
+  if (options.workers) {
+    spdlog::info(
+        "model {} is an embedding model: it runs in the server process (worker "
+        "processes serve LLMs)",
+        id);
+  }
+  auto parts = std::make_shared<ModelParts>();
+  PIER_ASSIGN_OR_RETURN(parts->encoder,
+                        EncoderHost::Open(EncoderOptionsOf(options, id), &devices.cpu_governor()));
+  EncoderHost& host = *parts->encoder;
+  auto model = std::make_shared<ServedModel>();
+  model->id = id;
+  model->aliases = options.aliases;
+  model->created_unix_seconds = CreatedUnixSeconds(options.path);
+  model->kind = ModelKind::kEmbed;
+  model->embedder = &host.batcher();
+  model->embedding_dim = host.info().embedding_length;
+  model->max_request_tokens = host.max_text_tokens();
+  model->client = &host.client();
+  model->instances = {&host.client()};
+  model->tokenizer = &host.tokenizer();
+  model->governor = &host.governor();
+  model->parts = std::move(parts);
+  return ModelRef(std::move(model));
+}
+
+}  // namespace
+
 Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+  PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
+  if (is_encoder) return EncoderHost::EstimateBytes(EncoderOptionsOf(options, id));
   const ModelLoadOptions one = options.workers ? WorkerInstanceOptions(options) : options;
   PIER_ASSIGN_OR_RETURN(
       engine::MemoryEstimate estimate,
@@ -232,6 +296,12 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
 Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) {
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
+  {
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
+                          model::GgufFile::Open(options.path));
+    PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
+    if (is_encoder) return OpenEncoderModel(options, devices, id);
+  }
   if (options.workers) return OpenModelInWorkers(options, devices, id);
   if (!options.bindings.empty()) {
     return InvalidArgumentError("model " + id +

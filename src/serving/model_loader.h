@@ -42,6 +42,11 @@ struct ModelLoadOptions {
   int64_t prefill_chunk_while_decoding = 64;  // SchedulerOptions' (0: no cap)
   int64_t max_seqs = 64;
   int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
+  // Embedding (encoder) models: the batcher's window, texts and tokens per batch
+  // (encoder/embedding_batcher.h). Encoders always run in this process (workers apply to LLMs).
+  std::chrono::milliseconds max_queue_delay{10};
+  int64_t max_batch_texts = 64;
+  int64_t embed_batch_tokens = 4096;
   // Elastic (the server's default): the KV cache grows on demand up to ctx and lends memory
   // back to other models, never below kv_min; static: the capacity held from load on.
   engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;

@@ -5,6 +5,10 @@
 
 namespace pier::serving {
 
+std::string_view ModelKindName(ModelKind kind) {
+  return kind == ModelKind::kEmbed ? "embed" : "generate";
+}
+
 struct ModelRegistry::Slot {
   std::string id;
   std::vector<std::string> aliases;

@@ -36,9 +36,18 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
+namespace pier::encoder {
+class EmbeddingBatcher;  // encoder/embedding_batcher.h
+}
+
 namespace pier::serving {
 
 class WorkerClient;  // serving/worker_client.h
+
+// What a model does: generate text (an LLM: chat, completions, responses) or embed it (an
+// encoder: /v1/embeddings, KServe v2 infer).
+enum class ModelKind : uint8_t { kGenerate, kEmbed };
+std::string_view ModelKindName(ModelKind kind);  // "generate", "embed"
 
 enum class ModelState : uint8_t { kUnloaded, kLoading, kReady, kDraining, kFailed };
 // "unloaded", "loading", "ready", "draining", "failed".
@@ -57,6 +66,11 @@ struct ServedModel {
   std::vector<std::string> aliases = {};  // other names that reach it
   int64_t created_unix_seconds = 0;       // OpenAI's `created`
   int64_t max_request_tokens = 0;         // prompt + generated positions (the engine's limit)
+  ModelKind kind = ModelKind::kGenerate;
+  // An embedding model's batcher (kind kEmbed); null for LLMs. Its `client` refuses
+  // generation and reports the batcher's queue.
+  encoder::EmbeddingBatcher* embedder = nullptr;
+  int64_t embedding_dim = 0;  // kEmbed: the vectors' length
   engine::EngineClient* client = nullptr;
   // Its instances' clients (one engine each); `client` spreads requests over them.
   std::vector<engine::EngineClient*> instances = {};

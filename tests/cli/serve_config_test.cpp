@@ -78,6 +78,9 @@ kv_max: 96MiB
 max_batched_tokens: 256
 prefill_chunk_while_decoding: 0
 max_seqs: 16
+max_queue_delay_ms: 4
+max_batch_texts: 32
+embed_batch_tokens: 2048
 max_body_bytes: 1MiB
 shutdown_grace: 2.5
 watchdog_seconds: 5
@@ -120,6 +123,9 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.max_batched_tokens, 256);
   EXPECT_EQ(o.prefill_chunk_while_decoding, 0);  // no cap
   EXPECT_EQ(o.max_seqs, 16);
+  EXPECT_EQ(o.max_queue_delay_ms, 4);
+  EXPECT_EQ(o.max_batch_texts, 32);
+  EXPECT_EQ(o.embed_batch_tokens, 2048);
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
   EXPECT_DOUBLE_EQ(o.shutdown_grace_seconds, 2.5);
   EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
@@ -133,7 +139,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 37u);
+  EXPECT_EQ(ServeSettingNames().size(), 40u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

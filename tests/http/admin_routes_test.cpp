@@ -200,14 +200,16 @@ TEST_F(AdminRoutesTest, ModelsListsTheServedModel) {
   Json body = Body(r);
   EXPECT_EQ(body["object"], "list");
   ASSERT_EQ(body["data"].size(), 1u);
-  EXPECT_EQ(
-      body["data"][0],
-      Json({{"id", "tiny-model"},
-            {"object", "model"},
-            {"created", 1700000000},
-            {"owned_by", "pier"},
-            {"max_model_len", 4096},
-            {"pier", {{"aliases", Json::array()}, {"state", "ready"}, {"load", "on_start"}}}}));
+  EXPECT_EQ(body["data"][0], Json({{"id", "tiny-model"},
+                                   {"object", "model"},
+                                   {"created", 1700000000},
+                                   {"owned_by", "pier"},
+                                   {"max_model_len", 4096},
+                                   {"pier",
+                                    {{"aliases", Json::array()},
+                                     {"state", "ready"},
+                                     {"load", "on_start"},
+                                     {"kind", "generate"}}}}));
   HttpResponse one = Call("GET", "/v1/models/tiny-model");
   ASSERT_EQ(one.status, 200);
   EXPECT_EQ(Body(one), body["data"][0]);

@@ -248,11 +248,11 @@ TEST(BpeTokenizerTest, InvalidUtf8IsInvalidArgumentWithOffset) {
 
 TEST(BpeTokenizerTest, UnknownTokenizerModelIsUnsupportedNamingFileAndValue) {
   VocabSpec spec;
-  spec.model = "bert";
+  spec.model = "t5-unigram";
   const Status status = MakeError(spec);
   EXPECT_EQ(status.code(), StatusCode::kUnsupported);
   EXPECT_NE(status.message().find("test.gguf"), std::string::npos) << status.ToString();
-  EXPECT_NE(status.message().find("bert"), std::string::npos) << status.ToString();
+  EXPECT_NE(status.message().find("t5-unigram"), std::string::npos) << status.ToString();
 }
 
 TEST(BpeTokenizerTest, UnknownPreTokenizerIsALoadError) {

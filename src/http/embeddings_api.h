@@ -1,0 +1,54 @@
+// EmbeddingsApi: POST /v1/embeddings (OpenAI) for the embedding models in the registry.
+//
+// Body: `model` (absent: the default model), `input` (a string, a list of strings, a list of
+// token ids or a list of lists of ids; at most 2048 inputs, none empty), `encoding_format`
+// (`float`, default, or `base64`: the little-endian float32 bytes), `dimensions` (1..the
+// model's: the vector's first N values, normalized again), `user` (accepted, unused),
+// `truncate` (Pier's, as TEI: true by default cuts an input longer than the model's context to
+// it, [SEP] kept; false refuses it with 400) and `priority` (as the chat routes; also the
+// X-Priority header). Token ids are the text's WordPiece ids; [CLS] and [SEP] are added when
+// they are not already at the ends.
+//
+// Texts are tokenized here and queued on the model's EmbeddingBatcher; the response waits
+// (a PendingResponse, no thread held) until every input's vector is done:
+// {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model",
+//  "usage": {"prompt_tokens", "total_tokens"}}. Errors in the OpenAI shape: 400 for bad input
+// or an LLM (naming its kind), 404 unknown model, 429 with Retry-After when the batcher's
+// queue is full or a request outwaited its class, 503 when the model is not ready.
+//
+// Ownership: borrows the registry, keys and metrics. Thread-safety: handlers on any I/O thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "http/api_keys.h"
+#include "http/http_types.h"
+#include "metrics/serving_metrics.h"
+#include "serving/model_registry.h"
+
+namespace pier::http {
+
+struct EmbeddingsApiOptions {
+  int64_t max_inputs = 2048;                    // OpenAI's limit per request
+  std::chrono::milliseconds load_wait{60'000};  // for an on_demand model not loaded yet
+};
+
+class EmbeddingsApi {
+ public:
+  EmbeddingsApi(EmbeddingsApiOptions options, serving::ModelRegistry* registry, const ApiKeys* keys,
+                metrics::ServingMetrics* metrics);
+  ~EmbeddingsApi();
+
+  // POST /v1/embeddings and /embeddings.
+  void Register(Router& router);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// The little-endian bytes of `values` as float32, base64-encoded (OpenAI's base64 format).
+std::string Base64Floats(const float* values, size_t n);
+
+}  // namespace pier::http
