@@ -54,6 +54,7 @@
 #include "http/admin_routes.h"
 #include "http/api_keys.h"
 #include "http/embeddings_api.h"
+#include "http/kserve_api.h"
 #include "http/openai_api.h"
 #include "http/server.h"
 #include "metrics/serving_metrics.h"
@@ -356,9 +357,18 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   }
   http::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
+  http::KServeApi kserve({.ready =
+                              [&admin](std::string* reason) {
+                                const http::Readiness readiness = admin.CheckReady();
+                                *reason = readiness.reason;
+                                return readiness.ready;
+                              }},
+                         registry.get(), keys_or_null);
+
   auto router = std::make_shared<http::Router>();
   api.Register(*router);
   embeddings.Register(*router);
+  kserve.Register(*router);
   admin.Register(*router);
 
   http::HttpServerOptions server_options;

@@ -668,14 +668,31 @@ HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const J
 }  // namespace
 
 std::string_view MetricsRouteLabel(std::string_view path) {
-  static constexpr std::array<std::string_view, 11> kRoutes = {
-      "/health",         "/ready",        "/metrics",  "/v1/models",  "/v1/chat/completions",
-      "/v1/completions", "/v1/responses", "/tokenize", "/detokenize", "/admin/models",
-      "/admin/reload"};
+  static constexpr std::array<std::string_view, 16> kRoutes = {"/health",
+                                                               "/ready",
+                                                               "/metrics",
+                                                               "/v1/models",
+                                                               "/v1/chat/completions",
+                                                               "/v1/completions",
+                                                               "/v1/responses",
+                                                               "/v1/embeddings",
+                                                               "/tokenize",
+                                                               "/detokenize",
+                                                               "/admin/models",
+                                                               "/admin/reload",
+                                                               "/v2",
+                                                               "/v2/health/live",
+                                                               "/v2/health/ready",
+                                                               "/embeddings"};
   for (std::string_view route : kRoutes) {
     if (path == route) return route;
   }
   if (path.starts_with("/ready/")) return "/ready/{model}";
+  if (path.starts_with("/v2/models/")) {
+    if (path.ends_with("/infer")) return "/v2/models/{model}/infer";
+    if (path.ends_with("/ready")) return "/v2/models/{model}/ready";
+    return "/v2/models/{model}";
+  }
   if (path.starts_with(kModelsPrefix)) return "/v1/models/{id}";
   if (path.starts_with("/admin/models/")) {
     if (path.ends_with("/load")) return "/admin/models/{name}/load";

@@ -150,6 +150,66 @@ HttpResponse FromBatcherStatus(const Status& status) {
 
 }  // namespace
 
+namespace {
+
+// Cuts `ids` ([CLS] ... [SEP]) to `limit`, [SEP] kept, or refuses it (FAILED_PRECONDITION).
+Status FitToLimit(std::vector<int32_t>* ids, size_t index, int64_t limit, bool truncate,
+                  int32_t sep) {
+  if (static_cast<int64_t>(ids->size()) <= limit) return Status::Ok();
+  if (!truncate) {
+    return FailedPreconditionError(
+        "input[" + std::to_string(index) + "] has " + std::to_string(ids->size()) +
+        " tokens; the model takes at most " + std::to_string(limit) + " (truncate is false)");
+  }
+  ids->resize(static_cast<size_t>(limit));
+  ids->back() = sep;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<int32_t>>> TokenizeTexts(const tokenizer::Tokenizer& tokenizer,
+                                                        std::span<const std::string> texts,
+                                                        int64_t limit, bool truncate) {
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (texts[i].empty()) {
+      return InvalidArgumentError("input[" + std::to_string(i) + "] is an empty string");
+    }
+    Result<std::vector<int32_t>> encoded = tokenizer.Encode(texts[i]);
+    if (!encoded.ok()) {
+      return InvalidArgumentError("input[" + std::to_string(i) +
+                                  "]: " + encoded.status().message());
+    }
+    out.push_back(std::move(encoded).value());
+    PIER_RETURN_IF_ERROR(FitToLimit(&out.back(), i, limit, truncate, tokenizer.eos_id()));
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<int32_t>>> PrepareTokenIds(
+    const tokenizer::Tokenizer& tokenizer, std::vector<std::vector<int32_t>> id_lists,
+    int64_t limit, bool truncate) {
+  const int32_t cls = tokenizer.bos_id(), sep = tokenizer.eos_id();
+  for (size_t i = 0; i < id_lists.size(); ++i) {
+    std::vector<int32_t>& ids = id_lists[i];
+    if (ids.empty()) {
+      return InvalidArgumentError("input[" + std::to_string(i) + "] is an empty list of ids");
+    }
+    for (int32_t id : ids) {
+      if (id < 0 || id >= tokenizer.vocab_size()) {
+        return InvalidArgumentError("input[" + std::to_string(i) + "]: token id " +
+                                    std::to_string(id) + " is outside the vocabulary (size " +
+                                    std::to_string(tokenizer.vocab_size()) + ")");
+      }
+    }
+    if (ids.front() != cls) ids.insert(ids.begin(), cls);
+    if (ids.back() != sep || ids.size() == 1) ids.push_back(sep);
+    PIER_RETURN_IF_ERROR(FitToLimit(&ids, i, limit, truncate, sep));
+  }
+  return id_lists;
+}
+
 std::string Base64Floats(const float* values, size_t n) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -231,48 +291,17 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
       r.priority, http.Header("x-priority"), principal.tenant, principal.max_priority);
   if (!request_class.ok()) return ErrorResponse(400, request_class.status().message(), "priority");
 
-  // Tokenize: [CLS] text [SEP], cut to the model's limit unless truncate is false.
-  const tokenizer::Tokenizer& tokenizer = *model.tokenizer;
-  const int64_t limit = model.max_request_tokens;
-  const int32_t cls = tokenizer.bos_id(), sep = tokenizer.eos_id();
   encoder::EmbedRequest request;
-  const size_t n = r.texts.empty() ? r.id_lists.size() : r.texts.size();
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<int32_t> ids;
-    if (!r.texts.empty()) {
-      Result<std::vector<int32_t>> encoded = tokenizer.Encode(r.texts[i]);
-      if (!encoded.ok()) {
-        return ErrorResponse(400, "input[" + std::to_string(i) + "]: " + encoded.status().message(),
-                             "input");
-      }
-      ids = std::move(encoded).value();
-    } else {
-      ids = r.id_lists[i];
-      for (int32_t id : ids) {
-        if (id >= tokenizer.vocab_size()) {
-          return ErrorResponse(400,
-                               "input[" + std::to_string(i) + "]: token id " + std::to_string(id) +
-                                   " is outside the vocabulary (size " +
-                                   std::to_string(tokenizer.vocab_size()) + ")",
-                               "input");
-        }
-      }
-      if (ids.front() != cls) ids.insert(ids.begin(), cls);
-      if (ids.back() != sep || ids.size() == 1) ids.push_back(sep);
-    }
-    if (static_cast<int64_t>(ids.size()) > limit) {
-      if (!r.truncate) {
-        return ErrorResponse(400,
-                             "input[" + std::to_string(i) + "] has " + std::to_string(ids.size()) +
-                                 " tokens; model '" + model.id + "' takes at most " +
-                                 std::to_string(limit) + " (truncate is false)",
-                             "input", "context_length_exceeded");
-      }
-      ids.resize(static_cast<size_t>(limit));
-      ids.back() = sep;
-    }
-    request.texts.push_back(std::move(ids));
+  Result<std::vector<std::vector<int32_t>>> ids =
+      r.texts.empty()
+          ? PrepareTokenIds(*model.tokenizer, r.id_lists, model.max_request_tokens, r.truncate)
+          : TokenizeTexts(*model.tokenizer, r.texts, model.max_request_tokens, r.truncate);
+  if (!ids.ok()) {
+    return ErrorResponse(
+        400, "model '" + model.id + "': " + ids.status().message(), "input",
+        ids.status().code() == StatusCode::kFailedPrecondition ? "context_length_exceeded" : "");
   }
+  request.texts = std::move(ids).value();
   int64_t cost = 0;
   for (const auto& ids : request.texts) cost += static_cast<int64_t>(ids.size());
   std::shared_ptr<KeySlot> slot;

@@ -20,12 +20,17 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "http/api_keys.h"
 #include "http/http_types.h"
 #include "metrics/serving_metrics.h"
 #include "serving/model_registry.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pier::http {
 
@@ -47,6 +52,18 @@ class EmbeddingsApi {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+// The token ids of texts for an embedding model: [CLS] text [SEP] (special tokens written in
+// the text are matched), cut to `limit` tokens ([SEP] kept) when `truncate`, else refused with
+// FAILED_PRECONDITION; an empty text or invalid UTF-8 is INVALID_ARGUMENT. Messages name input[i].
+Result<std::vector<std::vector<int32_t>>> TokenizeTexts(const tokenizer::Tokenizer& tokenizer,
+                                                        std::span<const std::string> texts,
+                                                        int64_t limit, bool truncate);
+// Token ids given by the client: checked against the vocabulary, [CLS] and [SEP] added when
+// not already at the ends, then cut or refused as TokenizeTexts does.
+Result<std::vector<std::vector<int32_t>>> PrepareTokenIds(
+    const tokenizer::Tokenizer& tokenizer, std::vector<std::vector<int32_t>> id_lists,
+    int64_t limit, bool truncate);
 
 // The little-endian bytes of `values` as float32, base64-encoded (OpenAI's base64 format).
 std::string Base64Floats(const float* values, size_t n);

@@ -1,0 +1,397 @@
+#include "http/kserve_api.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/build_info.h"
+#include "encoder/embedding_batcher.h"
+#include "http/embeddings_api.h"
+#include "http/json_shape.h"
+#include "http/pending_response.h"
+
+namespace pier::http {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kModelsPrefix = "/v2/models/";
+constexpr std::string_view kOutputName = "embedding";
+
+HttpResponse JsonReply(int status, const Json& body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return response;
+}
+
+// KServe's error shape.
+HttpResponse Error(int status, std::string message) {
+  return JsonReply(status, Json{{"error", std::move(message)}});
+}
+
+// "/v2/models/m/versions/1/infer" -> model "m", action "infer" (empty for metadata).
+struct ModelPath {
+  std::string model;
+  std::string action;
+  std::string version;  // empty when the path names none
+};
+
+std::optional<ModelPath> SplitModelPath(std::string_view path) {
+  path.remove_prefix(kModelsPrefix.size());
+  ModelPath out;
+  const size_t slash = path.find('/');
+  out.model = std::string(path.substr(0, slash));
+  if (out.model.empty()) return std::nullopt;
+  std::string_view rest = slash == std::string_view::npos ? "" : path.substr(slash + 1);
+  if (rest.starts_with("versions/")) {
+    rest.remove_prefix(9);
+    const size_t end = rest.find('/');
+    out.version = std::string(rest.substr(0, end));
+    rest = end == std::string_view::npos ? "" : rest.substr(end + 1);
+  }
+  out.action = std::string(rest);
+  return out;
+}
+
+// The texts of a BYTES tensor given as JSON data (nested lists flattened, row-major).
+bool FlattenStrings(const Json& data, std::vector<std::string>* out) {
+  if (data.is_string()) {
+    out->push_back(data.get<std::string>());
+    return true;
+  }
+  if (!data.is_array()) return false;
+  for (const Json& item : data) {
+    if (!FlattenStrings(item, out)) return false;
+  }
+  return true;
+}
+
+// BYTES elements in Triton's binary form: a 4-byte little-endian length, then the bytes.
+bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out) {
+  while (!bytes.empty()) {
+    if (bytes.size() < 4) return false;
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) {
+      length |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    }
+    bytes.remove_prefix(4);
+    if (length > bytes.size()) return false;
+    out->emplace_back(bytes.substr(0, length));
+    bytes.remove_prefix(length);
+  }
+  return true;
+}
+
+Json ModelMetadata(const serving::ServedModel& model) {
+  Json metadata{{"name", model.id}, {"versions", {"1"}}, {"platform", "pier"}};
+  if (model.kind == serving::ModelKind::kEmbed) {
+    metadata["inputs"] = {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}}};
+    metadata["outputs"] = {
+        {{"name", kOutputName}, {"datatype", "FP32"}, {"shape", {-1, model.embedding_dim}}}};
+  } else {
+    metadata["inputs"] = {{{"name", "text_input"}, {"datatype", "BYTES"}, {"shape", {1}}}};
+    metadata["outputs"] = {{{"name", "text_output"}, {"datatype", "BYTES"}, {"shape", {1}}}};
+  }
+  metadata["parameters"] = {{"kind", serving::ModelKindName(model.kind)},
+                            {"max_tokens_per_input", model.max_request_tokens}};
+  return metadata;
+}
+
+}  // namespace
+
+struct KServeApi::Impl {
+  KServeApiOptions options;
+  serving::ModelRegistry* registry;
+  const ApiKeys* keys;
+
+  std::optional<HttpResponse> Authenticate(const HttpRequest& http, Principal* principal) const {
+    if (keys == nullptr) return std::nullopt;
+    auto auth = keys->Authenticate(http);
+    if (auto* denied = std::get_if<HttpResponse>(&auth)) {
+      std::string message = "unauthorized";
+      try {
+        message = Json::parse(denied->body)["error"]["message"].get<std::string>();
+      } catch (const Json::exception&) {
+      }
+      HttpResponse response = Error(denied->status, message);
+      response.headers = denied->headers;
+      return response;
+    }
+    *principal = std::get<Principal>(std::move(auth));
+    return std::nullopt;
+  }
+
+  HttpResponse Model(const HttpRequest& http);
+  HttpResponse Infer(const HttpRequest& http, const serving::ModelRef& model,
+                     const Principal& principal);
+};
+
+HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
+  std::optional<ModelPath> path = SplitModelPath(http.path);
+  if (!path.has_value()) return Error(404, "no model named in " + http.path);
+  if (!path->version.empty() && path->version != "1") {
+    return Error(404, "model '" + path->model + "' has no version '" + path->version +
+                          "' (Pier serves version 1)");
+  }
+  Principal principal;
+  if (auto denied = Authenticate(http, &principal)) return std::move(*denied);
+  Result<serving::ModelEntry> entry = registry->Lookup(path->model);
+  if (!entry.ok() || path->model.empty()) return Error(404, entry.status().message());
+  const bool ready = entry->state == serving::ModelState::kReady && entry->model != nullptr;
+  const std::string state(serving::ModelStateName(entry->state));
+  if (http.method == "GET" && path->action == "ready") {
+    return JsonReply(ready ? 200 : 503, Json{{"name", entry->id}, {"ready", ready}});
+  }
+  if (http.method == "GET" && path->action.empty()) {
+    if (!ready) return Error(503, "model '" + entry->id + "' is " + state);
+    return JsonReply(200, ModelMetadata(*entry->model));
+  }
+  if (http.method == "POST" && path->action == "infer") {
+    if (!ready) {
+      HttpResponse response = Error(503, "model '" + entry->id + "' is " + state +
+                                             (entry->reason.empty() ? "" : ": " + entry->reason));
+      response.headers.emplace_back("Retry-After", "1");
+      return response;
+    }
+    return Infer(http, entry->model, principal);
+  }
+  if (http.method == "POST" && (path->action == "generate" || path->action == "generate_stream")) {
+    return Error(400, "model '" + entry->id + "': " + path->action +
+                          " is not served yet; use POST /v1/completions for text generation");
+  }
+  return Error(404, "no route " + http.method + " " + http.path);
+}
+
+HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::ModelRef& model_ref,
+                                    const Principal& principal) {
+  const serving::ServedModel& model = *model_ref;
+  if (model.kind != serving::ModelKind::kEmbed || model.embedder == nullptr) {
+    return Error(400, "model '" + model.id + "' is a " +
+                          std::string(serving::ModelKindName(model.kind)) +
+                          " model (an LLM): /infer serves embedding models; use POST "
+                          "/v1/completions or /v1/chat/completions for text");
+  }
+  // The JSON header, and what follows it with the binary extension.
+  std::string_view header_text = http.body;
+  std::string_view binary;
+  if (std::optional<std::string_view> length = http.Header("inference-header-content-length")) {
+    size_t n = 0;
+    const std::string text(*length);
+    char* end = nullptr;
+    const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || parsed > http.body.size()) {
+      return Error(400, "Inference-Header-Content-Length '" + text +
+                            "' is not a length within the body of " +
+                            std::to_string(http.body.size()) + " bytes");
+    }
+    n = static_cast<size_t>(parsed);
+    header_text = std::string_view(http.body).substr(0, n);
+    binary = std::string_view(http.body).substr(n);
+  }
+  if (std::optional<std::string> shape = CheckJsonShape(header_text)) return Error(400, *shape);
+  Json request;
+  try {
+    request = Json::parse(header_text.begin(), header_text.end());
+  } catch (const Json::exception& e) {
+    return Error(400, std::string("invalid JSON: ") + e.what());
+  }
+  if (!request.is_object()) return Error(400, "the inference request must be a JSON object");
+  const Json* inputs = request.contains("inputs") ? &request["inputs"] : nullptr;
+  if (inputs == nullptr || !inputs->is_array() || inputs->size() != 1) {
+    return Error(400, "model '" + model.id +
+                          "' takes exactly one input: a BYTES tensor of texts, shape [n]");
+  }
+  const Json& input = (*inputs)[0];
+  if (!input.is_object()) return Error(400, "inputs[0] must be an object");
+  const std::string name = input.value("name", "");
+  const std::string datatype = input.contains("datatype") && input["datatype"].is_string()
+                                   ? input["datatype"].get<std::string>()
+                                   : "";
+  if (datatype != "BYTES") {
+    return Error(400, "input '" + name + "' has datatype '" + datatype + "'; model '" + model.id +
+                          "' takes BYTES (texts)");
+  }
+  int64_t count = 1;
+  if (!input.contains("shape") || !input["shape"].is_array() || input["shape"].empty() ||
+      input["shape"].size() > 2) {
+    return Error(400, "input '" + name + "' needs a shape [n] or [n, 1]");
+  }
+  for (const Json& dim : input["shape"]) {
+    if (!dim.is_number_integer() || dim.get<int64_t>() < 1 || dim.get<int64_t>() > 65536) {
+      return Error(400, "input '" + name + "' has shape " + input["shape"].dump() +
+                            ": every dimension must be a positive integer");
+    }
+    count *= dim.get<int64_t>();
+  }
+  if (input["shape"].size() == 2 && input["shape"][1] != 1) {
+    return Error(400, "input '" + name + "' has shape " + input["shape"].dump() +
+                          ": a text per row, [n] or [n, 1]");
+  }
+  std::vector<std::string> texts;
+  const Json* parameters = input.contains("parameters") && input["parameters"].is_object()
+                               ? &input["parameters"]
+                               : nullptr;
+  if (parameters != nullptr && parameters->contains("binary_data_size")) {
+    const Json& size = (*parameters)["binary_data_size"];
+    if (!size.is_number_unsigned() || size.get<uint64_t>() > binary.size()) {
+      return Error(400, "input '" + name + "': binary_data_size is not within the " +
+                            std::to_string(binary.size()) + " bytes after the JSON header");
+    }
+    if (!ParseBinaryStrings(binary.substr(0, size.get<size_t>()), &texts)) {
+      return Error(400, "input '" + name +
+                            "': its binary data is not a sequence of length-prefixed strings");
+    }
+  } else if (!input.contains("data") || !FlattenStrings(input["data"], &texts)) {
+    return Error(400, "input '" + name + "' needs `data`: a list of strings");
+  }
+  if (static_cast<int64_t>(texts.size()) != count) {
+    return Error(400, "input '" + name + "' has shape " + input["shape"].dump() + " (" +
+                          std::to_string(count) + " elements) but " + std::to_string(texts.size()) +
+                          " texts");
+  }
+
+  // Outputs: only "embedding"; binary when asked.
+  const Json request_parameters =
+      request.contains("parameters") && request["parameters"].is_object() ? request["parameters"]
+                                                                          : Json::object();
+  bool binary_output = request_parameters.value("binary_data_output", false) == true;
+  if (request.contains("outputs")) {
+    if (!request["outputs"].is_array()) return Error(400, "outputs must be a list");
+    for (const Json& output : request["outputs"]) {
+      const std::string output_name = output.is_object() ? output.value("name", "") : "";
+      if (output_name != kOutputName) {
+        return Error(400, "model '" + model.id + "' has no output '" + output_name +
+                              "' (its output is '" + std::string(kOutputName) + "')");
+      }
+      if (output.contains("parameters") && output["parameters"].is_object()) {
+        binary_output = output["parameters"].value("binary_data", binary_output) == true;
+      }
+    }
+  }
+  bool truncate = true;
+  if (request_parameters.contains("truncate")) {
+    if (!request_parameters["truncate"].is_boolean()) {
+      return Error(400, "parameter truncate must be true or false");
+    }
+    truncate = request_parameters["truncate"].get<bool>();
+  }
+  int priority = 1;  // normal, on the batcher's scale (3 critical .. 0 low)
+  if (request_parameters.contains("priority")) {
+    const Json& p = request_parameters["priority"];
+    if (!p.is_number_unsigned()) return Error(400, "parameter priority must be 0 or more");
+    const uint64_t level = p.get<uint64_t>();  // Triton's: 1 is the highest, 0 the default
+    priority = level == 0 ? 1 : level == 1 ? 3 : level == 2 ? 2 : level == 3 ? 1 : 0;
+    priority = std::min(priority, 3 - static_cast<int>(principal.max_priority));
+  }
+
+  Result<std::vector<std::vector<int32_t>>> ids =
+      TokenizeTexts(*model.tokenizer, texts, model.max_request_tokens, truncate);
+  if (!ids.ok()) return Error(400, "model '" + model.id + "': " + ids.status().message());
+  int64_t cost = 0;
+  for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
+  std::shared_ptr<KeySlot> slot;
+  if (std::optional<HttpResponse> refused =
+          AdmitKeyRequest(principal, cost, "input tokens", "inputs", &slot)) {
+    HttpResponse response = Error(refused->status, "refused by this API key's limits");
+    try {
+      response =
+          Error(refused->status, Json::parse(refused->body)["error"]["message"].get<std::string>());
+    } catch (const Json::exception&) {
+    }
+    response.headers = refused->headers;
+    return response;
+  }
+  encoder::EmbedRequest embed;
+  embed.texts = std::move(ids).value();
+  embed.priority = priority;
+  const std::string id = request.contains("id") && request["id"].is_string()
+                             ? request["id"].get<std::string>()
+                             : std::string();
+  auto pending = std::make_shared<PendingResponse>();
+  const int64_t dim = model.embedding_dim;
+  const std::string model_id = model.id;
+  Status submitted = model.embedder->Submit(
+      std::move(embed),
+      [pending, binary_output, dim, id, model_id, model_ref, slot](encoder::EmbedResult result) {
+        if (!result.status.ok()) {
+          const int status = result.status.code() == StatusCode::kInvalidArgument     ? 400
+                             : result.status.code() == StatusCode::kResourceExhausted ? 429
+                                                                                      : 503;
+          HttpResponse response = Error(status, result.status.message());
+          if (status != 400) response.headers.emplace_back("Retry-After", "1");
+          pending->Resolve(std::move(response));
+          return;
+        }
+        const auto n = static_cast<int64_t>(result.vectors.size()) / dim;
+        Json output{{"name", kOutputName}, {"datatype", "FP32"}, {"shape", {n, dim}}};
+        Json body{{"model_name", model_id}, {"model_version", "1"}};
+        if (!id.empty()) body["id"] = id;
+        HttpResponse response;
+        response.model = model_id;
+        if (binary_output) {
+          const size_t bytes = result.vectors.size() * sizeof(float);
+          output["parameters"] = {{"binary_data_size", bytes}};
+          body["outputs"] = Json::array({output});
+          std::string header = body.dump();
+          response.headers.emplace_back("Inference-Header-Content-Length",
+                                        std::to_string(header.size()));
+          response.content_type = "application/octet-stream";
+          response.body = std::move(header);
+          const size_t offset = response.body.size();
+          response.body.resize(offset + bytes);
+          std::memcpy(response.body.data() + offset, result.vectors.data(), bytes);  // x86: LE
+        } else {
+          output["data"] = result.vectors;
+          body["outputs"] = Json::array({output});
+          response.body = body.dump();
+        }
+        pending->Resolve(std::move(response));
+      });
+  if (!submitted.ok()) {
+    const int status = submitted.code() == StatusCode::kInvalidArgument     ? 400
+                       : submitted.code() == StatusCode::kResourceExhausted ? 429
+                                                                            : 503;
+    HttpResponse response = Error(status, submitted.message());
+    if (status == 429) response.headers.emplace_back("Retry-After", "1");
+    return response;
+  }
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
+
+KServeApi::KServeApi(KServeApiOptions options, serving::ModelRegistry* registry,
+                     const ApiKeys* keys)
+    : impl_(std::make_shared<Impl>(Impl{std::move(options), registry, keys})) {}
+
+KServeApi::~KServeApi() = default;
+
+void KServeApi::Register(Router& router) {
+  std::shared_ptr<Impl> impl = impl_;
+  router.Add("GET", "/v2/health/live", [](const HttpRequest&) {
+    return JsonReply(200, Json{{"live", true}});
+  });
+  router.Add("GET", "/v2/health/ready", [impl](const HttpRequest&) {
+    std::string reason;
+    const bool ready = impl->options.ready ? impl->options.ready(&reason) : true;
+    Json body{{"ready", ready}};
+    if (!ready) body["reason"] = reason;
+    return JsonReply(ready ? 200 : 503, body);
+  });
+  router.Add("GET", "/v2", [](const HttpRequest&) {
+    return JsonReply(200, Json{{"name", "pier"},
+                               {"version", std::string(BuildId())},
+                               {"extensions", {"binary_tensor_data"}}});
+  });
+  for (const char* method : {"GET", "POST"}) {
+    router.AddPrefix(method, std::string(kModelsPrefix),
+                     [impl](const HttpRequest& request) { return impl->Model(request); });
+  }
+}
+
+}  // namespace pier::http

@@ -1,0 +1,51 @@
+// KServeApi: the KServe v2 / Open Inference Protocol over HTTP, for every model Pier serves.
+//
+//   GET  /v2/health/live                 200 {"live": true}
+//   GET  /v2/health/ready                200 {"ready": true} when /ready would be 200; else 503
+//   GET  /v2                             {"name": "pier", "version", "extensions": [...]}
+//   GET  /v2/models/{m}                  metadata: platform, versions ["1"], inputs, outputs
+//   GET  /v2/models/{m}/ready            200 {"name", "ready": true} when loaded; else 503
+//   POST /v2/models/{m}/infer            embedding models: one BYTES input of texts (shape [n]
+//                                        or [n, 1]), output "embedding" FP32 [n, dim]; LLMs: 400
+//                                        naming the model's kind
+// (also under /v2/models/{m}/versions/1/...; Pier serves one version of each model). Infer
+// accepts Triton's binary tensor extension both ways: a request with an
+// Inference-Header-Content-Length header carries its JSON header, then each input with a
+// `binary_data_size` parameter as raw bytes (BYTES elements as a 4-byte little-endian length
+// and the bytes); the response is binary (the same header, then the float32 bytes) when the
+// request asks for it (`binary_data_output`, or `binary_data` on the output). Request
+// parameters: `truncate` (default true, as /v1/embeddings) and `priority` (Triton's: 1 is the
+// highest). Errors are {"error": "..."} with 400 / 404 / 429 / 503.
+//
+// Ownership: borrows the registry and keys; `ready` reports the server's readiness.
+// Thread-safety: handlers on any I/O thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "http/api_keys.h"
+#include "http/http_types.h"
+#include "serving/model_registry.h"
+
+namespace pier::http {
+
+struct KServeApiOptions {
+  // Whether the server is ready, and why not (the same check as GET /ready).
+  std::function<bool(std::string* reason)> ready;
+};
+
+class KServeApi {
+ public:
+  KServeApi(KServeApiOptions options, serving::ModelRegistry* registry, const ApiKeys* keys);
+  ~KServeApi();
+
+  void Register(Router& router);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace pier::http

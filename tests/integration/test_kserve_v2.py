@@ -1,0 +1,123 @@
+"""KServe v2 / Open Inference Protocol over HTTP through NVIDIA's `tritonclient` (http), on the
+embedding model and the default LLM served together: health, metadata, readiness, infer with
+JSON and with Triton's binary tensor extension, and the refusals.
+"""
+
+import math
+import os
+import struct
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from conftest import PIER_MODEL, PierServer, call, write_config
+
+MINILM = os.path.join(os.path.dirname(PIER_MODEL), "all-MiniLM-L6-v2.Q8_0.gguf")
+
+
+@pytest.fixture(scope="module")
+def kserve_server(tmp_path_factory):
+    assert os.path.exists(MINILM), f"{MINILM} is missing: run scripts/bootstrap"
+    folder = tmp_path_factory.mktemp("kserve")
+    config = write_config(str(folder), f"""
+models:
+  - name: smol
+    path: {PIER_MODEL}
+  - name: minilm
+    path: {MINILM}
+""")
+    s = PierServer(["--config", config], with_model=False)
+    yield s
+    s.stop_and_check()
+
+
+@pytest.fixture
+def triton(kserve_server):
+    c = httpclient.InferenceServerClient(url=f"{kserve_server.host}:{kserve_server.port}")
+    yield c
+    c.close()
+
+
+def texts_input(texts, binary):
+    t = httpclient.InferInput("text", [len(texts)], "BYTES")
+    t.set_data_from_numpy(np.array([s.encode() for s in texts], dtype=np.object_),
+                          binary_data=binary)
+    return t
+
+
+def test_health_metadata_and_readiness(triton):
+    assert triton.is_server_live()
+    assert triton.is_server_ready()
+    assert triton.get_server_metadata()["name"] == "pier"
+    assert triton.is_model_ready("minilm")
+    assert triton.is_model_ready("smol")
+    meta = triton.get_model_metadata("minilm")
+    assert meta["inputs"][0]["datatype"] == "BYTES"
+    assert meta["outputs"][0] == {"name": "embedding", "datatype": "FP32", "shape": [-1, 384]}
+    assert triton.get_model_metadata("smol")["parameters"]["kind"] == "generate"
+    with pytest.raises(InferenceServerException):
+        triton.get_model_metadata("nope")
+
+
+@pytest.mark.parametrize("binary_in", [True, False])
+@pytest.mark.parametrize("binary_out", [True, False])
+def test_infer_matches_v1_embeddings(kserve_server, triton, binary_in, binary_out):
+    texts = ["Hello world", "A man is eating food.", "café naïve résumé"]
+    outputs = [httpclient.InferRequestedOutput("embedding", binary_data=binary_out)]
+    result = triton.infer("minilm", [texts_input(texts, binary_in)], outputs=outputs)
+    vectors = result.as_numpy("embedding")
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    status, body = call(kserve_server, "POST", "/v1/embeddings",
+                        {"model": "minilm", "input": texts, "encoding_format": "float"})
+    assert status == 200
+    expected = np.array([d["embedding"] for d in body["data"]], dtype=np.float32)
+    assert np.array_equal(vectors, expected), "KServe and OpenAI routes disagree"
+    for v in vectors:
+        assert math.isclose(float(np.linalg.norm(v)), 1.0, rel_tol=1e-5)
+
+
+def test_infer_without_requested_outputs_is_binary_and_decodes(triton):
+    result = triton.infer("minilm", [texts_input(["one", "two"], True)])
+    assert result.as_numpy("embedding").shape == (2, 384)
+
+
+def test_infer_errors(kserve_server, triton):
+    with pytest.raises(InferenceServerException, match="generate"):
+        triton.infer("smol", [texts_input(["hi"], False)])
+    wrong = httpclient.InferInput("text", [2], "FP32")
+    wrong.set_data_from_numpy(np.array([1, 2], dtype=np.float32), binary_data=False)
+    with pytest.raises(InferenceServerException, match="BYTES"):
+        triton.infer("minilm", [wrong])
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/infer",
+                        {"inputs": [{"name": "text", "shape": [3], "datatype": "BYTES",
+                                     "data": ["only", "two"]}]})
+    assert status == 400 and "3" in body["error"]
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/infer",
+                        {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                                     "data": [""]}]})
+    assert status == 400 and "empty" in body["error"]
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/infer",
+                        {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                                     "data": ["x"]}], "outputs": [{"name": "logits"}]})
+    assert status == 400 and "logits" in body["error"]
+    status, body = call(kserve_server, "POST", "/v2/models/nope/infer", {"inputs": []})
+    assert status == 404 and "nope" in body["error"]
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/versions/7/infer", {})
+    assert status == 404
+
+
+def test_binary_header_length_beyond_the_body_is_refused(kserve_server):
+    import urllib.request
+    header = b'{"inputs":[{"name":"text","shape":[1],"datatype":"BYTES",' \
+             b'"parameters":{"binary_data_size":100}}]}'
+    body = header + struct.pack("<I", 3) + b"abc"
+    request = urllib.request.Request(
+        kserve_server.base_url + "/v2/models/minilm/infer", data=body, method="POST",
+        headers={"Inference-Header-Content-Length": str(len(header))})
+    try:
+        urllib.request.urlopen(request, timeout=60)
+        raise AssertionError("accepted a binary_data_size past the body")
+    except urllib.error.HTTPError as error:
+        assert error.code == 400
