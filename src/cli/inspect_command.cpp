@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "device/cpu/cpu_device.h"
+#include "encoder/encoder_info.h"
 #include "engine/local_model.h"
 #include "memory/byte_size.h"
 #include "model/gguf_file.h"
@@ -231,10 +232,79 @@ int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file)
   return 0;
 }
 
+// An encoder (embedding) model: its architecture, pooling and dimensions.
+int InspectEncoder(const InspectOptions& options, const model::GgufFile& file) {
+  Result<encoder::EncoderInfo> info = encoder::ReadEncoderInfo(file);
+  if (!info.ok()) return Fail(info.status());
+  nlohmann::json types = nlohmann::json::object();
+  for (const auto& [type, count] : info->tensor_types) types[std::string(DTypeName(type))] = count;
+  if (options.json) {
+    const nlohmann::json out = {
+        {"file", file.path()},
+        {"gguf_version", file.version()},
+        {"file_bytes", file.file_size()},
+        {"kind", "embed"},
+        {"architecture", info->architecture},
+        {"name", info->name},
+        {"context_length", info->context_length},
+        {"embedding_length", info->embedding_length},
+        {"block_count", info->block_count},
+        {"feed_forward_length", info->feed_forward_length},
+        {"head_count", info->head_count},
+        {"head_dim", info->head_dim},
+        {"layer_norm_eps", info->layer_norm_eps},
+        {"pooling", encoder::PoolingName(info->pooling)},
+        {"token_type_count", info->token_type_count},
+        {"vocab_size", info->vocab_size},
+        {"tensor_count", file.tensors().size()},
+        {"tensor_types", types},
+        {"parameter_count", info->parameter_count},
+        {"weight_bytes", info->weight_bytes},
+    };
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  auto line = [](const std::string& label, const std::string& value) {
+    std::printf("%-22s %s\n", (label + ":").c_str(), value.c_str());
+  };
+  auto number = [](auto v) { return std::to_string(v); };
+  line("file", file.path() + " (GGUF v" + number(file.version()) + ", " +
+                   HumanBytes(file.file_size()) + ")");
+  line("name", info->name.empty() ? "(none)" : info->name);
+  line("kind", "embedding model (encoder)");
+  line("architecture", info->architecture);
+  line("pooling", std::string(encoder::PoolingName(info->pooling)));
+  line("dimensions", number(info->embedding_length));
+  line("context length", number(info->context_length));
+  line("blocks", number(info->block_count));
+  line("feed-forward length", number(info->feed_forward_length));
+  line("attention heads", number(info->head_count) + " (head dim " + number(info->head_dim) + ")");
+  line("token types", number(info->token_type_count));
+  line("vocab size", number(info->vocab_size));
+  std::string type_list;
+  for (const auto& [type, count] : info->tensor_types) {
+    type_list +=
+        (type_list.empty() ? "" : ", ") + std::string(DTypeName(type)) + " " + number(count);
+  }
+  line("tensors", number(file.tensors().size()) + " (" + type_list + ")");
+  line("parameters", number(info->parameter_count));
+  line("weights", number(info->weight_bytes) + " bytes (" + HumanBytes(info->weight_bytes) + ")");
+  return 0;
+}
+
 int RunInspect(const InspectOptions& options) {
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
   auto file = model::GgufFile::Open(path);
   if (!file.ok()) return Fail(file.status());
+  if (Result<std::string_view> arch = (*file)->GetString("general.architecture");
+      arch.ok() && encoder::IsEncoderArchitecture(*arch)) {
+    if (options.memory) {
+      return Fail(UnsupportedError(path +
+                                   ": --memory estimates an LLM's KV cache; an embedding "
+                                   "model has none (its weights are listed without --memory)"));
+    }
+    return InspectEncoder(options, **file);
+  }
   if (options.memory) return RunInspectMemory(options, **file);
   auto info = model::ReadModelInfo(**file);
   if (!info.ok()) {

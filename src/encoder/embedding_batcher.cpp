@@ -4,6 +4,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -15,8 +16,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kTextsBuckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-constexpr int64_t kTokensBuckets[] = {16, 64, 256, 1024, 4096, 16384};
+constexpr double kTextsBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr double kTokensBounds[] = {16, 64, 256, 1024, 4096, 16384};
+constexpr double kSecondsBounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                     0.05,   0.1,   0.2,   0.5,   1,    2};
+
+Buckets MakeBuckets(std::span<const double> bounds) {
+  Buckets b;
+  b.bounds.assign(bounds.begin(), bounds.end());
+  b.counts.assign(bounds.size() + 1, 0);
+  return b;
+}
 
 // One request in flight: its texts' vectors fill in as their batches run.
 struct Pending {
@@ -96,6 +106,13 @@ std::vector<Item> FormBatch(std::deque<Item>& waiting, const BatcherOptions& opt
 
 }  // namespace
 
+void Buckets::Observe(double value) {
+  size_t i = 0;
+  while (i < bounds.size() && value > bounds[i]) ++i;
+  ++counts[i];
+  sum += value;
+}
+
 struct EmbeddingBatcher::Impl {
   BertModel& model;
   const BatcherOptions options;
@@ -111,10 +128,10 @@ struct EmbeddingBatcher::Impl {
 
   Impl(BertModel& m, BatcherOptions o)
       : model(m), options(o), dim(m.info().embedding_length), window(o.max_queue_delay) {
-    stats.texts_buckets.assign(std::begin(kTextsBuckets), std::end(kTextsBuckets));
-    stats.texts_counts.assign(stats.texts_buckets.size() + 1, 0);
-    stats.tokens_buckets.assign(std::begin(kTokensBuckets), std::end(kTokensBuckets));
-    stats.tokens_counts.assign(stats.tokens_buckets.size() + 1, 0);
+    stats.batch_texts = MakeBuckets(kTextsBounds);
+    stats.batch_tokens = MakeBuckets(kTokensBounds);
+    stats.queue_seconds = MakeBuckets(kSecondsBounds);
+    stats.compute_seconds = MakeBuckets(kSecondsBounds);
     thread = std::thread([this] { Run(); });
   }
 
@@ -185,11 +202,11 @@ struct EmbeddingBatcher::Impl {
       const Clock::time_point start = Clock::now();
       Status status = run.empty() ? Status::Ok() : model.Embed(inputs, out.data());
       const double compute = std::chrono::duration<double>(Clock::now() - start).count();
-      double waited_total = 0;
+      std::vector<double> waits;
       for (size_t i = 0; i < run.size(); ++i) {
         Pending& p = *run[i].owner;
         const double waited = std::chrono::duration<double>(start - run[i].queued).count();
-        waited_total += waited;
+        waits.push_back(waited);
         p.result.queue_seconds = std::max(p.result.queue_seconds, waited);
         if (!p.failed) {
           if (!status.ok()) {
@@ -213,10 +230,10 @@ struct EmbeddingBatcher::Impl {
         ++stats.batches;
         stats.texts += static_cast<int64_t>(run.size());
         stats.tokens += tokens;
-        stats.compute_seconds_total += compute;
-        stats.queue_seconds_total += waited_total;
-        Count(stats.texts_buckets, stats.texts_counts, static_cast<int64_t>(run.size()));
-        Count(stats.tokens_buckets, stats.tokens_counts, tokens);
+        stats.batch_texts.Observe(static_cast<double>(run.size()));
+        stats.batch_tokens.Observe(static_cast<double>(tokens));
+        stats.compute_seconds.Observe(compute);
+        for (double waited : waits) stats.queue_seconds.Observe(waited);
       }
     }
     // Shutting down: fail what waits.

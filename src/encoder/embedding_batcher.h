@@ -54,6 +54,15 @@ struct EmbedResult {
   double compute_seconds = 0;  // sum over the batches its texts ran in
 };
 
+// A histogram's buckets: counts[i] values <= bounds[i] (and above bounds[i - 1]); the last
+// count is above every bound. Not cumulative.
+struct Buckets {
+  std::vector<double> bounds = {};
+  std::vector<uint64_t> counts = {};  // [bounds + 1]
+  double sum = 0;
+  void Observe(double value);
+};
+
 struct BatcherStats {
   int64_t queued_texts = 0;
   int64_t running_texts = 0;
@@ -62,11 +71,10 @@ struct BatcherStats {
   int64_t tokens = 0;
   int64_t expired = 0;        // texts refused past their deadline
   double window_seconds = 0;  // the window in use
-  double compute_seconds_total = 0;
-  double queue_seconds_total = 0;  // over texts
-  // Batch size histograms: texts per batch and tokens per batch (bucket upper bounds).
-  std::vector<int64_t> texts_buckets, texts_counts;
-  std::vector<int64_t> tokens_buckets, tokens_counts;
+  Buckets batch_texts;        // texts per batch
+  Buckets batch_tokens;       // tokens per batch
+  Buckets queue_seconds;      // per text: from Submit to its batch's start
+  Buckets compute_seconds;    // per batch: the forward pass
 };
 
 class EmbeddingBatcher {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "encoder/embedding_batcher.h"
 #include "engine/local_model.h"
 #include "http/pending_response.h"
 #include "placement/cpu_list.h"
@@ -88,6 +89,26 @@ Json ModelObject(const serving::ModelEntry& entry) {
   }
   object["pier"] = std::move(pier);
   return object;
+}
+
+// An embedding model's batcher figures for /metrics.
+metrics::EmbeddingFigures EmbeddingFiguresOf(const serving::ServedModel& model) {
+  const encoder::BatcherStats b = model.embedder->Stats();
+  auto buckets = [](const encoder::Buckets& in) {
+    return metrics::EmbeddingFigures::Buckets{in.bounds, in.counts, in.sum};
+  };
+  metrics::EmbeddingFigures e;
+  e.queued_texts = b.queued_texts;
+  e.batches = b.batches;
+  e.texts = b.texts;
+  e.tokens = b.tokens;
+  e.expired = b.expired;
+  e.window_seconds = b.window_seconds;
+  e.batch_texts = buckets(b.batch_texts);
+  e.batch_tokens = buckets(b.batch_tokens);
+  e.queue_seconds = buckets(b.queue_seconds);
+  e.compute_seconds = buckets(b.compute_seconds);
+  return e;
 }
 
 // The bytes of every owner on `governor` that belongs to model `id` (named "<id>/...").
@@ -407,6 +428,7 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
   for (const serving::ModelEntry& entry : entries) {
     if (entry.model != nullptr) {
       metrics::ModelFigures figure{entry.id, entry.model->client->Stats(), entry.model->governor};
+      if (entry.model->embedder != nullptr) figure.embedding = EmbeddingFiguresOf(*entry.model);
       for (size_t n = 0; n < entry.model->workers.size(); ++n) {
         const serving::WorkerHealth h = entry.model->workers[n]->Health();
         figure.workers.push_back({.instance = static_cast<int>(n + 1),

@@ -165,6 +165,14 @@ void Histogram::Observe(double value) {
   counts_[index].fetch_add(1, std::memory_order_relaxed);
 }
 
+void Histogram::AddCounts(const std::vector<uint64_t>& per_bucket, double sum) {
+  if (per_bucket.size() != bounds_.size() + 1) return;
+  for (size_t i = 0; i < per_bucket.size(); ++i) {
+    counts_[i].fetch_add(per_bucket[i], std::memory_order_relaxed);
+  }
+  AddAtomic(sum_, sum);
+}
+
 Histogram::Snapshot Histogram::Read() const {
   Snapshot snapshot;
   snapshot.sum = sum_.load(std::memory_order_relaxed);

@@ -94,6 +94,9 @@ class Histogram {
   explicit Histogram(std::vector<double> bounds);
   // NaN is ignored; +-Inf land in the first/last bucket that holds them.
   void Observe(double value);
+  // Adds observations counted elsewhere: `per_bucket` [bounds + 1] (not cumulative) with this
+  // histogram's bounds, and their sum (a scrape-time figure kept by its owner).
+  void AddCounts(const std::vector<uint64_t>& per_bucket, double sum);
   const std::vector<double>& bounds() const { return bounds_; }
   Snapshot Read() const;
 

@@ -243,6 +243,19 @@ class LiveFigures {
                                  const std::vector<std::string>& labels) {
     return Get<Counter>(name, help, labels);
   }
+  // The model's child of a {model} histogram, holding `buckets`.
+  void SetHistogram(const std::string& model, const std::string& name, const std::string& help,
+                    const EmbeddingFigures::Buckets& buckets) {
+    auto it = families_.find(name);
+    Family<Histogram>* family = nullptr;
+    if (it != families_.end()) {
+      family = static_cast<Family<Histogram>*>(it->second);
+    } else {
+      family = &registry_.AddHistogram(name, help, ModelLabel(), buckets.bounds);
+      families_.emplace(name, family);
+    }
+    family->WithLabels({{"model", model}}).AddCounts(buckets.counts, buckets.sum);
+  }
   // The model's child of a {model} gauge or counter, set to `value`.
   Family<Gauge>& SetGauge(const std::string& model, const std::string& name,
                           const std::string& help, double value) {
@@ -283,6 +296,30 @@ class LiveFigures {
   std::map<std::string, FamilyBase*> families_;
   std::set<std::string> aliases_;
 };
+
+void AddEmbeddingFigures(const std::string& model, const EmbeddingFigures& e, LiveFigures& live) {
+  live.SetGauge(model, "pier_embedding_queue_texts", "Texts waiting for an embedding batch.",
+                static_cast<double>(e.queued_texts));
+  live.SetGauge(model, "pier_embedding_window_seconds",
+                "The batching window in use (adapts below max_queue_delay_ms).", e.window_seconds);
+  live.SetCounter(model, "pier_embedding_batches_total", "Embedding batches run.",
+                  static_cast<double>(e.batches));
+  live.SetCounter(model, "pier_embedding_texts_total", "Texts embedded.",
+                  static_cast<double>(e.texts));
+  live.SetCounter(model, "pier_embedding_tokens_total", "Tokens embedded.",
+                  static_cast<double>(e.tokens));
+  live.SetCounter(model, "pier_embedding_expired_total",
+                  "Texts refused because they waited past their class's max queue time.",
+                  static_cast<double>(e.expired));
+  live.SetHistogram(model, "pier_embedding_batch_texts", "Texts per embedding batch.",
+                    e.batch_texts);
+  live.SetHistogram(model, "pier_embedding_batch_tokens", "Tokens per embedding batch.",
+                    e.batch_tokens);
+  live.SetHistogram(model, "pier_embedding_queue_seconds",
+                    "Per text: from arrival to the start of its batch.", e.queue_seconds);
+  live.SetHistogram(model, "pier_embedding_compute_seconds",
+                    "Per batch: the encoder's forward pass.", e.compute_seconds);
+}
 
 void AddEngineFigures(const std::string& model, const engine::EngineStats& e, LiveFigures& live) {
   const double usage = e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) /
@@ -451,7 +488,13 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
                                    std::span<const ModelLifecycle> lifecycle,
                                    const MemoryGovernor* device) const {
   LiveFigures live;
-  for (const ModelFigures& m : models) AddEngineFigures(std::string(m.model), m.engine, live);
+  for (const ModelFigures& m : models) {
+    if (m.embedding.has_value()) {
+      AddEmbeddingFigures(std::string(m.model), *m.embedding, live);
+    } else {
+      AddEngineFigures(std::string(m.model), m.engine, live);
+    }
+  }
   for (const ModelFigures& m : models) {
     for (const WorkerFigures& w : m.workers) {
       const Labels labels = {{"model", std::string(m.model)},

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,11 +53,28 @@ struct WorkerFigures {
 };
 
 // One served model's live figures, read at scrape time.
+// An embedding model's batcher, read at scrape time (encoder/embedding_batcher.h's figures).
+struct EmbeddingFigures {
+  struct Buckets {
+    std::vector<double> bounds;
+    std::vector<uint64_t> counts;  // [bounds + 1], not cumulative
+    double sum = 0;
+  };
+  int64_t queued_texts = 0;
+  int64_t batches = 0;
+  int64_t texts = 0;
+  int64_t tokens = 0;
+  int64_t expired = 0;
+  double window_seconds = 0;
+  Buckets batch_texts, batch_tokens, queue_seconds, compute_seconds;
+};
+
 struct ModelFigures {
   std::string_view model;
   engine::EngineStats engine;
-  const MemoryGovernor* governor = nullptr;  // null: no memory figures
-  std::vector<WorkerFigures> workers = {};   // empty: in-process instances
+  const MemoryGovernor* governor = nullptr;                  // null: no memory figures
+  std::vector<WorkerFigures> workers = {};                   // empty: in-process instances
+  std::optional<EmbeddingFigures> embedding = std::nullopt;  // embedding models
 };
 
 // One known model's lifecycle, read at scrape time (every model, loaded or not).

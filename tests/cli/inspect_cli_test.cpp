@@ -108,5 +108,28 @@ TEST(InspectCliTest, CorruptFileExitsOneNamingTheProblem) {
   std::remove(path.c_str());
 }
 
+// An embedding model: its kind, pooling and dimensions (the converter's config.json values).
+TEST(InspectCliTest, EncoderShowsPoolingAndDimensions) {
+  const std::string path = std::string(PIER_MODELS_DIR) + "/all-MiniLM-L6-v2.Q8_0.gguf";
+  CommandResult as_json = RunPier("inspect --json " + path, false);
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.output;
+  const nlohmann::json got = nlohmann::json::parse(as_json.output);
+  EXPECT_EQ(got["kind"], "embed");
+  EXPECT_EQ(got["architecture"], "bert");
+  EXPECT_EQ(got["pooling"], "mean");
+  EXPECT_EQ(got["embedding_length"], 384);
+  EXPECT_EQ(got["context_length"], 256);
+  EXPECT_EQ(got["block_count"], 6);
+  EXPECT_EQ(got["head_count"], 12);
+  EXPECT_EQ(got["vocab_size"], 30522);
+  CommandResult text = RunPier("inspect " + path, false);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("pooling:               mean"));
+  EXPECT_THAT(text.output, HasSubstr("dimensions:            384"));
+  CommandResult memory = RunPier("inspect --memory " + path, true);
+  EXPECT_EQ(memory.exit_code, 1);
+  EXPECT_THAT(memory.output, HasSubstr("embedding model"));
+}
+
 }  // namespace
 }  // namespace pier::model

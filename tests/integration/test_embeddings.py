@@ -174,3 +174,21 @@ def test_models_list_says_each_kind(embed_server):
     minilm = next(m for m in body["data"] if m["id"] == "minilm")
     assert minilm["pier"]["dimensions"] == 384
     assert minilm["max_model_len"] == 256
+
+
+def test_metrics_show_the_batcher(embed_server, ec):
+    ec.embeddings.create(model="minilm", input=["one", "two", "three"])
+    with urllib.request.urlopen(embed_server.base_url + "/metrics", timeout=60) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("pier_embedding") and 'model="minilm"' in line:
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    assert samples['pier_embedding_batches_total{model="minilm"}'] >= 1
+    assert samples['pier_embedding_texts_total{model="minilm"}'] >= 3
+    assert samples['pier_embedding_batch_texts_count{model="minilm"}'] >= 1
+    assert samples['pier_embedding_queue_seconds_bucket{model="minilm",le="+Inf"}'] >= 3
+    assert 'pier_embedding_window_seconds{model="minilm"}' in samples
+    assert not any('model="smol"' in line and line.startswith("pier_embedding")
+                   for line in text.splitlines())
