@@ -51,6 +51,7 @@
 #include "cli/commands.h"
 #include "cli/serve_config.h"
 #include "common/check.h"
+#include "grpc/kserve_grpc_server.h"
 #include "http/admin_routes.h"
 #include "http/api_keys.h"
 #include "http/embeddings_api.h"
@@ -79,6 +80,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"name", "ID", "Model id clients use (default: the file name without .gguf)"},
     {"host", "ADDRESS", "Address to listen on (default 127.0.0.1)"},
     {"port", "PORT", "Port to listen on; 0 picks a free one (default 8080)"},
+    {"grpc_port", "PORT",
+     "Serve the KServe v2 gRPC API (GRPCInferenceService) on this port too; 0 picks a free one "
+     "(default -1: off)"},
     {"threads", "N", "Compute threads (default: every core)"},
     {"http_threads", "N", "HTTP I/O threads (default 1)"},
     {"api_keys", "FILE",
@@ -389,6 +393,22 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       http::HttpServer::Start(server_options, std::move(router));
   if (!started.ok()) return Fail(started.status());
   std::unique_ptr<http::HttpServer> server = std::move(started).value();
+  std::unique_ptr<grpc_api::KServeGrpcServer> grpc_server;
+  if (options.grpc_port >= 0) {
+    grpc_api::KServeGrpcOptions grpc_options;
+    grpc_options.host = options.host;
+    grpc_options.port = options.grpc_port;
+    grpc_options.ready = [&admin](std::string* reason) {
+      const http::Readiness readiness = admin.CheckReady();
+      *reason = readiness.reason;
+      return readiness.ready;
+    };
+    grpc_server =
+        std::make_unique<grpc_api::KServeGrpcServer>(grpc_options, registry.get(), keys_or_null);
+    if (Status grpc_started = grpc_server->Start(); !grpc_started.ok()) {
+      return Fail(grpc_started);
+    }
+  }
   admin.SetState(http::ServeState::kReady);
   const std::string url_host = HostForUrl(options.host);
   const unsigned port = static_cast<unsigned>(server->port());
@@ -399,6 +419,9 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     served += (served.empty() ? "" : ", ") + m.id;
     if (m.state != serving::ModelState::kReady)
       served += " (" + std::string(ModelStateName(m.state)) + ")";
+  }
+  if (grpc_server != nullptr) {
+    std::printf("pier serve: KServe v2 gRPC on %s:%d\n", url_host.c_str(), grpc_server->port());
   }
   std::printf("pier serve: listening on http://%s:%u (model%s %s)\n", url_host.c_str(), port,
               known > 1 ? "s" : "", served.c_str());
@@ -438,6 +461,9 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   // Shutdown joins the I/O threads; this thread keeps watching for a second signal.
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
+    if (grpc_server != nullptr) {
+      grpc_server->Shutdown(static_cast<double>(grace.count()) / 1000.0);
+    }
     server->Shutdown(grace);
     stopped.store(true);
   });
@@ -449,6 +475,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     }
   }
   stopper.join();
+  grpc_server.reset();
   server.reset();
   manager->Stop();  // no more loads or unloads; drains in progress end
   manager.reset();

@@ -128,6 +128,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "name",
                                                        "host",
                                                        "port",
+                                                       "grpc_port",
                                                        "threads",
                                                        "http_threads",
                                                        "api_keys",
@@ -188,6 +189,9 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
   } else if (name == "port") {
     PIER_ASSIGN_OR_RETURN(int64_t port, ParseInteger(value, source, 0, 65535));
     o->port = static_cast<uint16_t>(port);
+  } else if (name == "grpc_port") {
+    PIER_ASSIGN_OR_RETURN(int64_t port, ParseInteger(value, source, -1, 65535));
+    o->grpc_port = static_cast<int>(port);
   } else if (name == "threads") {
     PIER_ASSIGN_OR_RETURN(int64_t n, ParseInteger(value, source, 1, 1024));
     o->threads = static_cast<int>(n);

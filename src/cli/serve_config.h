@@ -42,6 +42,7 @@ struct ServeOptions {
   std::string name;   // model id; empty: the file name without .gguf
   std::string host = "127.0.0.1";
   uint16_t port = 8080;      // 0: any free port
+  int grpc_port = -1;        // KServe v2 gRPC: -1 off, 0 any free port
   int threads = 0;           // compute threads; 0: every core
   int http_threads = 1;      // I/O threads of the HTTP server
   std::string api_keys;      // keys file; empty: the API is open

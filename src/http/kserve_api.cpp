@@ -1,5 +1,6 @@
 #include "http/kserve_api.h"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -71,22 +72,6 @@ bool FlattenStrings(const Json& data, std::vector<std::string>* out) {
   return true;
 }
 
-// BYTES elements in Triton's binary form: a 4-byte little-endian length, then the bytes.
-bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out) {
-  while (!bytes.empty()) {
-    if (bytes.size() < 4) return false;
-    uint32_t length = 0;
-    for (int i = 0; i < 4; ++i) {
-      length |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-    }
-    bytes.remove_prefix(4);
-    if (length > bytes.size()) return false;
-    out->emplace_back(bytes.substr(0, length));
-    bytes.remove_prefix(length);
-  }
-  return true;
-}
-
 Json ModelMetadata(const serving::ServedModel& model) {
   Json metadata{{"name", model.id}, {"versions", {"1"}}, {"platform", "pier"}};
   if (model.kind == serving::ModelKind::kEmbed) {
@@ -103,6 +88,50 @@ Json ModelMetadata(const serving::ServedModel& model) {
 }
 
 }  // namespace
+
+bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out) {
+  while (!bytes.empty()) {
+    if (bytes.size() < 4) return false;
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) {
+      length |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    }
+    bytes.remove_prefix(4);
+    if (length > bytes.size()) return false;
+    out->emplace_back(bytes.substr(0, length));
+    bytes.remove_prefix(length);
+  }
+  return true;
+}
+
+Status CheckTextTensor(std::string_view model, std::string_view name, std::string_view datatype,
+                       const std::vector<int64_t>& shape, size_t texts) {
+  const std::string input = "input '" + std::string(name) + "'";
+  if (datatype != "BYTES") {
+    return InvalidArgumentError(input + " has datatype '" + std::string(datatype) + "'; model '" +
+                                std::string(model) + "' takes BYTES (texts)");
+  }
+  std::string shown = "[";
+  for (size_t i = 0; i < shape.size(); ++i) shown += (i ? ", " : "") + std::to_string(shape[i]);
+  shown += "]";
+  if (shape.empty() || shape.size() > 2 || (shape.size() == 2 && shape[1] != 1)) {
+    return InvalidArgumentError(input + " has shape " + shown + "; a text per row: [n] or [n, 1]");
+  }
+  if (shape[0] < 1 || static_cast<uint64_t>(shape[0]) != texts) {
+    return InvalidArgumentError(input + " has shape " + shown + " but " + std::to_string(texts) +
+                                " texts");
+  }
+  return Status::Ok();
+}
+
+int BatcherPriority(uint64_t triton_level, engine::Priority ceiling) {
+  const int level = triton_level == 0   ? 1
+                    : triton_level == 1 ? 3
+                    : triton_level == 2 ? 2
+                    : triton_level == 3 ? 1
+                                        : 0;
+  return std::min(level, 3 - static_cast<int>(ceiling));
+}
 
 struct KServeApi::Impl {
   KServeApiOptions options;
@@ -212,25 +241,16 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   const std::string datatype = input.contains("datatype") && input["datatype"].is_string()
                                    ? input["datatype"].get<std::string>()
                                    : "";
-  if (datatype != "BYTES") {
-    return Error(400, "input '" + name + "' has datatype '" + datatype + "'; model '" + model.id +
-                          "' takes BYTES (texts)");
-  }
-  int64_t count = 1;
-  if (!input.contains("shape") || !input["shape"].is_array() || input["shape"].empty() ||
-      input["shape"].size() > 2) {
+  std::vector<int64_t> shape;
+  if (!input.contains("shape") || !input["shape"].is_array() || input["shape"].size() > 2) {
     return Error(400, "input '" + name + "' needs a shape [n] or [n, 1]");
   }
   for (const Json& dim : input["shape"]) {
-    if (!dim.is_number_integer() || dim.get<int64_t>() < 1 || dim.get<int64_t>() > 65536) {
-      return Error(400, "input '" + name + "' has shape " + input["shape"].dump() +
-                            ": every dimension must be a positive integer");
-    }
-    count *= dim.get<int64_t>();
+    if (!dim.is_number_integer()) return Error(400, "input '" + name + "': a shape of integers");
+    shape.push_back(dim.get<int64_t>());
   }
-  if (input["shape"].size() == 2 && input["shape"][1] != 1) {
-    return Error(400, "input '" + name + "' has shape " + input["shape"].dump() +
-                          ": a text per row, [n] or [n, 1]");
+  if (datatype != "BYTES") {  // before the data, which is then not texts
+    return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
   }
   std::vector<std::string> texts;
   const Json* parameters = input.contains("parameters") && input["parameters"].is_object()
@@ -249,10 +269,9 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   } else if (!input.contains("data") || !FlattenStrings(input["data"], &texts)) {
     return Error(400, "input '" + name + "' needs `data`: a list of strings");
   }
-  if (static_cast<int64_t>(texts.size()) != count) {
-    return Error(400, "input '" + name + "' has shape " + input["shape"].dump() + " (" +
-                          std::to_string(count) + " elements) but " + std::to_string(texts.size()) +
-                          " texts");
+  if (Status tensor = CheckTextTensor(model.id, name, datatype, shape, texts.size());
+      !tensor.ok()) {
+    return Error(400, tensor.message());
   }
 
   // Outputs: only "embedding"; binary when asked.
@@ -280,13 +299,11 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
     }
     truncate = request_parameters["truncate"].get<bool>();
   }
-  int priority = 1;  // normal, on the batcher's scale (3 critical .. 0 low)
+  int priority = BatcherPriority(0, principal.max_priority);
   if (request_parameters.contains("priority")) {
     const Json& p = request_parameters["priority"];
     if (!p.is_number_unsigned()) return Error(400, "parameter priority must be 0 or more");
-    const uint64_t level = p.get<uint64_t>();  // Triton's: 1 is the highest, 0 the default
-    priority = level == 0 ? 1 : level == 1 ? 3 : level == 2 ? 2 : level == 3 ? 1 : 0;
-    priority = std::min(priority, 3 - static_cast<int>(principal.max_priority));
+    priority = BatcherPriority(p.get<uint64_t>(), principal.max_priority);
   }
 
   Result<std::vector<std::vector<int32_t>>> ids =

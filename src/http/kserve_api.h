@@ -24,6 +24,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "http/api_keys.h"
 #include "http/http_types.h"
@@ -35,6 +37,17 @@ struct KServeApiOptions {
   // Whether the server is ready, and why not (the same check as GET /ready).
   std::function<bool(std::string* reason)> ready;
 };
+
+// Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or
+// [n, 1] holding `texts` elements: INVALID_ARGUMENT naming the tensor otherwise.
+Status CheckTextTensor(std::string_view model, std::string_view name, std::string_view datatype,
+                       const std::vector<int64_t>& shape, size_t texts);
+// BYTES elements in Triton's binary form (a 4-byte little-endian length, then the bytes);
+// false when `bytes` is not a whole sequence of them.
+bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out);
+// Triton's request priority (1 the highest, 0 the default) on the batcher's scale (3 critical
+// .. 0 low), capped by the key's ceiling.
+int BatcherPriority(uint64_t triton_level, engine::Priority ceiling);
 
 class KServeApi {
  public:

@@ -29,6 +29,7 @@ except ImportError as error:  # pragma: no cover - the message is the point
 
 LISTENING = re.compile(r"^pier serve: listening on http://(?P<host>[^ ]+):(?P<port>\d+) "
                        r"\(models? (?P<model>.+)\)$")
+GRPC_LISTENING = re.compile(r"^pier serve: KServe v2 gRPC on (?P<host>[^ ]+):(?P<port>\d+)$")
 START_TIMEOUT_S = 120
 # Every server: two compute threads and a 4096-token KV cache, like the CI machine.
 BASE_ARGS = ["--port", "0", "--threads", "2", "--ctx", "4096"]
@@ -86,7 +87,7 @@ class PierServer:
                                      env=None if env is None else {**os.environ, **env})
         self.lines = queue.Queue()
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        self.host = self.port = self.model_id = None
+        self.host = self.port = self.model_id = self.grpc_port = None
         deadline = time.monotonic() + START_TIMEOUT_S
         while self.port is None:
             try:
@@ -97,6 +98,9 @@ class PierServer:
             if line is None:
                 code = self.proc.wait()
                 raise AssertionError(f"pier serve exited ({code}) before listening\n{self.log()}")
+            grpc = GRPC_LISTENING.match(line.rstrip("\n"))
+            if grpc:
+                self.grpc_port = int(grpc["port"])
             match = LISTENING.match(line.rstrip("\n"))
             if match:
                 self.host, self.port = match["host"], int(match["port"])

@@ -1,0 +1,51 @@
+// KServeGrpcServer: the KServe v2 gRPC API (GRPCInferenceService, grpc_predict_v2.proto) on its
+// own port, for the models in the registry: ServerLive, ServerReady (the same check as GET
+// /ready), ModelReady, ServerMetadata, ModelMetadata and ModelInfer. Infer serves embedding
+// models as the HTTP form does (http/kserve_api.h): one BYTES input of texts, in
+// `raw_input_contents` (Triton's length-prefixed form) or `contents.bytes_contents`; the output
+// "embedding" FP32 [n, dim] in `raw_output_contents`. An LLM's infer is INVALID_ARGUMENT naming
+// its kind. API keys come as `authorization: Bearer <key>` metadata.
+//
+// Status codes: INVALID_ARGUMENT (bad tensors, texts, a model of another kind), NOT_FOUND
+// (unknown model or version), UNAVAILABLE (not ready, shutting down), RESOURCE_EXHAUSTED (the
+// queue is full, a class's max queue time passed, the key's limits), UNAUTHENTICATED.
+//
+// Ownership: borrows the registry and keys, which must outlive it. Thread-safety: gRPC's
+// threads call in; Start and Shutdown from one thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "http/api_keys.h"
+#include "serving/model_registry.h"
+
+namespace pier::grpc_api {
+
+struct KServeGrpcOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                                    // 0: any free port (port() tells which)
+  std::function<bool(std::string* reason)> ready;  // null: always ready
+  int64_t max_message_bytes = 64 << 20;
+};
+
+class KServeGrpcServer {
+ public:
+  KServeGrpcServer(KServeGrpcOptions options, serving::ModelRegistry* registry,
+                   const http::ApiKeys* keys);
+  ~KServeGrpcServer();
+
+  // Binds and starts serving. UNAVAILABLE when the address cannot be bound.
+  [[nodiscard]] Status Start();
+  int port() const;
+  // Stops accepting calls and waits for those running (up to `grace_seconds`).
+  void Shutdown(double grace_seconds);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pier::grpc_api
