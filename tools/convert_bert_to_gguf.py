@@ -21,14 +21,15 @@ reads llama.cpp's BERT GGUFs and llama.cpp reads these:
     `layer_output_norm` (weights and biases).
 
 The context length is the smaller of `max_position_embeddings` and sentence-transformers'
-`max_seq_length` (what the model was trained and is evaluated with, as TEI uses it).
+`max_seq_length` (what the model was trained and is evaluated with, as TEI uses it), and the
+position table keeps that many rows (llama.cpp requires position_embd to match the context).
 
 --type f16: every matrix f16, vectors f32. --type q8_0: the linear layers' matrices and the token
 embedding Q8_0 except attn_v, which stays f16 (as llama.cpp's mixes give attn_v more bits): the
 value path carries BERT's outlier features, and with it in Q8_0 (8-bit weights and 8-bit
 activations) the embedding of a 2-token text lands at cosine 0.9985 from the float one, against
-0.9992 with it in f16 (issue #19 asks 0.999); the position and token-type embeddings f16, vectors
-f32. The output is a pure
+0.9992 with it in f16 (issue #19 asks 0.999); the position and token-type embeddings and the
+vectors f32. The output is a pure
 function of the input folder and the pinned gguf/numpy versions (bootstrap checks its SHA-256).
 """
 
@@ -158,8 +159,11 @@ def main():
             w.add_tensor(gguf_name, a.astype(np.float16))
 
     add("token_embd.weight", t("embeddings.word_embeddings.weight"), "matrix")
-    add("token_types.weight", t("embeddings.token_type_embeddings.weight"), "table")
-    add("position_embd.weight", t("embeddings.position_embeddings.weight"), "table")
+    # Position and token-type tables stay f32: llama.cpp adds them to the gathered rows as they
+    # are stored, and its CPU add takes no f16 operand.
+    add("token_types.weight", t("embeddings.token_type_embeddings.weight"), "vector")
+    # Only the positions the context allows (llama.cpp checks position_embd against it).
+    add("position_embd.weight", t("embeddings.position_embeddings.weight")[:context], "vector")
     add("token_embd_norm.weight", t("embeddings.LayerNorm.weight"), "vector")
     add("token_embd_norm.bias", t("embeddings.LayerNorm.bias"), "vector")
     for i in range(config["num_hidden_layers"]):
