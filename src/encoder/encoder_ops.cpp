@@ -119,15 +119,36 @@ void AttendHead(const float* q, const float* k, const float* v, int64_t n, int64
   for (int64_t i = 0; i < n; ++i) {
     const float* qi = q + i * stride;
     Lanes16 max_lanes = neg_inf;
-    for (int64_t j0 = 0; j0 < n_pad; j0 += kLanes) {
-      Lanes16 acc = {};
-      for (int64_t d = 0; d < head_dim; ++d) acc += qi[d] * Load16(k_t + d * n_pad + j0);
+    // Scores of 16 keys from their head_dim products in order; padding keys weigh nothing.
+    const auto finish = [&](Lanes16 acc, int64_t j0) {
       acc *= scale;
       if (j0 + kLanes > n) {
-        for (int64_t l = n - j0; l < kLanes; ++l) acc[l] = -INFINITY;  // padding weighs 0
+        for (int64_t l = n - j0; l < kLanes; ++l) acc[l] = -INFINITY;
       }
       std::memcpy(scores + j0, &acc, sizeof(acc));
       max_lanes = acc > max_lanes ? acc : max_lanes;
+    };
+    int64_t j0 = 0;
+    // Four blocks of keys at a time: four independent chains keep the adders busy.
+    for (; j0 + 4 * kLanes <= n_pad; j0 += 4 * kLanes) {
+      Lanes16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const float qd = qi[d];
+        const float* row = k_t + d * n_pad + j0;
+        a0 += qd * Load16(row);
+        a1 += qd * Load16(row + kLanes);
+        a2 += qd * Load16(row + 2 * kLanes);
+        a3 += qd * Load16(row + 3 * kLanes);
+      }
+      finish(a0, j0);
+      finish(a1, j0 + kLanes);
+      finish(a2, j0 + 2 * kLanes);
+      finish(a3, j0 + 3 * kLanes);
+    }
+    for (; j0 < n_pad; j0 += kLanes) {
+      Lanes16 acc = {};
+      for (int64_t d = 0; d < head_dim; ++d) acc += qi[d] * Load16(k_t + d * n_pad + j0);
+      finish(acc, j0);
     }
     float max_score = max_lanes[0];
     for (int l = 1; l < kLanes; ++l)
@@ -144,8 +165,18 @@ void AttendHead(const float* q, const float* k, const float* v, int64_t n, int64
     float* oi = out + i * stride;
     int64_t d0 = 0;
     for (; d0 + kLanes <= head_dim; d0 += kLanes) {
-      Lanes16 acc = {};
-      for (int64_t j = 0; j < n; ++j) acc += scores[j] * Load16(v + j * stride + d0);
+      // Four partial sums over keys j = 0, 1, 2, 3 (mod 4), added in that order at the end:
+      // a fixed order for this text, four independent chains for the adders.
+      Lanes16 p0 = {}, p1 = {}, p2 = {}, p3 = {};
+      int64_t j = 0;
+      for (; j + 4 <= n; j += 4) {
+        p0 += scores[j] * Load16(v + j * stride + d0);
+        p1 += scores[j + 1] * Load16(v + (j + 1) * stride + d0);
+        p2 += scores[j + 2] * Load16(v + (j + 2) * stride + d0);
+        p3 += scores[j + 3] * Load16(v + (j + 3) * stride + d0);
+      }
+      for (; j < n; ++j) p0 += scores[j] * Load16(v + j * stride + d0);
+      Lanes16 acc = (p0 + p1) + (p2 + p3);
       acc *= inv;
       std::memcpy(oi + d0, &acc, sizeof(acc));
     }
