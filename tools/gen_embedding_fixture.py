@@ -22,11 +22,13 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 from tokenizers import Tokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from convert_bert_to_gguf import read_safetensors as read_raw_safetensors  # noqa: E402
 
 TEXTS = [
     "Hello world",
@@ -54,20 +56,8 @@ TEXTS = [
 
 
 def read_safetensors(path):
-    dtypes = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-        base = 8 + n
-        out = {}
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            begin, end = info["data_offsets"]
-            f.seek(base + begin)
-            out[name] = np.frombuffer(f.read(end - begin), dtype=dtypes[info["dtype"]]).reshape(
-                info["shape"]).astype(np.float64)
-    return out
+    """Every tensor of the file in float64 (the converter's reader: numpy, no torch)."""
+    return {name: array.astype(np.float64) for name, array in read_raw_safetensors(path).items()}
 
 
 def layer_norm(x, w, b, eps):

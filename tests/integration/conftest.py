@@ -141,6 +141,26 @@ class PierServer:
         assert code == 0, f"pier serve exited with {code} after SIGTERM\n{self.log()}"
 
 
+# The embedding model scripts/bootstrap converts next to the default model.
+MINILM = os.path.join(os.path.dirname(PIER_MODEL), "all-MiniLM-L6-v2.Q8_0.gguf")
+
+
+def start_llm_and_embedder(folder, *extra_args, embedder_only=False):
+    """A server with the default LLM as `smol` and all-MiniLM-L6-v2 (Q8_0) as `minilm` (alias
+    text-embedding-minilm), from a models.yaml written into `folder`."""
+    assert os.path.exists(MINILM), f"{MINILM} is missing: run scripts/bootstrap"
+    llm = "" if embedder_only else f"""
+  - name: smol
+    path: {PIER_MODEL}"""
+    config = write_config(str(folder), f"""
+models:{llm}
+  - name: minilm
+    path: {MINILM}
+    aliases: [text-embedding-minilm]
+""")
+    return PierServer(["--config", config] + list(extra_args), with_model=False)
+
+
 @pytest.fixture(scope="session")
 def server():
     """The shared server: default settings, open API."""

@@ -15,26 +15,15 @@ import urllib.request
 import openai
 import pytest
 
-from conftest import PIER_MODEL, PierServer, call, write_config
+from conftest import call, start_llm_and_embedder
 
-MINILM = os.path.join(os.path.dirname(PIER_MODEL), "all-MiniLM-L6-v2.Q8_0.gguf")
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "encoder",
                        "minilm_embeddings.json")
 
 
 @pytest.fixture(scope="module")
 def embed_server(tmp_path_factory):
-    assert os.path.exists(MINILM), f"{MINILM} is missing: run scripts/bootstrap"
-    folder = tmp_path_factory.mktemp("embed")
-    config = write_config(str(folder), f"""
-models:
-  - name: smol
-    path: {PIER_MODEL}
-  - name: minilm
-    path: {MINILM}
-    aliases: [text-embedding-minilm]
-""")
-    s = PierServer(["--config", config], with_model=False)
+    s = start_llm_and_embedder(tmp_path_factory.mktemp("embed"))
     yield s
     s.stop_and_check()
 

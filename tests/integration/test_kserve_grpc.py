@@ -3,29 +3,16 @@ readiness and infer on the embedding model (equal to the HTTP routes' vectors), 
 and API keys as `authorization` metadata.
 """
 
-import os
-
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import PIER_MODEL, PierServer, call, write_config
-
-MINILM = os.path.join(os.path.dirname(PIER_MODEL), "all-MiniLM-L6-v2.Q8_0.gguf")
-
+from conftest import call, start_llm_and_embedder
 
 @pytest.fixture(scope="module")
 def grpc_server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("grpc")
-    config = write_config(str(folder), f"""
-models:
-  - name: smol
-    path: {PIER_MODEL}
-  - name: minilm
-    path: {MINILM}
-""")
-    s = PierServer(["--config", config, "--grpc-port", "0"], with_model=False)
+    s = start_llm_and_embedder(tmp_path_factory.mktemp("grpc"), "--grpc-port", "0")
     assert s.grpc_port, f"no gRPC listening line\n{s.log()}"
     yield s
     s.stop_and_check()
@@ -85,13 +72,8 @@ def test_infer_refusals(triton):
 def test_api_keys_travel_as_metadata(tmp_path):
     keys = tmp_path / "keys.yaml"
     keys.write_text("keys:\n  - key: sk-grpc\n    tenant: t\n")
-    config = write_config(str(tmp_path), f"""
-models:
-  - name: minilm
-    path: {MINILM}
-""")
-    s = PierServer(["--config", config, "--grpc-port", "0", "--api-keys", str(keys)],
-                   with_model=False)
+    s = start_llm_and_embedder(tmp_path, "--grpc-port", "0", "--api-keys", str(keys),
+                               embedder_only=True)
     try:
         c = grpcclient.InferenceServerClient(url=f"127.0.0.1:{s.grpc_port}")
         with pytest.raises(InferenceServerException, match="(?i)api key"):

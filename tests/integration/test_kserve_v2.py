@@ -4,7 +4,6 @@ JSON and with Triton's binary tensor extension, and the refusals.
 """
 
 import math
-import os
 import struct
 
 import numpy as np
@@ -12,23 +11,11 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import PIER_MODEL, PierServer, call, write_config
-
-MINILM = os.path.join(os.path.dirname(PIER_MODEL), "all-MiniLM-L6-v2.Q8_0.gguf")
-
+from conftest import call, start_llm_and_embedder
 
 @pytest.fixture(scope="module")
 def kserve_server(tmp_path_factory):
-    assert os.path.exists(MINILM), f"{MINILM} is missing: run scripts/bootstrap"
-    folder = tmp_path_factory.mktemp("kserve")
-    config = write_config(str(folder), f"""
-models:
-  - name: smol
-    path: {PIER_MODEL}
-  - name: minilm
-    path: {MINILM}
-""")
-    s = PierServer(["--config", config], with_model=False)
+    s = start_llm_and_embedder(tmp_path_factory.mktemp("kserve"))
     yield s
     s.stop_and_check()
 
