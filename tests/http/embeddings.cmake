@@ -1,0 +1,4 @@
+# Tests of the embedding front ends' helpers (embeddings_api.h, kserve_api.h).
+pier_add_test(NAME http_embedding_inputs_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/embedding_inputs_test.cpp
+  LIBS pier_http_api pier_model LABELS unit)
