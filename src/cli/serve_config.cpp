@@ -260,7 +260,8 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
   } else if (name == "max_batch_texts") {
     PIER_ASSIGN_OR_RETURN(o->max_batch_texts, ParseInteger(value, source, 1, 4096));
   } else if (name == "embed_batch_tokens") {
-    PIER_ASSIGN_OR_RETURN(o->embed_batch_tokens, ParseInteger(value, source, 1, kMaxTokens));
+    // At least a short text with its [CLS] and [SEP].
+    PIER_ASSIGN_OR_RETURN(o->embed_batch_tokens, ParseInteger(value, source, 16, kMaxTokens));
   } else if (name == "max_body_bytes") {
     PIER_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(value, source));
     if (bytes < 1) return InvalidArgumentError(std::string(source) + ": must be at least 1 byte");

@@ -1,6 +1,7 @@
 #include "encoder/bert_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -281,6 +282,8 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
   for (size_t s = 0; s + 1 < starts.size(); ++s) {
     for (int64_t t = starts[s]; t < starts[s + 1]; ++t) token_seq[static_cast<size_t>(t)] = s;
   }
+  // The first gather error, if any (each thread tests the flag; one writes the status).
+  std::atomic_flag gather_failed;
   Status gather_status = Status::Ok();
   pool.ParallelFor(total, 16, [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(d));
@@ -298,7 +301,7 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
         if (st.ok()) AddBias(row.data(), d, xt);
       }
       if (!st.ok()) {
-        gather_status = st;  // the same error from every thread: any one will do
+        if (!gather_failed.test_and_set()) gather_status = st;
         return;
       }
       LayerNorm(xt, embd_norm_w, embd_norm_b, d, eps, x + t * d);
@@ -408,14 +411,16 @@ Result<std::unique_ptr<BertModel>> BertModel::Create(const model::GgufFile& file
 const EncoderInfo& BertModel::info() const { return impl_->info; }
 int64_t BertModel::max_batch_tokens() const { return impl_->options.max_batch_tokens; }
 
-Result<uint64_t> BertModel::EstimateBytes(const model::GgufFile& file, int64_t max_batch_tokens) {
+Result<uint64_t> BertModel::EstimateBytes(const model::GgufFile& file, int64_t max_batch_tokens,
+                                          int threads) {
   PIER_ASSIGN_OR_RETURN(EncoderInfo info, ReadEncoderInfo(file));
   uint64_t bytes = info.weight_bytes;  // packed copies replace their source bytes
   const int64_t d = info.embedding_length, ff = info.feed_forward_length;
   bytes += static_cast<uint64_t>(info.block_count) * static_cast<uint64_t>(10 * d + ff) * 4;
   const uint64_t tokens = static_cast<uint64_t>(max_batch_tokens);
   bytes += tokens * static_cast<uint64_t>(6 * d + ff) * 4;
-  bytes += 64 * static_cast<uint64_t>(AttendScratchFloats(info.context_length, info.head_dim)) * 4;
+  bytes += static_cast<uint64_t>(std::max(1, threads)) *
+           static_cast<uint64_t>(AttendScratchFloats(info.context_length, info.head_dim)) * 4;
   bytes += tokens * static_cast<uint64_t>(ff + 256);  // the kernels' quantized activations
   return bytes;
 }

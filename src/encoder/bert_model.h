@@ -66,7 +66,7 @@ class BertModel {
   // The bytes Create allocates for a file (weights it packs or converts, the workspace),
   // for admission before a load.
   [[nodiscard]] static Result<uint64_t> EstimateBytes(const model::GgufFile& file,
-                                                      int64_t max_batch_tokens);
+                                                      int64_t max_batch_tokens, int threads);
 
   // out: [inputs.size(), n_embd], each row the pooled (not normalized) vector of one input.
   // INVALID_ARGUMENT for an empty input, one longer than the context, ids or type ids out of

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/check.h"
 #include "common/mutex.h"
 
 namespace pier::encoder {
@@ -48,13 +49,20 @@ struct Item {
 // Takes the next batch out of `waiting` (see the header for the rules). `full`: more waited
 // than the batch could hold, or it reached a budget.
 std::vector<Item> FormBatch(std::deque<Item>& waiting, const BatcherOptions& options,
-                            int64_t budget, bool* full) {
-  // Highest class first, FIFO within it: a stable order over the queue.
+                            int64_t budget, Clock::time_point now, bool* full) {
+  // Highest class first, FIFO within it: a stable order over the queue. A text rises one class
+  // for every `aging` it has waited, so a steady stream of a higher class cannot starve it.
+  const auto effective = [&](const Item& item) {
+    int64_t boost = 0;
+    if (options.aging.count() > 0) boost = (now - item.queued) / options.aging;
+    return item.owner->request.priority + boost;
+  };
+  std::vector<int64_t> rank(waiting.size());
+  for (size_t i = 0; i < waiting.size(); ++i) rank[i] = effective(waiting[i]);
   std::vector<size_t> order(waiting.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return waiting[a].owner->request.priority > waiting[b].owner->request.priority;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rank[a] > rank[b]; });
   int64_t all_tokens = 0;
   for (const Item& item : waiting) all_tokens += item.length;
   std::vector<bool> take(waiting.size(), false);
@@ -141,9 +149,18 @@ struct EmbeddingBatcher::Impl {
     ++counts[i];
   }
 
-  void Finish(const std::shared_ptr<Pending>& p) {
-    EmbedResult result = std::move(p->result);
-    if (p->done) p->done(std::move(result));
+  // Calls the request's callback once, without the lock, and destroys it right after, so
+  // whatever it holds is released here and not whenever the last queue entry lets go.
+  static void Finish(const std::shared_ptr<Pending>& p) {
+    std::function<void(EmbedResult)> done = std::move(p->done);
+    p->done = nullptr;
+    if (done) done(std::move(p->result));
+  }
+
+  // Drops the queued texts of requests that have failed (the lock held): they would only hold
+  // memory and queue slots until a batch skipped them.
+  void PurgeFailed() PIER_REQUIRES(mutex) {
+    std::erase_if(queue, [](const Item& item) { return item.owner->failed; });
   }
 
   void Run() {
@@ -163,7 +180,7 @@ struct EmbeddingBatcher::Impl {
       if (stopping) break;
       const Clock::time_point now = Clock::now();
       bool full = false;
-      std::vector<Item> batch = FormBatch(queue, options, model.max_batch_tokens(), &full);
+      std::vector<Item> batch = FormBatch(queue, options, model.max_batch_tokens(), now, &full);
       const bool nothing_left = queue.empty();
       // Expired texts fail their request; the rest run.
       std::vector<Item> run;
@@ -181,6 +198,8 @@ struct EmbeddingBatcher::Impl {
         }
         run.push_back(std::move(item));
       }
+      batch.clear();
+      if (!finished.empty()) PurgeFailed();
       stats.running_texts = static_cast<int64_t>(run.size());
       // Adapt the window: a lone batch halves it, a batch that filled early doubles it.
       if (full && now < close) {
@@ -224,13 +243,22 @@ struct EmbeddingBatcher::Impl {
         if (--p.remaining == 0 && !p.failed) finished.push_back(run[i].owner);
       }
       for (const auto& p : finished) Finish(p);
+      const bool any_failed = !status.ok();
+      // Release this batch's references before taking the lock again.
+      finished.clear();
+      inputs.clear();
+      std::vector<Item> ran_items = std::move(run);
+      run.clear();
+      const auto n_ran = static_cast<int64_t>(ran_items.size());
+      ran_items.clear();
       lock.Lock();
+      if (any_failed) PurgeFailed();
       stats.running_texts = 0;
-      if (!run.empty()) {
+      if (n_ran > 0) {
         ++stats.batches;
-        stats.texts += static_cast<int64_t>(run.size());
+        stats.texts += n_ran;
         stats.tokens += tokens;
-        stats.batch_texts.Observe(static_cast<double>(run.size()));
+        stats.batch_texts.Observe(static_cast<double>(n_ran));
         stats.batch_tokens.Observe(static_cast<double>(tokens));
         stats.compute_seconds.Observe(compute);
         for (double waited : waits) stats.queue_seconds.Observe(waited);
@@ -249,12 +277,31 @@ struct EmbeddingBatcher::Impl {
     lock.Unlock();
     for (const auto& p : left) Finish(p);
   }
+
+  // Fails every request still queued (UNAVAILABLE with `reason`).
+  void CancelQueued(const std::string& reason) {
+    std::vector<std::shared_ptr<Pending>> cancelled;
+    {
+      MutexLock lock(mutex);
+      for (Item& item : queue) {
+        if (!item.owner->failed) {
+          item.owner->failed = true;
+          item.owner->result.status = UnavailableError(reason);
+          cancelled.push_back(item.owner);
+        }
+      }
+      PurgeFailed();
+    }
+    for (const auto& p : cancelled) Finish(p);
+  }
 };
 
 EmbeddingBatcher::EmbeddingBatcher(BertModel& model, BatcherOptions options)
     : impl_(std::make_unique<Impl>(model, options)) {}
 
 EmbeddingBatcher::~EmbeddingBatcher() {
+  PIER_CHECK(std::this_thread::get_id() != impl_->thread.get_id(),
+             "an EmbeddingBatcher destroyed from its own thread (a callback held its model)");
   {
     MutexLock lock(impl_->mutex);
     impl_->stopping = true;
@@ -287,11 +334,15 @@ Status EmbeddingBatcher::Submit(EmbedRequest request, std::function<void(EmbedRe
     }
     tokens += static_cast<int64_t>(ids.size());
   }
+  if (static_cast<int64_t>(request.texts.size()) > impl_->options.max_queued_texts) {
+    return InvalidArgumentError(std::to_string(request.texts.size()) +
+                                " inputs in one request; the model queues at most " +
+                                std::to_string(impl_->options.max_queued_texts));
+  }
   auto pending = std::make_shared<Pending>();
   pending->remaining = static_cast<int64_t>(request.texts.size());
   pending->result.dim = impl_->dim;
   pending->result.prompt_tokens = tokens;
-  pending->result.vectors.resize(request.texts.size() * static_cast<size_t>(impl_->dim));
   pending->request = std::move(request);
   pending->done = std::move(done);
   {
@@ -302,6 +353,8 @@ Status EmbeddingBatcher::Submit(EmbedRequest request, std::function<void(EmbedRe
       return ResourceExhaustedError("the embedding queue is full (" +
                                     std::to_string(impl_->queue.size()) + " texts waiting)");
     }
+    // Sized once the request is known to be queued: a refused one allocates nothing.
+    pending->result.vectors.resize(pending->request.texts.size() * static_cast<size_t>(impl_->dim));
     const Clock::time_point now = Clock::now();
     for (size_t i = 0; i < pending->request.texts.size(); ++i) {
       impl_->queue.push_back(
@@ -311,6 +364,8 @@ Status EmbeddingBatcher::Submit(EmbedRequest request, std::function<void(EmbedRe
   impl_->wake.notify_all();
   return Status::Ok();
 }
+
+void EmbeddingBatcher::CancelQueued(const std::string& reason) { impl_->CancelQueued(reason); }
 
 BatcherStats EmbeddingBatcher::Stats() const {
   MutexLock lock(impl_->mutex);

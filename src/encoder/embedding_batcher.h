@@ -15,8 +15,10 @@
 // max_queue_delay) when a batch fills before its window ends. The window in use, batch sizes
 // and times are in Stats().
 //
-// Thread-safety: Submit and Stats from any thread; callbacks run on the batcher's thread and
-// must not block. Destruction fails what is still queued (UNAVAILABLE) and joins the thread.
+// Thread-safety: Submit and Stats from any thread; callbacks run on the batcher's thread (or on
+// CancelQueued's caller), must not block, and must not hold the last reference to what owns
+// the batcher (it cannot be destroyed from its own thread). Destruction fails what is still queued
+// (UNAVAILABLE) and joins the thread.
 #pragma once
 
 #include <chrono>
@@ -35,6 +37,9 @@ struct BatcherOptions {
   int64_t max_batch_texts = 64;
   double length_similarity = 0.15;
   int64_t max_queued_texts = 4096;  // beyond: RESOURCE_EXHAUSTED at Submit
+  // A waiting text rises one class per `aging` waited (0: never), so lower classes are not
+  // starved by a steady stream of higher ones.
+  std::chrono::milliseconds aging{250};
 };
 
 struct EmbedRequest {
@@ -86,9 +91,14 @@ class EmbeddingBatcher {
   EmbeddingBatcher& operator=(const EmbeddingBatcher&) = delete;
 
   // Validates (no texts, an empty text, one over the context or the batch budget, ids out of
-  // the vocabulary: INVALID_ARGUMENT; a full queue: RESOURCE_EXHAUSTED; shutting down:
+  // the vocabulary, more texts than the queue holds: INVALID_ARGUMENT; a full queue:
+  // RESOURCE_EXHAUSTED; shutting down:
   // UNAVAILABLE) and queues; `done` is called once, later, with the vectors or the failure.
   [[nodiscard]] Status Submit(EmbedRequest request, std::function<void(EmbedResult)> done);
+
+  // Fails every queued request with UNAVAILABLE and `reason` (a model being unloaded after its
+  // grace period); the batch running finishes.
+  void CancelQueued(const std::string& reason);
 
   BatcherStats Stats() const;
   const EncoderInfo& info() const;

@@ -213,6 +213,12 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
           StatusCode::INVALID_ARGUMENT,
           http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
     }
+    if (!shape.empty() &&
+        (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > http::kMaxInferTexts)) {
+      return Refuse(
+          StatusCode::INVALID_ARGUMENT,
+          http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
+    }
     std::vector<std::string> texts;
     if (request->raw_input_contents_size() > 0) {
       if (!http::ParseBinaryStrings(request->raw_input_contents(0), &texts)) {
@@ -220,9 +226,14 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
                       "input '" + input.name() +
                           "': raw_input_contents is not a sequence of length-prefixed strings");
       }
-    } else {
+    } else if (static_cast<size_t>(input.contents().bytes_contents_size()) <=
+               http::kMaxInferTexts) {
       texts.assign(input.contents().bytes_contents().begin(),
                    input.contents().bytes_contents().end());
+    } else {
+      return Refuse(StatusCode::INVALID_ARGUMENT, "input '" + input.name() + "' holds more than " +
+                                                      std::to_string(http::kMaxInferTexts) +
+                                                      " texts");
     }
     if (Status tensor =
             http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, texts.size());

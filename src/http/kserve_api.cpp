@@ -89,9 +89,9 @@ Json ModelMetadata(const serving::ServedModel& model) {
 
 }  // namespace
 
-bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out) {
+bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out, size_t max_count) {
   while (!bytes.empty()) {
-    if (bytes.size() < 4) return false;
+    if (bytes.size() < 4 || out->size() >= max_count) return false;
     uint32_t length = 0;
     for (int i = 0; i < 4; ++i) {
       length |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
@@ -117,7 +117,11 @@ Status CheckTextTensor(std::string_view model, std::string_view name, std::strin
   if (shape.empty() || shape.size() > 2 || (shape.size() == 2 && shape[1] != 1)) {
     return InvalidArgumentError(input + " has shape " + shown + "; a text per row: [n] or [n, 1]");
   }
-  if (shape[0] < 1 || static_cast<uint64_t>(shape[0]) != texts) {
+  if (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > kMaxInferTexts) {
+    return InvalidArgumentError(input + " has shape " + shown + ": 1 to " +
+                                std::to_string(kMaxInferTexts) + " texts per request");
+  }
+  if (static_cast<uint64_t>(shape[0]) != texts) {
     return InvalidArgumentError(input + " has shape " + shown + " but " + std::to_string(texts) +
                                 " texts");
   }
@@ -237,7 +241,8 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   }
   const Json& input = (*inputs)[0];
   if (!input.is_object()) return Error(400, "inputs[0] must be an object");
-  const std::string name = input.value("name", "");
+  const std::string name =
+      input.contains("name") && input["name"].is_string() ? input["name"].get<std::string>() : "";
   const std::string datatype = input.contains("datatype") && input["datatype"].is_string()
                                    ? input["datatype"].get<std::string>()
                                    : "";
@@ -248,6 +253,9 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   for (const Json& dim : input["shape"]) {
     if (!dim.is_number_integer()) return Error(400, "input '" + name + "': a shape of integers");
     shape.push_back(dim.get<int64_t>());
+  }
+  if (!shape.empty() && (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > kMaxInferTexts)) {
+    return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
   }
   if (datatype != "BYTES") {  // before the data, which is then not texts
     return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
@@ -278,17 +286,22 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   const Json request_parameters =
       request.contains("parameters") && request["parameters"].is_object() ? request["parameters"]
                                                                           : Json::object();
-  bool binary_output = request_parameters.value("binary_data_output", false) == true;
+  bool binary_output = request_parameters.contains("binary_data_output") &&
+                       request_parameters["binary_data_output"] == true;
   if (request.contains("outputs")) {
     if (!request["outputs"].is_array()) return Error(400, "outputs must be a list");
     for (const Json& output : request["outputs"]) {
-      const std::string output_name = output.is_object() ? output.value("name", "") : "";
+      const std::string output_name =
+          output.is_object() && output.contains("name") && output["name"].is_string()
+              ? output["name"].get<std::string>()
+              : "";
       if (output_name != kOutputName) {
         return Error(400, "model '" + model.id + "' has no output '" + output_name +
                               "' (its output is '" + std::string(kOutputName) + "')");
       }
       if (output.contains("parameters") && output["parameters"].is_object()) {
-        binary_output = output["parameters"].value("binary_data", binary_output) == true;
+        const Json& p = output["parameters"];
+        if (p.contains("binary_data")) binary_output = p["binary_data"] == true;
       }
     }
   }
@@ -332,15 +345,19 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   auto pending = std::make_shared<PendingResponse>();
   const int64_t dim = model.embedding_dim;
   const std::string model_id = model.id;
+  pending->Hold(model_ref);  // see embeddings_api.cpp: the batcher thread never holds the model
+  std::weak_ptr<PendingResponse> weak = pending;
   Status submitted = model.embedder->Submit(
       std::move(embed),
-      [pending, binary_output, dim, id, model_id, model_ref, slot](encoder::EmbedResult result) {
+      [weak, binary_output, dim, id, model_id, slot](encoder::EmbedResult result) {
+        std::shared_ptr<PendingResponse> pending = weak.lock();
+        if (pending == nullptr) return;  // the client is gone
         if (!result.status.ok()) {
           const int status = result.status.code() == StatusCode::kInvalidArgument     ? 400
                              : result.status.code() == StatusCode::kResourceExhausted ? 429
                                                                                       : 503;
           HttpResponse response = Error(status, result.status.message());
-          if (status != 400) response.headers.emplace_back("Retry-After", "1");
+          if (status == 429 || status == 503) response.headers.emplace_back("Retry-After", "1");
           pending->Resolve(std::move(response));
           return;
         }

@@ -39,12 +39,16 @@ struct KServeApiOptions {
 };
 
 // Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or
-// [n, 1] holding `texts` elements: INVALID_ARGUMENT naming the tensor otherwise.
+// [n, 1], n at most kMaxInferTexts, holding `texts` elements: INVALID_ARGUMENT naming the
+// tensor otherwise.
 Status CheckTextTensor(std::string_view model, std::string_view name, std::string_view datatype,
                        const std::vector<int64_t>& shape, size_t texts);
+// The most texts one infer request may carry (OpenAI's limit for /v1/embeddings too).
+inline constexpr size_t kMaxInferTexts = 2048;
 // BYTES elements in Triton's binary form (a 4-byte little-endian length, then the bytes);
-// false when `bytes` is not a whole sequence of them.
-bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out);
+// false when `bytes` is not a whole sequence of them or holds more than `max_count`.
+bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out,
+                        size_t max_count = kMaxInferTexts);
 // Triton's request priority (1 the highest, 0 the default) on the batcher's scale (3 critical
 // .. 0 low), capped by the key's ceiling.
 int BatcherPriority(uint64_t triton_level, engine::Priority ceiling);

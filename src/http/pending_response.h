@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,7 +31,13 @@ class PendingResponse final : public DeferredResponse {
   std::optional<HttpResponse> Poll() override;
   void Cancel(std::string_view reason) override;
 
+  // Keeps `what` (e.g. the model a request runs on) alive as long as this response: released
+  // where the server drops the response (an I/O thread), never by the resolver. Resolvers
+  // running on a thread the kept object owns should hold this response by weak_ptr.
+  void Hold(std::shared_ptr<const void> what) { held_ = std::move(what); }
+
  private:
+  std::shared_ptr<const void> held_;  // set before the response is handed to the server
   Mutex mutex_;
   std::function<void()> wake_ PIER_GUARDED_BY(mutex_);
   std::optional<HttpResponse> answer_ PIER_GUARDED_BY(mutex_);

@@ -25,7 +25,8 @@ class EncoderEngineClient final : public engine::EngineClient {
                                 "KServe v2 infer, not text generation");
   }
   void Abort(const std::string&) override {}
-  void AbortAll(std::string) override {}
+  // A model being unloaded: what still waits fails (the batch running finishes).
+  void AbortAll(std::string reason) override { batcher_->CancelQueued(reason); }
   engine::EngineStats Stats() const override {
     const encoder::BatcherStats b = batcher_->Stats();
     engine::EngineStats s;
@@ -104,7 +105,8 @@ int64_t EncoderHost::max_text_tokens() const {
 
 Result<uint64_t> EncoderHost::EstimateBytes(const EncoderHostOptions& options) {
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
-  return encoder::BertModel::EstimateBytes(*file, options.batch_tokens);
+  return encoder::BertModel::EstimateBytes(*file, options.batch_tokens,
+                                           std::max(1, options.threads));
 }
 
 }  // namespace pier::serving

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -125,7 +126,8 @@ TEST_F(EmbeddingBatcherTest, RefusesBadRequestsAndExpiresLateOnes) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(
       batcher.Submit({.texts = std::vector<std::vector<int32_t>>(9, Text(1, 5))}, ignore).code(),
-      StatusCode::kResourceExhausted);
+      StatusCode::kInvalidArgument)
+      << "more texts than the queue can ever hold is the request's fault, not a wait";
   std::promise<EmbedResult> promise;
   EmbedRequest late{.texts = {Text(3, 8)}};
   late.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
@@ -147,6 +149,62 @@ TEST_F(EmbeddingBatcherTest, LoneRequestsShrinkTheWindow) {
     ASSERT_TRUE(promise.get_future().get().status.ok());
   }
   EXPECT_LT(batcher.Stats().window_seconds, 0.001) << "six lone requests halve 10 ms six times";
+}
+
+TEST_F(EmbeddingBatcherTest, AFullQueueIsRetryableAndCancelFailsWhatWaits) {
+  EmbeddingBatcher batcher(
+      *model_,
+      {.max_queue_delay = std::chrono::seconds(5), .max_batch_texts = 64, .max_queued_texts = 8});
+  std::vector<std::promise<EmbedResult>> promises(2);
+  for (int i = 0; i < 2; ++i) {
+    EmbedRequest request{.texts = std::vector<std::vector<int32_t>>(4, Text(i, 6))};
+    ASSERT_TRUE(batcher
+                    .Submit(std::move(request),
+                            [&, i](EmbedResult r) { promises[i].set_value(std::move(r)); })
+                    .ok());
+  }
+  EXPECT_EQ(batcher.Submit({.texts = {Text(9, 6)}}, [](EmbedResult) {}).code(),
+            StatusCode::kResourceExhausted);
+  batcher.CancelQueued("model m is being unloaded");
+  for (auto& p : promises) {
+    const EmbedResult r = p.get_future().get();
+    EXPECT_EQ(r.status.code(), StatusCode::kUnavailable);
+    EXPECT_NE(r.status.message().find("unloaded"), std::string::npos);
+  }
+  EXPECT_EQ(batcher.Stats().queued_texts, 0) << "cancelled texts leave the queue";
+}
+
+// Two texts per batch and a higher class always waiting: the low one still runs, raised one
+// class per `aging` it waits.
+TEST_F(EmbeddingBatcherTest, AgingKeepsALowClassFromStarving) {
+  EmbeddingBatcher batcher(*model_, {.max_queue_delay = std::chrono::milliseconds(1),
+                                     .max_batch_texts = 2,
+                                     .aging = std::chrono::milliseconds(50)});
+  std::atomic<bool> low_done{false};
+  std::atomic<bool> stop{false};
+  std::thread flood([&] {
+    while (!stop.load()) {
+      for (int i = 0; i < 4; ++i) {
+        (void)batcher.Submit({.texts = {Text(i, 8)}, .priority = 3}, [](EmbedResult) {});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(batcher
+                  .Submit({.texts = {Text(99, 8)}, .priority = 0},
+                          [&](EmbedResult r) {
+                            EXPECT_TRUE(r.status.ok());
+                            low_done.store(true);
+                          })
+                  .ok());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!low_done.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop.store(true);
+  flood.join();
+  EXPECT_TRUE(low_done.load()) << "the low-priority text never ran";
 }
 
 }  // namespace
