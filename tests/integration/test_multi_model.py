@@ -74,7 +74,7 @@ def test_models_list_and_admin_detail(multi):
     listed = get_json(multi, "/v1/models")["data"]
     assert [m["id"] for m in listed] == list(MODELS)
     assert listed[0]["pier"] == {"aliases": ["gpt-4o-mini", "chat"], "state": "ready",
-                                 "load": "on_start"}
+                                 "load": "on_start", "kind": "generate"}
     assert listed[2]["max_model_len"] == 1024
     detail = get_json(multi, "/admin/models")
     assert [m["id"] for m in detail["data"]] == list(MODELS)
