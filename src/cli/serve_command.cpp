@@ -361,15 +361,19 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   }
   http::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
-  http::KServeApi kserve({.ready =
-                              [&admin](std::string* reason) {
-                                const http::Readiness readiness = admin.CheckReady();
-                                *reason = readiness.reason;
-                                return readiness.ready;
-                              }},
-                         registry.get(), keys_or_null);
-
   auto router = std::make_shared<http::Router>();
+  http::KServeApiOptions kserve_options;
+  kserve_options.ready = [&admin](std::string* reason) {
+    const http::Readiness readiness = admin.CheckReady();
+    *reason = readiness.reason;
+    return readiness.ready;
+  };
+  // generate / generate_stream run as /v1/completions requests (the router outlives the API).
+  http::Router* completions_router = router.get();
+  kserve_options.completions = [completions_router](const http::HttpRequest& request) {
+    return completions_router->Dispatch(request);
+  };
+  http::KServeApi kserve(std::move(kserve_options), registry.get(), keys_or_null);
   api.Register(*router);
   embeddings.Register(*router);
   kserve.Register(*router);

@@ -13,6 +13,7 @@
 #include "encoder/embedding_batcher.h"
 #include "http/embeddings_api.h"
 #include "http/json_shape.h"
+#include "http/kserve_generate.h"
 #include "http/pending_response.h"
 
 namespace pier::http {
@@ -194,8 +195,12 @@ HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
     return Infer(http, entry->model, principal);
   }
   if (http.method == "POST" && (path->action == "generate" || path->action == "generate_stream")) {
-    return Error(400, "model '" + entry->id + "': " + path->action +
-                          " is not served yet; use POST /v1/completions for text generation");
+    if (!ready) return Error(503, "model '" + entry->id + "' is " + state);
+    if (entry->model->kind != serving::ModelKind::kGenerate) {
+      return Error(400, "model '" + entry->id + "' is an embedding model: " + path->action +
+                            " serves LLMs; use infer");
+    }
+    return ServeGenerate(http, entry->id, path->action == "generate_stream", options.completions);
   }
   return Error(404, "no route " + http.method + " " + http.path);
 }

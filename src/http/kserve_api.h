@@ -8,6 +8,7 @@
 //   POST /v2/models/{m}/infer            embedding models: one BYTES input of texts (shape [n]
 //                                        or [n, 1]), output "embedding" FP32 [n, dim]; LLMs: 400
 //                                        naming the model's kind
+//   POST /v2/models/{m}/generate[_stream] LLMs: Triton's generate extension (kserve_generate.h)
 // (also under /v2/models/{m}/versions/1/...; Pier serves one version of each model). Infer
 // accepts Triton's binary tensor extension both ways: a request with an
 // Inference-Header-Content-Length header carries its JSON header, then each input with a
@@ -36,6 +37,9 @@ namespace pier::http {
 struct KServeApiOptions {
   // Whether the server is ready, and why not (the same check as GET /ready).
   std::function<bool(std::string* reason)> ready;
+  // The /v1/completions handler: generate and generate_stream run through it
+  // (kserve_generate.h). Null: they are refused.
+  std::function<HttpResponse(const HttpRequest&)> completions;
 };
 
 // Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or

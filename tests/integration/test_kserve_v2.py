@@ -3,6 +3,7 @@ embedding model and the default LLM served together: health, metadata, readiness
 JSON and with Triton's binary tensor extension, and the refusals.
 """
 
+import json
 import math
 import struct
 
@@ -108,3 +109,51 @@ def test_binary_header_length_beyond_the_body_is_refused(kserve_server):
         raise AssertionError("accepted a binary_data_size past the body")
     except urllib.error.HTTPError as error:
         assert error.code == 400
+
+
+def test_generate_equals_completions(kserve_server):
+    body = {"text_input": "The capital of France is", "parameters": {"max_tokens": 12,
+                                                                    "temperature": 0}}
+    status, answer = call(kserve_server, "POST", "/v2/models/smol/generate", body)
+    assert status == 200, answer
+    assert answer["model_name"] == "smol" and answer["model_version"] == "1"
+    status, completion = call(kserve_server, "POST", "/v1/completions",
+                              {"model": "smol", "prompt": "The capital of France is",
+                               "max_tokens": 12, "temperature": 0})
+    assert status == 200
+    assert answer["text_output"] == completion["choices"][0]["text"]
+    assert answer["text_output"]
+
+
+def test_generate_stream_pieces_add_up(kserve_server):
+    import urllib.request
+    body = json.dumps({"text_input": "Count: one, two,", "max_tokens": 10,
+                       "temperature": 0}).encode()
+    request = urllib.request.Request(kserve_server.base_url + "/v2/models/smol/generate_stream",
+                                     data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    pieces = []
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        for line in response.read().decode().splitlines():
+            if line.startswith("data: "):
+                event = json.loads(line[6:])
+                assert event["model_name"] == "smol"
+                pieces.append(event["text_output"])
+    assert len(pieces) >= 2
+    status, whole = call(kserve_server, "POST", "/v2/models/smol/generate",
+                         {"text_input": "Count: one, two,", "max_tokens": 10, "temperature": 0})
+    assert status == 200 and "".join(pieces) == whole["text_output"]
+
+
+def test_generate_refusals(kserve_server):
+    status, body = call(kserve_server, "POST", "/v2/models/smol/generate",
+                        {"text_input": "x", "parameters": {"beam_width": 4}})
+    assert status == 400 and "beam_width" in body["error"]
+    status, body = call(kserve_server, "POST", "/v2/models/smol/generate", {"prompt": "x"})
+    assert status == 400 and "text_input" in body["error"]
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/generate", {"text_input": "x"})
+    assert status == 400 and "embedding" in body["error"]
+    status, body = call(kserve_server, "POST", "/v2/models/smol/generate",
+                        {"text_input": "x", "max_tokens": -3})
+    assert status == 400 and body["error"]
