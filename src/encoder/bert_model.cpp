@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "common/thread_pool.h"
 #include "encoder/encoder_ops.h"
+#include "encoder/float_matmul.h"
 #include "engine/workspace.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"
@@ -21,6 +22,8 @@ using kernels::WeightMatrix;
 
 struct Layer {
   WeightMatrix wq, wk, wv, wo, up, down;
+  // f32 copies of those stored as floats (f16, bf16, f32), used instead when set.
+  FloatMatrix fq, fk, fv, fo, fup, fdown;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   const float *bup = nullptr, *bdown = nullptr;
   const float *attn_norm_w = nullptr, *attn_norm_b = nullptr;
@@ -48,6 +51,7 @@ struct BertModel::Impl {
   const float* embd_norm_b = nullptr;
   Block packed;
   Block small;
+  Block widened;  // the float matrices in f32
   ExternalCharge mapped_charge;
   std::unique_ptr<engine::Workspace> workspace;
   size_t scratch_bytes = 0;
@@ -200,6 +204,39 @@ Status BertModel::Impl::Init() {
       out += Aligned(bytes);
     }
   }
+  // Float matrices (f16 and the like) are widened to f32 once: the encoder's f32 kernel
+  // (float_matmul.h) runs 16 lanes with fused multiply-adds, twice the shared kernel's 8.
+  std::vector<std::pair<WeightMatrix*, FloatMatrix*>> floats;
+  for (Layer& l : layers) {
+    const std::pair<WeightMatrix*, FloatMatrix*> all[] = {{&l.wq, &l.fq},  {&l.wk, &l.fk},
+                                                          {&l.wv, &l.fv},  {&l.wo, &l.fo},
+                                                          {&l.up, &l.fup}, {&l.down, &l.fdown}};
+    for (const auto& pair : all) {
+      if (!kernels::HasPackedLayout(pair.first->type) && CanDequantize(pair.first->type) &&
+          pair.first->n_cols % 16 == 0) {
+        floats.push_back(pair);
+      }
+    }
+  }
+  size_t widened_floats = 0;
+  for (const auto& [w, f] : floats) widened_floats += static_cast<size_t>(w->n_rows * w->n_cols);
+  if (widened_floats > 0) {
+    MemoryResult<Block> block =
+        options.governor->Allocate(options.weights_owner, widened_floats * sizeof(float));
+    if (!block.ok()) return block.status();
+    widened = std::move(block).value();
+    float* dst = widened.as<float>();
+    for (const auto& [w, f] : floats) {
+      for (int64_t r = 0; r < w->n_rows; ++r) {
+        PIER_RETURN_IF_ERROR(
+            DequantizeRow(w->type, w->data + r * w->row_bytes, dst + r * w->n_cols, w->n_cols));
+      }
+      file.ReleasePages(w->data, w->row_bytes * static_cast<size_t>(w->n_rows));
+      packed_source += w->row_bytes * static_cast<uint64_t>(w->n_rows);
+      *f = FloatMatrix{.data = dst, .n_rows = w->n_rows, .n_cols = w->n_cols};
+      dst += w->n_rows * w->n_cols;
+    }
+  }
   const uint64_t mapped = info.weight_bytes - std::min(info.weight_bytes, packed_source);
   if (mapped > 0) {
     MemoryResult<ExternalCharge> charge =
@@ -311,10 +348,16 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t n_seqs = static_cast<int64_t>(inputs.size());
+  // A layer's matrix product: the f32 copy when there is one, else the shared kernels.
+  const auto product = [&](const WeightMatrix& w, const FloatMatrix& f, const float* in, float* y,
+                           int64_t ldy) -> Status {
+    if (f.data != nullptr) return FloatMatMul(f, in, total, y, ldy, pool);
+    return kernels::MatMul(w, in, total, y, ldy, scratch, pool);
+  };
   for (const Layer& l : layers) {
-    PIER_RETURN_IF_ERROR(kernels::MatMul(l.wq, x, total, q, d, scratch, pool));
-    PIER_RETURN_IF_ERROR(kernels::MatMul(l.wk, x, total, k, d, scratch, pool));
-    PIER_RETURN_IF_ERROR(kernels::MatMul(l.wv, x, total, v, d, scratch, pool));
+    PIER_RETURN_IF_ERROR(product(l.wq, l.fq, x, q, d));
+    PIER_RETURN_IF_ERROR(product(l.wk, l.fk, x, k, d));
+    PIER_RETURN_IF_ERROR(product(l.wv, l.fv, x, v, d));
     pool.ParallelFor(total, 16, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         AddBias(l.bq, d, q + t * d);
@@ -340,7 +383,7 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
         }
       }
     });
-    PIER_RETURN_IF_ERROR(kernels::MatMul(l.wo, attn, total, tmp, d, scratch, pool));
+    PIER_RETURN_IF_ERROR(product(l.wo, l.fo, attn, tmp, d));
     pool.ParallelFor(total, 16, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         float* row = tmp + t * d;
@@ -349,14 +392,14 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
         LayerNorm(row, l.attn_norm_w, l.attn_norm_b, d, eps, x + t * d);
       }
     });
-    PIER_RETURN_IF_ERROR(kernels::MatMul(l.up, x, total, hidden, ff, scratch, pool));
+    PIER_RETURN_IF_ERROR(product(l.up, l.fup, x, hidden, ff));
     pool.ParallelFor(total, 8, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         AddBias(l.bup, ff, hidden + t * ff);
         Gelu(hidden + t * ff, ff);
       }
     });
-    PIER_RETURN_IF_ERROR(kernels::MatMul(l.down, hidden, total, tmp, d, scratch, pool));
+    PIER_RETURN_IF_ERROR(product(l.down, l.fdown, hidden, tmp, d));
     pool.ParallelFor(total, 16, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         float* row = tmp + t * d;
@@ -415,6 +458,12 @@ Result<uint64_t> BertModel::EstimateBytes(const model::GgufFile& file, int64_t m
                                           int threads) {
   PIER_ASSIGN_OR_RETURN(EncoderInfo info, ReadEncoderInfo(file));
   uint64_t bytes = info.weight_bytes;  // packed copies replace their source bytes
+  // Float matrices are widened to f32: at most twice their f16 bytes more.
+  for (const model::GgufTensorInfo& t : file.tensors()) {
+    if (t.dims.size() == 2 && t.name.starts_with("blk.") && t.type == DType::kF16) {
+      bytes += t.size_bytes;
+    }
+  }
   const int64_t d = info.embedding_length, ff = info.feed_forward_length;
   bytes += static_cast<uint64_t>(info.block_count) * static_cast<uint64_t>(10 * d + ff) * 4;
   const uint64_t tokens = static_cast<uint64_t>(max_batch_tokens);

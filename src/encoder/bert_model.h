@@ -13,9 +13,10 @@
 // inside one text, and nothing is reduced across threads.
 //
 // Memory: Q8_0 / Q4_x matrices are packed into a governor block of the weights owner (the
-// file's pages released); f16/f32 matrices are read in place from the mapping and charged to
-// the weights owner; norms and biases go to f32 in a weights block; activations come from a
-// workspace of the workspace owner sized for max_batch_tokens.
+// file's pages released); f16/bf16/f32 matrices are widened to f32 in a weights block for the
+// encoder's own 16-lane kernel (float_matmul.h); the rest of the file (embeddings) is read in
+// place from the mapping and charged to the weights owner; norms and biases go to f32 in a weights
+// block; activations come from a workspace of the workspace owner sized for max_batch_tokens.
 //
 // Ownership: borrows the GgufFile, governor and pool, which must outlive it. Thread-safety:
 // Embed from one thread at a time (it uses the workspace and the pool).
