@@ -338,6 +338,7 @@ const std::vector<std::string_view>& ModelSettingNames() {
                                                        "max_queue_delay_ms",
                                                        "max_batch_texts",
                                                        "embed_batch_tokens",
+                                                       "adaptive_batch_window",
                                                        "max_queued",
                                                        "threads",
                                                        "swap_space",

@@ -132,6 +132,9 @@ constexpr SettingHelp kSettingHelp[] = {
      "Embedding models: how long a batch waits for more texts at most; the window in use adapts "
      "below it (default 10)"},
     {"max_batch_texts", "N", "Embedding models: texts per batch at most (default 64)"},
+    {"adaptive_batch_window", "on|off",
+     "Embedding models: shrink the batching window while requests come alone, grow it back under "
+     "load (default on; off: a fixed window of max_queue_delay_ms)"},
     {"embed_batch_tokens", "TOKENS",
      "Embedding models: tokens per batch at most, all texts together (default 4096)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
@@ -221,6 +224,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.max_queue_delay = std::chrono::milliseconds(settings.max_queue_delay_ms);
     load.max_batch_texts = settings.max_batch_texts;
     load.embed_batch_tokens = settings.embed_batch_tokens;
+    load.adaptive_batch_window = settings.adaptive_batch_window;
     load.max_queued = settings.max_queued;
     load.swap_space_bytes = settings.swap_space;
     load.workers = settings.workers;

@@ -153,6 +153,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "max_queue_delay_ms",
                                                        "max_batch_texts",
                                                        "embed_batch_tokens",
+                                                       "adaptive_batch_window",
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
@@ -259,6 +260,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->max_queue_delay_ms, ParseInteger(value, source, 0, 10'000));
   } else if (name == "max_batch_texts") {
     PIER_ASSIGN_OR_RETURN(o->max_batch_texts, ParseInteger(value, source, 1, 4096));
+  } else if (name == "adaptive_batch_window") {
+    if (value != "on" && value != "off") {
+      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
+                                  std::string(value) + "\"");
+    }
+    o->adaptive_batch_window = value == "on";
   } else if (name == "embed_batch_tokens") {
     // At least a short text with its [CLS] and [SEP].
     PIER_ASSIGN_OR_RETURN(o->embed_batch_tokens, ParseInteger(value, source, 16, kMaxTokens));

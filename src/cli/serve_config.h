@@ -70,6 +70,7 @@ struct ServeOptions {
   int64_t max_queue_delay_ms = 10;
   int64_t max_batch_texts = 64;
   int64_t embed_batch_tokens = 4096;
+  bool adaptive_batch_window = true;  // off: every batch waits the whole max_queue_delay_ms
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

@@ -202,7 +202,9 @@ struct EmbeddingBatcher::Impl {
       if (!finished.empty()) PurgeFailed();
       stats.running_texts = static_cast<int64_t>(run.size());
       // Adapt the window: a lone batch halves it, a batch that filled early doubles it.
-      if (full && now < close) {
+      if (!options.adaptive_window) {
+        // A fixed window: max_queue_delay always.
+      } else if (full && now < close) {
         window =
             std::min(options.max_queue_delay, std::max(window * 2, std::chrono::microseconds(500)));
       } else if (nothing_left && !full) {

@@ -40,6 +40,8 @@ struct BatcherOptions {
   // A waiting text rises one class per `aging` waited (0: never), so lower classes are not
   // starved by a steady stream of higher ones.
   std::chrono::milliseconds aging{250};
+  // Off: every batch waits the whole max_queue_delay (unless it fills), as fixed batchers do.
+  bool adaptive_window = true;
 };
 
 struct EmbedRequest {

@@ -139,6 +139,7 @@ EncoderHostOptions EncoderOptionsOf(const ModelLoadOptions& options, const std::
   e.batch_tokens = options.embed_batch_tokens;
   e.batcher.max_queue_delay = options.max_queue_delay;
   e.batcher.max_batch_texts = options.max_batch_texts;
+  e.batcher.adaptive_window = options.adaptive_batch_window;
   return e;
 }
 

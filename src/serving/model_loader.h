@@ -47,6 +47,7 @@ struct ModelLoadOptions {
   std::chrono::milliseconds max_queue_delay{10};
   int64_t max_batch_texts = 64;
   int64_t embed_batch_tokens = 4096;
+  bool adaptive_batch_window = true;
   // Elastic (the server's default): the KV cache grows on demand up to ctx and lends memory
   // back to other models, never below kv_min; static: the capacity held from load on.
   engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;

@@ -79,6 +79,7 @@ max_batched_tokens: 256
 prefill_chunk_while_decoding: 0
 max_seqs: 16
 grpc_port: 8001
+adaptive_batch_window: off
 max_queue_delay_ms: 4
 max_batch_texts: 32
 embed_batch_tokens: 2048
@@ -125,6 +126,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.prefill_chunk_while_decoding, 0);  // no cap
   EXPECT_EQ(o.max_seqs, 16);
   EXPECT_EQ(o.max_queue_delay_ms, 4);
+  EXPECT_FALSE(o.adaptive_batch_window);
   EXPECT_EQ(o.grpc_port, 8001);
   EXPECT_EQ(o.max_batch_texts, 32);
   EXPECT_EQ(o.embed_batch_tokens, 2048);
@@ -141,7 +143,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 41u);
+  EXPECT_EQ(ServeSettingNames().size(), 42u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

@@ -149,6 +149,18 @@ TEST_F(EmbeddingBatcherTest, LoneRequestsShrinkTheWindow) {
     ASSERT_TRUE(promise.get_future().get().status.ok());
   }
   EXPECT_LT(batcher.Stats().window_seconds, 0.001) << "six lone requests halve 10 ms six times";
+
+  EmbeddingBatcher fixed(
+      *model_, {.max_queue_delay = std::chrono::milliseconds(2), .adaptive_window = false});
+  for (int i = 0; i < 3; ++i) {
+    std::promise<EmbedResult> promise;
+    ASSERT_TRUE(fixed
+                    .Submit({.texts = {Text(i, 8)}},
+                            [&](EmbedResult r) { promise.set_value(std::move(r)); })
+                    .ok());
+    ASSERT_TRUE(promise.get_future().get().status.ok());
+  }
+  EXPECT_DOUBLE_EQ(fixed.Stats().window_seconds, 0.002) << "a fixed window stays";
 }
 
 TEST_F(EmbeddingBatcherTest, AFullQueueIsRetryableAndCancelFailsWhatWaits) {
