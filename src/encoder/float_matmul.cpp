@@ -57,7 +57,7 @@ constexpr int kTokens = 4;
   }
 }
 
-[[gnu::always_inline]] inline float Sum16(Lanes16 v) {
+[[gnu::always_inline]] inline float Sum16(const Lanes16& v) {
   // A fixed tree: (0+8, 1+9, ...) then halves again.
   float s[kLanes];
   std::memcpy(s, &v, sizeof(s));
