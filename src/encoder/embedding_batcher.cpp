@@ -81,21 +81,26 @@ std::vector<Item> FormBatch(std::deque<Item>& waiting, const BatcherOptions& opt
   if (everything_fits) {
     for (size_t i : order) add(i);
   } else {
-    const Item& anchor = waiting[order.front()];
-    add(order.front());
-    const auto near = [&](int64_t length) {
-      return std::abs(static_cast<double>(length - anchor.length)) <=
-             options.length_similarity * static_cast<double>(anchor.length);
+    // The oldest text of the highest class anchors the batch; texts within length_similarity
+    // of its length join first (its class, then any), then, while the batch is under half full,
+    // shorter texts: they add little to the batch's time, and a short anchor never pulls long
+    // texts in, so short requests are not held behind long ones.
+    const size_t first = order.front();
+    const int64_t anchor = waiting[first].length;
+    const double slack = options.length_similarity * static_cast<double>(anchor);
+    const auto near = [&](size_t i) {
+      return std::abs(static_cast<double>(waiting[i].length - anchor)) <= slack;
     };
+    add(first);
     for (size_t i : order) {
-      if (waiting[i].owner->request.priority == anchor.owner->request.priority &&
-          near(waiting[i].length)) {
-        add(i);
-      }
+      if (rank[i] == rank[first] && near(i)) add(i);
+    }
+    for (size_t i : order) {
+      if (near(i)) add(i);
     }
     for (size_t i : order) {
       if (2 * tokens >= budget || 2 * texts >= options.max_batch_texts) break;
-      add(i);
+      if (static_cast<double>(waiting[i].length) <= static_cast<double>(anchor) + slack) add(i);
     }
   }
   *full = !everything_fits || tokens >= budget || texts >= options.max_batch_texts;
@@ -244,17 +249,10 @@ struct EmbeddingBatcher::Impl {
         if (i == 0 || run[i - 1].owner != run[i].owner) p.result.compute_seconds += compute;
         if (--p.remaining == 0 && !p.failed) finished.push_back(run[i].owner);
       }
-      for (const auto& p : finished) Finish(p);
-      const bool any_failed = !status.ok();
-      // Release this batch's references before taking the lock again.
-      finished.clear();
-      inputs.clear();
-      std::vector<Item> ran_items = std::move(run);
-      run.clear();
-      const auto n_ran = static_cast<int64_t>(ran_items.size());
-      ran_items.clear();
+      // The figures first, so a client that has its answer sees its batch counted.
+      const auto n_ran = static_cast<int64_t>(run.size());
       lock.Lock();
-      if (any_failed) PurgeFailed();
+      if (!status.ok()) PurgeFailed();
       stats.running_texts = 0;
       if (n_ran > 0) {
         ++stats.batches;
@@ -265,6 +263,13 @@ struct EmbeddingBatcher::Impl {
         stats.compute_seconds.Observe(compute);
         for (double waited : waits) stats.queue_seconds.Observe(waited);
       }
+      lock.Unlock();
+      for (const auto& p : finished) Finish(p);
+      // Release this batch's references before taking the lock again.
+      finished.clear();
+      inputs.clear();
+      run.clear();
+      lock.Lock();
     }
     // Shutting down: fail what waits.
     std::vector<std::shared_ptr<Pending>> left;

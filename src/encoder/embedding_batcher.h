@@ -4,8 +4,9 @@
 // A batch closes when its oldest text has waited the window, or when what waits fills a batch
 // (max_batch_tokens or max_batch_texts). Texts are packed ragged (no padding). When more waits
 // than one batch holds, the oldest text of the highest class anchors the batch and the texts
-// within `length_similarity` (15%) of its length join it first, so a short text is not held
-// behind long ones; the rest fill what is left only while the batch is under half full.
+// within `length_similarity` (15%) of its length join it first; then, only while the batch is
+// under half full, texts shorter than that. A short anchor never pulls long texts in, so short
+// requests are not held behind long ones.
 // Higher classes are taken first, FIFO within a class. A request whose deadline (its class's
 // max queue time) passes before it starts fails with RESOURCE_EXHAUSTED rather than being
 // served late.

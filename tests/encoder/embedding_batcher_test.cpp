@@ -219,5 +219,25 @@ TEST_F(EmbeddingBatcherTest, AgingKeepsALowClassFromStarving) {
   EXPECT_TRUE(low_done.load()) << "the low-priority text never ran";
 }
 
+// More waits than a batch holds: eight short texts queued before four long ones go in a batch
+// of their own; a short anchor does not pull long texts in (so the shorts are not held behind
+// them).
+TEST_F(EmbeddingBatcherTest, ShortTextsAreNotHeldBehindLongOnes) {
+  EmbeddingBatcher batcher(*model_, {.max_queue_delay = std::chrono::milliseconds(50)});
+  EmbedRequest request;
+  for (int i = 0; i < 8; ++i) request.texts.push_back(Text(i, 8));
+  for (int i = 0; i < 4; ++i) request.texts.push_back(Text(100 + i, 200));
+  std::promise<EmbedResult> promise;
+  ASSERT_TRUE(
+      batcher.Submit(std::move(request), [&](EmbedResult r) { promise.set_value(std::move(r)); })
+          .ok());
+  ASSERT_TRUE(promise.get_future().get().status.ok());
+  const BatcherStats stats = batcher.Stats();
+  // Bucket 1 of tokens per batch holds batches of 17..64 tokens: the shorts' 8 x 8.
+  ASSERT_GE(stats.batch_tokens.counts.size(), 2u);
+  EXPECT_EQ(stats.batch_tokens.counts[1], 1u) << "the eight short texts ran alone";
+  EXPECT_EQ(stats.batches, 3) << "then the long ones, two per 512-token batch";
+}
+
 }  // namespace
 }  // namespace pier::encoder
