@@ -132,6 +132,9 @@ constexpr SettingHelp kSettingHelp[] = {
      "Embedding models: how long a batch waits for more texts at most; the window in use adapts "
      "below it (default 10)"},
     {"max_batch_texts", "N", "Embedding models: texts per batch at most (default 64)"},
+    {"class_max_queue_ms", "CLASS=MS,...",
+     "The longest each priority class may wait in a queue before it is refused with 429, e.g. "
+     "normal=10000,low=30000 (0 or left out: no limit; enforced for embedding models)"},
     {"adaptive_batch_window", "on|off",
      "Embedding models: shrink the batching window while requests come alone, grow it back under "
      "load (default on; off: a fixed window of max_queue_delay_ms)"},
@@ -341,8 +344,9 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   api_options.load_wait =
       std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
   http::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
-  http::EmbeddingsApi embeddings({.load_wait = api_options.load_wait}, registry.get(), keys_or_null,
-                                 &metrics);
+  http::EmbeddingsApi embeddings(
+      {.load_wait = api_options.load_wait, .class_max_queue = options.class_max_queue},
+      registry.get(), keys_or_null, &metrics);
 
   http::AdminRoutesOptions admin_options;
   admin_options.watchdog_timeout =
@@ -377,6 +381,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   kserve_options.completions = [completions_router](const http::HttpRequest& request) {
     return completions_router->Dispatch(request);
   };
+  kserve_options.class_max_queue = options.class_max_queue;
   http::KServeApi kserve(std::move(kserve_options), registry.get(), keys_or_null);
   api.Register(*router);
   embeddings.Register(*router);
@@ -406,6 +411,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     grpc_api::KServeGrpcOptions grpc_options;
     grpc_options.host = options.host;
     grpc_options.port = options.grpc_port;
+    grpc_options.class_max_queue = options.class_max_queue;
     grpc_options.ready = [&admin](std::string* reason) {
       const http::Readiness readiness = admin.CheckReady();
       *reason = readiness.reason;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/yaml.h"
+#include "serving/request_policy.h"
 
 namespace pier::cli {
 namespace {
@@ -154,6 +155,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "max_batch_texts",
                                                        "embed_batch_tokens",
                                                        "adaptive_batch_window",
+                                                       "class_max_queue_ms",
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
@@ -260,6 +262,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->max_queue_delay_ms, ParseInteger(value, source, 0, 10'000));
   } else if (name == "max_batch_texts") {
     PIER_ASSIGN_OR_RETURN(o->max_batch_texts, ParseInteger(value, source, 1, 4096));
+  } else if (name == "class_max_queue_ms") {
+    Result<serving::ClassQueueLimits> limits = serving::ParseClassQueueLimits(value);
+    if (!limits.ok()) {
+      return InvalidArgumentError(std::string(source) + ": " + limits.status().message());
+    }
+    o->class_max_queue = *limits;
   } else if (name == "adaptive_batch_window") {
     if (value != "on" && value != "off") {
       return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +

@@ -34,6 +34,7 @@
 #include "engine/kv_store.h"
 #include "engine/local_model.h"
 #include "memory/byte_size.h"
+#include "serving/request_policy.h"
 
 namespace pier::cli {
 
@@ -71,6 +72,8 @@ struct ServeOptions {
   int64_t max_batch_texts = 64;
   int64_t embed_batch_tokens = 4096;
   bool adaptive_batch_window = true;  // off: every batch waits the whole max_queue_delay_ms
+  // Each class's longest wait in a queue before a 429 (serving/request_policy.h); none by default.
+  serving::ClassQueueLimits class_max_queue;
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

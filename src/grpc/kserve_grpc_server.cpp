@@ -279,6 +279,9 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     encoder::EmbedRequest embed;
     embed.texts = std::move(ids).value();
     embed.priority = priority;
+    embed.deadline =
+        serving::QueueDeadline(options.class_max_queue, http::ClassOfBatcherPriority(priority),
+                               std::chrono::steady_clock::now());
     std::promise<encoder::EmbedResult> promise;
     std::future<encoder::EmbedResult> future = promise.get_future();
     Status submitted = model.embedder->Submit(

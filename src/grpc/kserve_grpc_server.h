@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "http/api_keys.h"
 #include "serving/model_registry.h"
+#include "serving/request_policy.h"
 
 namespace pier::grpc_api {
 
@@ -29,6 +30,7 @@ struct KServeGrpcOptions {
   int port = 0;                                    // 0: any free port (port() tells which)
   std::function<bool(std::string* reason)> ready;  // null: always ready
   int64_t max_message_bytes = 64 << 20;
+  serving::ClassQueueLimits class_max_queue = {};  // infer: past it RESOURCE_EXHAUSTED
 };
 
 class KServeGrpcServer {

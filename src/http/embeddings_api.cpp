@@ -311,6 +311,8 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
   }
   // Higher classes first: critical (0) is the highest.
   request.priority = 3 - static_cast<int>(request_class->priority);
+  request.deadline = serving::QueueDeadline(options.class_max_queue, request_class->priority,
+                                            std::chrono::steady_clock::now());
   request.normalize = true;
 
   auto pending = std::make_shared<PendingResponse>();

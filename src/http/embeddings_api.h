@@ -30,13 +30,15 @@
 #include "http/http_types.h"
 #include "metrics/serving_metrics.h"
 #include "serving/model_registry.h"
+#include "serving/request_policy.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::http {
 
 struct EmbeddingsApiOptions {
-  int64_t max_inputs = 2048;                    // OpenAI's limit per request
-  std::chrono::milliseconds load_wait{60'000};  // for an on_demand model not loaded yet
+  int64_t max_inputs = 2048;                       // OpenAI's limit per request
+  std::chrono::milliseconds load_wait{60'000};     // for an on_demand model not loaded yet
+  serving::ClassQueueLimits class_max_queue = {};  // past it a waiting request gets 429
 };
 
 class EmbeddingsApi {

@@ -344,6 +344,8 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   encoder::EmbedRequest embed;
   embed.texts = std::move(ids).value();
   embed.priority = priority;
+  embed.deadline = serving::QueueDeadline(options.class_max_queue, ClassOfBatcherPriority(priority),
+                                          std::chrono::steady_clock::now());
   const std::string id = request.contains("id") && request["id"].is_string()
                              ? request["id"].get<std::string>()
                              : std::string();

@@ -22,6 +22,7 @@
 // Thread-safety: handlers on any I/O thread.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,7 @@
 #include "http/api_keys.h"
 #include "http/http_types.h"
 #include "serving/model_registry.h"
+#include "serving/request_policy.h"
 
 namespace pier::http {
 
@@ -40,6 +42,7 @@ struct KServeApiOptions {
   // The /v1/completions handler: generate and generate_stream run through it
   // (kserve_generate.h). Null: they are refused.
   std::function<HttpResponse(const HttpRequest&)> completions;
+  serving::ClassQueueLimits class_max_queue = {};  // infer: past it a waiting request gets 429
 };
 
 // Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or
@@ -56,6 +59,10 @@ bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out,
 // Triton's request priority (1 the highest, 0 the default) on the batcher's scale (3 critical
 // .. 0 low), capped by the key's ceiling.
 int BatcherPriority(uint64_t triton_level, engine::Priority ceiling);
+// The class of a batcher priority (3 critical .. 0 low), for its queue limit.
+inline engine::Priority ClassOfBatcherPriority(int priority) {
+  return static_cast<engine::Priority>(3 - std::clamp(priority, 0, 3));
+}
 
 class KServeApi {
  public:

@@ -8,6 +8,9 @@
 // Thread-safety: free functions over values.
 #pragma once
 
+#include <array>
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,5 +39,23 @@ struct RequestClass {
                                                        std::optional<std::string_view> header,
                                                        std::string tenant,
                                                        engine::Priority ceiling);
+
+// The longest a request of each class may wait in a queue before its work starts; past it the
+// request is refused (429) rather than served late. Index: engine::Priority (critical 0 ..
+// low 3); 0: no limit. The `class_max_queue_ms` setting writes them as
+// "critical=0,high=2000,normal=10000,low=30000" (classes left out keep no limit). Today the
+// embedding batcher enforces them; the LLM scheduler's deadlines come with the QoS issue.
+struct ClassQueueLimits {
+  std::array<int64_t, 4> max_queue_ms = {0, 0, 0, 0};
+};
+
+// INVALID_ARGUMENT naming the part that is not CLASS=MILLISECONDS (a known class, 0..3600000).
+[[nodiscard]] Result<ClassQueueLimits> ParseClassQueueLimits(std::string_view text);
+
+// When a request of `priority` arriving at `now` must have started: now + its class's limit, or
+// time_point::max() when the class has none.
+std::chrono::steady_clock::time_point QueueDeadline(const ClassQueueLimits& limits,
+                                                    engine::Priority priority,
+                                                    std::chrono::steady_clock::time_point now);
 
 }  // namespace pier::serving

@@ -80,6 +80,7 @@ prefill_chunk_while_decoding: 0
 max_seqs: 16
 grpc_port: 8001
 adaptive_batch_window: off
+class_max_queue_ms: "normal=5000,low=20000"
 max_queue_delay_ms: 4
 max_batch_texts: 32
 embed_batch_tokens: 2048
@@ -127,6 +128,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.max_seqs, 16);
   EXPECT_EQ(o.max_queue_delay_ms, 4);
   EXPECT_FALSE(o.adaptive_batch_window);
+  EXPECT_EQ(o.class_max_queue.max_queue_ms[static_cast<size_t>(engine::Priority::kLow)], 20000);
   EXPECT_EQ(o.grpc_port, 8001);
   EXPECT_EQ(o.max_batch_texts, 32);
   EXPECT_EQ(o.embed_batch_tokens, 2048);
@@ -143,7 +145,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 42u);
+  EXPECT_EQ(ServeSettingNames().size(), 43u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

@@ -181,3 +181,18 @@ def test_metrics_show_the_batcher(embed_server, ec):
     assert 'pier_embedding_window_seconds{model="minilm"}' in samples
     assert not any('model="smol"' in line and line.startswith("pier_embedding")
                    for line in text.splitlines())
+
+
+def test_a_class_past_its_max_queue_time_gets_429(tmp_path):
+    # A fixed 300 ms window: every request waits it; normal may wait 50 ms, critical has no limit.
+    s = start_llm_and_embedder(tmp_path, "--max-queue-delay-ms", "300",
+                               "--adaptive-batch-window", "off",
+                               "--class-max-queue-ms", "normal=50", embedder_only=True)
+    try:
+        status, body = post(s, {"model": "minilm", "input": "late"})
+        assert status == 429, body
+        assert "max queue time" in body["error"]["message"]
+        status, body = post(s, {"model": "minilm", "input": "urgent", "priority": "critical"})
+        assert status == 200, body
+    finally:
+        s.stop_and_check()

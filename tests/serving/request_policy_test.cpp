@@ -45,5 +45,22 @@ TEST(RequestPolicyTest, BodyWinsOverHeaderAndTheCeilingApplies) {
           .ok());
 }
 
+TEST(ClassQueueLimits, ParsesClassesAndRefusesTheRest) {
+  auto limits = ParseClassQueueLimits("normal=10000,low=30000,critical=0");
+  ASSERT_TRUE(limits.ok()) << limits.status().ToString();
+  EXPECT_EQ(limits->max_queue_ms[static_cast<size_t>(engine::Priority::kNormal)], 10000);
+  EXPECT_EQ(limits->max_queue_ms[static_cast<size_t>(engine::Priority::kLow)], 30000);
+  EXPECT_EQ(limits->max_queue_ms[static_cast<size_t>(engine::Priority::kHigh)], 0);
+  EXPECT_TRUE(ParseClassQueueLimits("").ok());
+  for (const char* bad : {"normal", "urgent=5", "normal=-1", "normal=5x", "low=3600001"}) {
+    EXPECT_EQ(ParseClassQueueLimits(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_EQ(QueueDeadline(*limits, engine::Priority::kNormal, now),
+            now + std::chrono::milliseconds(10000));
+  EXPECT_EQ(QueueDeadline(*limits, engine::Priority::kHigh, now),
+            std::chrono::steady_clock::time_point::max());
+}
+
 }  // namespace
 }  // namespace pier::serving
