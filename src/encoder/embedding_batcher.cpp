@@ -136,6 +136,8 @@ struct EmbeddingBatcher::Impl {
   std::deque<Item> queue PIER_GUARDED_BY(mutex);
   bool stopping PIER_GUARDED_BY(mutex) = false;
   std::chrono::microseconds window PIER_GUARDED_BY(mutex);
+  // Tokens per second of compute, a moving average over batches (0 until one ran).
+  double tokens_per_second PIER_GUARDED_BY(mutex) = 0;
   BatcherStats stats PIER_GUARDED_BY(mutex);
   std::thread thread;
 
@@ -261,6 +263,10 @@ struct EmbeddingBatcher::Impl {
         stats.batch_texts.Observe(static_cast<double>(n_ran));
         stats.batch_tokens.Observe(static_cast<double>(tokens));
         stats.compute_seconds.Observe(compute);
+        if (compute > 0) {
+          const double rate = static_cast<double>(tokens) / compute;
+          tokens_per_second = tokens_per_second > 0 ? 0.8 * tokens_per_second + 0.2 * rate : rate;
+        }
         for (double waited : waits) stats.queue_seconds.Observe(waited);
       }
       lock.Unlock();
@@ -359,6 +365,25 @@ Status EmbeddingBatcher::Submit(EmbedRequest request, std::function<void(EmbedRe
     if (static_cast<int64_t>(impl_->queue.size()) + n > impl_->options.max_queued_texts) {
       return ResourceExhaustedError("the embedding queue is full (" +
                                     std::to_string(impl_->queue.size()) + " texts waiting)");
+    }
+    // Admission from the predicted wait: the tokens queued at this class or above, drained at
+    // the measured rate, plus the window. A request that could only start after its deadline is
+    // refused now, not queued to fail later.
+    if (pending->request.deadline != Clock::time_point::max() && impl_->tokens_per_second > 0) {
+      int64_t ahead = tokens;
+      for (const Item& item : impl_->queue) {
+        if (item.owner->request.priority >= pending->request.priority) ahead += item.length;
+      }
+      const double wait_s = static_cast<double>(ahead) / impl_->tokens_per_second +
+                            std::chrono::duration<double>(impl_->window).count();
+      const Clock::time_point start = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                         std::chrono::duration<double>(wait_s));
+      if (start > pending->request.deadline) {
+        ++impl_->stats.predicted_refusals;
+        return ResourceExhaustedError(
+            "the predicted wait (" + std::to_string(static_cast<int64_t>(wait_s * 1000)) +
+            " ms for the texts queued ahead) exceeds this request's class's max queue time");
+      }
     }
     // Sized once the request is known to be queued: a refused one allocates nothing.
     pending->result.vectors.resize(pending->request.texts.size() * static_cast<size_t>(impl_->dim));

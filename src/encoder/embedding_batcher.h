@@ -9,7 +9,8 @@
 // requests are not held behind long ones.
 // Higher classes are taken first, FIFO within a class. A request whose deadline (its class's
 // max queue time) passes before it starts fails with RESOURCE_EXHAUSTED rather than being
-// served late.
+// served late; and one whose predicted wait (the tokens queued at its class or above, at the
+// measured rate, plus the window) already passes its deadline is refused at Submit.
 //
 // The window adapts: it halves (down to 0) when a batch closes with nothing else waiting (a
 // lone request is not held for company that is not coming) and doubles (up to
@@ -77,12 +78,13 @@ struct BatcherStats {
   int64_t batches = 0;
   int64_t texts = 0;
   int64_t tokens = 0;
-  int64_t expired = 0;        // texts refused past their deadline
-  double window_seconds = 0;  // the window in use
-  Buckets batch_texts;        // texts per batch
-  Buckets batch_tokens;       // tokens per batch
-  Buckets queue_seconds;      // per text: from Submit to its batch's start
-  Buckets compute_seconds;    // per batch: the forward pass
+  int64_t expired = 0;             // texts refused past their deadline
+  double window_seconds = 0;       // the window in use
+  int64_t predicted_refusals = 0;  // requests refused at once: their predicted wait was too long
+  Buckets batch_texts;             // texts per batch
+  Buckets batch_tokens;            // tokens per batch
+  Buckets queue_seconds;           // per text: from Submit to its batch's start
+  Buckets compute_seconds;         // per batch: the forward pass
 };
 
 class EmbeddingBatcher {

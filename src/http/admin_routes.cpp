@@ -103,6 +103,7 @@ metrics::EmbeddingFigures EmbeddingFiguresOf(const serving::ServedModel& model) 
   e.texts = b.texts;
   e.tokens = b.tokens;
   e.expired = b.expired;
+  e.predicted_refusals = b.predicted_refusals;
   e.window_seconds = b.window_seconds;
   e.batch_texts = buckets(b.batch_texts);
   e.batch_tokens = buckets(b.batch_tokens);

@@ -311,6 +311,10 @@ void AddEmbeddingFigures(const std::string& model, const EmbeddingFigures& e, Li
   live.SetCounter(model, "pier_embedding_expired_total",
                   "Texts refused because they waited past their class's max queue time.",
                   static_cast<double>(e.expired));
+  live.SetCounter(model, "pier_embedding_predicted_refusals_total",
+                  "Requests refused on arrival: their predicted wait passed their class's max "
+                  "queue time.",
+                  static_cast<double>(e.predicted_refusals));
   live.SetHistogram(model, "pier_embedding_batch_texts", "Texts per embedding batch.",
                     e.batch_texts);
   live.SetHistogram(model, "pier_embedding_batch_tokens", "Tokens per embedding batch.",

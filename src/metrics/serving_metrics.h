@@ -65,6 +65,7 @@ struct EmbeddingFigures {
   int64_t texts = 0;
   int64_t tokens = 0;
   int64_t expired = 0;
+  int64_t predicted_refusals = 0;
   double window_seconds = 0;
   Buckets batch_texts, batch_tokens, queue_seconds, compute_seconds;
 };

@@ -239,5 +239,38 @@ TEST_F(EmbeddingBatcherTest, ShortTextsAreNotHeldBehindLongOnes) {
   EXPECT_EQ(stats.batches, 3) << "then the long ones, two per 512-token batch";
 }
 
+// With the drain rate measured, a request whose predicted wait passes its deadline is refused
+// at Submit; the same request with an empty queue is taken.
+TEST_F(EmbeddingBatcherTest, APredictedWaitPastTheDeadlineIsRefusedAtOnce) {
+  EmbeddingBatcher batcher(
+      *model_, {.max_queue_delay = std::chrono::milliseconds(1), .adaptive_window = false});
+  auto run = [&](EmbedRequest request) {
+    std::promise<EmbedResult> promise;
+    Status st =
+        batcher.Submit(std::move(request), [&](EmbedResult r) { promise.set_value(std::move(r)); });
+    if (!st.ok()) return st;
+    return promise.get_future().get().status;
+  };
+  ASSERT_TRUE(run({.texts = {Text(1, 64), Text(2, 64)}}).ok()) << "measures the drain rate";
+  const auto soon = [] {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  };
+  ASSERT_TRUE(run({.texts = {Text(3, 16)}, .deadline = soon()}).ok()) << "an empty queue: taken";
+  // 4000 texts of 250 tokens queued ahead: seconds of work at any CPU's rate.
+  EmbedRequest big;
+  big.texts.assign(4000, Text(4, 250));
+  std::promise<EmbedResult> big_done;
+  ASSERT_TRUE(
+      batcher.Submit(std::move(big), [&](EmbedResult r) { big_done.set_value(std::move(r)); })
+          .ok());
+  const Status refused =
+      batcher.Submit({.texts = {Text(5, 16)}, .deadline = soon()}, [](EmbedResult) {});
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("predicted wait"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(batcher.Stats().predicted_refusals, 1);
+  batcher.CancelQueued("test over");
+  big_done.get_future().get();
+}
+
 }  // namespace
 }  // namespace pier::encoder
