@@ -1,6 +1,7 @@
 #include "engine/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 
@@ -84,6 +85,7 @@ void Scheduler::Add(SequenceSpec spec) {
   s.arrival_step = step_;
   const int64_t bs = blocks_->block_size();
   ExtendBlockHashes(s.tokens, bs, static_cast<int64_t>(s.tokens.size()) / bs, &s.hashes);
+  fair_share_.Join(s.spec.tenant, s.spec.tenant_weight);
   const int64_t id = s.spec.id;
   sequences_.emplace(id, std::move(s));
 }
@@ -97,6 +99,7 @@ void Scheduler::Fork(int64_t parent, int64_t child) {
   s.spec.prompt_logits = false;  // the parent's prompt logits are the ones reported
   s.arrival_order = next_arrival_++;
   blocks_->Fork(s.block_table);
+  fair_share_.Join(s.spec.tenant, s.spec.tenant_weight);
   sequences_.emplace(child, std::move(s));
 }
 
@@ -105,6 +108,7 @@ void Scheduler::Remove(int64_t id) {
   if (it == sequences_.end()) return;
   blocks_->ReleaseAll(it->second.block_table);
   for (int64_t slot : it->second.host_slots) free_slots_.push_back(slot);
+  fair_share_.Leave(it->second.spec.tenant);
   sequences_.erase(it);
 }
 
@@ -130,9 +134,28 @@ int Scheduler::EffectiveClass(const Sequence& s) const {
 }
 
 Scheduler::RankKey Scheduler::Rank(const Sequence& s) const {
-  return RankKey{EffectiveClass(s),
+  if (!options_.qos) return RankKey{0, 0, 0, 0, s.arrival_order};
+  // A demoted sequence ranks after every class (aging does not raise it again).
+  const int cls = s.demoted ? static_cast<int>(Priority::kLow) + 1 : EffectiveClass(s);
+  return RankKey{cls, fair_share_.VirtualTime(s.spec.tenant),
                  s.spec.deadline_us.value_or(std::numeric_limits<TimestampUs>::max()),
                  s.spec.arrival_us, s.arrival_order};
+}
+
+void Scheduler::Demote(int64_t id) {
+  auto it = sequences_.find(id);
+  if (it != sequences_.end()) it->second.demoted = true;
+}
+
+Scheduler::Reserve Scheduler::ReserveNow() const {
+  if (!options_.qos || options_.reserved_share <= 0) return {};
+  const double share = std::min(options_.reserved_share, 0.5);
+  auto part = [&](int64_t whole) {
+    return static_cast<int64_t>(std::floor(static_cast<double>(whole) * share));
+  };
+  return Reserve{.seqs = part(options_.max_seqs),
+                 .tokens = part(options_.max_batched_tokens),
+                 .blocks = part(blocks_->capacity())};
 }
 
 int64_t Scheduler::BlocksFor(int64_t n_tokens) const {
@@ -164,6 +187,9 @@ StepPlan Scheduler::Plan() const {
   for (const Sequence* s : order) running += s->running ? 1 : 0;
   int64_t budget = options_.max_batched_tokens;
   const int64_t bs = blocks_->block_size();
+  // The top class's reserve: what sequences of other classes may not take.
+  const Reserve reserve = ReserveNow();
+  auto top = [&](const Sequence& s) { return s.spec.priority == Priority::kCritical; };
 
   auto preempt = [&](size_t k) {
     const Sequence& v = *order[k];
@@ -197,8 +223,8 @@ StepPlan Scheduler::Plan() const {
       decoding = true;
     }
   }
-  auto chunk = [&](int64_t remaining) {
-    int64_t n = std::min(remaining, budget);
+  auto chunk = [&](int64_t remaining, int64_t usable_budget) {
+    int64_t n = std::min(remaining, usable_budget);
     if (options_.max_prefill_chunk > 0 && remaining > 1)
       n = std::min(n, options_.max_prefill_chunk);
     if (decoding && options_.prefill_chunk_while_decoding > 0 && remaining > 1)
@@ -212,8 +238,10 @@ StepPlan Scheduler::Plan() const {
     if (victim[k]) continue;
     const Sequence& s = *order[k];
     const int64_t len = static_cast<int64_t>(s.tokens.size());
+    const int64_t usable_budget = top(s) ? budget : budget - reserve.tokens;
+    if (usable_budget <= 0) continue;  // the rest of the budget is the top class's
     if (s.running) {
-      const int64_t n = chunk(len - s.num_computed);
+      const int64_t n = chunk(len - s.num_computed, usable_budget);
       // Shared blocks this step writes are copied first: one new block each.
       int64_t cow = 0;
       const auto table_size = static_cast<int64_t>(s.block_table.size());
@@ -244,24 +272,30 @@ StepPlan Scheduler::Plan() const {
     }
     if (admission_closed) continue;
     const int cls = keys[k].effective_class;
-    while (running >= options_.max_seqs && preempt_one(pos, cls)) {
+    const int64_t slot_limit = top(s) ? options_.max_seqs : options_.max_seqs - reserve.seqs;
+    while (running >= slot_limit && preempt_one(pos, cls)) {
     }
-    if (running >= options_.max_seqs) {
-      admission_closed = true;
+    if (running >= slot_limit) {
+      // Only the reserve is left: a critical sequence ranked below may still take it.
+      if (slot_limit == options_.max_seqs) admission_closed = true;
       continue;
     }
+    // The reserved blocks stay free for the top class, unless this sequence would run alone.
+    const int64_t kept_blocks = top(s) || running == 0 ? 0 : reserve.blocks;
     const bool swap_in = !s.host_slots.empty();
     std::vector<int32_t> cached;
     if (options_.enable_prefix_caching && !s.spec.prompt_logits && !swap_in)
       cached = blocks_->MatchPrefix(s.hashes, (len - 1) / bs);
     const int64_t start = swap_in ? s.num_computed : static_cast<int64_t>(cached.size()) * bs;
-    const int64_t n = chunk(len - start);
+    const int64_t n = chunk(len - start, usable_budget);
     const int64_t need = BlocksFor(start + n) - static_cast<int64_t>(cached.size());
-    while (sim.available() < need + sim.AcquireCost(cached) && preempt_one(pos, cls)) {
+    while (sim.available() < need + sim.AcquireCost(cached) + kept_blocks &&
+           preempt_one(pos, cls)) {
     }
-    if (sim.available() < need + sim.AcquireCost(cached)) {
-      // Strict order: nothing ranked below it is admitted ahead of it.
-      admission_closed = true;
+    if (sim.available() < need + sim.AcquireCost(cached) + kept_blocks) {
+      // Strict order: nothing ranked below it is admitted ahead of it (a critical sequence
+      // may still take the reserve).
+      if (kept_blocks == 0) admission_closed = true;
       continue;
     }
     sim.AcquireAll(cached);
@@ -316,6 +350,8 @@ Batch Scheduler::Apply(const StepPlan& plan) {
       s.running = true;
       continue;
     }
+    if (!s.ever_admitted) ++admissions_;
+    s.ever_admitted = true;
     for (int32_t b : ss.cached_blocks) blocks_->Acquire(b);
     s.block_table = ss.cached_blocks;
     s.num_registered = static_cast<int64_t>(ss.cached_blocks.size());
@@ -378,6 +414,7 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     if (it == sequences_.end()) continue;
     Sequence& s = it->second;
     s.num_computed += ss.n_tokens;
+    fair_share_.Charge(s.spec.tenant, ss.n_tokens);
     const int64_t full = s.num_computed / bs;
     for (; s.num_registered < full; ++s.num_registered) {
       blocks_->Register(s.block_table[s.num_registered], s.hashes[s.num_registered]);
@@ -385,6 +422,7 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     results.push_back(
         {.id = ss.id, .samples = s.num_computed == static_cast<int64_t>(s.tokens.size())});
   }
+  fair_share_.AdvanceClock();
   ++step_;
   return results;
 }
@@ -446,7 +484,14 @@ SchedulerStats Scheduler::Stats() const {
   SchedulerStats stats;
   for (const auto& [id, s] : sequences_) {
     (s.running ? stats.running : !s.host_slots.empty() ? stats.swapped : stats.waiting) += 1;
+    if (!s.running) ++stats.waiting_by_class[static_cast<size_t>(s.spec.priority)];
+    if (s.running && s.spec.priority == Priority::kCritical) ++stats.running_critical;
   }
+  const Reserve reserve = ReserveNow();
+  stats.reserved_seqs = reserve.seqs;
+  stats.reserved_tokens = reserve.tokens;
+  stats.reserved_blocks = reserve.blocks;
+  stats.admissions = admissions_;
   stats.swap_outs = swap_outs_;
   stats.cow_copies = cow_copies_;
   stats.preemptions = preemptions_;

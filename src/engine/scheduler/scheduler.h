@@ -3,12 +3,17 @@
 // Iteration-level continuous batching. A sequence is a token list (prompt, then generated
 // tokens) of which the first `num_computed` have K/V in the cache. Each step:
 //   1. Plan() (const) orders every live sequence by rank -- effective priority class (the
-//      request's class raised one class per `aging_steps` steps since arrival), then deadline,
-//      then arrival -- and walks that order under the token budget (max_batched_tokens) and
-//      the running limit (max_seqs). A running sequence gets its remaining tokens up to the
-//      budget (a decode is 1 token; a prompt is ingested in chunks, at most
-//      prefill_chunk_while_decoding tokens while others decode, so running streams keep
-//      producing while a long prompt is read). A waiting sequence is admitted when its first
+//      request's class raised one class per `aging_steps` steps since arrival; a sequence
+//      Demote()d past its queue deadline comes after every class), then its tenant's virtual
+//      time (weighted fair share of tokens between tenants, fair_share.h), then deadline
+//      (earliest first), then arrival -- and walks that order under the token budget
+//      (max_batched_tokens) and the running limit (max_seqs). With `reserved_share`, a share
+//      of the running slots, of the token budget and of the KV blocks is kept for the top
+//      class: sequences of other classes are not admitted into it (nor given its tokens), so
+//      a critical request starts at the next step without preempting anyone. A running sequence
+//      gets its remaining tokens up to the budget (a decode is 1 token; a prompt is ingested in
+//      chunks, at most prefill_chunk_while_decoding tokens while others decode, so running streams
+//      keep producing while a long prompt is read). A waiting sequence is admitted when its first
 //      chunk's blocks are available, reusing the cached blocks of its longest cached prefix.
 //      When blocks run short, running sequences are preempted, lowest rank (latest arrival)
 //      first: by swap when a SwapSpace with room is configured, else by recompute; a waiting
@@ -33,15 +38,18 @@
 // thread owns it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "engine/batch.h"
 #include "engine/scheduler/block_manager.h"
+#include "engine/scheduler/fair_share.h"
 #include "engine/scheduler/request.h"
 
 namespace pier::engine {
@@ -78,6 +86,13 @@ struct SchedulerOptions {
   bool enable_prefix_caching = true;
   // Preempt by swapping K/V to the SwapSpace when it has room (else by recompute).
   bool preempt_by_swap = false;
+  // Share (0 .. 0.5) of max_seqs, max_batched_tokens and the KV capacity only critical
+  // sequences may take, each rounded down (5% of 16 slots is none). A sequence of another class
+  // alone in the engine may still take the reserved blocks, so nothing waits forever.
+  double reserved_share = 0;
+  // false: first come, first served -- classes, tenants, deadlines and the reserve are
+  // ignored (the QoS-off baseline of the benchmarks).
+  bool qos = true;
 };
 
 struct SequenceSpec {
@@ -90,6 +105,9 @@ struct SequenceSpec {
   // Every prompt position's logits are wanted (prompt logprobs): spans over the prompt ask
   // for all rows, and the prefix cache is not read.
   bool prompt_logits = false;
+  // Fair share: the tenant the tokens are charged to and its weight (> 0).
+  std::string tenant = {};
+  double tenant_weight = 1;
 };
 
 struct ScheduledSequence {
@@ -126,6 +144,13 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t prompt_tokens_admitted = 0;  // counting recomputed ones
   int64_t prompt_tokens_cached = 0;    // of which served by the prefix cache
+  int64_t admissions = 0;              // first admissions of sequences (not re-admissions)
+  // Waiting sequences (queued, preempted or swapped) per requested class, critical first.
+  std::array<int64_t, 4> waiting_by_class = {0, 0, 0, 0};
+  int64_t running_critical = 0;  // running critical sequences (the reserve's users)
+  int64_t reserved_seqs = 0;     // slots, tokens and blocks kept for the top class
+  int64_t reserved_tokens = 0;
+  int64_t reserved_blocks = 0;
 };
 
 class Scheduler {
@@ -158,6 +183,13 @@ class Scheduler {
   // waiting ones (queued, preempted or swapped); nullopt when there are none.
   std::optional<Priority> MostUrgentRunning() const;
   std::optional<Priority> MostUrgentWaiting() const;
+  // A waiting sequence past its queue deadline that is to wait on rather than be refused
+  // (the delay action): it now ranks after every sequence not demoted. No-op when unknown.
+  void Demote(int64_t id);
+  // Whether the sequence has been admitted at least once (its work started).
+  bool EverAdmitted(int64_t id) const { return Get(id).ever_admitted; }
+  // The tenants' fair-share state (virtual times and the clock).
+  const FairShare& fair_share() const { return fair_share_; }
   // Appends the token sampled for sequence `id` (to be computed next step).
   void AppendToken(int64_t id, int32_t token);
 
@@ -187,14 +219,24 @@ class Scheduler {
     int64_t num_registered = 0;     // leading blocks of block_table named in the index
     int64_t cached_tokens = 0;
     std::vector<int64_t> host_slots;  // swapped out: block i of the table is in host_slots[i]
+    bool ever_admitted = false;
+    bool demoted = false;
   };
   struct RankKey {
     int effective_class;
+    double virtual_time;
     TimestampUs deadline;
     TimestampUs arrival_us;
     int64_t arrival_order;
     auto operator<=>(const RankKey&) const = default;
   };
+  // What the top class keeps (SchedulerOptions::reserved_share), now.
+  struct Reserve {
+    int64_t seqs = 0;
+    int64_t tokens = 0;
+    int64_t blocks = 0;
+  };
+  Reserve ReserveNow() const;
   RankKey Rank(const Sequence& s) const;
   int EffectiveClass(const Sequence& s) const;
   int64_t BlocksFor(int64_t n_tokens) const;
@@ -216,6 +258,8 @@ class Scheduler {
   int64_t cow_copies_ = 0;
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
+  int64_t admissions_ = 0;
+  FairShare fair_share_;
 };
 
 }  // namespace pier::engine

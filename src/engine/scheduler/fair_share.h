@@ -1,0 +1,54 @@
+// FairShare: weighted fair queueing of one engine's capacity between tenants (issue #16).
+//
+// Each tenant has a virtual time: the tokens computed for it (prompt tokens prefilled plus
+// tokens generated; prefix-cache hits cost nothing) divided by its weight. Within a priority
+// class the scheduler serves the tenant with the smallest virtual time first, so two
+// backlogged tenants of weights 2 and 1 get tokens 2:1 whatever their request rates.
+//
+// The virtual clock is the smallest virtual time among tenants with live sequences (it never
+// goes back). A tenant that becomes live again starts at no less than the clock, so time spent
+// idle is not banked as credit to burst past the others later (start-time fair queueing).
+//
+// Thread-safety: none; the engine thread owns it (through the Scheduler).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pier::engine {
+
+struct TenantShare {
+  std::string tenant;
+  double weight = 1;
+  double virtual_time = 0;  // tokens / weight, never below the clock while live
+  int64_t live_sequences = 0;
+  int64_t tokens = 0;  // computed for it since the engine started
+};
+
+class FairShare {
+ public:
+  // A sequence of `tenant` became live; `weight` (> 0; others are taken as 1) is the tenant's
+  // latest.
+  void Join(const std::string& tenant, double weight);
+  // One of its live sequences ended.
+  void Leave(const std::string& tenant);
+  // `tokens` were computed for a sequence of `tenant` (a live one).
+  void Charge(const std::string& tenant, int64_t tokens);
+  // After a step: moves the clock to the smallest live virtual time, and forgets tenants that
+  // are idle and have no debt above the clock (they would restart at the clock anyway).
+  void AdvanceClock();
+
+  // The tenant's virtual time; the clock for one not known.
+  double VirtualTime(const std::string& tenant) const;
+  double clock() const { return clock_; }
+  // Every known tenant, by name.
+  std::vector<TenantShare> Snapshot() const;
+
+ private:
+  std::map<std::string, TenantShare> tenants_;
+  double clock_ = 0;
+};
+
+}  // namespace pier::engine
