@@ -1,5 +1,6 @@
 #include "ipc/convert.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -46,6 +47,8 @@ void ToProto(const engine::Request& r, proto::Request* out) {
   if (r.deadline_us.has_value()) out->set_deadline_us(*r.deadline_us);
   out->set_tenant(r.tenant);
   out->set_arrival_us(r.arrival_us);
+  out->set_tenant_weight(r.tenant_weight);
+  out->set_on_deadline(static_cast<int32_t>(r.on_deadline));
   out->set_constraint_kind(static_cast<int32_t>(r.constraint.kind));
   out->set_constraint_schema(r.constraint.schema);
   out->set_constraint_prefix(r.constraint.prefix);
@@ -62,6 +65,14 @@ Result<engine::Request> FromProto(const proto::Request& in) {
     return InvalidArgumentError("IPC request " + in.id() + ": constraint kind " +
                                 std::to_string(in.constraint_kind()) + " is not known (0.." +
                                 std::to_string(kMaxKind) + ")");
+  }
+  if (!(in.tenant_weight() > 0) || !std::isfinite(in.tenant_weight())) {
+    return InvalidArgumentError("IPC request " + in.id() + ": tenant weight " +
+                                std::to_string(in.tenant_weight()) + " is not positive");
+  }
+  if (in.on_deadline() < 0 || in.on_deadline() > 1) {
+    return InvalidArgumentError("IPC request " + in.id() + ": deadline action " +
+                                std::to_string(in.on_deadline()) + " is not known (0..1)");
   }
   engine::Request r;
   r.id = in.id();
@@ -90,6 +101,8 @@ Result<engine::Request> FromProto(const proto::Request& in) {
   if (in.has_deadline_us()) r.deadline_us = in.deadline_us();
   r.tenant = in.tenant();
   r.arrival_us = in.arrival_us();
+  r.tenant_weight = in.tenant_weight();
+  r.on_deadline = static_cast<engine::Request::DeadlineAction>(in.on_deadline());
   r.constraint.kind = static_cast<grammar::OutputConstraint::Kind>(in.constraint_kind());
   r.constraint.schema = in.constraint_schema();
   r.constraint.prefix = in.constraint_prefix();
@@ -115,6 +128,7 @@ void ToProto(const engine::Event& e, const std::string& request_id, proto::Event
   if (e.finish.has_value()) out->set_finish(static_cast<int32_t>(*e.finish));
   out->set_error(e.error);
   out->set_request_fault(e.request_fault);
+  out->set_queue_expired(e.queue_expired);
   out->set_prompt_tokens(e.usage.prompt_tokens);
   out->set_completion_tokens(e.usage.completion_tokens);
   out->set_cached_prompt_tokens(e.usage.cached_prompt_tokens);
@@ -151,6 +165,7 @@ Result<engine::Event> FromProto(const proto::Event& in) {
   if (in.has_finish()) e.finish = static_cast<engine::FinishReason>(in.finish());
   e.error = in.error();
   e.request_fault = in.request_fault();
+  e.queue_expired = in.queue_expired();
   e.usage = {in.prompt_tokens(), in.completion_tokens(), in.cached_prompt_tokens()};
   e.times = {in.queued_us(), in.scheduled_us(), in.first_token_us(), in.finished_us()};
   return e;
@@ -181,6 +196,25 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
   out->set_last_step_at_us(s.last_step_at_us);
   out->set_max_request_tokens(s.max_request_tokens);
   out->set_requests_finished(s.requests_finished);
+  out->mutable_waiting_by_class()->Assign(s.waiting_by_class.begin(), s.waiting_by_class.end());
+  out->set_max_seqs(s.max_seqs);
+  out->set_admissions_per_s(s.admissions_per_s);
+  out->set_admissions(s.admissions);
+  out->set_queue_expired(s.queue_expired);
+  out->set_queue_delayed(s.queue_delayed);
+  out->set_running_critical(s.running_critical);
+  out->set_reserved_seqs(s.reserved_seqs);
+  out->set_reserved_tokens(s.reserved_tokens);
+  out->set_reserved_blocks(s.reserved_blocks);
+  out->set_fair_share_clock(s.fair_share_clock);
+  for (const engine::TenantShare& t : s.tenants) {
+    proto::TenantShare* p = out->add_tenants();
+    p->set_tenant(t.tenant);
+    p->set_weight(t.weight);
+    p->set_virtual_time(t.virtual_time);
+    p->set_live_sequences(t.live_sequences);
+    p->set_tokens(t.tokens);
+  }
 }
 
 engine::EngineStats FromProto(const proto::Stats& in) {
@@ -208,6 +242,27 @@ engine::EngineStats FromProto(const proto::Stats& in) {
   s.last_step_at_us = in.last_step_at_us();
   s.max_request_tokens = in.max_request_tokens();
   s.requests_finished = in.requests_finished();
+  // A stats frame is informational: extra classes are ignored, missing ones read 0.
+  for (int c = 0; c < in.waiting_by_class_size() && c < 4; ++c) {
+    s.waiting_by_class[static_cast<size_t>(c)] = in.waiting_by_class(c);
+  }
+  s.max_seqs = in.max_seqs();
+  s.admissions_per_s = in.admissions_per_s();
+  s.admissions = in.admissions();
+  s.queue_expired = in.queue_expired();
+  s.queue_delayed = in.queue_delayed();
+  s.running_critical = in.running_critical();
+  s.reserved_seqs = in.reserved_seqs();
+  s.reserved_tokens = in.reserved_tokens();
+  s.reserved_blocks = in.reserved_blocks();
+  s.fair_share_clock = in.fair_share_clock();
+  for (const proto::TenantShare& p : in.tenants()) {
+    s.tenants.push_back({.tenant = p.tenant(),
+                         .weight = p.weight(),
+                         .virtual_time = p.virtual_time(),
+                         .live_sequences = p.live_sequences(),
+                         .tokens = p.tokens()});
+  }
   return s;
 }
 

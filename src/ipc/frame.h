@@ -25,7 +25,7 @@ namespace pier::ipc {
 // Changes whenever a message's meaning does; both sides must agree (checked at the handshake).
 // 2: elastic KV (Budget, MoreMemory); 3: output constraints in Request (an older worker would
 // ignore them and answer unconstrained).
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 // The largest frame either side accepts (an Events batch of long prompts' logprobs fits).
 inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
 

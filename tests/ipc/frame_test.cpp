@@ -39,6 +39,8 @@ engine::Request SampleRequest() {
   r.priority = engine::Priority::kHigh;
   r.deadline_us = 99;
   r.tenant = "team-a";
+  r.tenant_weight = 2.5;
+  r.on_deadline = engine::Request::DeadlineAction::kDelay;
   r.arrival_us = 1234;
   r.constraint = {grammar::OutputConstraint::Kind::kJsonSchema, R"({"type":"integer"})",
                   "<tool_call>\n", "\n</tool_call>"};
@@ -75,6 +77,8 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   EXPECT_EQ(r.priority, engine::Priority::kHigh);
   EXPECT_EQ(r.deadline_us, 99);
   EXPECT_EQ(r.tenant, "team-a");
+  EXPECT_EQ(r.tenant_weight, 2.5);
+  EXPECT_EQ(r.on_deadline, engine::Request::DeadlineAction::kDelay);
   EXPECT_EQ(r.arrival_us, 1234);
   EXPECT_EQ(r.constraint, want.constraint);
   // Unset optionals stay unset.
@@ -104,6 +108,7 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   e.finish = engine::FinishReason::kLength;
   e.error = "";
   e.request_fault = true;
+  e.queue_expired = true;
   e.usage = {10, 5, 4};
   e.times = {1, 2, 3, 4};
   proto::Event event_wire;
@@ -115,6 +120,7 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   EXPECT_EQ(event->token, 42);
   EXPECT_EQ(event->text, "héllo");
   EXPECT_TRUE(event->request_fault);
+  EXPECT_TRUE(event->queue_expired);
   EXPECT_EQ(event->logprob, -0.5f);
   ASSERT_EQ(event->top_logprobs.size(), 2u);
   EXPECT_EQ(event->top_logprobs[1].token, 7);
@@ -129,6 +135,12 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   stats.kv_blocks_max = 77;
   stats.last_step_at_us = 555;
   stats.tokens_per_step = 2.5;
+  stats.waiting_by_class = {1, 2, 3, 4};
+  stats.admissions_per_s = 12.5;
+  stats.reserved_seqs = 3;
+  stats.fair_share_clock = 7.5;
+  stats.tenants = {
+      {.tenant = "t", .weight = 2, .virtual_time = 8, .live_sequences = 1, .tokens = 16}};
   proto::Stats stats_wire;
   ToProto(stats, &stats_wire);
   const engine::EngineStats stats_back = FromProto(stats_wire);
@@ -136,6 +148,13 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   EXPECT_EQ(stats_back.kv_blocks_max, 77);
   EXPECT_EQ(stats_back.last_step_at_us, 555);
   EXPECT_EQ(stats_back.tokens_per_step, 2.5);
+  EXPECT_EQ(stats_back.waiting_by_class, stats.waiting_by_class);
+  EXPECT_EQ(stats_back.admissions_per_s, 12.5);
+  EXPECT_EQ(stats_back.reserved_seqs, 3);
+  EXPECT_EQ(stats_back.fair_share_clock, 7.5);
+  ASSERT_EQ(stats_back.tenants.size(), 1u);
+  EXPECT_EQ(stats_back.tenants[0].tenant, "t");
+  EXPECT_EQ(stats_back.tenants[0].tokens, 16);
 
   proto::SubmitReply reply;
   ToProto(ResourceExhaustedError("queue full"), "r", &reply);
@@ -153,6 +172,12 @@ TEST(IpcConvertTest, OutOfRangeValuesFromAPeerAreRefusedByName) {
   Result<engine::Request> r = FromProto(wire);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("priority 9 is not a class"), std::string::npos);
+  ToProto(SampleRequest(), &wire);
+  wire.set_tenant_weight(0);
+  EXPECT_NE(FromProto(wire).status().message().find("tenant weight 0"), std::string::npos);
+  ToProto(SampleRequest(), &wire);
+  wire.set_on_deadline(5);
+  EXPECT_NE(FromProto(wire).status().message().find("deadline action 5"), std::string::npos);
   proto::Event event;
   event.set_finish(17);
   EXPECT_NE(FromProto(event).status().message().find("finish 17"), std::string::npos);

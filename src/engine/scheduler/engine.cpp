@@ -88,6 +88,7 @@ struct Engine::Live {
   std::vector<Choice> choices;
   int64_t cached_prompt_tokens = 0;
   TimestampUs scheduled_us = 0;                     // start of its first step
+  bool demoted = false;                             // past its queue deadline, delayed
   std::vector<PromptTokenLogprob> prompt_logprobs;  // [positions recorded so far]
 };
 
@@ -229,6 +230,7 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
       return InvalidArgumentError("request id '" + request.id + "' is already in use");
     }
     unpublished_sequences_ += request.n;
+    unpublished_by_class_[static_cast<size_t>(request.priority)] += request.n;
     inbox_.emplace_back(std::move(request), handle);
   }
   cv_.notify_all();
@@ -257,6 +259,9 @@ EngineStats Engine::Stats() const {
   // Submitted and not yet taken by the engine thread: waiting too (a router choosing the least
   // loaded instance must see requests the moment they are accepted).
   stats.waiting += unpublished_sequences_;
+  for (size_t c = 0; c < stats.waiting_by_class.size(); ++c) {
+    stats.waiting_by_class[c] += unpublished_by_class_[c];
+  }
   return stats;
 }
 
@@ -331,7 +336,10 @@ void Engine::TakeInbox() {
     aborts.swap(aborts_);
     abort_all.swap(abort_all_reason_);
   }
-  for (const auto& [request, handle] : inbox) taken_sequences_ += request.n;
+  for (const auto& [request, handle] : inbox) {
+    taken_sequences_ += request.n;
+    taken_by_class_[static_cast<size_t>(request.priority)] += request.n;
+  }
   for (auto& [request, handle] : inbox) StartRequest(std::move(request), std::move(handle));
   for (const std::string& id : aborts) AbortLive(id);
   if (abort_all.has_value()) {
@@ -406,6 +414,8 @@ void Engine::AddChoiceSequence(Live& live, int32_t index) {
   spec.priority = live.request.priority;
   spec.deadline_us = live.request.deadline_us;
   spec.arrival_us = live.request.arrival_us;
+  spec.tenant = live.request.tenant;
+  spec.tenant_weight = live.request.tenant_weight;
   spec.prompt_logits = index == 0 && live.request.prompt_logprobs.has_value();
   scheduler_.Add(std::move(spec));
   by_sequence_[c.sequence_id] = {&live, index};
@@ -472,8 +482,47 @@ void Engine::AbortLive(const std::string& id, const std::string& reason) {
   FinishRequestIfDone(id);
 }
 
+void Engine::ExpireOverdue(TimestampUs now) {
+  std::vector<std::string> expired;
+  for (auto& [id, live] : live_) {
+    const Request& r = live->request;
+    if (!r.deadline_us.has_value() || now < *r.deadline_us || live->scheduled_us != 0 ||
+        live->demoted) {
+      continue;
+    }
+    const Choice& first = live->choices[0];
+    if (!first.started || first.done || scheduler_.EverAdmitted(first.sequence_id)) continue;
+    if (r.on_deadline == Request::DeadlineAction::kDelay) {
+      scheduler_.Demote(first.sequence_id);
+      live->demoted = true;
+      ++queue_delayed_;
+      continue;
+    }
+    expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    Live& live = *live_.at(id);
+    const int64_t waited_ms = (now - live.request.arrival_us) / 1000;
+    for (Choice& c : live.choices) {
+      if (c.done) continue;
+      Event event;
+      event.queue_expired = true;
+      event.error = "it waited " + std::to_string(waited_ms) +
+                    " ms in the queue and its queue deadline passed before it could start";
+      FinishChoice(live, c, std::move(event), FinishReason::kAbort);
+    }
+    ++queue_expired_;
+    FinishRequestIfDone(id);
+  }
+}
+
 void Engine::Step() {
   const TimestampUs start = NowUs();
+  ExpireOverdue(start);
+  if (!scheduler_.HasWork()) {
+    PublishStats(0, 0);
+    return;
+  }
   StepPlan plan = scheduler_.Plan();
   for (int tries = 0; tries < 4 && TryGrowKv(plan); ++tries) {
     plan = scheduler_.Plan();
@@ -644,6 +693,23 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   live.handle->Push(std::move(e));
 }
 
+double Engine::MeasureDrainRate(TimestampUs now, int64_t admissions) {
+  // Admissions over the last 10 s (or since the first sample): long enough to smooth one
+  // step's burst, short enough to follow a change of load.
+  constexpr TimestampUs kDrainWindowUs = 10'000'000;
+  constexpr TimestampUs kMinSpanUs = 200'000;
+  drain_samples_.emplace_back(now, admissions);
+  while (drain_samples_.size() > 2 && drain_samples_[1].first <= now - kDrainWindowUs) {
+    drain_samples_.pop_front();
+  }
+  const auto& [oldest_at, oldest] = drain_samples_.front();
+  if (now - oldest_at >= kMinSpanUs) {
+    drain_rate_ =
+        static_cast<double>(admissions - oldest) * 1e6 / static_cast<double>(now - oldest_at);
+  }
+  return drain_rate_;
+}
+
 int64_t Engine::CountKvTokensUsed() const {
   const int64_t bs = blocks_.block_size();
   int64_t used = 0;
@@ -679,9 +745,26 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
     stats_.tokens_per_step = static_cast<double>(total_tokens_) / static_cast<double>(stats_.steps);
     stats_.last_step_us = step_us;
   }
-  stats_.last_step_at_us = NowUs();
+  const TimestampUs now = NowUs();
+  stats_.last_step_at_us = now;
   unpublished_sequences_ -= taken_sequences_;
   taken_sequences_ = 0;
+  for (size_t c = 0; c < taken_by_class_.size(); ++c) {
+    unpublished_by_class_[c] -= taken_by_class_[c];
+    taken_by_class_[c] = 0;
+  }
+  stats_.waiting_by_class = s.waiting_by_class;
+  stats_.max_seqs = options_.scheduler.max_seqs;
+  stats_.admissions = s.admissions;
+  stats_.admissions_per_s = MeasureDrainRate(now, s.admissions);
+  stats_.queue_expired = queue_expired_;
+  stats_.queue_delayed = queue_delayed_;
+  stats_.running_critical = s.running_critical;
+  stats_.reserved_seqs = s.reserved_seqs;
+  stats_.reserved_tokens = s.reserved_tokens;
+  stats_.reserved_blocks = s.reserved_blocks;
+  stats_.fair_share_clock = scheduler_.fair_share().clock();
+  stats_.tenants = scheduler_.fair_share().Snapshot();
   stats_.running = s.running;
   stats_.waiting = s.waiting;
   stats_.swapped = s.swapped;

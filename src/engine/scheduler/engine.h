@@ -29,6 +29,7 @@
 // RequestHandle methods may be called from any thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -109,6 +110,23 @@ struct EngineStats {
   // Largest prompt + max_tokens one request may ask for (KV capacity and context length).
   int64_t max_request_tokens = 0;
   int64_t requests_finished = 0;
+  // QoS (issue #16).
+  // Waiting sequences per requested class (critical first), counting accepted submissions
+  // not yet taken by the engine thread at their class.
+  std::array<int64_t, 4> waiting_by_class = {0, 0, 0, 0};
+  int64_t max_seqs = 0;
+  // The queue's drain rate: sequences admitted (first admissions) per second over the last
+  // few seconds; 0 until measured. Predicted queue waits divide the work ahead by it.
+  double admissions_per_s = 0;
+  int64_t admissions = 0;
+  int64_t queue_expired = 0;  // requests refused as their queue deadline passed
+  int64_t queue_delayed = 0;  // requests demoted as their queue deadline passed
+  int64_t running_critical = 0;
+  int64_t reserved_seqs = 0;  // what the top class keeps (SchedulerOptions::reserved_share)
+  int64_t reserved_tokens = 0;
+  int64_t reserved_blocks = 0;
+  double fair_share_clock = 0;            // the tenants' virtual clock
+  std::vector<TenantShare> tenants = {};  // live tenants (and idle ones still in debt)
 };
 
 class Engine {
@@ -172,6 +190,10 @@ class Engine {
   // Grows the elastic KV arena by a chunk when `plan` needs more blocks; whether it grew.
   bool TryGrowKv(const StepPlan& plan);
   void UpdateIdle();
+  // Ends (or demotes) the requests still waiting whose queue deadline has passed.
+  void ExpireOverdue(TimestampUs now);
+  // The admissions counter sampled at `now`, for admissions_per_s.
+  double MeasureDrainRate(TimestampUs now, int64_t admissions);
 
   const EngineOptions options_;
   ModelRunner* runner_;                    // not owned
@@ -194,6 +216,11 @@ class Engine {
   // vocabulary trie costs tens of milliseconds, so models that never see one never pay it).
   std::unique_ptr<grammar::GrammarCache> grammars_;
   std::optional<ElasticKvController> elastic_kv_;  // with an elastic store
+  // (time, admissions so far), oldest first, over the last kDrainWindow.
+  std::deque<std::pair<TimestampUs, int64_t>> drain_samples_;
+  double drain_rate_ = 0;
+  int64_t queue_expired_ = 0;
+  int64_t queue_delayed_ = 0;
 
   // Shared with submitting threads.
   mutable Mutex mutex_;
@@ -207,6 +234,8 @@ class Engine {
   // Sequences submitted and not yet counted in stats_.waiting/running: Submit adds n, the
   // first PublishStats after TakeInbox took them subtracts them.
   int64_t unpublished_sequences_ PIER_GUARDED_BY(mutex_) = 0;
+  std::array<int64_t, 4> unpublished_by_class_ PIER_GUARDED_BY(mutex_) = {0, 0, 0, 0};
+  std::array<int64_t, 4> taken_by_class_ = {0, 0, 0, 0};  // engine thread
   int64_t taken_sequences_ = 0;  // engine thread: taken by TakeInbox since the last publish
   EngineStats stats_ PIER_GUARDED_BY(mutex_);
   std::thread thread_;

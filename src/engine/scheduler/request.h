@@ -64,9 +64,18 @@ struct Request {
   // prefix cache (cached positions have no logits).
   std::optional<int32_t> prompt_logprobs;
   Priority priority = Priority::kNormal;
-  // Served before requests of the same class with a later (or no) deadline.
+  // The queue deadline: when the request's work must have started (its class's max queue
+  // time, or the client's shorter deadline). Served before requests of the same class and
+  // tenant with a later (or no) deadline. Still waiting when it passes, the request ends with
+  // Event::queue_expired (kReject), or waits on behind every request not past its deadline
+  // (kDelay), as Triton's queue policy does. A request that has started never expires.
   std::optional<TimestampUs> deadline_us;
+  enum class DeadlineAction : uint8_t { kReject = 0, kDelay = 1 };
+  DeadlineAction on_deadline = DeadlineAction::kReject;
+  // Fair share (scheduler/fair_share.h): tokens are charged to `tenant`, whose weight (> 0)
+  // sets its share among the tenants of the request's class.
   std::string tenant;
+  double tenant_weight = 1;
   // Set by Submit when 0.
   TimestampUs arrival_us = 0;
 };
@@ -122,6 +131,9 @@ struct Event {
   // limits, or no token of the vocabulary can continue it), so the answer is the client's to
   // change (HTTP 400, not 500).
   bool request_fault = false;
+  // With kAbort: the request was still waiting when its queue deadline passed
+  // (Request::deadline_us), so it was refused rather than served late (HTTP 429).
+  bool queue_expired = false;
   Usage usage;
   Timestamps times;
 };

@@ -1,0 +1,202 @@
+// The engine's QoS on the fake model runner (issue #16): a request still waiting when its queue
+// deadline passes ends with queue_expired (or, with the delay action, waits behind the rest);
+// nothing that has started expires; tenants share generated tokens by weight; the stats carry
+// the queue per class, the drain rate and the tenants.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/scheduler/engine.h"
+#include "engine/scheduler/fake_model.h"
+
+namespace pier::engine {
+namespace {
+
+using testing::FakeLayout;
+using testing::FakeRunner;
+using testing::GreedyRequest;
+using testing::RandomPrompt;
+using testing::VectorKvStore;
+
+constexpr int64_t kVocab = 40;
+
+struct QosRig {
+  explicit QosRig(SchedulerOptions scheduler, int64_t n_blocks = 256)
+      : kv(FakeLayout(4), n_blocks), runner(&kv, kVocab, 4096) {
+    EngineOptions options;
+    options.scheduler = scheduler;
+    options.start_thread = false;
+    options.end_of_generation_ids = {kVocab - 1};
+    auto e = Engine::Create(options, &runner, &kv);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    engine = std::move(e).value();
+  }
+  std::shared_ptr<RequestHandle> Submit(Request r) {
+    auto h = engine->Submit(std::move(r));
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() ? *h : nullptr;
+  }
+  VectorKvStore kv;
+  FakeRunner runner;
+  std::unique_ptr<Engine> engine;
+};
+
+std::optional<Event> Last(const std::vector<Event>& events) {
+  for (const Event& e : events) {
+    if (e.finish.has_value()) return e;
+  }
+  return std::nullopt;
+}
+
+TEST(EngineQosTest, ARequestStillWaitingAtItsDeadlineExpiresAndOnlyThatOne) {
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
+  auto busy = rig.Submit(GreedyRequest("busy", RandomPrompt(8, 1, kVocab), 400));
+  rig.engine->RunStep();  // busy holds the only slot for 400 steps
+  Request soon = GreedyRequest("soon", RandomPrompt(8, 2, kVocab), 4);
+  soon.deadline_us = NowUs() + 30'000;
+  Request later = GreedyRequest("later", RandomPrompt(8, 3, kVocab), 4);
+  later.deadline_us = NowUs() + 60'000'000;
+  Request none = GreedyRequest("none", RandomPrompt(8, 4, kVocab), 4);
+  auto hs = rig.Submit(soon);
+  auto hl = rig.Submit(later);
+  auto hn = rig.Submit(none);
+  rig.engine->RunStep();
+  EXPECT_FALSE(Last(hs->Drain()).has_value()) << "expired before its deadline";
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  rig.engine->RunStep();
+  const std::optional<Event> expired = Last(hs->Drain());
+  ASSERT_TRUE(expired.has_value());
+  EXPECT_EQ(expired->finish, FinishReason::kAbort);
+  EXPECT_TRUE(expired->queue_expired);
+  EXPECT_NE(expired->error.find("queue deadline passed"), std::string::npos) << expired->error;
+  EXPECT_EQ(expired->usage.completion_tokens, 0);
+  EXPECT_EQ(rig.engine->Stats().queue_expired, 1);
+  // The others wait on and finish.
+  for (int i = 0; i < 2000 && rig.engine->RunStep(); ++i) {
+  }
+  for (auto* h : {&busy, &hl, &hn}) {
+    const std::optional<Event> last = Last((*h)->Drain());
+    ASSERT_TRUE(last.has_value());
+    EXPECT_EQ(last->finish, FinishReason::kLength);
+    EXPECT_FALSE(last->queue_expired);
+  }
+  EXPECT_EQ(rig.engine->Stats().queue_expired, 1);
+  EXPECT_TRUE(rig.engine->CheckConsistency().ok());
+}
+
+TEST(EngineQosTest, ARequestThatHasStartedNeverExpires) {
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 2, .aging_steps = 0});
+  Request r = GreedyRequest("r", RandomPrompt(8, 5, kVocab), 30);
+  r.deadline_us = NowUs() + 20'000;
+  auto h = rig.Submit(r);
+  rig.engine->RunStep();  // admitted before its deadline
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  for (int i = 0; i < 200 && rig.engine->RunStep(); ++i) {
+  }
+  const std::optional<Event> last = Last(h->Drain());
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->finish, FinishReason::kLength);
+  EXPECT_EQ(last->usage.completion_tokens, 30);
+}
+
+TEST(EngineQosTest, TheDelayActionKeepsAnOverdueRequestBehindTheRest) {
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
+  auto busy = rig.Submit(GreedyRequest("busy", RandomPrompt(8, 6, kVocab), 20));
+  rig.engine->RunStep();
+  Request overdue = GreedyRequest("overdue", RandomPrompt(8, 7, kVocab), 3);
+  overdue.priority = Priority::kHigh;
+  overdue.deadline_us = NowUs() + 10'000;
+  overdue.on_deadline = Request::DeadlineAction::kDelay;
+  auto ho = rig.Submit(overdue);
+  Request low = GreedyRequest("low", RandomPrompt(8, 8, kVocab), 3);
+  low.priority = Priority::kLow;
+  auto hl = rig.Submit(low);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 500 && rig.engine->RunStep(); ++i) {
+  }
+  const std::optional<Event> o = Last(ho->Drain());
+  const std::optional<Event> l = Last(hl->Drain());
+  ASSERT_TRUE(o.has_value() && l.has_value());
+  EXPECT_EQ(o->finish, FinishReason::kLength) << "the delay action never refuses";
+  // Without its deadline the high request would have gone first.
+  EXPECT_LT(l->times.finished_us, o->times.scheduled_us);
+  EXPECT_EQ(rig.engine->Stats().queue_delayed, 1);
+}
+
+TEST(EngineQosTest, TenantsShareGeneratedTokensByWeight) {
+  // Tenant a submits ten times as many requests as b, all before b's.
+  for (double weight_a : {1.0, 2.0}) {
+    SCOPED_TRACE(weight_a);
+    QosRig rig({.max_batched_tokens = 64, .max_seqs = 6, .aging_steps = 0}, 2048);
+    std::map<std::string, std::vector<std::shared_ptr<RequestHandle>>> handles;
+    for (int i = 0; i < 300; ++i) {
+      Request r = GreedyRequest("a" + std::to_string(i), RandomPrompt(8, 100 + i, kVocab), 24);
+      r.tenant = "a";
+      r.tenant_weight = weight_a;
+      handles["a"].push_back(rig.Submit(r));
+    }
+    for (int i = 0; i < 30; ++i) {
+      Request r = GreedyRequest("b" + std::to_string(i), RandomPrompt(8, 900 + i, kVocab), 24);
+      r.tenant = "b";
+      handles["b"].push_back(rig.Submit(r));
+    }
+    // Generated tokens per tenant while b is still backlogged.
+    std::map<std::string, int64_t> generated;
+    for (int step = 0; step < 5000; ++step) {
+      rig.engine->RunStep();
+      for (auto& [tenant, hs] : handles) {
+        for (auto& h : hs) {
+          for (const Event& e : h->Drain()) generated[tenant] += e.token >= 0 ? 1 : 0;
+        }
+      }
+      const EngineStats stats = rig.engine->Stats();
+      int64_t b_live = 0;
+      for (const TenantShare& t : stats.tenants) {
+        if (t.tenant == "b") b_live = t.live_sequences;
+      }
+      if (b_live < 6) break;  // b no longer fills its share of the slots
+    }
+    const double ratio = static_cast<double>(generated["a"]) / static_cast<double>(generated["b"]);
+    EXPECT_GT(generated["b"], 300);
+    EXPECT_NEAR(ratio, weight_a, 0.1 * weight_a)
+        << "a " << generated["a"] << ", b " << generated["b"];
+  }
+}
+
+TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 2, .aging_steps = 0, .reserved_share = 0.5});
+  for (int i = 0; i < 6; ++i) {
+    Request r = GreedyRequest("r" + std::to_string(i), RandomPrompt(8, 200 + i, kVocab), 3);
+    r.priority = i < 2 ? Priority::kCritical : Priority::kLow;
+    r.tenant = i % 2 == 0 ? "even" : "odd";
+    rig.Submit(r);
+  }
+  EngineStats before = rig.engine->Stats();
+  EXPECT_EQ(before.waiting_by_class[0], 2);
+  EXPECT_EQ(before.waiting_by_class[3], 4);
+  rig.engine->RunStep();
+  EngineStats after = rig.engine->Stats();
+  EXPECT_EQ(after.running_critical, 2);
+  EXPECT_EQ(after.waiting_by_class[0], 0);
+  EXPECT_EQ(after.waiting_by_class[3], 4);
+  EXPECT_EQ(after.reserved_seqs, 1);
+  EXPECT_EQ(after.max_seqs, 2);
+  ASSERT_EQ(after.tenants.size(), 2u);
+  EXPECT_EQ(after.tenants[0].tenant, "even");
+  EXPECT_EQ(after.tenants[0].live_sequences, 3);
+  EXPECT_EQ(after.tenants[0].tokens, 8);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  for (int i = 0; i < 100 && rig.engine->RunStep(); ++i) {
+  }
+  EngineStats done = rig.engine->Stats();
+  EXPECT_EQ(done.admissions, 6);
+  EXPECT_GT(done.admissions_per_s, 0);
+}
+
+}  // namespace
+}  // namespace pier::engine
