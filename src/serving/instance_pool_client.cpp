@@ -70,6 +70,20 @@ engine::EngineStats InstancePoolClient::Stats() const {
     sum.tokens_last_step += s.tokens_last_step;
     sum.preemptions += s.preemptions;
     sum.requests_finished += s.requests_finished;
+    for (size_t c = 0; c < sum.waiting_by_class.size(); ++c) {
+      sum.waiting_by_class[c] += s.waiting_by_class[c];
+    }
+    // The pool drains as fast as its instances together.
+    sum.max_seqs += s.max_seqs;
+    sum.admissions_per_s += s.admissions_per_s;
+    sum.admissions += s.admissions;
+    sum.queue_expired += s.queue_expired;
+    sum.queue_delayed += s.queue_delayed;
+    sum.running_critical += s.running_critical;
+    sum.reserved_seqs += s.reserved_seqs;
+    sum.reserved_tokens += s.reserved_tokens;
+    sum.reserved_blocks += s.reserved_blocks;
+    sum.tenants.insert(sum.tenants.end(), s.tenants.begin(), s.tenants.end());
     sum.last_step_us = std::max(sum.last_step_us, s.last_step_us);
     // A request fits the pool when it fits an instance (they are alike).
     sum.max_request_tokens = std::min(sum.max_request_tokens, s.max_request_tokens);

@@ -693,21 +693,23 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   live.handle->Push(std::move(e));
 }
 
-double Engine::MeasureDrainRate(TimestampUs now, int64_t admissions) {
-  // Admissions over the last 10 s (or since the first sample): long enough to smooth one
-  // step's burst, short enough to follow a change of load.
-  constexpr TimestampUs kDrainWindowUs = 10'000'000;
-  constexpr TimestampUs kMinSpanUs = 200'000;
-  drain_samples_.emplace_back(now, admissions);
-  while (drain_samples_.size() > 2 && drain_samples_[1].first <= now - kDrainWindowUs) {
-    drain_samples_.pop_front();
+double Engine::MeasureDrainRate(int64_t step_us, int64_t admitted, bool backlogged) {
+  // The last 10 s of backlogged steps: long enough to smooth one step's burst, short enough to
+  // follow a change of load; at least 200 ms of them before any figure.
+  constexpr int64_t kWindowUs = 10'000'000;
+  constexpr int64_t kMinSpanUs = 200'000;
+  if (backlogged && step_us > 0) {
+    drain_samples_.emplace_back(step_us, admitted);
+    drain_us_ += step_us;
+    drain_admitted_ += admitted;
+    while (drain_us_ - drain_samples_.front().first >= kWindowUs) {
+      drain_us_ -= drain_samples_.front().first;
+      drain_admitted_ -= drain_samples_.front().second;
+      drain_samples_.pop_front();
+    }
   }
-  const auto& [oldest_at, oldest] = drain_samples_.front();
-  if (now - oldest_at >= kMinSpanUs) {
-    drain_rate_ =
-        static_cast<double>(admissions - oldest) * 1e6 / static_cast<double>(now - oldest_at);
-  }
-  return drain_rate_;
+  if (drain_us_ < kMinSpanUs) return 0;
+  return static_cast<double>(drain_admitted_) * 1e6 / static_cast<double>(drain_us_);
 }
 
 int64_t Engine::CountKvTokensUsed() const {
@@ -756,7 +758,11 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.waiting_by_class = s.waiting_by_class;
   stats_.max_seqs = options_.scheduler.max_seqs;
   stats_.admissions = s.admissions;
-  stats_.admissions_per_s = MeasureDrainRate(now, s.admissions);
+  // Backlogged: sequences waited after this step (those admitted in it waited before it).
+  stats_.admissions_per_s =
+      MeasureDrainRate(step_us, s.admissions - admissions_published_,
+                       s.waiting + s.swapped > 0 || s.admissions > admissions_published_);
+  admissions_published_ = s.admissions;
   stats_.queue_expired = queue_expired_;
   stats_.queue_delayed = queue_delayed_;
   stats_.running_critical = s.running_critical;

@@ -115,8 +115,9 @@ struct EngineStats {
   // not yet taken by the engine thread at their class.
   std::array<int64_t, 4> waiting_by_class = {0, 0, 0, 0};
   int64_t max_seqs = 0;
-  // The queue's drain rate: sequences admitted (first admissions) per second over the last
-  // few seconds; 0 until measured. Predicted queue waits divide the work ahead by it.
+  // The queue's drain rate: sequences admitted (first admissions) per second of the steps
+  // that ran while sequences waited, over the last 10 s of such steps; 0 until measured.
+  // Idle time does not dilute it. Predicted queue waits divide the work ahead by it.
   double admissions_per_s = 0;
   int64_t admissions = 0;
   int64_t queue_expired = 0;  // requests refused as their queue deadline passed
@@ -192,8 +193,9 @@ class Engine {
   void UpdateIdle();
   // Ends (or demotes) the requests still waiting whose queue deadline has passed.
   void ExpireOverdue(TimestampUs now);
-  // The admissions counter sampled at `now`, for admissions_per_s.
-  double MeasureDrainRate(TimestampUs now, int64_t admissions);
+  // A step of `step_us` admitted `admitted` sequences while `backlogged` (some waited):
+  // admissions_per_s.
+  double MeasureDrainRate(int64_t step_us, int64_t admitted, bool backlogged);
 
   const EngineOptions options_;
   ModelRunner* runner_;                    // not owned
@@ -216,9 +218,12 @@ class Engine {
   // vocabulary trie costs tens of milliseconds, so models that never see one never pay it).
   std::unique_ptr<grammar::GrammarCache> grammars_;
   std::optional<ElasticKvController> elastic_kv_;  // with an elastic store
-  // (time, admissions so far), oldest first, over the last kDrainWindow.
-  std::deque<std::pair<TimestampUs, int64_t>> drain_samples_;
-  double drain_rate_ = 0;
+  // (step duration, sequences admitted) of the latest backlogged steps, oldest first, and
+  // their sums.
+  std::deque<std::pair<int64_t, int64_t>> drain_samples_;
+  int64_t drain_us_ = 0;
+  int64_t drain_admitted_ = 0;
+  int64_t admissions_published_ = 0;
   int64_t queue_expired_ = 0;
   int64_t queue_delayed_ = 0;
 

@@ -170,6 +170,7 @@ TEST(EngineQosTest, TenantsShareGeneratedTokensByWeight) {
 
 TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
   QosRig rig({.max_batched_tokens = 64, .max_seqs = 2, .aging_steps = 0, .reserved_share = 0.5});
+  rig.runner.set_step_delay(std::chrono::milliseconds(40));
   for (int i = 0; i < 6; ++i) {
     Request r = GreedyRequest("r" + std::to_string(i), RandomPrompt(8, 200 + i, kVocab), 3);
     r.priority = i < 2 ? Priority::kCritical : Priority::kLow;
@@ -190,12 +191,19 @@ TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
   EXPECT_EQ(after.tenants[0].tenant, "even");
   EXPECT_EQ(after.tenants[0].live_sequences, 3);
   EXPECT_EQ(after.tenants[0].tokens, 8);
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  EXPECT_EQ(after.admissions_per_s, 0) << "measured over too short a time";
   for (int i = 0; i < 100 && rig.engine->RunStep(); ++i) {
   }
   EngineStats done = rig.engine->Stats();
   EXPECT_EQ(done.admissions, 6);
-  EXPECT_GT(done.admissions_per_s, 0);
+  // 6 admissions over the backlogged steps (40 ms each; one low request at a time beside the
+  // reserve, 3 steps each): about 6 per 13 steps, at most 2 per step.
+  EXPECT_GT(done.admissions_per_s, 6 / (0.04 * 26)) << done.admissions_per_s;
+  EXPECT_LT(done.admissions_per_s, 2 / 0.04) << done.admissions_per_s;
+  // Idle time does not dilute the figure.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  rig.engine->RunStep();
+  EXPECT_EQ(rig.engine->Stats().admissions_per_s, done.admissions_per_s);
 }
 
 }  // namespace

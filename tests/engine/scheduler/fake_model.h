@@ -14,11 +14,13 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -71,7 +73,11 @@ class FakeRunner final : public ModelRunner {
   }
   const ModelShape& shape() const override { return shape_; }
 
+  // Each step sleeps this long first, as a real model takes time (drain-rate tests).
+  void set_step_delay(std::chrono::microseconds delay) { step_delay_ = delay; }
+
   Result<StepOutput> Step(const Batch& batch) override {
+    if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
     const int64_t bs = shape_.kv.block_size;
     StepRecord record;
     std::set<std::pair<int32_t, int64_t>> written;
@@ -151,6 +157,7 @@ class FakeRunner final : public ModelRunner {
   ModelShape shape_;
   std::vector<float> logits_;  // [rows, n_vocab]
   std::vector<StepRecord> steps_;
+  std::chrono::microseconds step_delay_{0};
 };
 
 class FakeTokenizer final : public tokenizer::Tokenizer {
