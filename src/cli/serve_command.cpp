@@ -134,7 +134,20 @@ constexpr SettingHelp kSettingHelp[] = {
     {"max_batch_texts", "N", "Embedding models: texts per batch at most (default 64)"},
     {"class_max_queue_ms", "CLASS=MS,...",
      "The longest each priority class may wait in a queue before it is refused with 429, e.g. "
-     "normal=10000,low=30000 (0 or left out: no limit; enforced for embedding models)"},
+     "normal=10000,low=30000 (0 or left out: no limit)"},
+    {"class_deadline_action", "CLASS=reject|delay,...",
+     "What happens to a request still waiting at its class's max queue time: reject (429, the "
+     "default) or delay (it waits on behind every request within its time)"},
+    {"class_ttft_ms", "CLASS=MS,...",
+     "Each class's time-to-first-token target, for pier_qos_slo_attainment_ratio"},
+    {"class_tpot_ms", "CLASS=MS,...",
+     "Each class's time-per-output-token target, for pier_qos_slo_attainment_ratio"},
+    {"qos_reserve", "SHARE",
+     "Share (0..0.5) of each engine's running slots, batched tokens and KV kept for the critical "
+     "class, so it starts at once under any load (default 0.05, rounded down)"},
+    {"qos", "on|off",
+     "off: first come, first served -- priority classes, tenants' fair share and the reserve "
+     "are ignored (the QoS-off baseline; default on)"},
     {"adaptive_batch_window", "on|off",
      "Embedding models: shrink the batching window while requests come alone, grow it back under "
      "load (default on; off: a fixed window of max_queue_delay_ms)"},
@@ -224,6 +237,8 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.max_batched_tokens = settings.max_batched_tokens;
     load.prefill_chunk_while_decoding = settings.prefill_chunk_while_decoding;
     load.max_seqs = settings.max_seqs;
+    load.qos_reserve = settings.qos_reserve;
+    load.qos = settings.qos;
     load.max_queue_delay = std::chrono::milliseconds(settings.max_queue_delay_ms);
     load.max_batch_texts = settings.max_batch_texts;
     load.embed_batch_tokens = settings.embed_batch_tokens;
@@ -341,6 +356,8 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   http::OpenAiApiOptions api_options;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);
   api_options.max_tokens_limit = static_cast<int32_t>(options.max_tokens_limit);
+  api_options.class_max_queue = options.class_max_queue;
+  api_options.class_slo = options.class_slo;
   api_options.load_wait =
       std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
   http::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
@@ -355,6 +372,10 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   admin_options.metrics_key = options.metrics_key;
   admin_options.admin_key = options.admin_key;
   admin_options.load_wait = api_options.load_wait;
+  admin_options.class_max_queue = options.class_max_queue;
+  admin_options.class_slo = options.class_slo;
+  admin_options.qos = options.qos;
+  admin_options.qos_reserve = options.qos_reserve;
   admin_options.device_governor = &devices->cpu_governor();
   admin_options.manager = manager.get();
   if (flags.count("config") > 0) {

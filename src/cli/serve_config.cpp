@@ -3,9 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -156,6 +158,11 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "embed_batch_tokens",
                                                        "adaptive_batch_window",
                                                        "class_max_queue_ms",
+                                                       "class_deadline_action",
+                                                       "class_ttft_ms",
+                                                       "class_tpot_ms",
+                                                       "qos_reserve",
+                                                       "qos",
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
@@ -267,7 +274,31 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     if (!limits.ok()) {
       return InvalidArgumentError(std::string(source) + ": " + limits.status().message());
     }
-    o->class_max_queue = *limits;
+    o->class_max_queue.max_queue_ms = limits->max_queue_ms;
+  } else if (name == "class_deadline_action") {
+    if (Status parsed = serving::ParseClassDeadlineActions(value, &o->class_max_queue);
+        !parsed.ok()) {
+      return InvalidArgumentError(std::string(source) + ": " + parsed.message());
+    }
+  } else if (name == "class_ttft_ms" || name == "class_tpot_ms") {
+    Result<std::array<int64_t, 4>> ms = serving::ParseClassMilliseconds(name, value);
+    if (!ms.ok()) return InvalidArgumentError(std::string(source) + ": " + ms.status().message());
+    (name == "class_ttft_ms" ? o->class_slo.ttft_ms : o->class_slo.tpot_ms) = *ms;
+  } else if (name == "qos_reserve") {
+    char* end = nullptr;
+    const std::string text(value);
+    const double share = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !(share >= 0) || share > 0.5) {
+      return InvalidArgumentError(std::string(source) + ": expected a share 0..0.5, got \"" + text +
+                                  "\"");
+    }
+    o->qos_reserve = share;
+  } else if (name == "qos") {
+    if (value != "on" && value != "off") {
+      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
+                                  std::string(value) + "\"");
+    }
+    o->qos = value == "on";
   } else if (name == "adaptive_batch_window") {
     if (value != "on" && value != "off") {
       return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +

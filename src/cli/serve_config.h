@@ -72,8 +72,12 @@ struct ServeOptions {
   int64_t max_batch_texts = 64;
   int64_t embed_batch_tokens = 4096;
   bool adaptive_batch_window = true;  // off: every batch waits the whole max_queue_delay_ms
-  // Each class's longest wait in a queue before a 429 (serving/request_policy.h); none by default.
+  // Each class's longest wait in a queue before a 429 or the delay action, and its SLO targets
+  // (serving/request_policy.h); none by default.
   serving::ClassQueueLimits class_max_queue;
+  serving::ClassSloTargets class_slo;
+  double qos_reserve = 0.05;  // share of each engine's slots, tokens and KV kept for critical
+  bool qos = true;            // off: first come, first served (classes, tenants, reserve off)
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

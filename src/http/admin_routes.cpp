@@ -339,6 +339,7 @@ void AdminRoutes::Register(Router& router) {
   router.AddPrefix("POST", "/admin/models/",
                    [this](const HttpRequest& r) { return AdminModelAction(r); });
   router.Add("POST", "/admin/reload", [this](const HttpRequest& r) { return AdminReload(r); });
+  router.Add("GET", "/admin/qos", [this](const HttpRequest& r) { return AdminQos(r); });
   router.AddPrefix("GET", std::string(kModelsPrefix),
                    [this](const HttpRequest& r) { return GetModel(r); });
   // The same without /v1, for clients configured with a base URL that lacks it.
@@ -691,22 +692,11 @@ HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const J
 }  // namespace
 
 std::string_view MetricsRouteLabel(std::string_view path) {
-  static constexpr std::array<std::string_view, 16> kRoutes = {"/health",
-                                                               "/ready",
-                                                               "/metrics",
-                                                               "/v1/models",
-                                                               "/v1/chat/completions",
-                                                               "/v1/completions",
-                                                               "/v1/responses",
-                                                               "/v1/embeddings",
-                                                               "/tokenize",
-                                                               "/detokenize",
-                                                               "/admin/models",
-                                                               "/admin/reload",
-                                                               "/v2",
-                                                               "/v2/health/live",
-                                                               "/v2/health/ready",
-                                                               "/embeddings"};
+  static constexpr std::array<std::string_view, 17> kRoutes = {
+      "/health",          "/ready",        "/metrics",       "/v1/models", "/v1/chat/completions",
+      "/v1/completions",  "/v1/responses", "/v1/embeddings", "/tokenize",  "/detokenize",
+      "/admin/models",    "/admin/reload", "/admin/qos",     "/v2",        "/v2/health/live",
+      "/v2/health/ready", "/embeddings"};
   for (std::string_view route : kRoutes) {
     if (path == route) return route;
   }

@@ -1,7 +1,8 @@
 // AdminRoutes: the routes of `pier serve` besides the OpenAI completions: GET /health,
 // GET /ready, GET /metrics, GET /v1/models, GET /v1/models/{id}, POST /tokenize,
 // POST /detokenize, and the operator's GET /admin/models, POST /admin/models/{name}/load,
-// POST /admin/models/{name}/unload and POST /admin/reload. EngineWatchdog: the stall rule
+// POST /admin/models/{name}/unload, POST /admin/reload and GET /admin/qos (the live QoS state:
+// queues per class and tenant, virtual clocks, reserve use). EngineWatchdog: the stall rule
 // behind /ready.
 //
 // Auth: with API keys, /v1/models*, /tokenize and /detokenize need a key (401 otherwise);
@@ -57,6 +58,7 @@
 #include "metrics/serving_metrics.h"
 #include "serving/model_manager.h"
 #include "serving/model_registry.h"
+#include "serving/request_policy.h"
 
 namespace pier::http {
 
@@ -97,6 +99,11 @@ struct AdminRoutesOptions {
   std::string admin_key = {};
   // /tokenize and /detokenize for an on_demand model wait this long for its load (0: 503).
   std::chrono::milliseconds load_wait{60'000};
+  // Shown by GET /admin/qos: the classes' queue limits and SLO targets, and the QoS mode.
+  serving::ClassQueueLimits class_max_queue = {};
+  serving::ClassSloTargets class_slo = {};
+  bool qos = true;
+  double qos_reserve = 0.05;
 };
 
 struct Readiness {
@@ -131,6 +138,8 @@ class AdminRoutes {
   // POST /admin/models/{name}/load and .../unload.
   HttpResponse AdminModelAction(const HttpRequest& request);
   HttpResponse AdminReload(const HttpRequest& request);
+  // GET /admin/qos: the live QoS state of every loaded model (admin_qos.cpp).
+  HttpResponse AdminQos(const HttpRequest& request);
   // The admin routes' gate (AdminRoutesOptions::admin_key); nullopt when allowed.
   std::optional<HttpResponse> RequireAdmin(const HttpRequest& request) const;
   // GET /ready/{model}: 200 while the model is ready with at least one ready instance.

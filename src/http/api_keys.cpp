@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -66,6 +67,12 @@ Result<double> PositiveNumber(const YAML::Node& entry, const char* name, const s
   return v;
 }
 
+std::string FormatWeight(double weight) {
+  std::ostringstream out;
+  out << weight;
+  return out.str();
+}
+
 // An optional field that must be an integer of at least 1; 0 when absent.
 Result<int64_t> PositiveInteger(const YAML::Node& entry, const char* name,
                                 const std::string& where) {
@@ -92,17 +99,19 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
   if (!list.IsSequence()) return InvalidArgumentError(source + ": \"keys\" must be a list");
   ApiKeys keys;
   std::set<std::string> seen;
+  std::map<std::string, double> weights;  // per tenant
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node entry = list[i];
     const std::string where = source + ": keys[" + std::to_string(i) + "]";
     if (!entry.IsMap()) return InvalidArgumentError(where + ": expected a map with key and tenant");
     for (const auto& field : entry) {
       const std::string name = field.first.Scalar();
-      if (name != "key" && name != "tenant" && name != "max_priority" &&
+      if (name != "key" && name != "tenant" && name != "max_priority" && name != "weight" &&
           name != "requests_per_second" && name != "tokens_per_minute" &&
           name != "max_concurrent" && name != "max_prompt_tokens" && name != "max_output_tokens") {
         return InvalidArgumentError(where + ": unknown field \"" + name +
-                                    "\" (known: key, tenant, max_priority, requests_per_second, "
+                                    "\" (known: key, tenant, max_priority, weight, "
+                                    "requests_per_second, "
                                     "tokens_per_minute, max_concurrent, max_prompt_tokens, "
                                     "max_output_tokens)");
       }
@@ -125,6 +134,16 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
         return InvalidArgumentError(where + ": max_priority: " + priority.status().message());
       }
       parsed.principal.max_priority = *priority;
+    }
+    if (entry["weight"]) {
+      PIER_ASSIGN_OR_RETURN(parsed.principal.weight, PositiveNumber(entry, "weight", where));
+    }
+    if (auto [it, inserted] = weights.emplace(parsed.principal.tenant, parsed.principal.weight);
+        !inserted && it->second != parsed.principal.weight) {
+      return InvalidArgumentError(
+          where + ": tenant \"" + parsed.principal.tenant + "\" has weight " +
+          FormatWeight(it->second) + " on an earlier key and " +
+          FormatWeight(parsed.principal.weight) + " here (a tenant has one weight)");
     }
     KeyLimits limits;
     PIER_ASSIGN_OR_RETURN(limits.requests_per_second,

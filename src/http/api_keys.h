@@ -37,6 +37,9 @@ bool ConstantTimeEquals(std::string_view presented, std::string_view stored);
 struct Principal {
   std::string tenant = "default";
   engine::Priority max_priority = engine::Priority::kCritical;  // highest class allowed
+  // The tenant's fair-share weight (keys file `weight`, default 1; every key of one tenant
+  // must give the same): its share of tokens within a class, against the other tenants'.
+  double weight = 1;
   // The key's abuse limits and live usage, shared by all its requests; null: no limits.
   std::shared_ptr<KeyUsage> usage;
 };
@@ -46,7 +49,8 @@ class ApiKeys {
   // An empty set: every request is allowed as the default principal.
   ApiKeys() = default;
   // INVALID_ARGUMENT naming the file and the entry for bad YAML, a missing key or tenant, an
-  // unknown priority or a duplicate key; NOT_FOUND when the file cannot be read.
+  // unknown priority, a weight that is not above 0 (or differs between keys of one tenant) or
+  // a duplicate key; NOT_FOUND when the file cannot be read.
   [[nodiscard]] static Result<ApiKeys> Load(const std::string& path);
   [[nodiscard]] static Result<ApiKeys> Parse(std::string_view yaml_text,
                                              std::string_view source_name = "api keys");

@@ -287,6 +287,13 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     return ErrorResponse(400, request_class.status().message(), "priority");
   }
   const engine::Priority priority = request_class->priority;
+  const std::string class_name(engine::PriorityName(priority));
+  Result<std::optional<int64_t>> client_deadline_ms =
+      serving::ResolveClientDeadlineMs(r.deadline_ms, http.Header("x-request-deadline-ms"));
+  if (!client_deadline_ms.ok()) {
+    return ErrorResponse(400, client_deadline_ms.status().message(),
+                         r.deadline_ms.has_value() ? "deadline_ms" : "X-Request-Deadline-Ms");
+  }
 
   auto prompts_or = Prompts(r, model);
   if (auto* error = std::get_if<HttpResponse>(&prompts_or)) return std::move(*error);
@@ -325,6 +332,35 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
         static_cast<int32_t>(std::min<int64_t>(room, std::numeric_limits<int32_t>::max()));
   }
 
+  // Admission control: a request that could only start after its queue deadline, by the
+  // queue's measured drain rate, is refused now (429) instead of failing later.
+  const auto now = std::chrono::steady_clock::now();
+  const std::optional<std::chrono::steady_clock::time_point> queue_deadline =
+      serving::RequestQueueDeadline(options.class_max_queue, priority, *client_deadline_ms, now);
+  if (queue_deadline.has_value()) {
+    const std::optional<double> wait_ms = serving::PredictQueueWaitMs(client->Stats(), priority);
+    const auto allowed_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*queue_deadline - now).count();
+    if (wait_ms.has_value() && *wait_ms > static_cast<double>(allowed_ms)) {
+      if (metrics != nullptr) {
+        metrics->RecordQosOutcome(model.id, principal.tenant, class_name, "refused_predicted_wait");
+      }
+      const bool client_set = client_deadline_ms->has_value() &&
+                              **client_deadline_ms == static_cast<int64_t>(allowed_ms);
+      HttpResponse refused = ErrorResponse(
+          429,
+          "the queue's predicted wait for class " + class_name + " is " +
+              std::to_string(static_cast<int64_t>(*wait_ms)) + " ms, past this request's " +
+              (client_set ? "deadline_ms" : "class max queue time") + " of " +
+              std::to_string(allowed_ms) + " ms",
+          {}, "queue_deadline");
+      refused.headers.emplace_back(
+          "Retry-After",
+          std::to_string(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(*wait_ms / 1000.0)))));
+      return refused;
+    }
+  }
+
   // The key's abuse limits: sizes first (400, nothing taken), then its slot and rate (429).
   std::shared_ptr<KeySlot> slot;
   if (principal.usage != nullptr) {
@@ -361,6 +397,10 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     }
     if (std::optional<HttpResponse> refused =
             AdmitKeyRequest(principal, cost, "prompt plus n x max_tokens", "max_tokens", &slot)) {
+      if (metrics != nullptr) {
+        metrics->RecordQosOutcome(model.id, principal.tenant, class_name,
+                                  refused->status == 429 ? "refused_key_rate" : "refused_key_size");
+      }
       return std::move(*refused);
     }
   }
@@ -378,6 +418,10 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
   stream_options.logprobs = r.logprobs;
   stream_options.echo = r.echo && endpoint == OpenAiEndpoint::kCompletions;
   stream_options.system_fingerprint = std::string(SystemFingerprint());
+  stream_options.tenant = principal.tenant;
+  stream_options.priority_class = class_name;
+  stream_options.slo_ttft_ms = options.class_slo.ttft_ms[static_cast<size_t>(priority)];
+  stream_options.slo_tpot_ms = options.class_slo.tpot_ms[static_cast<size_t>(priority)];
   if (slot == nullptr) {
     stream_options.keep_alive = model_ref;
   } else {
@@ -423,6 +467,15 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     if (stream_options.echo && r.logprobs.has_value()) request.prompt_logprobs = *r.logprobs;
     request.priority = priority;
     request.tenant = request_class->tenant;
+    request.tenant_weight = principal.weight;
+    if (queue_deadline.has_value()) {
+      request.deadline_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(queue_deadline->time_since_epoch())
+              .count();
+      request.on_deadline = options.class_max_queue.delay[static_cast<size_t>(priority)]
+                                ? engine::Request::DeadlineAction::kDelay
+                                : engine::Request::DeadlineAction::kReject;
+    }
     prompts[i].engine_id = request.id;
     if (Status valid = request.sampling.Validate(); !valid.ok()) {
       for (size_t j = 0; j < i; ++j) client->Abort(prompts[j].engine_id);

@@ -26,6 +26,7 @@
 #include "http/http_types.h"
 #include "metrics/serving_metrics.h"
 #include "serving/model_registry.h"
+#include "serving/request_policy.h"
 
 namespace pier::http {
 
@@ -36,6 +37,12 @@ struct OpenAiApiOptions {
   // A request for an on_demand model that is not loaded waits this long for its load (0: it
   // gets 503 at once).
   std::chrono::milliseconds load_wait{60'000};
+  // QoS (serving/request_policy.h): each class's max queue time and deadline action (a
+  // request's queue deadline, shortened by its deadline_ms / X-Request-Deadline-Ms; a request
+  // whose predicted wait is already past it is refused at once with 429 and Retry-After), and
+  // its SLO targets (the attainment metrics).
+  serving::ClassQueueLimits class_max_queue = {};
+  serving::ClassSloTargets class_slo = {};
 };
 
 class OpenAiApi {

@@ -308,6 +308,8 @@ Err ReadCommon(const json& body, const OpenAiRequestLimits& limits, OpenAiReques
   }
   PIER_OPENAI_TRY(ReadBool(body, "ignore_eos", &r->ignore_eos));
   PIER_OPENAI_TRY(ReadPriority(body, &r->priority));
+  PIER_OPENAI_TRY(ReadInt(body, "deadline_ms", 1, 3'600'000, &r->deadline_ms));
+  PIER_OPENAI_TRY(ReadBool(body, "fallback", &r->fallback));
   return std::nullopt;
 }
 

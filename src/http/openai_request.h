@@ -82,6 +82,11 @@ struct OpenAiRequest {
   bool echo = false;                         // completions: prompt text before the generated text
   bool ignore_eos = false;                   // extension
   std::optional<engine::Priority> priority;  // extension: the body's `priority`
+  // Extension: the client's own queue deadline in ms from now (1..3600000); shortens the
+  // class's max queue time, never lengthens it (serving/request_policy.h).
+  std::optional<int64_t> deadline_ms;
+  // Extension: false forbids answering from the model's fallback (like X-Pier-No-Fallback).
+  bool fallback = true;
   // response_format json_object / json_schema (validated: the schema compiles); kNone for text.
   grammar::OutputConstraint constraint;
   // Chat: function tools, and whether / which the model must call (none when no tools).

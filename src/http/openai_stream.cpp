@@ -253,6 +253,13 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
                    : Failure{500, "the engine failed the request: " + event.error};
     return;
   }
+  if (event.finish == engine::FinishReason::kAbort && event.queue_expired) {
+    failure_ = Failure{429,
+                       "the request was refused: " + event.error + " (class " +
+                           options_.priority_class + "; retry later or with a later deadline)",
+                       "expired"};
+    return;
+  }
   if (event.finish == engine::FinishReason::kAbort) {
     failure_ =
         Failure{503, event.error.empty() ? "the engine stopped the request (it is shutting down)"
@@ -395,6 +402,8 @@ void OpenAiStream::RecordGroup(const Group& group, std::string_view finish_reaso
   record.finish_reason = finish_reason;
   record.prompt_tokens = static_cast<int64_t>(group.prompt.prompt_tokens.size());
   record.cached_prompt_tokens = group.cached_prompt_tokens;
+  record.tenant = options_.tenant;
+  record.priority_class = options_.priority_class;
   engine::TimestampUs first_token = 0, finished = 0;
   const engine::TimestampUs queued = group.choices[0].last.times.queued_us;
   for (const Choice& c : group.choices) {
@@ -416,6 +425,18 @@ void OpenAiStream::RecordGroup(const Group& group, std::string_view finish_reaso
     record.time_per_output_token =
         static_cast<double>(c0.last.times.finished_us - c0.last.times.first_token_us) / 1e6 /
         static_cast<double>(c0.completion_tokens - 1);
+  }
+  if (options_.slo_ttft_ms > 0 || options_.slo_tpot_ms > 0) {
+    // Met: it was served, within the targets it has (a target it could not be measured
+    // against, e.g. TPOT of a one-token answer, counts as met).
+    const bool served =
+        finish_reason != "error" && finish_reason != "expired" && finish_reason != "abort";
+    const bool ttft_ok =
+        options_.slo_ttft_ms <= 0 || (record.time_to_first_token >= 0 &&
+                                      record.time_to_first_token * 1000 <= options_.slo_ttft_ms);
+    const bool tpot_ok = options_.slo_tpot_ms <= 0 || record.time_per_output_token < 0 ||
+                         record.time_per_output_token * 1000 <= options_.slo_tpot_ms;
+    record.slo_met = served && ttft_ok && tpot_ok;
   }
   metrics_->RecordRequest(record);
 }
@@ -500,7 +521,7 @@ StreamChunk OpenAiStream::Poll() {
     for (const auto& group : groups_) {
       if (group->finished) continue;
       group->finished = true;
-      RecordGroup(*group, "error");
+      RecordGroup(*group, failure_->finish_reason);
     }
     const std::string error = ErrorJson(failure_->status, failure_->message);
     if (options_.stream) return StreamChunk{.data = out + SseEvent(error), .done = true};

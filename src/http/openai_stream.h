@@ -60,6 +60,12 @@ struct OpenAiStreamOptions {
   // Keeps the client and tokenizer alive as long as the stream (the served model: an unload
   // waits until its last stream is gone before the model's memory is returned).
   std::shared_ptr<const void> keep_alive = nullptr;
+  // QoS: the request's tenant and class for the per-tenant metrics, and its class's SLO
+  // targets in ms (0: none) for the attainment gauge.
+  std::string tenant;
+  std::string priority_class;
+  int64_t slo_ttft_ms = 0;
+  int64_t slo_tpot_ms = 0;
 };
 
 // One submitted engine request (one prompt).
@@ -93,6 +99,7 @@ class OpenAiStream final : public ResponseStream {
   struct Failure {
     int status = 500;
     std::string message;
+    std::string finish_reason = "error";  // for the metrics: "error" or "expired"
   };
 
   void HandleEvent(Group& group, engine::Event& event, std::string& out) PIER_REQUIRES(mutex_);

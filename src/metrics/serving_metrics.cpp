@@ -1,6 +1,7 @@
 #include "metrics/serving_metrics.h"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <map>
 #include <set>
@@ -8,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/local_model.h"
 #include "metrics/registry.h"
 
@@ -76,6 +78,34 @@ struct ServingMetrics::Instruments {
   Family<Histogram>* generation_length = nullptr;
   Family<Histogram>* model_load = nullptr;
   Histogram* itl_child = nullptr;  // model = model_name_, the per-token hot path
+  // QoS, per tenant and class.
+  Family<Counter>* qos_requests = nullptr;
+  Family<Counter>* qos_tokens = nullptr;
+  Family<Histogram>* qos_ttft = nullptr;
+  Family<Histogram>* qos_tpot = nullptr;
+  Family<Gauge>* slo_attainment = nullptr;
+  // The finished requests of the last 5 minutes per (model, class) whose class has an SLO:
+  // (when, met), oldest first.
+  Mutex slo_mutex;
+  std::map<std::pair<std::string, std::string>, std::deque<std::pair<double, bool>>> slo_window
+      PIER_GUARDED_BY(slo_mutex);
+
+  void RecordSlo(const std::string& model, std::string_view priority_class, bool met) {
+    constexpr double kWindowSeconds = 300;
+    const double now = static_cast<double>(engine::NowUs()) / 1e6;
+    double attained = 0;
+    {
+      MutexLock lock(slo_mutex);
+      auto& window = slo_window[{model, std::string(priority_class)}];
+      window.emplace_back(now, met);
+      while (window.front().first < now - kWindowSeconds) window.pop_front();
+      int64_t n_met = 0;
+      for (const auto& [when, ok] : window) n_met += ok ? 1 : 0;
+      attained = static_cast<double>(n_met) / static_cast<double>(window.size());
+    }
+    slo_attainment->WithLabels({{"model", model}, {"class", std::string(priority_class)}})
+        .Set(attained);
+  }
 };
 
 ServingMetrics::ServingMetrics(std::string model_name)
@@ -143,6 +173,30 @@ ServingMetrics::ServingMetrics(std::string model_name)
     in.requests->WithLabels({{"model", model_name_}, {"finish_reason", reason}});
   }
   in.itl_child = &in.itl->WithLabels(model);
+  const std::vector<std::string> qos_labels = {"model", "tenant", "class"};
+  in.qos_requests = &r.AddCounter(
+      "pier_qos_requests_total",
+      "Requests by tenant, priority class and outcome: served, expired (its queue deadline "
+      "passed while it waited), abort, error, refused_* (refused on arrival, by reason), "
+      "fallback_* (answered by the model's fallback, by trigger).",
+      {"model", "tenant", "class", "outcome"});
+  in.qos_tokens = &r.AddCounter(
+      "pier_qos_tokens_total",
+      "Tokens computed for finished requests (prompt tokens not served from the prefix cache, "
+      "plus generated tokens), by tenant and class: the fair share's currency.",
+      qos_labels);
+  in.qos_ttft = &r.AddHistogram("pier_qos_time_to_first_token_seconds",
+                                "Time from arrival to the first token, by tenant and class.",
+                                qos_labels, TimeToFirstTokenBuckets());
+  in.qos_tpot = &r.AddHistogram("pier_qos_time_per_output_token_seconds",
+                                "Mean time per output token of each request, by tenant and class.",
+                                qos_labels, PerTokenBuckets());
+  in.slo_attainment = &r.AddGauge(
+      "pier_qos_slo_attainment_ratio",
+      "Share of the class's requests finished in the last 5 minutes that met its SLO targets "
+      "(class_ttft_ms, class_tpot_ms; expired and failed ones did not); updated as requests "
+      "finish.",
+      {"model", "class"});
 
   // vLLM's names for the same series (label model_name, as vLLM writes it).
   r.AddAlias(*in.prompt_tokens, "vllm:prompt_tokens_total", "Number of prefill tokens processed.",
@@ -199,6 +253,31 @@ void ServingMetrics::RecordRequest(const RequestRecord& record) {
   ObserveMeasured(in.ttft->WithLabels(labels), record.time_to_first_token);
   ObserveMeasured(in.tpot->WithLabels(labels), record.time_per_output_token);
   ObserveMeasured(in.e2e->WithLabels(labels), record.e2e_seconds);
+  if (record.priority_class.empty()) return;
+  const Labels qos = {{"model", model},
+                      {"tenant", std::string(record.tenant)},
+                      {"class", std::string(record.priority_class)}};
+  const std::string_view reason = record.finish_reason;
+  const std::string outcome = reason == "stop" || reason == "length" || reason == "tool_calls"
+                                  ? "served"
+                                  : std::string(reason);
+  Labels with_outcome = qos;
+  with_outcome.emplace_back("outcome", outcome);
+  in.qos_requests->WithLabels(with_outcome).Increment();
+  in.qos_tokens->WithLabels(qos).Increment(prompt - cached + generated);
+  ObserveMeasured(in.qos_ttft->WithLabels(qos), record.time_to_first_token);
+  ObserveMeasured(in.qos_tpot->WithLabels(qos), record.time_per_output_token);
+  if (record.slo_met.has_value()) in.RecordSlo(model, record.priority_class, *record.slo_met);
+}
+
+void ServingMetrics::RecordQosOutcome(std::string_view model, std::string_view tenant,
+                                      std::string_view priority_class, std::string_view outcome) {
+  instruments_->qos_requests
+      ->WithLabels({{"model", model.empty() ? model_name_ : std::string(model)},
+                    {"tenant", std::string(tenant)},
+                    {"class", std::string(priority_class)},
+                    {"outcome", std::string(outcome)}})
+      .Increment();
 }
 
 void ServingMetrics::RecordInterTokenLatency(double seconds, std::string_view model) {
@@ -371,6 +450,47 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
   live.SetGauge(model, "pier_engine_heartbeat_age_seconds",
                 "Seconds since the latest engine step ended (0 before the first step).",
                 heartbeat_age);
+
+  // QoS (issue #16): the queue per class, its drain rate, deadlines, the reserve, tenants.
+  if (e.max_seqs > 0) {
+    static constexpr const char* kClasses[] = {"critical", "high", "normal", "low"};
+    for (size_t c = 0; c < 4; ++c) {
+      live.GaugeFamily("pier_qos_queued_sequences",
+                       "Sequences waiting (queued or preempted), by requested class.",
+                       {"model", "class"})
+          .WithLabels({{"model", model}, {"class", kClasses[c]}})
+          .Set(static_cast<double>(e.waiting_by_class[c]));
+    }
+    live.SetGauge(model, "pier_qos_drain_rate",
+                  "Sequences admitted per second while others waited (the queue's measured "
+                  "drain rate; predicted waits divide by it).",
+                  e.admissions_per_s);
+    live.SetCounter(model, "pier_qos_queue_expired_total",
+                    "Requests refused as their queue deadline passed while they waited.",
+                    static_cast<double>(e.queue_expired));
+    live.SetCounter(model, "pier_qos_queue_delayed_total",
+                    "Requests past their queue deadline kept waiting behind the rest (delay).",
+                    static_cast<double>(e.queue_delayed));
+    live.SetGauge(model, "pier_qos_reserved_slots",
+                  "Running slots kept for the critical class (qos_reserve).",
+                  static_cast<double>(e.reserved_seqs));
+    live.SetGauge(model, "pier_qos_running_critical", "Critical sequences running.",
+                  static_cast<double>(e.running_critical));
+    for (const engine::TenantShare& t : e.tenants) {
+      const Labels labels = {{"model", model}, {"tenant", t.tenant}};
+      live.GaugeFamily("pier_qos_tenant_virtual_time",
+                       "The tenant's fair-share virtual time (tokens / weight, never below the "
+                       "clock while it has live sequences).",
+                       {"model", "tenant"})
+          .WithLabels(labels)
+          .Set(t.virtual_time);
+      live.GaugeFamily("pier_qos_tenant_live_sequences",
+                       "The tenant's sequences in the engine (running or waiting).",
+                       {"model", "tenant"})
+          .WithLabels(labels)
+          .Set(static_cast<double>(t.live_sequences));
+    }
+  }
 
   live.Alias(running, "vllm:num_requests_running",
              "Number of requests in model execution batches.");

@@ -40,6 +40,12 @@ struct RequestRecord {
   double time_to_first_token = -1;    // arrival -> first token
   double time_per_output_token = -1;  // (last token - first token) / (tokens - 1)
   double e2e_seconds = -1;            // arrival -> finished
+  // QoS (issue #16): the request's tenant and priority class ("critical" .. "low"; empty: no
+  // per-tenant series), and whether it met its class's SLO targets (nullopt: the class has
+  // none). finish_reason "expired": refused as its queue deadline passed.
+  std::string_view tenant = {};
+  std::string_view priority_class = {};
+  std::optional<bool> slo_met = std::nullopt;
 };
 
 // One worker process of a model (with --workers on), read at scrape time.
@@ -109,6 +115,11 @@ class ServingMetrics {
   // Requests aborted because the client went away or read too slowly.
   // `model`: the request's; empty: the model name this was created with.
   void RecordClientAbort(std::string_view reason, std::string_view model = {});
+  // A request of `tenant` and class `priority_class` refused before it reached the engine, or
+  // answered by another model: `outcome` is "refused_predicted_wait", "refused_rate_limit",
+  // "fallback_load", ... (pier_qos_requests_total).
+  void RecordQosOutcome(std::string_view model, std::string_view tenant,
+                        std::string_view priority_class, std::string_view outcome);
 
   // The full exposition (text format 0.0.4): the recorded families, and the live figures of
   // every model (engine state, and memory when its governor is given), one child per model.

@@ -117,6 +117,8 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
   host_options.engine.scheduler.prefill_chunk_while_decoding = options.prefill_chunk_while_decoding;
   host_options.engine.scheduler.max_seqs = options.max_seqs;
+  host_options.engine.scheduler.reserved_share = options.qos_reserve;
+  host_options.engine.scheduler.qos = options.qos;
   host_options.max_waiting = options.max_queued;
   host_options.swap_space_bytes = options.swap_space_bytes;
   return host_options;

@@ -41,6 +41,10 @@ struct ModelLoadOptions {
   int64_t max_batched_tokens = 512;
   int64_t prefill_chunk_while_decoding = 64;  // SchedulerOptions' (0: no cap)
   int64_t max_seqs = 64;
+  // QoS in the engine's scheduler: the share of slots, tokens and KV kept for the critical
+  // class (0..0.5), and false for first come, first served (SchedulerOptions).
+  double qos_reserve = 0.05;
+  bool qos = true;
   int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
   // Embedding (encoder) models: the batcher's window, texts and tokens per batch
   // (encoder/embedding_batcher.h). Encoders always run in this process (workers apply to LLMs).

@@ -1,5 +1,6 @@
 #include "serving/request_policy.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <utility>
@@ -39,8 +40,13 @@ Result<RequestClass> ResolveRequestClass(std::optional<engine::Priority> body,
   return result;
 }
 
-Result<ClassQueueLimits> ParseClassQueueLimits(std::string_view text) {
-  ClassQueueLimits limits;
+namespace {
+
+// Splits "CLASS=VALUE,..." and calls `take(class, value, part)` for each part; the first
+// error, naming `setting` and the part.
+template <typename Take>
+Status ForEachClassValue(std::string_view setting, std::string_view text, std::string_view form,
+                         Take take) {
   while (!text.empty()) {
     const size_t comma = text.find(',');
     const std::string_view part = text.substr(0, comma);
@@ -48,23 +54,102 @@ Result<ClassQueueLimits> ParseClassQueueLimits(std::string_view text) {
     const size_t equals = part.find('=');
     const std::string shown(part);
     if (equals == std::string_view::npos) {
-      return InvalidArgumentError("class_max_queue_ms: '" + shown +
-                                  "' is not CLASS=MILLISECONDS (e.g. normal=10000)");
+      return InvalidArgumentError(std::string(setting) + ": '" + shown + "' is not " +
+                                  std::string(form));
     }
     const std::optional<engine::Priority> priority = ParsePriorityValue(part.substr(0, equals));
     if (!priority.has_value()) {
-      return InvalidArgumentError("class_max_queue_ms: '" + shown +
+      return InvalidArgumentError(std::string(setting) + ": '" + shown +
                                   "' names no class (critical, high, normal, low)");
     }
-    const std::string_view number = part.substr(equals + 1);
-    int64_t ms = 0;
-    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), ms);
-    if (error != std::errc() || end != number.data() + number.size() || ms < 0 || ms > 3'600'000) {
-      return InvalidArgumentError("class_max_queue_ms: '" + shown +
-                                  "' needs 0..3600000 milliseconds (0: no limit)");
-    }
-    limits.max_queue_ms[static_cast<size_t>(*priority)] = ms;
+    PIER_RETURN_IF_ERROR(take(static_cast<size_t>(*priority), part.substr(equals + 1), shown));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::array<int64_t, 4>> ParseClassMilliseconds(std::string_view setting,
+                                                      std::string_view text) {
+  std::array<int64_t, 4> values = {0, 0, 0, 0};
+  PIER_RETURN_IF_ERROR(ForEachClassValue(
+      setting, text, "CLASS=MILLISECONDS (e.g. normal=10000)",
+      [&](size_t cls, std::string_view number, const std::string& shown) -> Status {
+        int64_t ms = 0;
+        const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), ms);
+        if (error != std::errc() || end != number.data() + number.size() || ms < 0 ||
+            ms > 3'600'000) {
+          return InvalidArgumentError(std::string(setting) + ": '" + shown +
+                                      "' needs 0..3600000 milliseconds (0: no limit)");
+        }
+        values[cls] = ms;
+        return Status::Ok();
+      }));
+  return values;
+}
+
+Status ParseClassDeadlineActions(std::string_view text, ClassQueueLimits* limits) {
+  return ForEachClassValue(
+      "class_deadline_action", text, "CLASS=reject or CLASS=delay",
+      [&](size_t cls, std::string_view action, const std::string& shown) -> Status {
+        if (action != "reject" && action != "delay") {
+          return InvalidArgumentError("class_deadline_action: '" + shown +
+                                      "' needs reject or delay");
+        }
+        limits->delay[cls] = action == "delay";
+        return Status::Ok();
+      });
+}
+
+Result<std::optional<int64_t>> ResolveClientDeadlineMs(std::optional<int64_t> body_ms,
+                                                       std::optional<std::string_view> header) {
+  constexpr int64_t kMaxMs = 3'600'000;
+  if (body_ms.has_value()) {
+    if (*body_ms < 1 || *body_ms > kMaxMs) {
+      return InvalidArgumentError("deadline_ms must be 1..3600000 milliseconds from now, got " +
+                                  std::to_string(*body_ms));
+    }
+    return body_ms;
+  }
+  if (!header.has_value()) return std::optional<int64_t>();
+  int64_t ms = 0;
+  const auto [end, error] = std::from_chars(header->data(), header->data() + header->size(), ms);
+  if (header->empty() || error != std::errc() || end != header->data() + header->size() || ms < 1 ||
+      ms > kMaxMs) {
+    return InvalidArgumentError(
+        "the X-Request-Deadline-Ms header must be 1..3600000 milliseconds from now, got '" +
+        std::string(header->substr(0, 40)) + "'");
+  }
+  return std::optional<int64_t>(ms);
+}
+
+std::optional<std::chrono::steady_clock::time_point> RequestQueueDeadline(
+    const ClassQueueLimits& limits, engine::Priority priority,
+    std::optional<int64_t> client_deadline_ms, std::chrono::steady_clock::time_point now) {
+  int64_t ms = limits.max_queue_ms[static_cast<size_t>(priority)];
+  if (client_deadline_ms.has_value() && (ms <= 0 || *client_deadline_ms < ms)) {
+    ms = *client_deadline_ms;
+  }
+  if (ms <= 0) return std::nullopt;
+  return now + std::chrono::milliseconds(ms);
+}
+
+std::optional<double> PredictQueueWaitMs(const engine::EngineStats& stats,
+                                         engine::Priority priority) {
+  int64_t ahead = 0;
+  for (size_t c = 0; c <= static_cast<size_t>(priority); ++c) ahead += stats.waiting_by_class[c];
+  const int64_t slots =
+      stats.max_seqs - (priority == engine::Priority::kCritical ? 0 : stats.reserved_seqs);
+  const int64_t free = std::max<int64_t>(0, slots - stats.running);
+  if (ahead < free) return 0.0;
+  if (!(stats.admissions_per_s > 0)) return std::nullopt;
+  // It starts once the `ahead - free` before it and then itself have been admitted.
+  return static_cast<double>(ahead - free + 1) * 1000.0 / stats.admissions_per_s;
+}
+
+Result<ClassQueueLimits> ParseClassQueueLimits(std::string_view text) {
+  ClassQueueLimits limits;
+  PIER_ASSIGN_OR_RETURN(limits.max_queue_ms, ParseClassMilliseconds("class_max_queue_ms", text));
   return limits;
 }
 

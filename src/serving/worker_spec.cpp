@@ -21,6 +21,8 @@ ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_
   spec.set_max_batched_tokens(o.max_batched_tokens);
   spec.set_prefill_chunk_while_decoding(o.prefill_chunk_while_decoding);
   spec.set_max_seqs(o.max_seqs);
+  spec.set_qos_reserve(o.qos_reserve);
+  spec.set_qos_off(!o.qos);
   spec.set_max_queued(o.max_queued);
   spec.set_swap_space_bytes(o.swap_space_bytes);
   spec.set_budget_bytes(budget_bytes);
@@ -44,6 +46,8 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.max_batched_tokens = spec.max_batched_tokens();
   o.prefill_chunk_while_decoding = spec.prefill_chunk_while_decoding();
   o.max_seqs = spec.max_seqs();
+  o.qos_reserve = spec.qos_reserve();
+  o.qos = !spec.qos_off();
   o.max_queued = spec.max_queued();
   o.swap_space_bytes = spec.swap_space_bytes();
   if (o.path.empty() || o.threads < 1 || o.ctx < 1 || o.max_batched_tokens < 1 || o.max_seqs < 1 ||

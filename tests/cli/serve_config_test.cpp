@@ -81,6 +81,11 @@ max_seqs: 16
 grpc_port: 8001
 adaptive_batch_window: off
 class_max_queue_ms: "normal=5000,low=20000"
+class_deadline_action: "low=delay"
+class_ttft_ms: "critical=500"
+class_tpot_ms: "critical=100,high=200"
+qos_reserve: 0.1
+qos: off
 max_queue_delay_ms: 4
 max_batch_texts: 32
 embed_batch_tokens: 2048
@@ -129,6 +134,12 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.max_queue_delay_ms, 4);
   EXPECT_FALSE(o.adaptive_batch_window);
   EXPECT_EQ(o.class_max_queue.max_queue_ms[static_cast<size_t>(engine::Priority::kLow)], 20000);
+  EXPECT_TRUE(o.class_max_queue.delay[static_cast<size_t>(engine::Priority::kLow)]);
+  EXPECT_FALSE(o.class_max_queue.delay[static_cast<size_t>(engine::Priority::kNormal)]);
+  EXPECT_EQ(o.class_slo.ttft_ms[0], 500);
+  EXPECT_EQ(o.class_slo.tpot_ms[1], 200);
+  EXPECT_DOUBLE_EQ(o.qos_reserve, 0.1);
+  EXPECT_FALSE(o.qos);
   EXPECT_EQ(o.grpc_port, 8001);
   EXPECT_EQ(o.max_batch_texts, 32);
   EXPECT_EQ(o.embed_batch_tokens, 2048);
@@ -145,7 +156,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 43u);
+  EXPECT_EQ(ServeSettingNames().size(), 48u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -253,6 +264,13 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"name", ""}}, "--name");
   ExpectBad({{"api_keys", ""}}, "--api-keys");
   ExpectBad({{"config", ""}}, "--config");
+  ExpectBad({{"class_deadline_action", "low=drop"}}, "needs reject or delay");
+  ExpectBad({{"class_deadline_action", "urgent=delay"}}, "names no class");
+  ExpectBad({{"class_ttft_ms", "critical=-5"}}, "class_ttft_ms");
+  ExpectBad({{"class_tpot_ms", "critical"}}, "class_tpot_ms");
+  ExpectBad({{"qos_reserve", "0.9"}}, "--qos-reserve");
+  ExpectBad({{"qos_reserve", "-0.1"}}, "--qos-reserve");
+  ExpectBad({{"qos", "maybe"}}, "expected on or off");
 }
 
 TEST_F(ServeConfigTest, BadFileValuesNameTheFileAndKey) {

@@ -211,6 +211,25 @@ TEST(KeyUsageTest, TheRateBucketAndTheConcurrencyLimit) {
   EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), 10, &retry), KeyUsage::Admission::kAdmitted);
 }
 
+TEST(ApiKeysTest, TenantWeightsDefaultToOneAndMustAgreeAndBePositive) {
+  auto keys = ApiKeys::Parse(
+      "keys:\n  - key: a1\n    tenant: a\n    weight: 2.5\n  - key: a2\n    tenant: a\n"
+      "    weight: 2.5\n  - key: b\n    tenant: b\n");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  HttpRequest r;
+  r.headers = {{"authorization", "Bearer a2"}};
+  EXPECT_EQ(std::get<Principal>(keys->Authenticate(r)).weight, 2.5);
+  r.headers = {{"authorization", "Bearer b"}};
+  EXPECT_EQ(std::get<Principal>(keys->Authenticate(r)).weight, 1.0);
+  ExpectParseError("keys:\n  - key: a\n    tenant: t\n    weight: 0\n",
+                   "weight must be a number above 0");
+  ExpectParseError("keys:\n  - key: a\n    tenant: t\n    weight: -1\n", "weight");
+  ExpectParseError(
+      "keys:\n  - key: a\n    tenant: t\n    weight: 1\n  - key: b\n    tenant: t\n"
+      "    weight: 3\n",
+      "tenant \"t\" has weight 1 on an earlier key and 3 here");
+}
+
 TEST(ApiKeysTest, DuplicateKeyIsRejectedWithoutQuotingIt) {
   Result<ApiKeys> keys = ApiKeys::Parse(
       "keys:\n  - key: sk-secret-dup\n    tenant: a\n  - key: sk-secret-dup\n    tenant: b\n",

@@ -612,5 +612,106 @@ TEST_F(OpenAiApiTest, SubmitErrorsMapToHttpStatuses) {
   }
 }
 
+// A crowded engine: 2 slots busy, 10 normal sequences waiting, 2 admitted per second. Every
+// Submit is recorded; the request then ends as its queue deadline passed.
+class CrowdedClient final : public engine::EngineClient {
+ public:
+  Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request request) override {
+    auto handle = std::make_shared<engine::RequestHandle>(request.id, request.n);
+    engine::Event expired;
+    expired.finish = engine::FinishReason::kAbort;
+    expired.queue_expired = true;
+    expired.error =
+        "it waited 3 ms in the queue and its queue deadline passed before it could start";
+    handle->Push(expired);
+    submitted.push_back(std::move(request));
+    return handle;
+  }
+  void Abort(const std::string&) override {}
+  void AbortAll(std::string) override {}
+  engine::EngineStats Stats() const override {
+    engine::EngineStats s;
+    s.max_request_tokens = 2048;
+    s.max_seqs = 2;
+    s.running = 2;
+    s.waiting_by_class = {0, 0, 10, 0};
+    s.admissions_per_s = 2;
+    return s;
+  }
+  std::vector<engine::Request> submitted;
+};
+
+TEST_F(OpenAiApiTest, QueueDeadlinesRefuseByPredictionOrExpiryWith429) {
+  CrowdedClient client;
+  serving::ModelRegistry registry;
+  ASSERT_TRUE(registry
+                  .Add({.id = kModel,
+                        .client = &client,
+                        .tokenizer = &instance_->tokenizer(),
+                        .chat_template = instance_->chat_template()})
+                  .ok());
+  OpenAiApiOptions options;
+  options.class_max_queue.max_queue_ms[static_cast<size_t>(engine::Priority::kNormal)] = 1000;
+  options.class_max_queue.delay[static_cast<size_t>(engine::Priority::kHigh)] = true;
+  OpenAiApi api(options, &registry, nullptr, nullptr);
+  Router router;
+  api.Register(router);
+  auto post = [&](json body, std::vector<std::pair<std::string, std::string>> headers = {}) {
+    HttpRequest http;
+    http.method = "POST";
+    http.path = "/v1/completions";
+    http.body = body.dump();
+    http.headers = std::move(headers);
+    return Drive(router.Dispatch(http));
+  };
+  // normal: 11 sequences to admit at 2/s is 5.5 s, past its 1 s: refused at once, Retry-After
+  // from the prediction, nothing submitted.
+  Reply predicted = post(Completion("Hi", 2));
+  EXPECT_EQ(predicted.status, 429) << predicted.body;
+  EXPECT_EQ(predicted.Header("Retry-After"), "6");
+  EXPECT_NE(predicted.body.find("predicted wait for class normal is 5500 ms, past this "
+                                "request's class max queue time of 1000 ms"),
+            std::string::npos)
+      << predicted.body;
+  EXPECT_TRUE(client.submitted.empty());
+  // A class without a limit, with the client's own deadline: named as deadline_ms.
+  json with_deadline = Completion("Hi", 2);
+  with_deadline["priority"] = "low";
+  with_deadline["deadline_ms"] = 300;
+  Reply own = post(with_deadline);
+  EXPECT_EQ(own.status, 429);
+  EXPECT_NE(own.body.find("past this request's deadline_ms of 300 ms"), std::string::npos)
+      << own.body;
+  // critical has no limit and skips the queue ahead: submitted with no deadline. The engine
+  // then ends it as expired: 429 naming the deadline (the scripted client expires everything).
+  json critical = Completion("Hi", 2);
+  critical["priority"] = "critical";
+  Reply expired = post(critical);
+  ASSERT_EQ(client.submitted.size(), 1u);
+  EXPECT_FALSE(client.submitted[0].deadline_us.has_value());
+  EXPECT_EQ(expired.status, 429);
+  EXPECT_NE(expired.body.find("queue deadline passed"), std::string::npos) << expired.body;
+  // high with a header deadline the prediction allows (critical and high ahead: none, and the
+  // 2 slots are full: one admission, 500 ms): submitted with its deadline and the delay action.
+  json high = Completion("Hi", 2);
+  high["priority"] = "high";
+  const int64_t before_us = engine::NowUs();
+  post(high, {{"x-request-deadline-ms", "800"}});
+  ASSERT_EQ(client.submitted.size(), 2u);
+  ASSERT_TRUE(client.submitted[1].deadline_us.has_value());
+  EXPECT_GE(*client.submitted[1].deadline_us, before_us + 800'000);
+  EXPECT_LE(*client.submitted[1].deadline_us, engine::NowUs() + 800'000);
+  EXPECT_EQ(client.submitted[1].on_deadline, engine::Request::DeadlineAction::kDelay);
+  // Bad deadlines are 400s naming their source.
+  Reply bad_header = post(high, {{"x-request-deadline-ms", "soon"}});
+  EXPECT_EQ(bad_header.status, 400);
+  EXPECT_NE(bad_header.body.find("X-Request-Deadline-Ms"), std::string::npos);
+  high["deadline_ms"] = -5;
+  EXPECT_EQ(post(high).status, 400);
+  high["deadline_ms"] = "soon";
+  EXPECT_EQ(post(high).status, 400);
+  EXPECT_EQ(client.submitted.size(), 2u);
+}
+
 }  // namespace
 }  // namespace pier::http

@@ -62,5 +62,67 @@ TEST(ClassQueueLimits, ParsesClassesAndRefusesTheRest) {
             std::chrono::steady_clock::time_point::max());
 }
 
+TEST(ClassQueueLimits, DeadlineActionsParseAndBadOnesAreNamed) {
+  ClassQueueLimits limits;
+  ASSERT_TRUE(ParseClassDeadlineActions("low=delay,normal=reject", &limits).ok());
+  EXPECT_TRUE(limits.delay[static_cast<size_t>(engine::Priority::kLow)]);
+  EXPECT_FALSE(limits.delay[static_cast<size_t>(engine::Priority::kNormal)]);
+  EXPECT_NE(ParseClassDeadlineActions("low=drop", &limits).message().find("'low=drop'"),
+            std::string::npos);
+  EXPECT_FALSE(ParseClassDeadlineActions("low", &limits).ok());
+  EXPECT_NE(ParseClassMilliseconds("class_ttft_ms", "x=1")
+                .status()
+                .message()
+                .find("class_ttft_ms: 'x=1' names no class"),
+            std::string::npos);
+}
+
+TEST(RequestDeadline, AClientMayShortenItsClassesLimitButNeverLengthenIt) {
+  ClassQueueLimits limits;
+  limits.max_queue_ms[static_cast<size_t>(engine::Priority::kNormal)] = 10'000;
+  const auto now = std::chrono::steady_clock::now();
+  using std::chrono::milliseconds;
+  EXPECT_EQ(RequestQueueDeadline(limits, engine::Priority::kNormal, 2'000, now),
+            now + milliseconds(2'000));
+  EXPECT_EQ(RequestQueueDeadline(limits, engine::Priority::kNormal, 50'000, now),
+            now + milliseconds(10'000));
+  EXPECT_EQ(RequestQueueDeadline(limits, engine::Priority::kNormal, std::nullopt, now),
+            now + milliseconds(10'000));
+  // A class without a limit takes the client's; neither: none.
+  EXPECT_EQ(RequestQueueDeadline(limits, engine::Priority::kLow, 700, now),
+            now + milliseconds(700));
+  EXPECT_FALSE(RequestQueueDeadline(limits, engine::Priority::kLow, std::nullopt, now));
+}
+
+TEST(RequestDeadline, TheClientsDeadlineIsAWholePositiveNumberOfMilliseconds) {
+  EXPECT_EQ(*ResolveClientDeadlineMs(250, std::string_view("900")), 250);  // the body wins
+  EXPECT_EQ(*ResolveClientDeadlineMs(std::nullopt, std::string_view("900")), 900);
+  EXPECT_FALSE(ResolveClientDeadlineMs(std::nullopt, std::nullopt)->has_value());
+  for (const char* bad : {"0", "-5", "1.5", "soon", "", "3600001"}) {
+    Result<std::optional<int64_t>> r = ResolveClientDeadlineMs(std::nullopt, std::string_view(bad));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("X-Request-Deadline-Ms"), std::string::npos);
+  }
+  EXPECT_NE(ResolveClientDeadlineMs(0, std::nullopt).status().message().find("deadline_ms"),
+            std::string::npos);
+}
+
+TEST(PredictedWait, WorkAheadBeyondTheFreeSlotsOverTheDrainRate) {
+  engine::EngineStats s;
+  s.max_seqs = 8;
+  s.reserved_seqs = 1;
+  s.running = 7;
+  // Nothing measured and a free slot: no wait. Full for normal (the reserve is critical's).
+  EXPECT_EQ(PredictQueueWaitMs(s, engine::Priority::kCritical), 0.0);
+  EXPECT_FALSE(PredictQueueWaitMs(s, engine::Priority::kNormal).has_value());
+  s.admissions_per_s = 4;
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kNormal), 250.0);
+  // Work waiting at or above its class is ahead of it; lower classes are not.
+  s.waiting_by_class = {1, 2, 3, 40};
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kNormal), 7 * 250.0);
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kCritical), 250.0);
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow), 47 * 250.0);
+}
+
 }  // namespace
 }  // namespace pier::serving
