@@ -1,0 +1,165 @@
+"""QoS end to end on the default model (issue #16), through the official `openai` client:
+tenants share the engine by weighted fair share (and do not with --qos off), a request still
+waiting at its queue deadline gets 429 naming it, a request whose predicted wait is already past
+its deadline is refused at once with Retry-After, the critical class's reserve lets it start
+while low requests hold every other slot (no preemption), and GET /admin/qos and /metrics show
+the state. The fake-runner unit tests (tests/engine/scheduler/qos_scheduler_test.cpp,
+engine_qos_test.cpp) measure shares and start steps exactly; these check the whole path."""
+
+import re
+import threading
+import time
+
+import openai
+import pytest
+
+from conftest import PierServer, call, metrics_text
+
+KEYS = """
+keys:
+  - key: sk-a
+    tenant: a
+  - key: sk-b
+    tenant: b
+"""
+
+
+def client(server, key="unused"):
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def complete(c, server, max_tokens, **extra):
+    """One greedy completion that generates exactly max_tokens tokens."""
+    body = {"ignore_eos": True}
+    body.update(extra.pop("extra_body", {}))
+    return c.completions.create(model=server.model_id, prompt="Count slowly:", max_tokens=max_tokens,
+                                temperature=0, extra_body=body, **extra)
+
+
+def finish_order(server, qos):
+    """Tenant a queues 6 requests, then b queues 6, on an engine of 2 slots: the tenants of the
+    first 6 to finish."""
+    order, lock = [], threading.Lock()
+
+    def run(key):
+        complete(client(server, key), server, 24)
+        with lock:
+            order.append(key[-1])
+
+    threads = []
+    for key in ["sk-a"] * 6:
+        threads.append(threading.Thread(target=run, args=(key,)))
+        threads[-1].start()
+    time.sleep(0.3)  # a's requests are queued before b's
+    for key in ["sk-b"] * 6:
+        threads.append(threading.Thread(target=run, args=(key,)))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    assert len(order) == 12
+    return order[:6]
+
+
+@pytest.mark.parametrize("qos", ["on", "off"])
+def test_tenants_share_the_engine_unless_qos_is_off(tmp_path, qos):
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(KEYS)
+    server = PierServer(["--api-keys", str(keys), "--max-seqs", "2", "--qos-reserve", "0",
+                         "--qos", qos])
+    try:
+        first = finish_order(server, qos)
+    finally:
+        server.stop_and_check()
+    if qos == "on":
+        # a's first two were running when b arrived; from then on slots alternate.
+        assert first.count("b") >= 2, first
+    else:
+        assert first.count("b") == 0, first
+
+
+@pytest.fixture(scope="module")
+def reserved():
+    """2 slots, one kept for critical; low may wait 1.5 s; critical's TTFT target is 60 s."""
+    s = PierServer(["--max-seqs", "2", "--qos-reserve", "0.5", "--class-max-queue-ms",
+                    "low=1500", "--class-ttft-ms", "critical=60000"])
+    yield s
+    s.stop_and_check()
+
+
+def qos_state(server):
+    status, body = call(server, "GET", "/admin/qos")
+    assert status == 200, body
+    return body
+
+
+def test_a_waiting_request_expires_at_its_deadline_and_critical_uses_the_reserve(reserved):
+    c = client(reserved)
+    long_done = {}
+
+    def long_low():
+        long_done["r"] = complete(c, reserved, 1500, extra_body={"priority": "low"})
+        long_done["at"] = time.monotonic()
+
+    holder = threading.Thread(target=long_low)
+    holder.start()
+    time.sleep(0.5)  # the long low request holds the only slot low may use
+    state = qos_state(reserved)
+    model = state["models"][0]
+    assert model["reserve"]["slots"] == 1 and model["max_seqs"] == 2
+    assert state["classes"]["low"]["max_queue_ms"] == 1500
+
+    # A second low request waits behind it and is refused once its 1.5 s have passed.
+    started = time.monotonic()
+    with pytest.raises(openai.RateLimitError) as raised:
+        complete(c, reserved, 4, extra_body={"priority": "low"})
+    waited = time.monotonic() - started
+    message = raised.value.body["message"]
+    assert "queue deadline passed" in message and "class low" in message, message
+    assert 1.4 < waited < 30, waited
+
+    # Critical starts in the reserved slot while the long request still runs: no preemption.
+    critical = complete(c, reserved, 8, extra_body={"priority": "critical"})
+    critical_done = time.monotonic()
+    assert critical.choices[0].finish_reason == "length"
+    holder.join()
+    assert critical_done < long_done["at"], "critical waited for the low request to finish"
+
+    text = metrics_text(reserved)
+    assert re.search(r'^pier_preemptions_total\{model="[^"]+"\} 0$', text, re.M), text
+    assert re.search(r'^pier_qos_requests_total\{[^}]*class="low"[^}]*outcome="expired"\} 1$',
+                     text, re.M)
+    assert re.search(r'^pier_qos_queue_expired_total\{[^}]*\} 1$', text, re.M)
+    assert re.search(r'^pier_qos_slo_attainment_ratio\{model="[^"]+",class="critical"\} 1$',
+                     text, re.M), [l for l in text.splitlines() if "attainment" in l]
+
+
+def test_a_request_predicted_to_miss_its_deadline_is_refused_at_once(reserved):
+    c = client(reserved)
+    # normal has no max queue time: these wait as long as it takes.
+    threads = [threading.Thread(target=complete, args=(c, reserved, 96),
+                                kwargs={"extra_body": {"priority": "normal"}}) for _ in range(6)]
+    for t in threads:
+        t.start()
+    # Wait until the queue's drain rate is measured and normal requests still wait.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        model = qos_state(reserved)["models"][0]
+        if model["admissions_per_s"] > 0 and model["queue"]["normal"]["waiting"] >= 2:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the drain rate was never measured with a queue: {model}")
+    predicted = model["queue"]["normal"]["predicted_wait_ms"]
+    assert predicted > 100, model
+    started = time.monotonic()
+    with pytest.raises(openai.RateLimitError) as raised:
+        complete(c, reserved, 4, extra_body={"priority": "normal", "deadline_ms": 50})
+    assert time.monotonic() - started < 1.0, "refused only after waiting"
+    assert "predicted wait for class normal" in raised.value.body["message"]
+    assert "deadline_ms of 50 ms" in raised.value.body["message"]
+    retry_after = int(raised.value.response.headers["retry-after"])
+    assert retry_after >= 1
+    for t in threads:
+        t.join()
+    assert re.search(r'^pier_qos_requests_total\{[^}]*outcome="refused_predicted_wait"\} 1$',
+                     metrics_text(reserved), re.M)
