@@ -6,6 +6,7 @@
 #include <charconv>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "cli/serve_config.h"
 #include "common/yaml.h"
@@ -165,6 +166,7 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
                                 " (known: " + Join(known) + ")");
   }
   std::map<std::string, std::vector<std::string>> binding_values;  // cpus, numa_node, gpu
+  std::optional<double> release;                                   // fallback_release, when given
   int mps_thread_percentage = 0;
   uint64_t mps_memory_limit = 0;
   for (const auto& item : entry) {
@@ -197,6 +199,31 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       }
     } else if (key == "fallback") {
       model.fallback = value;
+    } else if (key == "fallback_load" || key == "fallback_release") {
+      double share = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), share);
+      if (ec != std::errc() || end != value.data() + value.size() || !(share >= 0) || share > 100) {
+        return InvalidArgumentError(at +
+                                    ": expected a load 0..100 ((running + waiting) / "
+                                    "max_seqs), got " +
+                                    Quote(value));
+      }
+      if (key == "fallback_load") {
+        model.fallback_when.load_above = share;
+      } else {
+        release = share;
+      }
+    } else if (key == "fallback_queue_ms") {
+      int64_t ms = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      if (ec != std::errc() || end != value.data() + value.size() || ms < 0 || ms > 3'600'000) {
+        return InvalidArgumentError(at + ": expected 0..3600000 milliseconds, got " + Quote(value));
+      }
+      model.fallback_when.queue_ms_above = ms;
+    } else if (key == "fallback_max_class") {
+      Result<engine::Priority> cls = engine::ParsePriority(value);
+      if (!cls.ok()) return InvalidArgumentError(at + ": " + cls.status().message());
+      model.fallback_when.max_class = *cls;
     } else if (key == "chat_template") {
       model.chat_template = value;
       if (!value.empty() && std::filesystem::path(value).is_relative() && !folder.empty()) {
@@ -257,6 +284,21 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
     }
   }
   if (model.path.empty()) return InvalidArgumentError(model.source + ": path is required");
+  const bool tuned = release.has_value() || entry["fallback_load"] || entry["fallback_queue_ms"] ||
+                     entry["fallback_max_class"];
+  if (tuned && model.fallback.empty()) {
+    return InvalidArgumentError(model.source +
+                                ": fallback_load, fallback_release, fallback_queue_ms and "
+                                "fallback_max_class need a fallback model (fallback: NAME)");
+  }
+  model.fallback_when.load_below =
+      release.value_or(std::max(0.0, model.fallback_when.load_above - 0.2));
+  if (model.fallback_when.load_below >= model.fallback_when.load_above) {
+    return InvalidArgumentError(
+        model.source + ": fallback_release " + std::to_string(model.fallback_when.load_below) +
+        " must be below fallback_load " + std::to_string(model.fallback_when.load_above) +
+        " (the gap keeps the switch from flapping)");
+  }
   if (model.idle_unload_after_seconds > 0 && !model.on_demand) {
     return InvalidArgumentError(model.source +
                                 ": idle_unload_after needs load: on_demand (a model loaded at "
@@ -322,6 +364,10 @@ const std::vector<std::string_view>& ModelSettingNames() {
                                                        "path",
                                                        "aliases",
                                                        "fallback",
+                                                       "fallback_load",
+                                                       "fallback_release",
+                                                       "fallback_queue_ms",
+                                                       "fallback_max_class",
                                                        "chat_template",
                                                        "priority",
                                                        "instances",

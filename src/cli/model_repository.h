@@ -13,7 +13,11 @@
 // Per model: `name` (required), `path` (required), `aliases` (one name or a list), `instances`
 // (1..16 engines, each with its own KV cache; requests go to the least loaded), `priority`
 // (-100..100: under memory pressure a model's KV yields to higher priorities), `fallback`
-// (another model's name or alias, for the QoS issue's load shedding), `load` (`on_start`, the
+// (another model's name or alias: requests go there while this model is loaded past a
+// threshold, serving/fallback_switch.h) with its trigger `fallback_load` (0..100, default 0.8:
+// (running + waiting) / max_seqs), `fallback_release` (default fallback_load - 0.2),
+// `fallback_queue_ms` (a predicted queue wait that engages it too; default off) and
+// `fallback_max_class` (the highest class diverted; default critical: all), `load` (`on_start`, the
 // default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
 // (seconds without work after which an on_demand model is unloaded; default never), `device`
 // (`cpu`), `chat_template` (a Jinja file used instead of the GGUF's), and the engine settings
@@ -27,7 +31,7 @@
 // Everything is validated before anything loads, each error naming the file, the model and
 // the key: unknown keys, values that do not parse, missing files, names that are not
 // [A-Za-z0-9._:-], duplicate names or aliases, a fallback that names no model or leads back
-// to itself.
+// to itself, fallback_* keys without a fallback, a release threshold not below the load one.
 //
 // Thread-safety: plain functions on values.
 #pragma once
@@ -39,6 +43,7 @@
 
 #include "common/status.h"
 #include "placement/binding.h"
+#include "serving/fallback_switch.h"
 
 namespace pier::cli {
 
@@ -47,6 +52,7 @@ struct ModelConfig {
   std::string path;
   std::vector<std::string> aliases;
   std::string fallback;  // empty: none
+  serving::FallbackPolicy fallback_when;
   // A Jinja chat template file used instead of the GGUF's (e.g. one that supports tools);
   // empty: the file's own.
   std::string chat_template;

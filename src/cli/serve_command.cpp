@@ -259,6 +259,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     spec.idle_unload_after =
         std::chrono::milliseconds(static_cast<int64_t>(model.idle_unload_after_seconds * 1000.0));
     spec.fallback = model.fallback;
+    spec.fallback_when = model.fallback_when;
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -358,6 +359,12 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   api_options.max_tokens_limit = static_cast<int32_t>(options.max_tokens_limit);
   api_options.class_max_queue = options.class_max_queue;
   api_options.class_slo = options.class_slo;
+  api_options.fallback_of =
+      [manager = manager.get()](const std::string& id) -> std::optional<serving::FallbackRoute> {
+    std::shared_ptr<const serving::ModelSpec> spec = manager->SpecOf(id);
+    if (spec == nullptr || spec->fallback.empty()) return std::nullopt;
+    return serving::FallbackRoute{.model = spec->fallback, .when = spec->fallback_when};
+  };
   api_options.load_wait =
       std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
   http::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);

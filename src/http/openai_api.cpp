@@ -114,6 +114,14 @@ struct OpenAiApi::Impl {
            std::string(hex, 24);
   }
 
+  serving::FallbackSwitch fallback_switch;
+
+  // The model that answers a request for ready model `found`: its fallback while the switch
+  // is engaged and the request allows it (else `found` itself). Sets `*diverted_from` to the
+  // primary's id when it diverts.
+  serving::ModelRef ChooseModel(const HttpRequest& http, const OpenAiRequest& r,
+                                const Principal& principal, const serving::ModelEntry& found,
+                                std::string* diverted_from);
   HttpResponse Handle(const HttpRequest& http, OpenAiEndpoint endpoint);
   // POST /v1/responses: the request as chat (responses_request.h), answered through a
   // ResponsesStream over the chat stream.
@@ -208,9 +216,51 @@ HttpResponse OpenAiApi::Impl::Handle(const HttpRequest& http, OpenAiEndpoint end
     return ModelNotReady(registry, *found, options.load_wait,
                          [this, http, endpoint] { return Handle(http, endpoint); });
   }
-  HttpResponse response = Serve(http, endpoint, r, principal, found->model);
-  response.model = found->id;
+  std::string diverted_from;
+  const serving::ModelRef chosen = ChooseModel(http, r, principal, *found, &diverted_from);
+  HttpResponse response = Serve(http, endpoint, r, principal, chosen);
+  response.model = chosen->id;
+  if (!diverted_from.empty()) response.headers.emplace_back("X-Pier-Fallback", diverted_from);
   return response;
+}
+
+serving::ModelRef OpenAiApi::Impl::ChooseModel(const HttpRequest& http, const OpenAiRequest& r,
+                                               const Principal& principal,
+                                               const serving::ModelEntry& found,
+                                               std::string* diverted_from) {
+  const serving::ModelRef& primary = found.model;
+  if (!options.fallback_of || primary->kind != serving::ModelKind::kGenerate || !r.fallback) {
+    return primary;
+  }
+  if (std::optional<std::string_view> no = http.Header("x-pier-no-fallback");
+      no.has_value() && *no != "0" && *no != "false") {
+    return primary;
+  }
+  const std::optional<serving::FallbackRoute> route = options.fallback_of(found.id);
+  if (!route.has_value() || route->model.empty()) return primary;
+  // The class the request will run at (a bad priority is refused later, on the primary).
+  Result<serving::RequestClass> request_class = serving::ResolveRequestClass(
+      r.priority, http.Header("x-priority"), principal.tenant, principal.max_priority);
+  if (!request_class.ok()) return primary;
+  const std::optional<std::string_view> reason = fallback_switch.Divert(
+      found.id, route->when, primary->client->Stats(), request_class->priority);
+  if (!reason.has_value()) return primary;
+  const std::string class_name(engine::PriorityName(request_class->priority));
+  Result<serving::ModelEntry> fallback = registry->Lookup(route->model);
+  if (!fallback.ok() || fallback->state != serving::ModelState::kReady ||
+      fallback->model == nullptr || fallback->model->kind != serving::ModelKind::kGenerate) {
+    // Queued on the primary instead, and counted.
+    if (metrics != nullptr) {
+      metrics->RecordQosOutcome(found.id, principal.tenant, class_name, "fallback_unavailable");
+    }
+    return primary;
+  }
+  if (metrics != nullptr) {
+    metrics->RecordQosOutcome(found.id, principal.tenant, class_name,
+                              "fallback_" + std::string(*reason));
+  }
+  *diverted_from = found.id;
+  return fallback->model;
 }
 
 HttpResponse OpenAiApi::Impl::HandleResponses(const HttpRequest& http) {
@@ -232,13 +282,16 @@ HttpResponse OpenAiApi::Impl::HandleResponses(const HttpRequest& http) {
     return ModelNotReady(registry, *found, options.load_wait,
                          [this, http] { return HandleResponses(http); });
   }
-  HttpResponse response = Serve(http, OpenAiEndpoint::kChatCompletions, r, principal, found->model);
-  response.model = found->id;
+  std::string diverted_from;
+  const serving::ModelRef chosen = ChooseModel(http, r, principal, *found, &diverted_from);
+  HttpResponse response = Serve(http, OpenAiEndpoint::kChatCompletions, r, principal, chosen);
+  response.model = chosen->id;
+  if (!diverted_from.empty()) response.headers.emplace_back("X-Pier-Fallback", diverted_from);
   if (response.stream == nullptr) return response;  // refused before anything ran
 
   ResponsesStreamOptions options;
   options.id = "resp_" + ResponseId(OpenAiEndpoint::kCompletions).substr(5);
-  options.model = found->model->id;
+  options.model = chosen->id;
   options.created_at = std::chrono::duration_cast<std::chrono::seconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();

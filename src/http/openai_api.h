@@ -19,12 +19,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "http/api_keys.h"
 #include "http/http_types.h"
 #include "metrics/serving_metrics.h"
+#include "serving/fallback_switch.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
 
@@ -43,6 +45,12 @@ struct OpenAiApiOptions {
   // its SLO targets (the attainment metrics).
   serving::ClassQueueLimits class_max_queue = {};
   serving::ClassSloTargets class_slo = {};
+  // A model's fallback, by model id (the configuration as it is now; null or nullopt: none).
+  // While the model is loaded past its policy's threshold, requests that allow it are
+  // answered by the fallback (serving/fallback_switch.h): its id in `model`, and the header
+  // X-Pier-Fallback: <primary>. A fallback that is not ready leaves them on the primary.
+  std::function<std::optional<serving::FallbackRoute>(const std::string& model_id)> fallback_of =
+      nullptr;
 };
 
 class OpenAiApi {

@@ -39,6 +39,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "serving/device_set.h"
+#include "serving/fallback_switch.h"
 #include "serving/model_loader.h"
 #include "serving/model_registry.h"
 
@@ -49,7 +50,8 @@ struct ModelSpec {
   LoadPolicy policy = LoadPolicy::kOnStart;
   // on_demand models: unloaded after this long without work (0: never).
   std::chrono::milliseconds idle_unload_after{0};
-  std::string fallback = {};  // another model's name, for load shedding (QoS)
+  std::string fallback = {};          // another model's name, for load shedding (QoS)
+  FallbackPolicy fallback_when = {};  // when requests go to it (fallback_switch.h)
 
   bool operator==(const ModelSpec&) const = default;
 };

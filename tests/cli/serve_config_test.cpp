@@ -333,6 +333,9 @@ models:
     priority: 10
     instances: 2
     fallback: beta
+    fallback_load: 0.9
+    fallback_queue_ms: 2000
+    fallback_max_class: normal
   - name: beta
     path: b.gguf
     aliases: small
@@ -349,6 +352,10 @@ models:
   EXPECT_EQ(a.path, (dir_ / "a.gguf").string());  // relative to the file's folder
   EXPECT_EQ(a.aliases, (std::vector<std::string>{"gpt-4o-mini", "chat"}));
   EXPECT_EQ(a.fallback, "beta");
+  EXPECT_DOUBLE_EQ(a.fallback_when.load_above, 0.9);
+  EXPECT_DOUBLE_EQ(a.fallback_when.load_below, 0.7);  // 0.2 below, by default
+  EXPECT_EQ(a.fallback_when.queue_ms_above, 2000);
+  EXPECT_EQ(a.fallback_when.max_class, engine::Priority::kNormal);
   EXPECT_EQ(a.priority, 10);
   EXPECT_EQ(a.instances, 2);
   EXPECT_EQ(o->models[1].instances, 1);
@@ -391,6 +398,20 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
       {"models: [{name: a, path: a.gguf, fallback: b}, {name: b, path: b.gguf, fallback: a}]",
        "fallback cycle a -> b -> a"},
       {"models: [{name: a, path: a.gguf, fallback: a}]", "fallback cycle a -> a"},
+      {"models: [{name: a, path: a.gguf, fallback_load: 0.5}]",
+       "models[0] (a): fallback_load, fallback_release, fallback_queue_ms and "
+       "fallback_max_class need a fallback model"},
+      {"models: [{name: a, path: a.gguf, fallback: b, fallback_load: 0.5, fallback_release: 0.6},"
+       " {name: b, path: b.gguf}]",
+       "fallback_release 0.600000 must be below fallback_load 0.500000"},
+      {"models: [{name: a, path: a.gguf, fallback: b, fallback_load: -1}, {name: b, path: b.gguf}]",
+       "models[0] (a): fallback_load: expected a load 0..100"},
+      {"models: [{name: a, path: a.gguf, fallback: b, fallback_max_class: vip},"
+       " {name: b, path: b.gguf}]",
+       "models[0] (a): fallback_max_class"},
+      {"models: [{name: a, path: a.gguf, fallback: b, fallback_queue_ms: soon},"
+       " {name: b, path: b.gguf}]",
+       "models[0] (a): fallback_queue_ms: expected 0..3600000 milliseconds"},
       {"models: []", "models must be a list of models"},
       {"models: [{name: a, path: a.gguf, priority: 101}]",
        "models[0] (a): priority: expected an integer in [-100, 100]"},

@@ -3,7 +3,8 @@ tenants share the engine by weighted fair share (and do not with --qos off), a r
 waiting at its queue deadline gets 429 naming it, a request whose predicted wait is already past
 its deadline is refused at once with Retry-After, the critical class's reserve lets it start
 while low requests hold every other slot (no preemption), and GET /admin/qos and /metrics show
-the state. The fake-runner unit tests (tests/engine/scheduler/qos_scheduler_test.cpp,
+the state, and a model loaded past its threshold sends requests to its fallback model and takes
+them back once the load falls. The fake-runner unit tests (tests/engine/scheduler/qos_scheduler_test.cpp,
 engine_qos_test.cpp) measure shares and start steps exactly; these check the whole path."""
 
 import re
@@ -13,7 +14,7 @@ import time
 import openai
 import pytest
 
-from conftest import PierServer, call, metrics_text
+from conftest import PIER_MODEL, PierServer, call, metrics_text, write_config
 
 KEYS = """
 keys:
@@ -163,3 +164,57 @@ def test_a_request_predicted_to_miss_its_deadline_is_refused_at_once(reserved):
         t.join()
     assert re.search(r'^pier_qos_requests_total\{[^}]*outcome="refused_predicted_wait"\} 1$',
                      metrics_text(reserved), re.M)
+
+
+def test_a_loaded_model_sends_requests_to_its_fallback_and_takes_them_back(tmp_path):
+    config = write_config(str(tmp_path), f"""
+models:
+  - name: smol
+    path: {PIER_MODEL}
+    max_seqs: 2
+    fallback: lite
+    fallback_load: 0.9
+    fallback_release: 0.5
+  - name: lite
+    path: {PIER_MODEL}
+""")
+    server = PierServer(["--config", config], with_model=False)
+    try:
+        c = client(server)
+
+        def ask(model="smol", **kwargs):
+            raw = c.completions.with_raw_response.create(
+                model=model, prompt="Hi", max_tokens=2, temperature=0, **kwargs)
+            return raw.parse().model, raw.headers.get("x-pier-fallback")
+
+        assert ask() == ("smol", None)  # idle: the primary answers
+        flood = [threading.Thread(target=c.completions.create,
+                                  kwargs=dict(model="smol", prompt="Count slowly:", max_tokens=300,
+                                              temperature=0, extra_body={"ignore_eos": True}))
+                 for _ in range(3)]
+        for t in flood:
+            t.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            smol = [m for m in qos_state(server)["models"] if m["model"] == "smol"][0]
+            if smol["running"] == 2:
+                break
+            time.sleep(0.02)
+        # Loaded past 0.9: new requests go to lite, which names itself and the primary.
+        assert ask() == ("lite", "smol")
+        assert ask(extra_body={"priority": "critical"}) == ("lite", "smol")
+        # A client that forbids it waits for the primary.
+        assert ask(extra_headers={"X-Pier-No-Fallback": "1"}) == ("smol", None)
+        assert ask(extra_body={"fallback": False}) == ("smol", None)
+        for t in flood:
+            t.join()
+        # Below the release threshold the primary answers again.
+        assert ask() == ("smol", None)
+        text = metrics_text(server)
+        diverted = re.findall(r'^pier_qos_requests_total\{model="smol",[^}]*'
+                              r'class="(\w+)",outcome="fallback_load"\} (\d+)$', text, re.M)
+        # normal: the one above, and a flood request that came in third, if it did.
+        diverted = dict(diverted)
+        assert diverted["critical"] == "1" and diverted["normal"] in ("1", "2"), diverted
+    finally:
+        server.stop_and_check()
