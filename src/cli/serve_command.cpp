@@ -145,6 +145,14 @@ constexpr SettingHelp kSettingHelp[] = {
     {"qos_reserve", "SHARE",
      "Share (0..0.5) of each engine's running slots, batched tokens and KV kept for the critical "
      "class, so it starts at once under any load (default 0.05, rounded down)"},
+    {"adaptive_batching", "on|off",
+     "Each step's token budget and prompt chunk beside decodes move with the queue's depth "
+     "between a latency-leaning and a throughput-leaning setting (default on)"},
+    {"min_batched_tokens", "TOKENS",
+     "Adaptive batching's latency-leaning token budget (default half of max_batched_tokens)"},
+    {"max_prefill_chunk", "TOKENS",
+     "Adaptive batching's throughput-leaning prompt chunk beside decodes (default 4 x "
+     "prefill_chunk_while_decoding)"},
     {"qos", "on|off",
      "off: first come, first served -- priority classes, tenants' fair share and the reserve "
      "are ignored (the QoS-off baseline; default on)"},
@@ -239,6 +247,9 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.max_seqs = settings.max_seqs;
     load.qos_reserve = settings.qos_reserve;
     load.qos = settings.qos;
+    load.adaptive_batching = settings.adaptive_batching;
+    load.min_batched_tokens = settings.min_batched_tokens;
+    load.max_prefill_chunk = settings.max_prefill_chunk;
     load.max_queue_delay = std::chrono::milliseconds(settings.max_queue_delay_ms);
     load.max_batch_texts = settings.max_batch_texts;
     load.embed_batch_tokens = settings.embed_batch_tokens;

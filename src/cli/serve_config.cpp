@@ -163,6 +163,9 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "class_tpot_ms",
                                                        "qos_reserve",
                                                        "qos",
+                                                       "adaptive_batching",
+                                                       "min_batched_tokens",
+                                                       "max_prefill_chunk",
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
@@ -299,6 +302,16 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
                                   std::string(value) + "\"");
     }
     o->qos = value == "on";
+  } else if (name == "adaptive_batching") {
+    if (value != "on" && value != "off") {
+      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
+                                  std::string(value) + "\"");
+    }
+    o->adaptive_batching = value == "on";
+  } else if (name == "min_batched_tokens") {
+    PIER_ASSIGN_OR_RETURN(o->min_batched_tokens, ParseInteger(value, source, 0, kMaxTokens));
+  } else if (name == "max_prefill_chunk") {
+    PIER_ASSIGN_OR_RETURN(o->max_prefill_chunk, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "adaptive_batch_window") {
     if (value != "on" && value != "off") {
       return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +

@@ -78,6 +78,11 @@ struct ServeOptions {
   serving::ClassSloTargets class_slo;
   double qos_reserve = 0.05;  // share of each engine's slots, tokens and KV kept for critical
   bool qos = true;            // off: first come, first served (classes, tenants, reserve off)
+  // Adaptive batching (serving/model_loader.h): on by default; its latency-leaning budget and
+  // throughput-leaning prompt chunk (0: half of max_batched_tokens, 4 x the chunk).
+  bool adaptive_batching = true;
+  int64_t min_batched_tokens = 0;
+  int64_t max_prefill_chunk = 0;
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout

@@ -207,6 +207,8 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
   out->set_reserved_tokens(s.reserved_tokens);
   out->set_reserved_blocks(s.reserved_blocks);
   out->set_fair_share_clock(s.fair_share_clock);
+  out->set_step_token_budget(s.step_token_budget);
+  out->set_step_prefill_chunk(s.step_prefill_chunk);
   for (const engine::TenantShare& t : s.tenants) {
     proto::TenantShare* p = out->add_tenants();
     p->set_tenant(t.tenant);
@@ -256,6 +258,8 @@ engine::EngineStats FromProto(const proto::Stats& in) {
   s.reserved_tokens = in.reserved_tokens();
   s.reserved_blocks = in.reserved_blocks();
   s.fair_share_clock = in.fair_share_clock();
+  s.step_token_budget = in.step_token_budget();
+  s.step_prefill_chunk = in.step_prefill_chunk();
   for (const proto::TenantShare& p : in.tenants()) {
     s.tenants.push_back({.tenant = p.tenant(),
                          .weight = p.weight(),

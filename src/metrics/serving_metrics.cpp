@@ -476,6 +476,12 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
                   static_cast<double>(e.reserved_seqs));
     live.SetGauge(model, "pier_qos_running_critical", "Critical sequences running.",
                   static_cast<double>(e.running_critical));
+    live.SetGauge(model, "pier_engine_step_token_budget",
+                  "Adaptive batching: the token budget of the latest step.",
+                  static_cast<double>(e.step_token_budget));
+    live.SetGauge(model, "pier_engine_step_prefill_chunk",
+                  "Adaptive batching: the largest prompt chunk beside decodes of the latest step.",
+                  static_cast<double>(e.step_prefill_chunk));
     for (const engine::TenantShare& t : e.tenants) {
       const Labels labels = {{"model", model}, {"tenant", t.tenant}};
       live.GaugeFamily("pier_qos_tenant_virtual_time",

@@ -45,6 +45,13 @@ struct ModelLoadOptions {
   // class (0..0.5), and false for first come, first served (SchedulerOptions).
   double qos_reserve = 0.05;
   bool qos = true;
+  // Adaptive batching (engine::AdaptiveBatching): the step's token budget and prompt chunk
+  // beside decodes move between min_batched_tokens / prefill_chunk_while_decoding and
+  // max_batched_tokens / max_prefill_chunk with the queue's depth (0: half of
+  // max_batched_tokens, and 4 x prefill_chunk_while_decoding).
+  bool adaptive_batching = true;
+  int64_t min_batched_tokens = 0;
+  int64_t max_prefill_chunk = 0;
   int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
   // Embedding (encoder) models: the batcher's window, texts and tokens per batch
   // (encoder/embedding_batcher.h). Encoders always run in this process (workers apply to LLMs).

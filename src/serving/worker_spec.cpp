@@ -23,6 +23,9 @@ ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_
   spec.set_max_seqs(o.max_seqs);
   spec.set_qos_reserve(o.qos_reserve);
   spec.set_qos_off(!o.qos);
+  spec.set_adaptive_batching(o.adaptive_batching);
+  spec.set_min_batched_tokens(o.min_batched_tokens);
+  spec.set_max_prefill_chunk(o.max_prefill_chunk);
   spec.set_max_queued(o.max_queued);
   spec.set_swap_space_bytes(o.swap_space_bytes);
   spec.set_budget_bytes(budget_bytes);
@@ -48,6 +51,9 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.max_seqs = spec.max_seqs();
   o.qos_reserve = spec.qos_reserve();
   o.qos = !spec.qos_off();
+  o.adaptive_batching = spec.adaptive_batching();
+  o.min_batched_tokens = spec.min_batched_tokens();
+  o.max_prefill_chunk = spec.max_prefill_chunk();
   o.max_queued = spec.max_queued();
   o.swap_space_bytes = spec.swap_space_bytes();
   if (o.path.empty() || o.threads < 1 || o.ctx < 1 || o.max_batched_tokens < 1 || o.max_seqs < 1 ||

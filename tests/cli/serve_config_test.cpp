@@ -86,6 +86,9 @@ class_ttft_ms: "critical=500"
 class_tpot_ms: "critical=100,high=200"
 qos_reserve: 0.1
 qos: off
+adaptive_batching: off
+min_batched_tokens: 128
+max_prefill_chunk: 192
 max_queue_delay_ms: 4
 max_batch_texts: 32
 embed_batch_tokens: 2048
@@ -140,6 +143,9 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.class_slo.tpot_ms[1], 200);
   EXPECT_DOUBLE_EQ(o.qos_reserve, 0.1);
   EXPECT_FALSE(o.qos);
+  EXPECT_FALSE(o.adaptive_batching);
+  EXPECT_EQ(o.min_batched_tokens, 128);
+  EXPECT_EQ(o.max_prefill_chunk, 192);
   EXPECT_EQ(o.grpc_port, 8001);
   EXPECT_EQ(o.max_batch_texts, 32);
   EXPECT_EQ(o.embed_batch_tokens, 2048);
@@ -156,7 +162,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 48u);
+  EXPECT_EQ(ServeSettingNames().size(), 51u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

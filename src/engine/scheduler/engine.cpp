@@ -482,6 +482,34 @@ void Engine::AbortLive(const std::string& id, const std::string& reason) {
   FinishRequestIfDone(id);
 }
 
+void Engine::AdaptStepLimits() {
+  const AdaptiveBatching& a = options_.adaptive;
+  const SchedulerOptions& base = options_.scheduler;
+  if (!a.enabled) return;
+  const int64_t lo_budget = a.min_batched_tokens > 0
+                                ? std::min(a.min_batched_tokens, base.max_batched_tokens)
+                                : base.max_batched_tokens;
+  const int64_t lo_chunk = base.prefill_chunk_while_decoding;
+  const int64_t hi_chunk = std::max(lo_chunk, a.max_prefill_chunk);
+  if (!scheduler_.AnyDecoding()) {
+    // No stream to keep on time: a prompt gets the whole budget.
+    scheduler_.SetStepLimits(base.max_batched_tokens, lo_chunk);
+    return;
+  }
+  const SchedulerStats s = scheduler_.Stats();
+  const bool urgent = s.waiting_by_class[0] + s.waiting_by_class[1] > 0 ||
+                      scheduler_.MostUrgentRunning().value_or(Priority::kLow) <= Priority::kHigh;
+  // 0: latency-leaning .. 1: throughput-leaning, by the queue's depth.
+  const double t = urgent ? 0.0
+                          : std::clamp(static_cast<double>(s.waiting + s.swapped) /
+                                           static_cast<double>(std::max<int64_t>(1, base.max_seqs)),
+                                       0.0, 1.0);
+  auto mix = [t](int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(std::llround(t * static_cast<double>(hi - lo)));
+  };
+  scheduler_.SetStepLimits(mix(lo_budget, base.max_batched_tokens), mix(lo_chunk, hi_chunk));
+}
+
 void Engine::ExpireOverdue(TimestampUs now) {
   std::vector<std::string> expired;
   for (auto& [id, live] : live_) {
@@ -523,6 +551,7 @@ void Engine::Step() {
     PublishStats(0, 0);
     return;
   }
+  AdaptStepLimits();
   StepPlan plan = scheduler_.Plan();
   for (int tries = 0; tries < 4 && TryGrowKv(plan); ++tries) {
     plan = scheduler_.Plan();
@@ -769,6 +798,8 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.reserved_seqs = s.reserved_seqs;
   stats_.reserved_tokens = s.reserved_tokens;
   stats_.reserved_blocks = s.reserved_blocks;
+  stats_.step_token_budget = scheduler_.options().max_batched_tokens;
+  stats_.step_prefill_chunk = scheduler_.options().prefill_chunk_while_decoding;
   stats_.fair_share_clock = scheduler_.fair_share().clock();
   stats_.tenants = scheduler_.fair_share().Snapshot();
   stats_.running = s.running;

@@ -64,8 +64,22 @@ class GrammarCache;
 
 namespace pier::engine {
 
+// Adaptive batching (issue #16): before each step the engine sets the scheduler's token budget
+// and its prompt chunk beside decodes between a latency-leaning setting (the scheduler's
+// prefill_chunk_while_decoding and `min_batched_tokens`: short steps, so running streams keep
+// their time per token) and a throughput-leaning one (`max_prefill_chunk` and the scheduler's
+// max_batched_tokens: long steps that drain a queue faster). The queue's depth (waiting /
+// max_seqs) moves it from one to the other; critical or high requests live in the engine keep
+// it latency-leaning; with no stream decoding, a prompt gets the whole budget as before.
+struct AdaptiveBatching {
+  bool enabled = false;
+  int64_t min_batched_tokens = 0;  // 0: the scheduler's max_batched_tokens (budget fixed)
+  int64_t max_prefill_chunk = 0;   // 0: the scheduler's prefill_chunk_while_decoding
+};
+
 struct EngineOptions {
   SchedulerOptions scheduler;
+  AdaptiveBatching adaptive;
   int32_t max_n = 8;  // largest Request::n accepted
   // End-of-generation tokens when no tokenizer is given (with one, its set is used).
   std::vector<int32_t> end_of_generation_ids;
@@ -126,6 +140,9 @@ struct EngineStats {
   int64_t reserved_seqs = 0;  // what the top class keeps (SchedulerOptions::reserved_share)
   int64_t reserved_tokens = 0;
   int64_t reserved_blocks = 0;
+  // Adaptive batching: the token budget and prompt chunk beside decodes of the latest step.
+  int64_t step_token_budget = 0;
+  int64_t step_prefill_chunk = 0;
   double fair_share_clock = 0;            // the tenants' virtual clock
   std::vector<TenantShare> tenants = {};  // live tenants (and idle ones still in debt)
 };
@@ -191,6 +208,8 @@ class Engine {
   // Grows the elastic KV arena by a chunk when `plan` needs more blocks; whether it grew.
   bool TryGrowKv(const StepPlan& plan);
   void UpdateIdle();
+  // Sets this step's token budget and prompt chunk (AdaptiveBatching).
+  void AdaptStepLimits();
   // Ends (or demotes) the requests still waiting whose queue deadline has passed.
   void ExpireOverdue(TimestampUs now);
   // A step of `step_us` admitted `admitted` sequences while `backlogged` (some waited):

@@ -467,6 +467,19 @@ std::optional<Priority> Scheduler::MostUrgentWaiting() const {
   return MostUrgent(sequences_, false);
 }
 
+void Scheduler::SetStepLimits(int64_t max_batched_tokens, int64_t prefill_chunk_while_decoding) {
+  PIER_CHECK(max_batched_tokens > 0 && prefill_chunk_while_decoding >= 0, "bad step limits");
+  options_.max_batched_tokens = max_batched_tokens;
+  options_.prefill_chunk_while_decoding = prefill_chunk_while_decoding;
+}
+
+bool Scheduler::AnyDecoding() const {
+  return std::any_of(sequences_.begin(), sequences_.end(), [](const auto& entry) {
+    const Sequence& s = entry.second;
+    return s.running && static_cast<int64_t>(s.tokens.size()) - s.num_computed == 1;
+  });
+}
+
 void Scheduler::AppendToken(int64_t id, int32_t token) {
   Sequence& s = Get(id);
   s.tokens.push_back(token);

@@ -204,6 +204,11 @@ class Scheduler {
   SchedulerStats Stats() const;
   int64_t step() const { return step_; }
   const SchedulerOptions& options() const { return options_; }
+  // Adaptive batching (the engine, between steps): this step's token budget and prompt chunk
+  // beside decodes (the options' fields of those names).
+  void SetStepLimits(int64_t max_batched_tokens, int64_t prefill_chunk_while_decoding);
+  // Whether some running sequence decodes (its prompt is in the cache).
+  bool AnyDecoding() const;
 
  private:
   struct Sequence {

@@ -26,10 +26,12 @@ using testing::VectorKvStore;
 constexpr int64_t kVocab = 40;
 
 struct QosRig {
-  explicit QosRig(SchedulerOptions scheduler, int64_t n_blocks = 256)
+  explicit QosRig(SchedulerOptions scheduler, int64_t n_blocks = 256,
+                  AdaptiveBatching adaptive = {})
       : kv(FakeLayout(4), n_blocks), runner(&kv, kVocab, 4096) {
     EngineOptions options;
     options.scheduler = scheduler;
+    options.adaptive = adaptive;
     options.start_thread = false;
     options.end_of_generation_ids = {kVocab - 1};
     auto e = Engine::Create(options, &runner, &kv);
@@ -204,6 +206,38 @@ TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   rig.engine->RunStep();
   EXPECT_EQ(rig.engine->Stats().admissions_per_s, done.admissions_per_s);
+}
+
+TEST(EngineQosTest, AdaptiveBatchingLeansToThroughputWithADeepQueueUnlessUrgentWorkIsLive) {
+  QosRig rig({.max_batched_tokens = 256,
+              .max_seqs = 4,
+              .prefill_chunk_while_decoding = 16,
+              .aging_steps = 0},
+             1024, {.enabled = true, .min_batched_tokens = 64, .max_prefill_chunk = 128});
+  // Alone, a prompt gets the whole budget.
+  rig.Submit(GreedyRequest("first", RandomPrompt(8, 300, kVocab), 200));
+  rig.engine->RunStep();
+  EXPECT_EQ(rig.engine->Stats().step_token_budget, 256);
+  // A stream decodes and nothing waits: latency-leaning.
+  rig.engine->RunStep();
+  EXPECT_EQ(rig.engine->Stats().step_token_budget, 64);
+  EXPECT_EQ(rig.engine->Stats().step_prefill_chunk, 16);
+  // A queue as deep as max_seqs of normal requests: throughput-leaning.
+  for (int i = 0; i < 7; ++i) {
+    rig.Submit(GreedyRequest("q" + std::to_string(i), RandomPrompt(300, 301 + i, kVocab), 200));
+  }
+  rig.engine->RunStep();  // takes them in (3 admitted: 4 waiting of 4 slots)
+  rig.engine->RunStep();
+  EXPECT_EQ(rig.engine->Stats().step_token_budget, 256);
+  EXPECT_EQ(rig.engine->Stats().step_prefill_chunk, 128);
+  // A critical request waiting or running keeps it latency-leaning.
+  Request c = GreedyRequest("c", RandomPrompt(8, 400, kVocab), 50);
+  c.priority = Priority::kCritical;
+  rig.Submit(c);
+  rig.engine->RunStep();
+  rig.engine->RunStep();
+  EXPECT_EQ(rig.engine->Stats().step_token_budget, 64);
+  EXPECT_EQ(rig.engine->Stats().step_prefill_chunk, 16);
 }
 
 }  // namespace
