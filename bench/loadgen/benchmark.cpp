@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -134,6 +135,43 @@ Result<std::vector<LoadPhase>> ParsePhases(const std::string& text,
   return phases;
 }
 
+Result<std::vector<TrafficStream>> ParseTraffic(const std::string& text) {
+  std::vector<TrafficStream> streams;
+  for (const std::string& item : SplitList(text)) {
+    std::vector<std::string> parts;
+    size_t at = 0;
+    while (true) {
+      const size_t colon = item.find(':', at);
+      parts.push_back(item.substr(at, colon == std::string::npos ? colon : colon - at));
+      if (colon == std::string::npos) break;
+      at = colon + 1;
+    }
+    if (parts.size() < 4 || parts.size() > 5 || parts[0].empty()) {
+      return InvalidArgumentError("--traffic: '" + item +
+                                  "' is not NAME:KEY:CLASS:SHARE[:DEADLINE_MS]");
+    }
+    TrafficStream s;
+    s.name = parts[0];
+    s.api_key = parts[1] == "-" ? "" : parts[1];
+    s.priority = parts[2] == "-" ? "" : parts[2];
+    char* end = nullptr;
+    s.share = std::strtod(parts[3].c_str(), &end);
+    if (parts[3].empty() || *end != '\0' || !(s.share > 0)) {
+      return InvalidArgumentError("--traffic: '" + item + "': the share must be above 0");
+    }
+    if (parts.size() == 5) {
+      const long long ms = std::strtoll(parts[4].c_str(), &end, 10);
+      if (parts[4].empty() || *end != '\0' || ms < 1) {
+        return InvalidArgumentError("--traffic: '" + item + "': the deadline must be >= 1 ms");
+      }
+      s.deadline_ms = ms;
+    }
+    streams.push_back(std::move(s));
+  }
+  if (streams.empty()) return InvalidArgumentError("--traffic lists no stream");
+  return streams;
+}
+
 Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config_in) {
   BenchmarkConfig config = config_in;
   if (!config.phases.empty()) {
@@ -206,6 +244,16 @@ Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config_in) {
     }
   }
 
+  // With a traffic mix: each request's stream, drawn by share.
+  std::vector<int> stream_of(workload.size(), -1);
+  if (!config.traffic.empty()) {
+    std::vector<double> weights;
+    for (const TrafficStream& s : config.traffic) weights.push_back(s.share);
+    std::discrete_distribution<int> pick(weights.begin(), weights.end());
+    std::mt19937_64 rng(config.workload.seed ^ 0x94D049BB133111EBull);
+    for (int& s : stream_of) s = pick(rng);
+  }
+
   BenchmarkResult result;
   result.config = config;
   result.config.log = nullptr;
@@ -271,6 +319,14 @@ Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config_in) {
         r = SendStreamingRequest(model_endpoint, per_model, workload[*index], deadline);
         r.model = model_of[*index];
         r.phase = phase_of[*index];
+      } else if (stream_of[*index] >= 0) {
+        const TrafficStream& s = config.traffic[static_cast<size_t>(stream_of[*index])];
+        RequestOptions per_stream = options;
+        if (!s.api_key.empty()) per_stream.api_key = s.api_key;
+        if (!s.priority.empty()) per_stream.extra_body["priority"] = s.priority;
+        if (s.deadline_ms.has_value()) per_stream.extra_body["deadline_ms"] = *s.deadline_ms;
+        r = SendStreamingRequest(endpoint, per_stream, workload[*index], deadline);
+        r.stream = s.name;
       } else {
         r = SendStreamingRequest(endpoint, options, workload[*index], deadline);
       }
@@ -312,6 +368,14 @@ Result<BenchmarkResult> RunBenchmark(const BenchmarkConfig& config_in) {
   const double duration_s = std::chrono::duration<double>(std::min(end, cap) - start).count();
   result.metrics =
       ComputeMetrics(result.requests, not_sent, duration_s, config.slos, config.percentiles);
+  for (const TrafficStream& s : config.traffic) {
+    std::vector<RequestResult> of_stream;
+    for (const RequestResult& r : result.requests) {
+      if (r.stream == s.name) of_stream.push_back(r);
+    }
+    result.per_stream[s.name] =
+        ComputeMetrics(of_stream, 0, duration_s, config.slos, config.percentiles);
+  }
   if (!config.phases.empty()) {
     double start_s = 0;
     for (size_t p = 0; p < config.phases.size(); ++p) {

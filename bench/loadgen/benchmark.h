@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,20 @@ struct LoadPhase {
   double hot_share = 0.8;
 };
 
+// One stream of a QoS traffic mix (--traffic): `share` of the requests are sent with this API
+// key (the tenant), priority class and deadline (each optional).
+struct TrafficStream {
+  std::string name;
+  std::string api_key;   // empty: the run's --api-key
+  std::string priority;  // sent as the body's `priority`; empty: none
+  double share = 1;
+  std::optional<int64_t> deadline_ms = std::nullopt;  // sent as the body's `deadline_ms`
+};
+
+// Parses "NAME:KEY:CLASS:SHARE[:DEADLINE_MS],..." (KEY and CLASS may be empty or "-"); the
+// shares need not add up to 1 (they are weights).
+Result<std::vector<TrafficStream>> ParseTraffic(const std::string& text);
+
 struct BenchmarkConfig {
   std::string base_url = "http://127.0.0.1:8080";
   std::string endpoint = "/v1/completions";
@@ -41,6 +56,8 @@ struct BenchmarkConfig {
   std::vector<std::string> models = {};
   std::vector<LoadPhase> phases = {};
   std::map<std::string, std::string> model_urls = {};
+  // A QoS traffic mix: each request is drawn from one stream by its share (empty: none).
+  std::vector<TrafficStream> traffic = {};
   std::string api_key;                                            // empty: no Authorization header
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s
   double burstiness = 1.0;                                        // gamma shape
@@ -74,6 +91,7 @@ struct BenchmarkResult {
   };
   std::vector<PhaseMetrics> phases;
   std::map<std::string, BenchmarkMetrics> per_model;
+  std::map<std::string, BenchmarkMetrics> per_stream;  // with a traffic mix
 };
 
 // Parses "a,b,c,even" (each a model of `models`, or "even") with one phase length and hot

@@ -31,6 +31,7 @@ struct RequestResult {
   double send_offset_s = 0;  // when the request was sent, from the start of the run
   std::string model;         // the model it named (with a phase schedule; else empty)
   int phase = -1;            // its phase in the schedule, or -1
+  std::string stream;        // its traffic stream (with --traffic; else empty)
   double ttft_s = 0;
   double latency_s = 0;  // end-to-end
   std::vector<double> itl_s;

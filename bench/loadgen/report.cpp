@@ -98,6 +98,23 @@ std::string ScheduleTable(const BenchmarkResult& result) {
   return out;
 }
 
+std::string StreamTable(const BenchmarkResult& result) {
+  const bool slos = !result.config.slos.empty();
+  std::string out = Banner(" Per traffic stream ", '-');
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-14s %6s %6s %9s %10s %10s %10s %8s\n", "stream", "done",
+                "failed", "SLO met", "out tok/s", "p50 TTFT", "p99 TTFT", "p50 TPOT");
+  out += line;
+  for (const auto& [name, m] : result.per_stream) {
+    const std::string slo = slos ? Number(100.0 * SloAttainment(m)) + "%" : "-";
+    std::snprintf(line, sizeof(line), "%-14s %6zu %6zu %9s %10.1f %9.0fms %9.0fms %6.1fms\n",
+                  name.c_str(), m.completed, m.failed, slo.c_str(), m.output_throughput,
+                  m.ttft_ms.median, Percentile(m.ttft_ms, 99), m.tpot_ms.median);
+    out += line;
+  }
+  return out;
+}
+
 void AddMetrics(nlohmann::json& out, const BenchmarkMetrics& m) {
   out["completed"] = m.completed;
   out["failed"] = m.failed;
@@ -136,6 +153,7 @@ std::string FormatReport(const BenchmarkResult& result) {
   out += SummaryLines("End-to-end Latency", "E2EL", m.e2el_ms);
   if (!c.slos.empty()) out += Line("SLO attainment (%):", Number(100.0 * SloAttainment(m)));
   if (!result.phases.empty()) out += ScheduleTable(result);
+  if (!result.per_stream.empty()) out += StreamTable(result);
   out += std::string(50, '=') + "\n";
   if (m.completed > 0 && !m.all_usage_reported) {
     out +=
@@ -235,6 +253,14 @@ nlohmann::json ResultToJson(const BenchmarkResult& result) {
     nlohmann::json request_models = nlohmann::json::array();
     for (const RequestResult& r : result.requests) request_models.push_back(r.model);
     out["request_models"] = std::move(request_models);
+  }
+  if (!result.per_stream.empty()) {
+    nlohmann::json streams = nlohmann::json::object();
+    for (const auto& [name, metrics] : result.per_stream) AddMetrics(streams[name], metrics);
+    out["per_stream"] = std::move(streams);
+    nlohmann::json request_streams = nlohmann::json::array();
+    for (const RequestResult& r : result.requests) request_streams.push_back(r.stream);
+    out["request_streams"] = std::move(request_streams);
   }
   out["input_lens"] = std::move(input_lens);
   out["output_lens"] = std::move(output_lens);

@@ -33,6 +33,7 @@ struct BenchServeOptions {
   std::string json_path;
   std::string models;
   std::string phases;
+  std::string traffic;
   double phase_seconds = 60;
   double hot_share = 0.8;
   std::vector<std::string> model_urls;
@@ -128,6 +129,9 @@ Status Prepare(BenchServeOptions& options) {
       if (model.empty())
         return InvalidArgumentError("--models: an empty name in '" + options.models + "'");
     }
+  }
+  if (!options.traffic.empty()) {
+    PIER_ASSIGN_OR_RETURN(config.traffic, loadgen::ParseTraffic(options.traffic));
   }
   if (!options.phases.empty()) {
     PIER_ASSIGN_OR_RETURN(config.phases,
@@ -272,6 +276,11 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   serve->add_option("--model-url", options->model_urls,
                     "MODEL=URL: send that model's requests to another server (one server per "
                     "model); repeatable");
+  serve->add_option("--traffic", options->traffic,
+                    "A QoS traffic mix, NAME:KEY:CLASS:SHARE[:DEADLINE_MS],...: each request is "
+                    "drawn from one stream by share and sent with its API key (the tenant), its "
+                    "priority class and deadline_ms (KEY or CLASS - for none); the report and "
+                    "--json break results down by stream");
   serve->add_flag("-q,--quiet", options->quiet, "No progress lines on stderr");
   serve->callback([options, &exit_code] { exit_code = RunBenchServe(*options); });
 }

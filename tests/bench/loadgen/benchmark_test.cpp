@@ -409,3 +409,53 @@ TEST(BenchmarkTest, RejectsBadOptionsBeforeSending) {
 
 }  // namespace
 }  // namespace pier::loadgen
+
+namespace pier::loadgen {
+namespace {
+
+// A QoS traffic mix: each request carries its stream's class and deadline, the streams get
+// their shares, and results are broken down by stream.
+TEST(BenchmarkTrafficTest, EachRequestCarriesItsStreamsClassAndDeadline) {
+  FakeServerOptions server_options;
+  server_options.first_token_delay_ms = 1;
+  server_options.token_delay_ms = 1;
+  FakeOpenAiServer server(server_options);
+  BenchmarkConfig config;
+  config.base_url = server.base_url();
+  config.model = "m";
+  config.workload.num_prompts = 200;
+  config.workload.input_len = 4;
+  config.workload.output_len = 2;
+  auto traffic = ParseTraffic("vip:-:critical:1:500,bulk:-:low:3");
+  ASSERT_TRUE(traffic.ok()) << traffic.status().ToString();
+  config.traffic = *traffic;
+  auto result = RunBenchmark(config);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  int vip = 0, bulk = 0;
+  for (const nlohmann::json& body : server.bodies()) {
+    if (body.value("priority", "") == "critical") {
+      ++vip;
+      EXPECT_EQ(body.value("deadline_ms", 0), 500);
+    } else {
+      ++bulk;
+      EXPECT_EQ(body.value("priority", ""), "low");
+      EXPECT_FALSE(body.contains("deadline_ms"));
+    }
+  }
+  EXPECT_EQ(vip + bulk, 200);
+  EXPECT_NEAR(vip / 200.0, 0.25, 0.1);
+  ASSERT_EQ(result->per_stream.size(), 2u);
+  EXPECT_EQ(result->per_stream.at("vip").completed + result->per_stream.at("bulk").completed, 200u);
+  EXPECT_NE(FormatReport(*result).find("Per traffic stream"), std::string::npos);
+  EXPECT_EQ(ResultToJson(*result)["request_streams"].size(), 200u);
+}
+
+TEST(BenchmarkTrafficTest, BadTrafficIsRefusedByName) {
+  for (const char* bad : {"", "vip", "vip:k:critical", "vip:k:critical:0", "vip:k:critical:x",
+                          "vip:k:critical:1:0", ":k:low:1", "a:b:c:1:2:3"}) {
+    EXPECT_FALSE(ParseTraffic(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace pier::loadgen
