@@ -391,7 +391,8 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
   const std::optional<std::chrono::steady_clock::time_point> queue_deadline =
       serving::RequestQueueDeadline(options.class_max_queue, priority, *client_deadline_ms, now);
   if (queue_deadline.has_value()) {
-    const std::optional<double> wait_ms = serving::PredictQueueWaitMs(client->Stats(), priority);
+    const std::optional<double> wait_ms =
+        serving::PredictQueueWaitMs(client->Stats(), priority, principal.tenant);
     const auto allowed_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(*queue_deadline - now).count();
     if (wait_ms.has_value() && *wait_ms > static_cast<double>(allowed_ms)) {

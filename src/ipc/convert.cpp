@@ -216,6 +216,7 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
     p->set_virtual_time(t.virtual_time);
     p->set_live_sequences(t.live_sequences);
     p->set_tokens(t.tokens);
+    p->set_waiting(t.waiting);
   }
 }
 
@@ -265,6 +266,7 @@ engine::EngineStats FromProto(const proto::Stats& in) {
                          .weight = p.weight(),
                          .virtual_time = p.virtual_time(),
                          .live_sequences = p.live_sequences(),
+                         .waiting = p.waiting(),
                          .tokens = p.tokens()});
   }
   return s;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <utility>
 
@@ -135,9 +136,27 @@ std::optional<std::chrono::steady_clock::time_point> RequestQueueDeadline(
 }
 
 std::optional<double> PredictQueueWaitMs(const engine::EngineStats& stats,
-                                         engine::Priority priority) {
+                                         engine::Priority priority, std::string_view tenant) {
+  const auto cls = static_cast<size_t>(priority);
   int64_t ahead = 0;
-  for (size_t c = 0; c <= static_cast<size_t>(priority); ++c) ahead += stats.waiting_by_class[c];
+  for (size_t c = 0; c < cls; ++c) ahead += stats.waiting_by_class[c];
+  int64_t same_class = stats.waiting_by_class[cls];
+  if (!tenant.empty() && !stats.tenants.empty()) {
+    double own_waiting = 0, own_weight = 1;
+    for (const engine::TenantShare& t : stats.tenants) {
+      if (t.tenant == tenant) {
+        own_waiting = static_cast<double>(t.waiting);
+        own_weight = t.weight > 0 ? t.weight : 1;
+      }
+    }
+    double fair = own_waiting;
+    for (const engine::TenantShare& t : stats.tenants) {
+      if (t.tenant == tenant) continue;
+      fair += std::min(static_cast<double>(t.waiting), (own_waiting + 1) * t.weight / own_weight);
+    }
+    same_class = std::min(same_class, static_cast<int64_t>(std::ceil(fair)));
+  }
+  ahead += same_class;
   const int64_t slots =
       stats.max_seqs - (priority == engine::Priority::kCritical ? 0 : stats.reserved_seqs);
   const int64_t free = std::max<int64_t>(0, slots - stats.running);

@@ -82,12 +82,18 @@ std::optional<std::chrono::steady_clock::time_point> RequestQueueDeadline(
     const ClassQueueLimits& limits, engine::Priority priority,
     std::optional<int64_t> client_deadline_ms, std::chrono::steady_clock::time_point now);
 
-// How long a new request of `priority` would wait in this engine's queue before it starts, in
-// milliseconds: the sequences waiting at its class or above beyond the free slots (the top
-// class's reserve is free only to it), over the measured drain rate. 0 when a slot is free for
-// it now; nullopt while the drain rate is not measured (no evidence: nothing is refused).
+// How long a new request of `priority` from `tenant` would wait in this engine's queue before
+// it starts, in milliseconds: the sequences ahead of it beyond the free slots (the top class's
+// reserve is free only to it), over the measured drain rate. Ahead of it: every sequence
+// waiting at a higher class, and of its own class at most what fair share puts ahead -- its
+// tenant's own waiting sequences, and from each other tenant no more than that many again
+// (scaled by their weights), so a tenant under its share is not refused for an abusive
+// tenant's queue. Without a tenant (or tenant figures), the whole class counts. 0 when a slot
+// is free for it now; nullopt while the drain rate is not measured (no evidence: nothing is
+// refused).
 std::optional<double> PredictQueueWaitMs(const engine::EngineStats& stats,
-                                         engine::Priority priority);
+                                         engine::Priority priority,
+                                         std::string_view tenant = {});
 
 // When a request of `priority` arriving at `now` must have started: now + its class's limit, or
 // time_point::max() when the class has none.

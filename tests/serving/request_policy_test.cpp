@@ -122,6 +122,15 @@ TEST(PredictedWait, WorkAheadBeyondTheFreeSlotsOverTheDrainRate) {
   EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kNormal), 7 * 250.0);
   EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kCritical), 250.0);
   EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow), 47 * 250.0);
+  // Fair share: of the 40 low sequences an abuser has 38 waiting, a small tenant 2. The small
+  // tenant's next request waits behind its own 2 and 3 of the abuser's (the round it joins),
+  // not behind all 40; the abuser's behind the whole class.
+  s.tenants = {{.tenant = "abuser", .weight = 1, .waiting = 38},
+               {.tenant = "small", .weight = 1, .waiting = 2}};
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "small"), (6 + 5 + 1) * 250.0);
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "abuser"), 47 * 250.0);
+  // A new tenant with nothing waiting: one of each other tenant's ahead of it.
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "new"), (6 + 2 + 1) * 250.0);
 }
 
 }  // namespace

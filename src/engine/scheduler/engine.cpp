@@ -801,7 +801,7 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.step_token_budget = scheduler_.options().max_batched_tokens;
   stats_.step_prefill_chunk = scheduler_.options().prefill_chunk_while_decoding;
   stats_.fair_share_clock = scheduler_.fair_share().clock();
-  stats_.tenants = scheduler_.fair_share().Snapshot();
+  stats_.tenants = scheduler_.TenantShares();
   stats_.running = s.running;
   stats_.waiting = s.waiting;
   stats_.swapped = s.swapped;

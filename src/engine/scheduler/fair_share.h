@@ -24,7 +24,8 @@ struct TenantShare {
   double weight = 1;
   double virtual_time = 0;  // tokens / weight, never below the clock while live
   int64_t live_sequences = 0;
-  int64_t tokens = 0;  // computed for it since the engine started
+  int64_t waiting = 0;  // of which waiting (filled by Scheduler::TenantShares)
+  int64_t tokens = 0;   // computed for it since the engine started
 };
 
 class FairShare {

@@ -467,6 +467,19 @@ std::optional<Priority> Scheduler::MostUrgentWaiting() const {
   return MostUrgent(sequences_, false);
 }
 
+std::vector<TenantShare> Scheduler::TenantShares() const {
+  std::vector<TenantShare> shares = fair_share_.Snapshot();
+  std::map<std::string, int64_t> waiting;
+  for (const auto& [id, s] : sequences_) {
+    if (!s.running) ++waiting[s.spec.tenant];
+  }
+  for (TenantShare& t : shares) {
+    auto it = waiting.find(t.tenant);
+    if (it != waiting.end()) t.waiting = it->second;
+  }
+  return shares;
+}
+
 void Scheduler::SetStepLimits(int64_t max_batched_tokens, int64_t prefill_chunk_while_decoding) {
   PIER_CHECK(max_batched_tokens > 0 && prefill_chunk_while_decoding >= 0, "bad step limits");
   options_.max_batched_tokens = max_batched_tokens;

@@ -190,6 +190,8 @@ class Scheduler {
   bool EverAdmitted(int64_t id) const { return Get(id).ever_admitted; }
   // The tenants' fair-share state (virtual times and the clock).
   const FairShare& fair_share() const { return fair_share_; }
+  // Every known tenant with its waiting sequences counted.
+  std::vector<TenantShare> TenantShares() const;
   // Appends the token sampled for sequence `id` (to be computed next step).
   void AppendToken(int64_t id, int32_t token);
 
