@@ -350,6 +350,7 @@ void Engine::TakeInbox() {
 }
 
 void Engine::StartRequest(Request request, std::shared_ptr<RequestHandle> handle) {
+  if (request.priority <= Priority::kHigh) last_urgent_us_ = NowUs();
   auto live = std::make_unique<Live>();
   live->request = std::move(request);
   live->handle = std::move(handle);
@@ -497,8 +498,12 @@ void Engine::AdaptStepLimits() {
     return;
   }
   const SchedulerStats s = scheduler_.Stats();
+  // Urgent work live, or seen in the last few seconds (its next request must not find a long
+  // step in the way).
+  constexpr TimestampUs kUrgentMemoryUs = 5'000'000;
   const bool urgent = s.waiting_by_class[0] + s.waiting_by_class[1] > 0 ||
-                      scheduler_.MostUrgentRunning().value_or(Priority::kLow) <= Priority::kHigh;
+                      scheduler_.MostUrgentRunning().value_or(Priority::kLow) <= Priority::kHigh ||
+                      (last_urgent_us_ > 0 && NowUs() - last_urgent_us_ < kUrgentMemoryUs);
   // 0: latency-leaning .. 1: throughput-leaning, by the queue's depth.
   const double t = urgent ? 0.0
                           : std::clamp(static_cast<double>(s.waiting + s.swapped) /

@@ -69,8 +69,9 @@ namespace pier::engine {
 // prefill_chunk_while_decoding and `min_batched_tokens`: short steps, so running streams keep
 // their time per token) and a throughput-leaning one (`max_prefill_chunk` and the scheduler's
 // max_batched_tokens: long steps that drain a queue faster). The queue's depth (waiting /
-// max_seqs) moves it from one to the other; critical or high requests live in the engine keep
-// it latency-leaning; with no stream decoding, a prompt gets the whole budget as before.
+// max_seqs) moves it from one to the other; critical or high requests live in the engine (or
+// arrived in the last 5 s) keep it latency-leaning; with no stream decoding, a prompt gets the
+// whole budget as before.
 struct AdaptiveBatching {
   bool enabled = false;
   int64_t min_batched_tokens = 0;  // 0: the scheduler's max_batched_tokens (budget fixed)
@@ -244,6 +245,7 @@ class Engine {
   int64_t drain_admitted_ = 0;
   int64_t admissions_published_ = 0;
   int64_t queue_expired_ = 0;
+  TimestampUs last_urgent_us_ = 0;  // the latest critical or high request's arrival
   int64_t queue_delayed_ = 0;
 
   // Shared with submitting threads.

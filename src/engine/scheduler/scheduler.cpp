@@ -223,12 +223,24 @@ StepPlan Scheduler::Plan() const {
       decoding = true;
     }
   }
-  auto chunk = [&](int64_t remaining, int64_t usable_budget) {
+  // The top class's prompt is the latency that matters most: it is not held to the chunk
+  // beside decodes, and while one is to be read no other class's prompt is read (decodes go
+  // on), so the critical request's first token comes after one step like an idle server's.
+  bool top_prompt = false;
+  for (const Sequence* s : order) {
+    if (options_.qos && top(*s) && !s->demoted &&
+        (!s->running || static_cast<int64_t>(s->tokens.size()) - s->num_computed > 1)) {
+      top_prompt = true;
+    }
+  }
+  auto chunk = [&](int64_t remaining, int64_t usable_budget, bool is_top) {
     int64_t n = std::min(remaining, usable_budget);
     if (options_.max_prefill_chunk > 0 && remaining > 1)
       n = std::min(n, options_.max_prefill_chunk);
-    if (decoding && options_.prefill_chunk_while_decoding > 0 && remaining > 1)
+    if (decoding && options_.prefill_chunk_while_decoding > 0 && remaining > 1 &&
+        !(options_.qos && is_top)) {
       n = std::min(n, options_.prefill_chunk_while_decoding);
+    }
     return n;
   };
 
@@ -240,8 +252,9 @@ StepPlan Scheduler::Plan() const {
     const int64_t len = static_cast<int64_t>(s.tokens.size());
     const int64_t usable_budget = top(s) ? budget : budget - reserve.tokens;
     if (usable_budget <= 0) continue;  // the rest of the budget is the top class's
+    if (top_prompt && !top(s) && (!s.running || len - s.num_computed > 1)) continue;
     if (s.running) {
-      const int64_t n = chunk(len - s.num_computed, usable_budget);
+      const int64_t n = chunk(len - s.num_computed, usable_budget, top(s));
       // Shared blocks this step writes are copied first: one new block each.
       int64_t cow = 0;
       const auto table_size = static_cast<int64_t>(s.block_table.size());
@@ -287,7 +300,7 @@ StepPlan Scheduler::Plan() const {
     if (options_.enable_prefix_caching && !s.spec.prompt_logits && !swap_in)
       cached = blocks_->MatchPrefix(s.hashes, (len - 1) / bs);
     const int64_t start = swap_in ? s.num_computed : static_cast<int64_t>(cached.size()) * bs;
-    const int64_t n = chunk(len - start, usable_budget);
+    const int64_t n = chunk(len - start, usable_budget, top(s));
     const int64_t need = BlocksFor(start + n) - static_cast<int64_t>(cached.size());
     while (sim.available() < need + sim.AcquireCost(cached) + kept_blocks &&
            preempt_one(pos, cls)) {

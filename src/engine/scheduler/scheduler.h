@@ -10,7 +10,9 @@
 //      (max_batched_tokens) and the running limit (max_seqs). With `reserved_share`, a share
 //      of the running slots, of the token budget and of the KV blocks is kept for the top
 //      class: sequences of other classes are not admitted into it (nor given its tokens), so
-//      a critical request starts at the next step without preempting anyone. A running sequence
+//      a critical request starts at the next step without preempting anyone. A critical
+//      prompt is read whole (within the budget) even beside decodes, and while one is to be
+//      read no other prompt is read that step (decodes go on). A running sequence
 //      gets its remaining tokens up to the budget (a decode is 1 token; a prompt is ingested in
 //      chunks, at most prefill_chunk_while_decoding tokens while others decode, so running streams
 //      keep producing while a long prompt is read). A waiting sequence is admitted when its first

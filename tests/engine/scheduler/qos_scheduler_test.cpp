@@ -183,6 +183,31 @@ TEST(QosSchedulerTest, TheReserveDoesNotStarveALoneRequest) {
   EXPECT_FALSE(h.scheduler().HasWork());
 }
 
+TEST(QosSchedulerTest, ACriticalPromptIsReadWholeWhileOtherPromptsWait) {
+  QosHarness h({.max_batched_tokens = 256,
+                .max_seqs = 8,
+                .prefill_chunk_while_decoding = 16,
+                .aging_steps = 0},
+               1024);
+  h.Add("t", 1, 8, 100);  // 1: decodes from the second step on
+  h.Step();
+  h.Add("t", 1, 100, 10);  // 2: a long prompt, read 16 tokens a step beside the decode
+  StepPlan plan = h.Step();
+  ASSERT_EQ(plan.sequences.size(), 2u);
+  EXPECT_EQ(plan.sequences[1].n_tokens, 16);
+  h.Add("vip", 1, 60, 4, Priority::kCritical);  // 3
+  plan = h.Step();
+  std::map<int64_t, int64_t> tokens;
+  for (const ScheduledSequence& s : plan.sequences) tokens[s.id] = s.n_tokens;
+  EXPECT_EQ(tokens[3], 60) << "the critical prompt whole, in one step";
+  EXPECT_EQ(tokens[1], 1) << "decodes go on";
+  EXPECT_EQ(tokens.count(2), 0u) << "the other prompt waits one step";
+  plan = h.Step();
+  tokens.clear();
+  for (const ScheduledSequence& s : plan.sequences) tokens[s.id] = s.n_tokens;
+  EXPECT_EQ(tokens[2], 16);
+}
+
 TEST(QosSchedulerTest, ADemotedSequenceRanksAfterEveryClass) {
   QosHarness h({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0}, 256);
   h.Add("t", 1, 4, 1, Priority::kCritical);  // 1: demoted past its deadline
