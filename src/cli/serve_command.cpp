@@ -149,7 +149,8 @@ constexpr SettingHelp kSettingHelp[] = {
      "Each step's token budget and prompt chunk beside decodes move with the queue's depth "
      "between a latency-leaning and a throughput-leaning setting (default on)"},
     {"min_batched_tokens", "TOKENS",
-     "Adaptive batching's latency-leaning token budget (default half of max_batched_tokens)"},
+     "Adaptive batching's latency-leaning token budget (default: the running decodes plus one "
+     "prompt chunk)"},
     {"max_prefill_chunk", "TOKENS",
      "Adaptive batching's throughput-leaning prompt chunk beside decodes (default 4 x "
      "prefill_chunk_while_decoding)"},

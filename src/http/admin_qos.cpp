@@ -36,14 +36,21 @@ Json ModelQos(const engine::EngineStats& s) {
         {"waiting", s.waiting_by_class[static_cast<size_t>(p)]},
         {"predicted_wait_ms", wait.has_value() ? Json(*wait) : Json(nullptr)}};
   }
+  Json clocks = Json::object();
+  for (engine::Priority p : kClasses) {
+    clocks[std::string(engine::PriorityName(p))] = s.fair_share_clocks[static_cast<size_t>(p)];
+  }
   Json tenants = Json::array();
   for (const engine::TenantShare& t : s.tenants) {
-    tenants.push_back({{"tenant", t.tenant},
-                       {"weight", t.weight},
-                       {"virtual_time", t.virtual_time},
-                       {"behind_clock", t.virtual_time - s.fair_share_clock},
-                       {"live_sequences", t.live_sequences},
-                       {"tokens", t.tokens}});
+    tenants.push_back(
+        {{"tenant", t.tenant},
+         {"class", engine::PriorityName(t.priority)},
+         {"weight", t.weight},
+         {"virtual_time", t.virtual_time},
+         {"ahead_of_clock", t.virtual_time - s.fair_share_clocks[static_cast<size_t>(t.priority)]},
+         {"waiting", t.waiting},
+         {"live_sequences", t.live_sequences},
+         {"tokens", t.tokens}});
   }
   return {{"running", s.running},
           {"max_seqs", s.max_seqs},
@@ -56,7 +63,7 @@ Json ModelQos(const engine::EngineStats& s) {
             {"tokens", s.reserved_tokens},
             {"kv_blocks", s.reserved_blocks},
             {"critical_running", s.running_critical}}},
-          {"fair_share_clock", s.fair_share_clock},
+          {"fair_share_clocks", std::move(clocks)},
           {"tenants", std::move(tenants)}};
 }
 

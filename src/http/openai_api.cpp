@@ -395,12 +395,14 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
         serving::PredictQueueWaitMs(client->Stats(), priority, principal.tenant);
     const auto allowed_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(*queue_deadline - now).count();
-    if (wait_ms.has_value() && *wait_ms > static_cast<double>(allowed_ms)) {
+    const bool client_set =
+        client_deadline_ms->has_value() && **client_deadline_ms == static_cast<int64_t>(allowed_ms);
+    // A class whose deadline action is delay waits on past its deadline: never refused here.
+    const bool delays = options.class_max_queue.delay[static_cast<size_t>(priority)];
+    if (wait_ms.has_value() && *wait_ms > static_cast<double>(allowed_ms) && !delays) {
       if (metrics != nullptr) {
         metrics->RecordQosOutcome(model.id, principal.tenant, class_name, "refused_predicted_wait");
       }
-      const bool client_set = client_deadline_ms->has_value() &&
-                              **client_deadline_ms == static_cast<int64_t>(allowed_ms);
       HttpResponse refused = ErrorResponse(
           429,
           "the queue's predicted wait for class " + class_name + " is " +

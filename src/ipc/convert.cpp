@@ -206,7 +206,7 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
   out->set_reserved_seqs(s.reserved_seqs);
   out->set_reserved_tokens(s.reserved_tokens);
   out->set_reserved_blocks(s.reserved_blocks);
-  out->set_fair_share_clock(s.fair_share_clock);
+  out->mutable_fair_share_clocks()->Assign(s.fair_share_clocks.begin(), s.fair_share_clocks.end());
   out->set_step_token_budget(s.step_token_budget);
   out->set_step_prefill_chunk(s.step_prefill_chunk);
   for (const engine::TenantShare& t : s.tenants) {
@@ -217,6 +217,7 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
     p->set_live_sequences(t.live_sequences);
     p->set_tokens(t.tokens);
     p->set_waiting(t.waiting);
+    p->set_priority(static_cast<int32_t>(t.priority));
   }
 }
 
@@ -258,11 +259,16 @@ engine::EngineStats FromProto(const proto::Stats& in) {
   s.reserved_seqs = in.reserved_seqs();
   s.reserved_tokens = in.reserved_tokens();
   s.reserved_blocks = in.reserved_blocks();
-  s.fair_share_clock = in.fair_share_clock();
+  for (int c = 0; c < in.fair_share_clocks_size() && c < 4; ++c) {
+    s.fair_share_clocks[static_cast<size_t>(c)] = in.fair_share_clocks(c);
+  }
   s.step_token_budget = in.step_token_budget();
   s.step_prefill_chunk = in.step_prefill_chunk();
   for (const proto::TenantShare& p : in.tenants()) {
+    // A class out of range is informational noise from a peer: shown as low, never indexed.
+    const auto priority = static_cast<engine::Priority>(std::clamp(p.priority(), 0, 3));
     s.tenants.push_back({.tenant = p.tenant(),
+                         .priority = priority,
                          .weight = p.weight(),
                          .virtual_time = p.virtual_time(),
                          .live_sequences = p.live_sequences(),

@@ -86,25 +86,26 @@ struct ServingMetrics::Instruments {
   Family<Gauge>* slo_attainment = nullptr;
   // The finished requests of the last 5 minutes per (model, class) whose class has an SLO:
   // (when, met), oldest first.
+  struct SloWindow {
+    std::deque<std::pair<double, bool>> finished;  // (when, met), oldest first
+    int64_t met = 0;                               // of them
+  };
   Mutex slo_mutex;
-  std::map<std::pair<std::string, std::string>, std::deque<std::pair<double, bool>>> slo_window
-      PIER_GUARDED_BY(slo_mutex);
+  std::map<std::pair<std::string, std::string>, SloWindow> slo_windows PIER_GUARDED_BY(slo_mutex);
 
   void RecordSlo(const std::string& model, std::string_view priority_class, bool met) {
     constexpr double kWindowSeconds = 300;
     const double now = static_cast<double>(engine::NowUs()) / 1e6;
-    double attained = 0;
-    {
-      MutexLock lock(slo_mutex);
-      auto& window = slo_window[{model, std::string(priority_class)}];
-      window.emplace_back(now, met);
-      while (window.front().first < now - kWindowSeconds) window.pop_front();
-      int64_t n_met = 0;
-      for (const auto& [when, ok] : window) n_met += ok ? 1 : 0;
-      attained = static_cast<double>(n_met) / static_cast<double>(window.size());
+    MutexLock lock(slo_mutex);  // held through Set: the gauge never goes back to an older value
+    SloWindow& w = slo_windows[{model, std::string(priority_class)}];
+    w.finished.emplace_back(now, met);
+    w.met += met ? 1 : 0;
+    while (w.finished.front().first < now - kWindowSeconds) {
+      w.met -= w.finished.front().second ? 1 : 0;
+      w.finished.pop_front();
     }
     slo_attainment->WithLabels({{"model", model}, {"class", std::string(priority_class)}})
-        .Set(attained);
+        .Set(static_cast<double>(w.met) / static_cast<double>(w.finished.size()));
   }
 };
 
@@ -483,16 +484,18 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
                   "Adaptive batching: the largest prompt chunk beside decodes of the latest step.",
                   static_cast<double>(e.step_prefill_chunk));
     for (const engine::TenantShare& t : e.tenants) {
-      const Labels labels = {{"model", model}, {"tenant", t.tenant}};
+      const Labels labels = {{"model", model},
+                             {"tenant", t.tenant},
+                             {"class", std::string(engine::PriorityName(t.priority))}};
       live.GaugeFamily("pier_qos_tenant_virtual_time",
                        "The tenant's fair-share virtual time (tokens / weight, never below the "
-                       "clock while it has live sequences).",
-                       {"model", "tenant"})
+                       "clock while it has live sequences), in its class.",
+                       {"model", "tenant", "class"})
           .WithLabels(labels)
           .Set(t.virtual_time);
       live.GaugeFamily("pier_qos_tenant_live_sequences",
-                       "The tenant's sequences in the engine (running or waiting).",
-                       {"model", "tenant"})
+                       "The tenant's sequences in the engine (running or waiting), in the class.",
+                       {"model", "tenant", "class"})
           .WithLabels(labels)
           .Set(static_cast<double>(t.live_sequences));
     }

@@ -10,8 +10,11 @@ std::optional<std::string_view> FallbackSwitch::Divert(const std::string& primar
                                                        const FallbackPolicy& policy,
                                                        const engine::EngineStats& stats,
                                                        engine::Priority priority) {
-  const double load = static_cast<double>(stats.running + stats.waiting) /
-                      static_cast<double>(std::max<int64_t>(1, stats.max_seqs));
+  // max_seqs 0: the engine's figures are not known yet (a worker before its first heartbeat):
+  // no load trigger.
+  const double load = stats.max_seqs > 0 ? static_cast<double>(stats.running + stats.waiting) /
+                                               static_cast<double>(stats.max_seqs)
+                                         : 0.0;
   double wait_ms = 0;
   if (policy.queue_ms_above > 0) {
     wait_ms = PredictQueueWaitMs(stats, engine::Priority::kNormal).value_or(0);

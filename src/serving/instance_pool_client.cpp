@@ -83,7 +83,25 @@ engine::EngineStats InstancePoolClient::Stats() const {
     sum.reserved_seqs += s.reserved_seqs;
     sum.reserved_tokens += s.reserved_tokens;
     sum.reserved_blocks += s.reserved_blocks;
-    sum.tenants.insert(sum.tenants.end(), s.tenants.begin(), s.tenants.end());
+    for (size_t c = 0; c < sum.fair_share_clocks.size(); ++c) {
+      sum.fair_share_clocks[c] = std::max(sum.fair_share_clocks[c], s.fair_share_clocks[c]);
+    }
+    // One entry per tenant across the instances: counts add up, the latest weight holds.
+    for (const engine::TenantShare& t : s.tenants) {
+      auto it =
+          std::find_if(sum.tenants.begin(), sum.tenants.end(), [&](const engine::TenantShare& u) {
+            return u.tenant == t.tenant && u.priority == t.priority;
+          });
+      if (it == sum.tenants.end()) {
+        sum.tenants.push_back(t);
+        continue;
+      }
+      it->weight = t.weight;
+      it->virtual_time = std::max(it->virtual_time, t.virtual_time);
+      it->live_sequences += t.live_sequences;
+      it->waiting += t.waiting;
+      it->tokens += t.tokens;
+    }
     sum.last_step_us = std::max(sum.last_step_us, s.last_step_us);
     // A request fits the pool when it fits an instance (they are alike).
     sum.max_request_tokens = std::min(sum.max_request_tokens, s.max_request_tokens);

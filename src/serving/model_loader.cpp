@@ -121,9 +121,7 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.engine.scheduler.qos = options.qos;
   host_options.engine.adaptive = {
       .enabled = options.adaptive_batching,
-      .min_batched_tokens = options.min_batched_tokens > 0
-                                ? options.min_batched_tokens
-                                : std::max<int64_t>(1, options.max_batched_tokens / 2),
+      .min_batched_tokens = options.min_batched_tokens,
       .max_prefill_chunk = options.max_prefill_chunk > 0
                                ? options.max_prefill_chunk
                                : 4 * options.prefill_chunk_while_decoding};

@@ -47,8 +47,8 @@ struct ModelLoadOptions {
   bool qos = true;
   // Adaptive batching (engine::AdaptiveBatching): the step's token budget and prompt chunk
   // beside decodes move between min_batched_tokens / prefill_chunk_while_decoding and
-  // max_batched_tokens / max_prefill_chunk with the queue's depth (0: half of
-  // max_batched_tokens, and 4 x prefill_chunk_while_decoding).
+  // max_batched_tokens / max_prefill_chunk with the queue's depth (0: the running decodes plus
+  // one prompt chunk, and 4 x prefill_chunk_while_decoding).
   bool adaptive_batching = true;
   int64_t min_batched_tokens = 0;
   int64_t max_prefill_chunk = 0;

@@ -144,14 +144,15 @@ std::optional<double> PredictQueueWaitMs(const engine::EngineStats& stats,
   if (!tenant.empty() && !stats.tenants.empty()) {
     double own_waiting = 0, own_weight = 1;
     for (const engine::TenantShare& t : stats.tenants) {
+      if (t.priority != priority) continue;  // fair share is within the class
       if (t.tenant == tenant) {
-        own_waiting = static_cast<double>(t.waiting);
+        own_waiting += static_cast<double>(t.waiting);
         own_weight = t.weight > 0 ? t.weight : 1;
       }
     }
     double fair = own_waiting;
     for (const engine::TenantShare& t : stats.tenants) {
-      if (t.tenant == tenant) continue;
+      if (t.priority != priority || t.tenant == tenant) continue;
       fair += std::min(static_cast<double>(t.waiting), (own_waiting + 1) * t.weight / own_weight);
     }
     same_class = std::min(same_class, static_cast<int64_t>(std::ceil(fair)));

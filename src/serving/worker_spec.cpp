@@ -50,6 +50,10 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.prefill_chunk_while_decoding = spec.prefill_chunk_while_decoding();
   o.max_seqs = spec.max_seqs();
   o.qos_reserve = spec.qos_reserve();
+  if (!(o.qos_reserve >= 0 && o.qos_reserve <= 0.5)) {
+    return InvalidArgumentError("load spec: qos_reserve " + std::to_string(o.qos_reserve) +
+                                " is not a share in [0, 0.5]");
+  }
   o.qos = !spec.qos_off();
   o.adaptive_batching = spec.adaptive_batching();
   o.min_batched_tokens = spec.min_batched_tokens();
@@ -57,8 +61,8 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.max_queued = spec.max_queued();
   o.swap_space_bytes = spec.swap_space_bytes();
   if (o.path.empty() || o.threads < 1 || o.ctx < 1 || o.max_batched_tokens < 1 || o.max_seqs < 1 ||
-      o.max_queued < 0 || o.prefill_chunk_while_decoding < 0 || o.kv_min.tokens < 0 ||
-      o.kv_max.tokens < 0) {
+      o.max_queued < 0 || o.prefill_chunk_while_decoding < 0 || o.min_batched_tokens < 0 ||
+      o.max_prefill_chunk < 0 || o.kv_min.tokens < 0 || o.kv_max.tokens < 0) {
     return InvalidArgumentError("worker load spec for " + o.id +
                                 ": a path, and positive threads, ctx and step limits are needed");
   }

@@ -711,6 +711,19 @@ TEST_F(OpenAiApiTest, QueueDeadlinesRefuseByPredictionOrExpiryWith429) {
   high["deadline_ms"] = "soon";
   EXPECT_EQ(post(high).status, 400);
   EXPECT_EQ(client.submitted.size(), 2u);
+
+  // A class whose deadline action is delay is never refused on arrival: it waits instead.
+  options.class_max_queue.delay[static_cast<size_t>(engine::Priority::kNormal)] = true;
+  OpenAiApi delaying(options, &registry, nullptr, nullptr);
+  Router delay_router;
+  delaying.Register(delay_router);
+  HttpRequest http;
+  http.method = "POST";
+  http.path = "/v1/completions";
+  http.body = Completion("Hi", 2).dump();
+  Drive(delay_router.Dispatch(http));
+  ASSERT_EQ(client.submitted.size(), 3u);
+  EXPECT_EQ(client.submitted[2].on_deadline, engine::Request::DeadlineAction::kDelay);
 }
 
 }  // namespace

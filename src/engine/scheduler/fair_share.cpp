@@ -28,10 +28,12 @@ void FairShare::Charge(const std::string& tenant, int64_t tokens) {
   it->second.virtual_time += static_cast<double>(tokens) / it->second.weight;
 }
 
-void FairShare::AdvanceClock() {
+void FairShare::AdvanceClock(const std::set<std::string>& backlogged) {
   double lowest = std::numeric_limits<double>::infinity();
   for (const auto& [name, t] : tenants_) {
-    if (t.live_sequences > 0) lowest = std::min(lowest, t.virtual_time);
+    if (t.live_sequences > 0 && (backlogged.empty() || backlogged.contains(name))) {
+      lowest = std::min(lowest, t.virtual_time);
+    }
   }
   if (std::isfinite(lowest)) clock_ = std::max(clock_, lowest);
   std::erase_if(tenants_, [&](const auto& entry) {

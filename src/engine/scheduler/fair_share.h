@@ -1,26 +1,34 @@
-// FairShare: weighted fair queueing of one engine's capacity between tenants (issue #16).
+// FairShare: weighted fair queueing of one engine's capacity between tenants (issue #16), within
+// one priority class (the scheduler keeps one per class: classes come first, fairness applies
+// within a class, and a tenant's critical traffic does not use up its normal share).
 //
 // Each tenant has a virtual time: the tokens computed for it (prompt tokens prefilled plus
 // tokens generated; prefix-cache hits cost nothing) divided by its weight. Within a priority
 // class the scheduler serves the tenant with the smallest virtual time first, so two
 // backlogged tenants of weights 2 and 1 get tokens 2:1 whatever their request rates.
 //
-// The virtual clock is the smallest virtual time among tenants with live sequences (it never
-// goes back). A tenant that becomes live again starts at no less than the clock, so time spent
-// idle is not banked as credit to burst past the others later (start-time fair queueing).
+// The virtual clock is the smallest virtual time among backlogged tenants -- those with
+// sequences waiting -- or, when none waits, among tenants with live sequences (it never goes
+// back). A tenant that becomes live again starts at no less than the clock, so time spent idle
+// is not banked as credit to burst past the others later (start-time fair queueing); a tenant
+// with one slow stream and nothing waiting does not hold the clock back for a newcomer.
 //
 // Thread-safety: none; the engine thread owns it (through the Scheduler).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "engine/scheduler/request.h"
 
 namespace pier::engine {
 
 struct TenantShare {
   std::string tenant;
+  Priority priority = Priority::kNormal;  // the class whose share this is
   double weight = 1;
   double virtual_time = 0;  // tokens / weight, never below the clock while live
   int64_t live_sequences = 0;
@@ -37,9 +45,10 @@ class FairShare {
   void Leave(const std::string& tenant);
   // `tokens` were computed for a sequence of `tenant` (a live one).
   void Charge(const std::string& tenant, int64_t tokens);
-  // After a step: moves the clock to the smallest live virtual time, and forgets tenants that
-  // are idle and have no debt above the clock (they would restart at the clock anyway).
-  void AdvanceClock();
+  // After a step: moves the clock to the smallest virtual time of the `backlogged` tenants
+  // (else of the live ones), and forgets tenants that are idle and have no debt above the clock
+  // (they would restart at the clock anyway).
+  void AdvanceClock(const std::set<std::string>& backlogged = {});
 
   // The tenant's virtual time; the clock for one not known.
   double VirtualTime(const std::string& tenant) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
 namespace pier::engine {
@@ -85,7 +86,7 @@ void Scheduler::Add(SequenceSpec spec) {
   s.arrival_step = step_;
   const int64_t bs = blocks_->block_size();
   ExtendBlockHashes(s.tokens, bs, static_cast<int64_t>(s.tokens.size()) / bs, &s.hashes);
-  fair_share_.Join(s.spec.tenant, s.spec.tenant_weight);
+  ShareOf(s).Join(s.spec.tenant, s.spec.tenant_weight);
   const int64_t id = s.spec.id;
   sequences_.emplace(id, std::move(s));
 }
@@ -99,7 +100,7 @@ void Scheduler::Fork(int64_t parent, int64_t child) {
   s.spec.prompt_logits = false;  // the parent's prompt logits are the ones reported
   s.arrival_order = next_arrival_++;
   blocks_->Fork(s.block_table);
-  fair_share_.Join(s.spec.tenant, s.spec.tenant_weight);
+  ShareOf(s).Join(s.spec.tenant, s.spec.tenant_weight);
   sequences_.emplace(child, std::move(s));
 }
 
@@ -108,7 +109,7 @@ void Scheduler::Remove(int64_t id) {
   if (it == sequences_.end()) return;
   blocks_->ReleaseAll(it->second.block_table);
   for (int64_t slot : it->second.host_slots) free_slots_.push_back(slot);
-  fair_share_.Leave(it->second.spec.tenant);
+  ShareOf(it->second).Leave(it->second.spec.tenant);
   sequences_.erase(it);
 }
 
@@ -137,7 +138,7 @@ Scheduler::RankKey Scheduler::Rank(const Sequence& s) const {
   if (!options_.qos) return RankKey{0, 0, 0, 0, s.arrival_order};
   // A demoted sequence ranks after every class (aging does not raise it again).
   const int cls = s.demoted ? static_cast<int>(Priority::kLow) + 1 : EffectiveClass(s);
-  return RankKey{cls, fair_share_.VirtualTime(s.spec.tenant),
+  return RankKey{cls, ShareOf(s).VirtualTime(s.spec.tenant),
                  s.spec.deadline_us.value_or(std::numeric_limits<TimestampUs>::max()),
                  s.spec.arrival_us, s.arrival_order};
 }
@@ -189,7 +190,10 @@ StepPlan Scheduler::Plan() const {
   const int64_t bs = blocks_->block_size();
   // The top class's reserve: what sequences of other classes may not take.
   const Reserve reserve = ReserveNow();
-  auto top = [&](const Sequence& s) { return s.spec.priority == Priority::kCritical; };
+  // A demoted critical sequence (past its deadline, delay action) no longer counts as one.
+  auto top = [&](const Sequence& s) {
+    return s.spec.priority == Priority::kCritical && !s.demoted;
+  };
 
   auto preempt = [&](size_t k) {
     const Sequence& v = *order[k];
@@ -224,15 +228,14 @@ StepPlan Scheduler::Plan() const {
     }
   }
   // The top class's prompt is the latency that matters most: it is not held to the chunk
-  // beside decodes, and while one is to be read no other class's prompt is read (decodes go
-  // on), so the critical request's first token comes after one step like an idle server's.
+  // beside decodes, and once one has been placed in this plan no other class's prompt ranked
+  // after it is read this step (decodes go on), so the critical request's first token comes
+  // after one step like an idle server's. Only a prompt actually placed counts: one that cannot
+  // start blocks nobody.
   bool top_prompt = false;
-  for (const Sequence* s : order) {
-    if (options_.qos && top(*s) && !s->demoted &&
-        (!s->running || static_cast<int64_t>(s->tokens.size()) - s->num_computed > 1)) {
-      top_prompt = true;
-    }
-  }
+  // A sequence of another class failed only for the reserve: lower-ranked ones of other
+  // classes may not overtake it, critical ones still may.
+  bool closed_to_non_top = false;
   auto chunk = [&](int64_t remaining, int64_t usable_budget, bool is_top) {
     int64_t n = std::min(remaining, usable_budget);
     if (options_.max_prefill_chunk > 0 && remaining > 1)
@@ -255,6 +258,7 @@ StepPlan Scheduler::Plan() const {
     if (top_prompt && !top(s) && (!s.running || len - s.num_computed > 1)) continue;
     if (s.running) {
       const int64_t n = chunk(len - s.num_computed, usable_budget, top(s));
+      if (options_.qos && top(s) && len - s.num_computed > 1) top_prompt = true;
       // Shared blocks this step writes are copied first: one new block each.
       int64_t cow = 0;
       const auto table_size = static_cast<int64_t>(s.block_table.size());
@@ -283,7 +287,7 @@ StepPlan Scheduler::Plan() const {
                                 .new_blocks = need - cow});
       continue;
     }
-    if (admission_closed) continue;
+    if (admission_closed || (closed_to_non_top && !top(s))) continue;
     const int cls = keys[k].effective_class;
     const int64_t slot_limit = top(s) ? options_.max_seqs : options_.max_seqs - reserve.seqs;
     while (running >= slot_limit && preempt_one(pos, cls)) {
@@ -291,6 +295,7 @@ StepPlan Scheduler::Plan() const {
     if (running >= slot_limit) {
       // Only the reserve is left: a critical sequence ranked below may still take it.
       if (slot_limit == options_.max_seqs) admission_closed = true;
+      closed_to_non_top = true;
       continue;
     }
     // The reserved blocks stay free for the top class, unless this sequence would run alone.
@@ -309,8 +314,10 @@ StepPlan Scheduler::Plan() const {
       // Strict order: nothing ranked below it is admitted ahead of it (a critical sequence
       // may still take the reserve).
       if (kept_blocks == 0) admission_closed = true;
+      closed_to_non_top = true;
       continue;
     }
+    if (options_.qos && top(s) && len - start > 1) top_prompt = true;
     sim.AcquireAll(cached);
     sim.Allocate(need);
     scheduled[k] = true;
@@ -365,6 +372,7 @@ Batch Scheduler::Apply(const StepPlan& plan) {
     }
     if (!s.ever_admitted) ++admissions_;
     s.ever_admitted = true;
+    s.demoted = false;  // delayed past its deadline, it now runs as its class again
     for (int32_t b : ss.cached_blocks) blocks_->Acquire(b);
     s.block_table = ss.cached_blocks;
     s.num_registered = static_cast<int64_t>(ss.cached_blocks.size());
@@ -427,7 +435,7 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     if (it == sequences_.end()) continue;
     Sequence& s = it->second;
     s.num_computed += ss.n_tokens;
-    fair_share_.Charge(s.spec.tenant, ss.n_tokens);
+    ShareOf(s).Charge(s.spec.tenant, ss.n_tokens);
     const int64_t full = s.num_computed / bs;
     for (; s.num_registered < full; ++s.num_registered) {
       blocks_->Register(s.block_table[s.num_registered], s.hashes[s.num_registered]);
@@ -435,7 +443,11 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     results.push_back(
         {.id = ss.id, .samples = s.num_computed == static_cast<int64_t>(s.tokens.size())});
   }
-  fair_share_.AdvanceClock();
+  std::array<std::set<std::string>, 4> backlogged;
+  for (const auto& [id, s] : sequences_) {
+    if (!s.running) backlogged[static_cast<size_t>(s.spec.priority)].insert(s.spec.tenant);
+  }
+  for (size_t c = 0; c < fair_share_.size(); ++c) fair_share_[c].AdvanceClock(backlogged[c]);
   ++step_;
   return results;
 }
@@ -481,14 +493,18 @@ std::optional<Priority> Scheduler::MostUrgentWaiting() const {
 }
 
 std::vector<TenantShare> Scheduler::TenantShares() const {
-  std::vector<TenantShare> shares = fair_share_.Snapshot();
-  std::map<std::string, int64_t> waiting;
+  std::map<std::pair<Priority, std::string>, int64_t> waiting;
   for (const auto& [id, s] : sequences_) {
-    if (!s.running) ++waiting[s.spec.tenant];
+    if (!s.running) ++waiting[{s.spec.priority, s.spec.tenant}];
   }
-  for (TenantShare& t : shares) {
-    auto it = waiting.find(t.tenant);
-    if (it != waiting.end()) t.waiting = it->second;
+  std::vector<TenantShare> shares;
+  for (size_t c = 0; c < fair_share_.size(); ++c) {
+    for (TenantShare& t : fair_share_[c].Snapshot()) {
+      t.priority = static_cast<Priority>(c);
+      auto it = waiting.find({t.priority, t.tenant});
+      if (it != waiting.end()) t.waiting = it->second;
+      shares.push_back(std::move(t));
+    }
   }
   return shares;
 }

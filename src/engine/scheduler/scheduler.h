@@ -190,9 +190,11 @@ class Scheduler {
   void Demote(int64_t id);
   // Whether the sequence has been admitted at least once (its work started).
   bool EverAdmitted(int64_t id) const { return Get(id).ever_admitted; }
-  // The tenants' fair-share state (virtual times and the clock).
-  const FairShare& fair_share() const { return fair_share_; }
-  // Every known tenant with its waiting sequences counted.
+  // The tenants' fair-share state of class `priority` (virtual times and the clock).
+  const FairShare& fair_share(Priority priority) const {
+    return fair_share_[static_cast<size_t>(priority)];
+  }
+  // Every known tenant of every class with its waiting sequences counted.
   std::vector<TenantShare> TenantShares() const;
   // Appends the token sampled for sequence `id` (to be computed next step).
   void AppendToken(int64_t id, int32_t token);
@@ -268,7 +270,13 @@ class Scheduler {
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
   int64_t admissions_ = 0;
-  FairShare fair_share_;
+  std::array<FairShare, 4> fair_share_;  // per requested class
+  FairShare& ShareOf(const Sequence& s) {
+    return fair_share_[static_cast<size_t>(s.spec.priority)];
+  }
+  const FairShare& ShareOf(const Sequence& s) const {
+    return fair_share_[static_cast<size_t>(s.spec.priority)];
+  }
 };
 
 }  // namespace pier::engine

@@ -189,10 +189,17 @@ TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
   EXPECT_EQ(after.waiting_by_class[3], 4);
   EXPECT_EQ(after.reserved_seqs, 1);
   EXPECT_EQ(after.max_seqs, 2);
-  ASSERT_EQ(after.tenants.size(), 2u);
+  // One share per tenant and class: critical's first.
+  ASSERT_EQ(after.tenants.size(), 4u);
   EXPECT_EQ(after.tenants[0].tenant, "even");
-  EXPECT_EQ(after.tenants[0].live_sequences, 3);
+  EXPECT_EQ(after.tenants[0].priority, Priority::kCritical);
+  EXPECT_EQ(after.tenants[0].live_sequences, 1);
   EXPECT_EQ(after.tenants[0].tokens, 8);
+  EXPECT_EQ(after.tenants[2].tenant, "even");
+  EXPECT_EQ(after.tenants[2].priority, Priority::kLow);
+  EXPECT_EQ(after.tenants[2].live_sequences, 2);
+  EXPECT_EQ(after.tenants[2].waiting, 2);
+  EXPECT_EQ(after.tenants[2].tokens, 0);
   EXPECT_EQ(after.admissions_per_s, 0) << "measured over too short a time";
   for (int i = 0; i < 100 && rig.engine->RunStep(); ++i) {
   }

@@ -37,6 +37,7 @@ class QosHarness {
                     .tenant = tenant,
                     .tenant_weight = weight});
     tenant_of_[id] = tenant;
+    class_of_[id] = priority;
     prompt_of_[id] = prompt;
     generate_of_[id] = generate;
     added_step_[id] = scheduler_.step();
@@ -47,6 +48,7 @@ class QosHarness {
     (void)scheduler_.Apply(plan);
     for (const ScheduledSequence& s : plan.sequences) {
       tokens_[tenant_of_[s.id]] += s.n_tokens;
+      class_tokens_[{tenant_of_[s.id], class_of_[s.id]}] += s.n_tokens;
       if (s.admit && !admitted_step_.contains(s.id)) admitted_step_[s.id] = scheduler_.step();
     }
     for (const StepResult& r : scheduler_.Commit(plan)) {
@@ -74,6 +76,7 @@ class QosHarness {
 
   Scheduler& scheduler() { return scheduler_; }
   std::map<std::string, int64_t>& tokens() { return tokens_; }
+  int64_t ClassTokens(const std::string& tenant, Priority p) { return class_tokens_[{tenant, p}]; }
   const std::map<int64_t, int64_t>& admitted_step() const { return admitted_step_; }
   const std::map<int64_t, int64_t>& added_step() const { return added_step_; }
 
@@ -84,6 +87,8 @@ class QosHarness {
   std::map<int64_t, std::string> tenant_of_;
   std::map<int64_t, int64_t> prompt_of_, generate_of_, added_step_, admitted_step_;
   std::map<std::string, int64_t> tokens_;
+  std::map<int64_t, Priority> class_of_;
+  std::map<std::pair<std::string, Priority>, int64_t> class_tokens_;
 };
 
 // Runs until one tenant has nothing waiting; returns a's share of the tokens computed.
@@ -113,6 +118,22 @@ TEST(QosSchedulerTest, WeightsTwoToOneGiveTokensTwoToOne) {
   const double share = ShareWhileBothBacklogged(h);
   const double ratio = share / (1 - share);
   EXPECT_NEAR(ratio, 2.0, 0.2);
+}
+
+TEST(QosSchedulerTest, FairShareIsWithinAClass) {
+  // Tenant a also sends high requests; within normal it still gets half, as b does.
+  QosHarness h({.max_batched_tokens = 64, .max_seqs = 4, .aging_steps = 0}, 4096);
+  for (int i = 0; i < 150; ++i) {
+    h.Add("a", 1, 10, 20);
+    h.Add("b", 1, 10, 20);
+  }
+  for (int i = 0; i < 40; ++i) h.Add("a", 1, 10, 20, Priority::kHigh);
+  for (int i = 0; i < 100000 && h.Waiting("a") > 0 && h.Waiting("b") > 0; ++i) h.Step();
+  const double a = static_cast<double>(h.ClassTokens("a", Priority::kNormal));
+  const double b = static_cast<double>(h.ClassTokens("b", Priority::kNormal));
+  EXPECT_GT(h.ClassTokens("a", Priority::kHigh), 1000);
+  ASSERT_GT(a + b, 2000);
+  EXPECT_NEAR(a / (a + b), 0.5, 0.05);
 }
 
 TEST(QosSchedulerTest, ClassesComeBeforeFairShare) {
@@ -208,6 +229,24 @@ TEST(QosSchedulerTest, ACriticalPromptIsReadWholeWhileOtherPromptsWait) {
   EXPECT_EQ(tokens[2], 16);
 }
 
+TEST(QosSchedulerTest, ACriticalPromptThatCannotStartBlocksNobody) {
+  // 8 blocks of 4: a normal prompt of 28 tokens (7 blocks) read 8 a step, aged to class 0 at
+  // once, so a critical request needing 3 blocks can neither fit nor preempt it. The normal
+  // prompt must go on (not wait for the critical one), finish, and then the critical starts.
+  QosHarness h({.max_batched_tokens = 8, .max_seqs = 4, .aging_steps = 1}, 8, 4);
+  h.Add("t", 1, 28, 2);  // 1
+  h.Step();
+  h.Step();
+  h.Add("vip", 1, 12, 2, Priority::kCritical);  // 2
+  int steps = 0;
+  for (; steps < 100 && h.scheduler().HasWork(); ++steps) {
+    const StepPlan plan = h.Step();
+    EXPECT_FALSE(plan.sequences.empty()) << "an empty step at " << steps;
+  }
+  EXPECT_FALSE(h.scheduler().HasWork()) << "stuck";
+  EXPECT_TRUE(h.admitted_step().contains(2));
+}
+
 TEST(QosSchedulerTest, ADemotedSequenceRanksAfterEveryClass) {
   QosHarness h({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0}, 256);
   h.Add("t", 1, 4, 1, Priority::kCritical);  // 1: demoted past its deadline
@@ -249,6 +288,18 @@ TEST(FairShareTest, TheClockFollowsTheSlowestLiveTenantAndNeverGoesBack) {
   EXPECT_DOUBLE_EQ(f.VirtualTime("c"), 100);
   f.Charge("c", 10);
   EXPECT_DOUBLE_EQ(f.VirtualTime("c"), 110);
+}
+
+TEST(FairShareTest, ATenantWithNothingWaitingDoesNotHoldTheClockBack) {
+  FairShare f;
+  f.Join("slow", 1);  // one long stream, nothing waiting
+  f.Join("busy", 1);  // a backlog
+  f.Charge("slow", 10);
+  f.Charge("busy", 5000);
+  f.AdvanceClock({"busy"});
+  EXPECT_DOUBLE_EQ(f.clock(), 5000);
+  f.Join("new", 1);  // starts level with the backlogged tenant, not 4990 tokens ahead of it
+  EXPECT_DOUBLE_EQ(f.VirtualTime("new"), 5000);
 }
 
 }  // namespace
