@@ -819,7 +819,7 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.reserved_seqs = s.reserved_seqs;
   stats_.reserved_tokens = s.reserved_tokens;
   stats_.reserved_blocks = s.reserved_blocks;
-  stats_.step_token_budget = scheduler_.options().max_batched_tokens;
+  stats_.step_token_budget = scheduler_.step_budget();
   stats_.step_prefill_chunk = scheduler_.options().prefill_chunk_while_decoding;
   for (size_t c = 0; c < stats_.fair_share_clocks.size(); ++c) {
     stats_.fair_share_clocks[c] = scheduler_.fair_share(static_cast<Priority>(c)).clock();

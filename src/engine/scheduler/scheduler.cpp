@@ -186,7 +186,11 @@ StepPlan Scheduler::Plan() const {
   std::vector<bool> scheduled(order.size(), false);
   int64_t running = 0;
   for (const Sequence* s : order) running += s->running ? 1 : 0;
+  // The configured budget; the step's (adaptive batching) holds the difference back from every
+  // class but the top one, whose prompt is read whole as on an idle server.
   int64_t budget = options_.max_batched_tokens;
+  const int64_t held_back =
+      step_budget_ > 0 ? std::max<int64_t>(0, options_.max_batched_tokens - step_budget_) : 0;
   const int64_t bs = blocks_->block_size();
   // The top class's reserve: what sequences of other classes may not take.
   const Reserve reserve = ReserveNow();
@@ -253,7 +257,7 @@ StepPlan Scheduler::Plan() const {
     if (victim[k]) continue;
     const Sequence& s = *order[k];
     const int64_t len = static_cast<int64_t>(s.tokens.size());
-    const int64_t usable_budget = top(s) ? budget : budget - reserve.tokens;
+    const int64_t usable_budget = top(s) ? budget : budget - reserve.tokens - held_back;
     if (usable_budget <= 0) continue;  // the rest of the budget is the top class's
     if (top_prompt && !top(s) && (!s.running || len - s.num_computed > 1)) continue;
     if (s.running) {
@@ -511,7 +515,7 @@ std::vector<TenantShare> Scheduler::TenantShares() const {
 
 void Scheduler::SetStepLimits(int64_t max_batched_tokens, int64_t prefill_chunk_while_decoding) {
   PIER_CHECK(max_batched_tokens > 0 && prefill_chunk_while_decoding >= 0, "bad step limits");
-  options_.max_batched_tokens = max_batched_tokens;
+  step_budget_ = std::min(max_batched_tokens, options_.max_batched_tokens);
   options_.prefill_chunk_while_decoding = prefill_chunk_while_decoding;
 }
 

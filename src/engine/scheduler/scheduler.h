@@ -210,9 +210,13 @@ class Scheduler {
   SchedulerStats Stats() const;
   int64_t step() const { return step_; }
   const SchedulerOptions& options() const { return options_; }
-  // Adaptive batching (the engine, between steps): this step's token budget and prompt chunk
-  // beside decodes (the options' fields of those names).
+  // Adaptive batching (the engine, between steps): this step's token budget for every class but
+  // the top one (which keeps max_batched_tokens) and the prompt chunk beside decodes.
   void SetStepLimits(int64_t max_batched_tokens, int64_t prefill_chunk_while_decoding);
+  // The step's token budget (SetStepLimits; else max_batched_tokens).
+  int64_t step_budget() const {
+    return step_budget_ > 0 ? step_budget_ : options_.max_batched_tokens;
+  }
   // Whether some running sequence decodes (its prompt is in the cache).
   bool AnyDecoding() const;
 
@@ -270,6 +274,7 @@ class Scheduler {
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
   int64_t admissions_ = 0;
+  int64_t step_budget_ = 0;              // 0: options_.max_batched_tokens
   std::array<FairShare, 4> fair_share_;  // per requested class
   FairShare& ShareOf(const Sequence& s) {
     return fair_share_[static_cast<size_t>(s.spec.priority)];
