@@ -189,8 +189,7 @@ StepPlan Scheduler::Plan() const {
   // The configured budget; the step's (adaptive batching) holds the difference back from every
   // class but the top one, whose prompt is read whole as on an idle server.
   int64_t budget = options_.max_batched_tokens;
-  const int64_t held_back =
-      step_budget_ > 0 ? std::max<int64_t>(0, options_.max_batched_tokens - step_budget_) : 0;
+  int64_t others_budget = step_budget();  // what every class but the top one may still take
   const int64_t bs = blocks_->block_size();
   // The top class's reserve: what sequences of other classes may not take.
   const Reserve reserve = ReserveNow();
@@ -257,7 +256,8 @@ StepPlan Scheduler::Plan() const {
     if (victim[k]) continue;
     const Sequence& s = *order[k];
     const int64_t len = static_cast<int64_t>(s.tokens.size());
-    const int64_t usable_budget = top(s) ? budget : budget - reserve.tokens - held_back;
+    const int64_t usable_budget =
+        top(s) ? budget : std::min(budget, others_budget) - reserve.tokens;
     if (usable_budget <= 0) continue;  // the rest of the budget is the top class's
     if (top_prompt && !top(s) && (!s.running || len - s.num_computed > 1)) continue;
     if (s.running) {
@@ -283,6 +283,7 @@ StepPlan Scheduler::Plan() const {
       sim.Allocate(need);
       scheduled[k] = true;
       budget -= n;
+      if (!top(s)) others_budget -= n;
       plan.sequences.push_back({.id = s.spec.id,
                                 .n_tokens = n,
                                 .admit = false,
@@ -327,6 +328,7 @@ StepPlan Scheduler::Plan() const {
     scheduled[k] = true;
     ++running;
     budget -= n;
+    if (!top(s)) others_budget -= n;
     plan.sequences.push_back({.id = s.spec.id,
                               .n_tokens = n,
                               .admit = true,
