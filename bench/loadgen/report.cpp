@@ -76,42 +76,46 @@ double SloAttainment(const BenchmarkMetrics& m) {
   return sent == 0 ? 0.0 : static_cast<double>(m.good_requests) / static_cast<double>(sent);
 }
 
-// One row per phase (and per model) of a shifting-load schedule.
-std::string ScheduleTable(const BenchmarkResult& result) {
-  const bool slos = !result.config.slos.empty();
-  std::string out = Banner(" Per phase ", '-');
-  char line[256];
-  std::snprintf(line, sizeof(line), "%-14s %6s %6s %9s %10s %10s %10s %8s\n", "phase", "done",
-                "failed", "SLO met", "out tok/s", "p50 TTFT", "p99 TTFT", "p50 TPOT");
-  out += line;
-  auto row = [&](const std::string& name, const BenchmarkMetrics& m) {
-    const std::string slo = slos ? Number(100.0 * SloAttainment(m)) + "%" : "-";
-    std::snprintf(line, sizeof(line), "%-14s %6zu %6zu %9s %10.1f %9.0fms %9.0fms %6.1fms\n",
+// A table of metrics by `what` (phase, model, stream): its header, then one row per call.
+class MetricsTable {
+ public:
+  MetricsTable(std::string* out, const char* what, bool slos) : out_(out), slos_(slos) {
+    std::snprintf(line_, sizeof(line_), "%-14s %6s %6s %9s %10s %10s %10s %8s\n", what, "done",
+                  "failed", "SLO met", "out tok/s", "p50 TTFT", "p99 TTFT", "p50 TPOT");
+    *out_ += line_;
+  }
+  void Row(const std::string& name, const BenchmarkMetrics& m) {
+    const std::string slo = slos_ ? Number(100.0 * SloAttainment(m)) + "%" : "-";
+    std::snprintf(line_, sizeof(line_), "%-14s %6zu %6zu %9s %10.1f %9.0fms %9.0fms %6.1fms\n",
                   name.c_str(), m.completed, m.failed, slo.c_str(), m.output_throughput,
                   m.ttft_ms.median, Percentile(m.ttft_ms, 99), m.tpot_ms.median);
-    out += line;
-  };
-  for (const BenchmarkResult::PhaseMetrics& phase : result.phases) row(phase.name, phase.metrics);
-  row("overall", result.metrics);
+    *out_ += line_;
+  }
+
+ private:
+  std::string* out_;
+  bool slos_;
+  char line_[256];
+};
+
+// One row per phase (and per model) of a shifting-load schedule.
+std::string ScheduleTable(const BenchmarkResult& result) {
+  std::string out = Banner(" Per phase ", '-');
+  MetricsTable table(&out, "phase", !result.config.slos.empty());
+  for (const BenchmarkResult::PhaseMetrics& phase : result.phases) {
+    table.Row(phase.name, phase.metrics);
+  }
+  table.Row("overall", result.metrics);
   out += Banner(" Per model ", '-');
-  for (const auto& [model, m] : result.per_model) row(model, m);
+  for (const auto& [model, m] : result.per_model) table.Row(model, m);
   return out;
 }
 
+// One row per traffic stream (--traffic).
 std::string StreamTable(const BenchmarkResult& result) {
-  const bool slos = !result.config.slos.empty();
   std::string out = Banner(" Per traffic stream ", '-');
-  char line[256];
-  std::snprintf(line, sizeof(line), "%-14s %6s %6s %9s %10s %10s %10s %8s\n", "stream", "done",
-                "failed", "SLO met", "out tok/s", "p50 TTFT", "p99 TTFT", "p50 TPOT");
-  out += line;
-  for (const auto& [name, m] : result.per_stream) {
-    const std::string slo = slos ? Number(100.0 * SloAttainment(m)) + "%" : "-";
-    std::snprintf(line, sizeof(line), "%-14s %6zu %6zu %9s %10.1f %9.0fms %9.0fms %6.1fms\n",
-                  name.c_str(), m.completed, m.failed, slo.c_str(), m.output_throughput,
-                  m.ttft_ms.median, Percentile(m.ttft_ms, 99), m.tpot_ms.median);
-    out += line;
-  }
+  MetricsTable table(&out, "stream", !result.config.slos.empty());
+  for (const auto& [name, m] : result.per_stream) table.Row(name, m);
   return out;
 }
 

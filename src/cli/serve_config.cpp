@@ -187,6 +187,19 @@ std::string FlagName(std::string_view setting) {
   return flag;
 }
 
+namespace {
+
+// "on" or "off"; INVALID_ARGUMENT naming `source` otherwise.
+Result<bool> ParseOnOff(std::string_view value, std::string_view source) {
+  if (value != "on" && value != "off") {
+    return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
+                                std::string(value) + "\"");
+  }
+  return value == "on";
+}
+
+}  // namespace
+
 Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_view value,
                          std::string_view source) {
   if (name == "model") {
@@ -222,11 +235,7 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
   } else if (name == "memory_budget") {
     PIER_ASSIGN_OR_RETURN(o->memory_budget, ParseBudget(value, source));
   } else if (name == "workers") {
-    if (value != "on" && value != "off") {
-      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
-                                  std::string(value) + "\"");
-    }
-    o->workers = value == "on";
+    PIER_ASSIGN_OR_RETURN(o->workers, ParseOnOff(value, source));
   } else if (name == "worker_heartbeat_timeout") {
     PIER_ASSIGN_OR_RETURN(o->worker_heartbeat_timeout_seconds, ParseSeconds(value, source, 0.05));
   } else if (name == "worker_leak_margin") {
@@ -297,27 +306,15 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     }
     o->qos_reserve = share;
   } else if (name == "qos") {
-    if (value != "on" && value != "off") {
-      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
-                                  std::string(value) + "\"");
-    }
-    o->qos = value == "on";
+    PIER_ASSIGN_OR_RETURN(o->qos, ParseOnOff(value, source));
   } else if (name == "adaptive_batching") {
-    if (value != "on" && value != "off") {
-      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
-                                  std::string(value) + "\"");
-    }
-    o->adaptive_batching = value == "on";
+    PIER_ASSIGN_OR_RETURN(o->adaptive_batching, ParseOnOff(value, source));
   } else if (name == "min_batched_tokens") {
     PIER_ASSIGN_OR_RETURN(o->min_batched_tokens, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "max_prefill_chunk") {
     PIER_ASSIGN_OR_RETURN(o->max_prefill_chunk, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "adaptive_batch_window") {
-    if (value != "on" && value != "off") {
-      return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
-                                  std::string(value) + "\"");
-    }
-    o->adaptive_batch_window = value == "on";
+    PIER_ASSIGN_OR_RETURN(o->adaptive_batch_window, ParseOnOff(value, source));
   } else if (name == "embed_batch_tokens") {
     // At least a short text with its [CLS] and [SEP].
     PIER_ASSIGN_OR_RETURN(o->embed_batch_tokens, ParseInteger(value, source, 16, kMaxTokens));

@@ -150,7 +150,14 @@ std::optional<double> PredictQueueWaitMs(const engine::EngineStats& stats,
         own_weight = t.weight > 0 ? t.weight : 1;
       }
     }
-    double fair = own_waiting;
+    // Submissions the engine has not taken yet are in the class's count but in no tenant's:
+    // they count as ahead (their tenants are unknown).
+    double attributed = 0;
+    for (const engine::TenantShare& t : stats.tenants) {
+      if (t.priority == priority) attributed += static_cast<double>(t.waiting);
+    }
+    double fair =
+        own_waiting + std::max(0.0, static_cast<double>(stats.waiting_by_class[cls]) - attributed);
     for (const engine::TenantShare& t : stats.tenants) {
       if (t.priority != priority || t.tenant == tenant) continue;
       fair += std::min(static_cast<double>(t.waiting), (own_waiting + 1) * t.weight / own_weight);

@@ -134,6 +134,9 @@ TEST(PredictedWait, WorkAheadBeyondTheFreeSlotsOverTheDrainRate) {
   EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "abuser"), 47 * 250.0);
   // A new tenant with nothing waiting: one of each other tenant's ahead of it.
   EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "new"), (6 + 2 + 1) * 250.0);
+  // Submissions not yet taken by the engine (in the class's count, in no tenant's) are ahead.
+  s.waiting_by_class[3] = 45;
+  EXPECT_DOUBLE_EQ(*PredictQueueWaitMs(s, engine::Priority::kLow, "new"), (6 + 7 + 1) * 250.0);
 }
 
 }  // namespace
