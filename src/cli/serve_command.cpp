@@ -58,6 +58,7 @@
 #include "http/kserve_api.h"
 #include "http/openai_api.h"
 #include "http/server.h"
+#include "metrics/gpu_telemetry.h"
 #include "metrics/serving_metrics.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
@@ -179,6 +180,13 @@ constexpr SettingHelp kSettingHelp[] = {
     {"ready_policy", "all|any",
      "all: /ready is 200 only while every loaded model can serve (a ready instance, an engine "
      "that is not stalled); any: while at least one can (default all)"},
+    {"gpu_telemetry", "on|off",
+     "Read GPU utilisation, memory, temperature, power, clocks, ECC and XID errors through NVML "
+     "for /metrics and the workers' health (default on; without NVML it says so once)"},
+    {"gpu_telemetry_min_period", "SECONDS",
+     "GPU sampling period when the GPUs are idle (default 1)"},
+    {"gpu_telemetry_max_period", "SECONDS",
+     "GPU sampling period at full load: sampling backs off as SM utilisation rises (default 10)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
     {"swap_space", "BYTES",
@@ -212,7 +220,23 @@ int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout) {
 
 // The models to serve: the models: list, or the one model of -m / model / name; each with the
 // server-wide engine settings and then its own.
-Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options) {
+// NVML's view of a worker process for its supervisor (serving/device_health.h).
+class NvmlDeviceHealth final : public serving::DeviceHealthProbe {
+ public:
+  explicit NvmlDeviceHealth(std::shared_ptr<const metrics::GpuTelemetry> telemetry)
+      : telemetry_(std::move(telemetry)) {}
+  std::optional<uint64_t> DeviceMemoryOf(int64_t pid) const override {
+    return telemetry_->ProcessDeviceMemory(pid);
+  }
+  uint64_t ErrorsOn(const std::string& gpu) const override { return telemetry_->XidErrors(gpu); }
+
+ private:
+  std::shared_ptr<const metrics::GpuTelemetry> telemetry_;
+};
+
+Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
+    const ServeOptions& options,
+    std::shared_ptr<const serving::DeviceHealthProbe> device_health = nullptr) {
   std::vector<ModelConfig> repository = options.models;
   if (repository.empty()) {
     ModelConfig single;
@@ -259,6 +283,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(const ServeOptions& options
     load.swap_space_bytes = settings.swap_space;
     load.workers = settings.workers;
     load.worker_leak_margin_bytes = settings.worker_leak_margin;
+    load.device_health = device_health;
     load.heartbeat_timeout = std::chrono::milliseconds(
         static_cast<int64_t>(settings.worker_heartbeat_timeout_seconds * 1000));
     load.bindings = model.bindings;
@@ -316,8 +341,25 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   }
   const http::ApiKeys* keys_or_null = keys.enabled() ? &keys : nullptr;
 
+  // GPU telemetry first: the workers' supervisors read it from their first heartbeat.
+  std::shared_ptr<metrics::GpuTelemetry> gpu_telemetry;
+  std::shared_ptr<const serving::DeviceHealthProbe> device_health;
+  if (options.gpu_telemetry) {
+    metrics::GpuTelemetryOptions telemetry_options;
+    telemetry_options.min_period = std::chrono::milliseconds(
+        static_cast<int64_t>(options.gpu_telemetry_min_period_seconds * 1000));
+    telemetry_options.max_period = std::chrono::milliseconds(
+        static_cast<int64_t>(options.gpu_telemetry_max_period_seconds * 1000));
+    gpu_telemetry = std::make_shared<metrics::GpuTelemetry>(telemetry_options);
+    if (gpu_telemetry->available()) {
+      device_health = std::make_shared<NvmlDeviceHealth>(gpu_telemetry);
+    } else {
+      gpu_telemetry.reset();
+    }
+  }
+
   // The model repository: the models: list, or the one model of -m / model / name.
-  Result<std::vector<serving::ModelSpec>> specs = ModelSpecsOf(options);
+  Result<std::vector<serving::ModelSpec>> specs = ModelSpecsOf(options, device_health);
   if (!specs.ok()) return Fail(specs.status());
 
   // One device set for the process: every model on a device shares its governor.
@@ -396,13 +438,16 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   admin_options.qos = options.qos;
   admin_options.qos_reserve = options.qos_reserve;
   admin_options.device_governor = &devices->cpu_governor();
+  admin_options.gpu_telemetry = gpu_telemetry.get();
   admin_options.manager = manager.get();
   if (flags.count("config") > 0) {
     // POST /admin/reload: the file as it is now, with the same flags on top.
     serving::DeviceSet* device_set = devices.get();
-    admin_options.read_config = [flags, device_set]() -> Result<std::vector<serving::ModelSpec>> {
+    admin_options.read_config = [flags, device_set,
+                                 device_health]() -> Result<std::vector<serving::ModelSpec>> {
       PIER_ASSIGN_OR_RETURN(ServeOptions now, ResolveServeOptions(flags));
-      PIER_ASSIGN_OR_RETURN(std::vector<serving::ModelSpec> specs, ModelSpecsOf(now));
+      PIER_ASSIGN_OR_RETURN(std::vector<serving::ModelSpec> specs,
+                            ModelSpecsOf(now, device_health));
       PIER_RETURN_IF_ERROR(CheckBindings(specs, *device_set));
       return specs;
     };

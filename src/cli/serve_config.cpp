@@ -1,5 +1,6 @@
 #include "cli/serve_config.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -169,6 +170,9 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "max_body_bytes",
                                                        "shutdown_grace",
                                                        "watchdog_seconds",
+                                                       "gpu_telemetry",
+                                                       "gpu_telemetry_min_period",
+                                                       "gpu_telemetry_max_period",
                                                        "ready_policy",
                                                        "load_wait",
                                                        "unload_grace",
@@ -330,6 +334,12 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
                                   std::string(value) + "\"");
     }
     o->ready_any = value == "any";
+  } else if (name == "gpu_telemetry") {
+    PIER_ASSIGN_OR_RETURN(o->gpu_telemetry, ParseOnOff(value, source));
+  } else if (name == "gpu_telemetry_min_period") {
+    PIER_ASSIGN_OR_RETURN(o->gpu_telemetry_min_period_seconds, ParseSeconds(value, source, 0.01));
+  } else if (name == "gpu_telemetry_max_period") {
+    PIER_ASSIGN_OR_RETURN(o->gpu_telemetry_max_period_seconds, ParseSeconds(value, source, 0.01));
   } else if (name == "watchdog_seconds") {
     PIER_ASSIGN_OR_RETURN(o->watchdog_seconds, ParseSeconds(value, source, 0.001));
   } else if (name == "load_wait") {
@@ -421,6 +431,11 @@ Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string
                                   flags.at("config"));
     }
     PIER_RETURN_IF_ERROR(ApplyServeSetting(&options, name, value, FlagName(name)));
+  }
+  if (options.gpu_telemetry_min_period_seconds > options.gpu_telemetry_max_period_seconds) {
+    return InvalidArgumentError(fmt::format(
+        "gpu_telemetry_min_period ({} s) is above gpu_telemetry_max_period ({} s)",
+        options.gpu_telemetry_min_period_seconds, options.gpu_telemetry_max_period_seconds));
   }
   if (options.max_tokens_limit > 0 && options.default_max_tokens > options.max_tokens_limit) {
     // Only an explicit default is an error: the built-in one follows the limit down.

@@ -86,6 +86,11 @@ struct ServeOptions {
   uint64_t max_body_bytes = uint64_t{4} << 20;
   double shutdown_grace_seconds = 10;  // in-flight requests may finish this long after SIGTERM
   double watchdog_seconds = 30;        // /ready's engine-stall timeout
+  // GPU telemetry through NVML (metrics/gpu_telemetry.h): on by default (a machine without
+  // NVML says so once); its sampling period moves between these with the GPUs' load.
+  bool gpu_telemetry = true;
+  double gpu_telemetry_min_period_seconds = 1;
+  double gpu_telemetry_max_period_seconds = 10;
   bool ready_any = false;  // ready_policy any: /ready is 200 while any loaded model can serve
   double load_wait_seconds = 60;     // a request for an on_demand model waits this for its load
   double unload_grace_seconds = 30;  // in-flight requests of a model being unloaded may finish

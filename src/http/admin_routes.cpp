@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <utility>
@@ -438,7 +440,8 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
                                   .restarts = h.restarts,
                                   .rss_bytes = h.rss_bytes,
                                   .granted_bytes = h.granted_bytes,
-                                  .kv_lent_bytes = h.kv_lent_bytes});
+                                  .kv_lent_bytes = h.kv_lent_bytes,
+                                  .device_bytes = h.device_bytes});
       }
       figures.push_back(std::move(figure));
     }
@@ -451,6 +454,19 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
                          .unloads_idle = entry.idle_unloads});
   }
   response.body = metrics_->Render(figures, lifecycle, options_.device_governor);
+  if (options_.gpu_telemetry != nullptr) {
+    // A GPU's governor is named "cuda:N": its waiting allocations weigh that GPU's pressure.
+    std::map<unsigned, uint64_t> waiting;
+    for (const MemoryGovernor* g : {options_.device_governor}) {
+      if (g == nullptr) continue;
+      const GovernorStats stats = g->Stats();
+      if (stats.device.starts_with("cuda:")) {
+        waiting[static_cast<unsigned>(std::atoi(stats.device.c_str() + 5))] =
+            stats.waiting_allocations;
+      }
+    }
+    metrics::RenderGpuMetrics(options_.gpu_telemetry->Snapshot(), waiting, &response.body);
+  }
   return response;
 }
 

@@ -55,6 +55,7 @@
 #include "engine/scheduler/engine.h"
 #include "http/api_keys.h"
 #include "http/http_types.h"
+#include "metrics/gpu_telemetry.h"
 #include "metrics/serving_metrics.h"
 #include "serving/model_manager.h"
 #include "serving/model_registry.h"
@@ -89,6 +90,8 @@ struct AdminRoutesOptions {
   // The device's governor: /admin/models and /metrics show its figures even when no model
   // on it is loaded. Null: those of the loaded models' governors only.
   const MemoryGovernor* device_governor = nullptr;
+  // GPU telemetry (NVML) appended to /metrics, with each worker's device memory; null: none.
+  const metrics::GpuTelemetry* gpu_telemetry = nullptr;
   // Lifecycle routes: null manager: they answer 501. read_config: the models of the
   // configuration file as it is now (POST /admin/reload; null: 501).
   serving::ModelManager* manager = nullptr;

@@ -95,6 +95,15 @@ MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_
   const auto give_up_at = Clock::now() + timeout;
   std::vector<uint64_t> awaited;  // shrink requests we count on (ours or already in flight)
   bool asked_for_budget = false;  // SetBudgetShortHandler's handler, once per admission
+  // Counted in waiting_allocations_ from the first time the headroom is short until this
+  // returns (every return holds the lock, so the count changes under it).
+  struct WaitingCount {
+    uint64_t* count;
+    bool counted = false;
+    ~WaitingCount() {
+      if (counted) --*count;
+    }
+  } waiting{&waiting_allocations_};
   while (true) {
     CheckDeadlinesLocked();
     const OwnerState* o = FindLocked(owner);
@@ -104,6 +113,10 @@ MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_
     }
     const uint64_t headroom = HeadroomLocked(*o);
     if (bytes <= headroom) return MemoryOk{};
+    if (!waiting.counted) {
+      waiting.counted = true;
+      ++waiting_allocations_;
+    }
 
     // Did someone we are waiting for miss the deadline?
     for (const auto& [id, lease] : leases_) {

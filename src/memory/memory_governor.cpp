@@ -507,6 +507,7 @@ GovernorStats MemoryGovernor::Stats() const {
   stats.failure_count = failure_count_;
   stats.shrink_requests = shrink_requests_;
   stats.deadline_misses = deadline_misses_;
+  stats.waiting_allocations = waiting_allocations_;
   stats.pending_budget_bytes = pending_budget_;
   for (const auto& [lid, lease] : leases_) {
     stats.leases.push_back({.name = lease->name,

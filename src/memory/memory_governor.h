@@ -224,6 +224,9 @@ struct GovernorStats {
   uint64_t failure_count = 0;
   uint64_t shrink_requests = 0;
   uint64_t deadline_misses = 0;
+  // Allocations (and lease growths) short of budget right now, waiting on a reclaim: with
+  // used / capacity, the memory pressure index (pier_memory_pressure_index).
+  uint64_t waiting_allocations = 0;
   std::optional<uint64_t> pending_budget_bytes;  // a lowering on its way (SetBudget)
   std::vector<OwnerStats> owners;
   std::vector<LeaseStats> leases;
@@ -366,6 +369,7 @@ class MemoryGovernor {
   uint64_t failure_count_ PIER_GUARDED_BY(mutex_) = 0;
   uint64_t shrink_requests_ PIER_GUARDED_BY(mutex_) = 0;
   uint64_t deadline_misses_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t waiting_allocations_ PIER_GUARDED_BY(mutex_) = 0;  // inside AdmitLocked, short
 };
 
 }  // namespace pier

@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -11,6 +12,7 @@
 
 #include "common/mutex.h"
 #include "engine/local_model.h"
+#include "metrics/demand_forecast.h"
 #include "metrics/registry.h"
 
 namespace pier::metrics {
@@ -90,6 +92,21 @@ struct ServingMetrics::Instruments {
     std::deque<std::pair<double, bool>> finished;  // (when, met), oldest first
     int64_t met = 0;                               // of them
   };
+  // Each model's demand (requests and tokens per second) and its forecast 5 minutes ahead,
+  // for predictive scaling (pier_demand_*).
+  struct Demand {
+    DemandForecast requests;
+    DemandForecast tokens;
+  };
+  Mutex demand_mutex;
+  std::map<std::string, std::unique_ptr<Demand>> demand PIER_GUARDED_BY(demand_mutex);
+  Demand& DemandOf(const std::string& model) {
+    MutexLock lock(demand_mutex);
+    std::unique_ptr<Demand>& d = demand[model];
+    if (d == nullptr) d = std::make_unique<Demand>();
+    return *d;  // never erased: the reference outlives the lock
+  }
+
   Mutex slo_mutex;
   std::map<std::pair<std::string, std::string>, SloWindow> slo_windows PIER_GUARDED_BY(slo_mutex);
 
@@ -246,6 +263,12 @@ void ServingMetrics::RecordRequest(const RequestRecord& record) {
       std::clamp<double>(static_cast<double>(record.cached_prompt_tokens), 0, prompt);
   in.prompt_tokens->WithLabels(labels).Increment(prompt);
   in.generation_tokens->WithLabels(labels).Increment(generated);
+  {
+    const double now = static_cast<double>(engine::NowUs()) / 1e6;
+    Instruments::Demand& demand = in.DemandOf(model);
+    demand.requests.Record(now);
+    demand.tokens.Record(now, prompt + generated);
+  }
   in.prefix_queries->WithLabels(labels).Increment(prompt);
   in.prefix_hits->WithLabels(labels).Increment(cached);
   in.prompt_length->WithLabels(labels).Observe(prompt);
@@ -576,6 +599,28 @@ void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFig
           bytes(g.shrink_requests));
   counter("pier_memory_deadline_misses_total", "Shrink requests not honoured by their deadline.",
           bytes(g.deadline_misses));
+  // The governor's pressure figures (issue #22): what is promised, lent and being taken back,
+  // and the field report's pressure index, used / capacity x allocations waiting.
+  uint64_t guaranteed_sum = 0, lent = 0, reclaiming = 0;
+  for (const OwnerStats& o : g.owners) guaranteed_sum += o.guaranteed_bytes;
+  for (const LeaseStats& l : g.leases) {
+    lent += (l.chunks - std::min(l.chunks, l.min_chunks)) * l.chunk_bytes;
+    if (l.shrink_pending) ++reclaiming;
+  }
+  gauge("pier_memory_guaranteed_bytes", "Budget guaranteed to owners (their floors), summed.",
+        bytes(guaranteed_sum));
+  gauge("pier_memory_lent_bytes", "Elastic KV chunks held above their leases' minimum.",
+        bytes(lent));
+  gauge("pier_memory_reclaims_in_progress", "Leases asked to shrink that have not yet.",
+        bytes(reclaiming));
+  gauge("pier_memory_waiting_allocations", "Allocations short of budget, waiting on a reclaim now.",
+        bytes(g.waiting_allocations));
+  gauge("pier_memory_pressure_index",
+        "Memory pressure as the field report defined it: held / capacity x allocations waiting "
+        "(0 when none wait).",
+        g.capacity_bytes == 0
+            ? 0
+            : bytes(g.reserved_bytes) / bytes(g.capacity_bytes) * bytes(g.waiting_allocations));
 
   const std::vector<std::string> owner_labels = {"model", "device", "owner"};
   auto& used =
@@ -628,6 +673,34 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
       AddEngineFigures(std::string(m.model), m.engine, live);
     }
   }
+  const double now = static_cast<double>(engine::NowUs()) / 1e6;
+  for (const ModelFigures& m : models) {
+    Instruments::Demand& demand = instruments_->DemandOf(std::string(m.model));
+    const Labels labels = {{"model", std::string(m.model)}};
+    live.GaugeFamily("pier_demand_requests_per_second",
+                     "Requests finished per second over the last minute.", {"model"})
+        .WithLabels(labels)
+        .Set(demand.requests.CurrentRate(now));
+    live.GaugeFamily("pier_demand_tokens_per_second",
+                     "Prompt plus generated tokens per second over the last minute.", {"model"})
+        .WithLabels(labels)
+        .Set(demand.tokens.CurrentRate(now));
+    // Absent until five minutes of history: a trend projected further than it was measured.
+    if (std::optional<double> f = demand.requests.ForecastRate(now)) {
+      live.GaugeFamily("pier_demand_forecast_requests_per_second",
+                       "Forecast request rate 5 minutes ahead (trend and detected cycles).",
+                       {"model"})
+          .WithLabels(labels)
+          .Set(*f);
+    }
+    if (std::optional<double> f = demand.tokens.ForecastRate(now)) {
+      live.GaugeFamily("pier_demand_forecast_tokens_per_second",
+                       "Forecast token rate 5 minutes ahead (trend and detected cycles).",
+                       {"model"})
+          .WithLabels(labels)
+          .Set(*f);
+    }
+  }
   for (const ModelFigures& m : models) {
     for (const WorkerFigures& w : m.workers) {
       const Labels labels = {{"model", std::string(m.model)},
@@ -646,6 +719,21 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
                        {"model", "instance"})
           .WithLabels(labels)
           .Set(static_cast<double>(w.rss_bytes));
+      if (w.device_bytes.has_value()) {
+        // NVML's figure for the worker's process against its grant: the difference is memory
+        // the ledger does not know about (a leak, a CUDA context, a library's own pool).
+        live.GaugeFamily("pier_worker_device_bytes",
+                         "Device memory the worker process holds, as NVML reports it.",
+                         {"model", "instance"})
+            .WithLabels(labels)
+            .Set(static_cast<double>(*w.device_bytes));
+        live.GaugeFamily("pier_worker_device_unaccounted_bytes",
+                         "NVML's device memory of the worker minus its grant (negative: unused "
+                         "grant).",
+                         {"model", "instance"})
+            .WithLabels(labels)
+            .Set(static_cast<double>(*w.device_bytes) - static_cast<double>(w.granted_bytes));
+      }
       live.GaugeFamily("pier_worker_granted_bytes",
                        "Bytes of the device's budget granted to the worker process.",
                        {"model", "instance"})

@@ -56,6 +56,7 @@ struct WorkerFigures {
   uint64_t rss_bytes = 0;      // its resident memory (last heartbeat)
   uint64_t granted_bytes = 0;  // what it was granted from the device's budget, KV lent included
   uint64_t kv_lent_bytes = 0;  // elastic KV lent to it above its minimum
+  std::optional<uint64_t> device_bytes = std::nullopt;  // NVML's figure for its process
 };
 
 // One served model's live figures, read at scrape time.

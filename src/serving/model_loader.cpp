@@ -253,6 +253,7 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
     worker.device_governor = &devices.cpu_governor();
     worker.heartbeat_timeout = options.heartbeat_timeout;
     worker.leak_margin_bytes = options.worker_leak_margin_bytes;
+    worker.device_health = options.device_health;
     worker.drain_grace = options.worker_drain_grace;
     worker.environment = options.worker_environment;
     PIER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client,

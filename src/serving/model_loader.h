@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "engine/kv_store.h"
 #include "engine/local_model.h"
 #include "placement/binding.h"
+#include "serving/device_health.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_registry.h"
@@ -74,6 +76,8 @@ struct ModelLoadOptions {
   bool workers = false;
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed
   uint64_t worker_leak_margin_bytes = 0;  // resident above grant + this: leaking (0: off)
+  // The device's view of each worker (device memory, GPU errors; null: none).
+  std::shared_ptr<const DeviceHealthProbe> device_health = nullptr;
   std::chrono::milliseconds worker_drain_grace{30'000};  // a leaking worker's requests' time
   std::vector<std::string> worker_environment = {};      // "NAME=value" for the workers (tests)
   // Where each worker instance runs (`cpus`, `numa_node`, `gpu`, MPS limits): none, one for

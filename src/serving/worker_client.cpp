@@ -49,6 +49,10 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
     return ResourceExhaustedError(client->name_ + " does not fit: " + grant.status().message());
   }
   client->grant_ = std::move(grant).value();
+  // Errors its GPU reported before this instance existed are not its own.
+  if (o.device_health != nullptr && !o.binding.gpu.empty()) {
+    client->gpu_errors_seen_ = o.device_health->ErrorsOn(o.binding.gpu);
+  }
   if (Status launched = client->Launch(); !launched.ok()) {
     client->grant_.reset();
     (void)o.device_governor->RemoveOwner(client->owner_);
@@ -392,17 +396,7 @@ std::string WorkerClient::ReadFrames() {
         rss_bytes_ = frame->stats().rss_bytes();
         committed_bytes_ = frame->stats().committed_bytes();
         last_heartbeat_ = Clock::now();
-        if (options_.leak_margin_bytes > 0 && state_ == State::kReady &&
-            rss_bytes_ > granted + options_.leak_margin_bytes) {
-          kill_reason_ = "leaking: resident memory " + FormatBytes(rss_bytes_) +
-                         " is more than its grant of " + FormatBytes(granted) +
-                         " plus the margin of " + FormatBytes(options_.leak_margin_bytes) +
-                         "; drained and restarted";
-          spdlog::warn("{} is {}", name_, kill_reason_);
-          state_ = State::kDraining;
-          drain_deadline_ = Clock::now() + options_.drain_grace;
-          changed_.notify_all();
-        }
+        CheckHealthLocked(granted);
         break;
       case Frame::kSubmitReply: {
         auto it = live_.find(frame->submit_reply().request_id());
@@ -442,6 +436,37 @@ std::string WorkerClient::ReadFrames() {
         return "it sent an unexpected " + std::string(ipc::FrameName(*frame)) + " frame";
     }
   }
+}
+
+void WorkerClient::CheckHealthLocked(uint64_t granted) {
+  const DeviceHealthProbe* probe = options_.device_health.get();
+  if (probe != nullptr && pid_ > 0) device_bytes_ = probe->DeviceMemoryOf(pid_);
+  std::string why;
+  const uint64_t margin = options_.leak_margin_bytes;
+  if (margin > 0 && rss_bytes_ > granted + margin) {
+    why = "leaking: resident memory " + FormatBytes(rss_bytes_) + " is more than its grant of " +
+          FormatBytes(granted) + " plus the margin of " + FormatBytes(margin);
+  } else if (margin > 0 && device_bytes_.has_value() && *device_bytes_ > granted + margin) {
+    why = "leaking: device memory " + FormatBytes(*device_bytes_) +
+          " (NVML) is more than its grant of " + FormatBytes(granted) + " plus the margin of " +
+          FormatBytes(margin);
+  }
+  if (probe != nullptr && !options_.binding.gpu.empty()) {
+    const uint64_t errors = probe->ErrorsOn(options_.binding.gpu);
+    if (errors > gpu_errors_seen_) {
+      if (why.empty()) {
+        why = "its GPU " + options_.binding.gpu + " reported a critical error (XID, " +
+              std::to_string(errors - gpu_errors_seen_) + " new)";
+      }
+      gpu_errors_seen_ = errors;
+    }
+  }
+  if (why.empty() || state_ != State::kReady) return;
+  kill_reason_ = why + "; drained and restarted";
+  spdlog::warn("{}: {}", name_, kill_reason_);
+  state_ = State::kDraining;
+  drain_deadline_ = Clock::now() + options_.drain_grace;
+  changed_.notify_all();
 }
 
 void WorkerClient::OnWorkerEnded(const std::string& why) {
@@ -726,6 +751,7 @@ WorkerHealth WorkerClient::Health() const {
   h.binding = options_.binding;
   h.last_failure = last_failure_;
   h.rss_bytes = rss_bytes_;
+  h.device_bytes = device_bytes_;
   h.committed_bytes = committed_bytes_;
   h.granted_bytes = grant_.has_value() ? GrantedBytes() : 0;
   h.kv_lent_bytes = h.granted_bytes - std::min(h.granted_bytes, options_.budget_bytes);

@@ -55,6 +55,7 @@
 #include "ipc/frame.h"
 #include "memory/memory_governor.h"
 #include "placement/binding.h"
+#include "serving/device_health.h"
 #include "serving/model_loader.h"
 
 namespace pier::serving {
@@ -73,6 +74,9 @@ struct WorkerOptions {
   // no new requests, those in flight may finish for `drain_grace`, then it is restarted
   // (0: not checked).
   uint64_t leak_margin_bytes = 0;
+  // A second source beside RSS (null: none): the worker's device memory, checked against the
+  // same grant and margin, and critical errors of its bound GPU, which drain and restart it.
+  std::shared_ptr<const DeviceHealthProbe> device_health = nullptr;
   std::chrono::milliseconds drain_grace{30'000};
   int max_failures = 5;
   std::chrono::milliseconds failure_window{60'000};
@@ -89,11 +93,12 @@ struct WorkerHealth {
   std::string state;  // "starting", "ready", "restarting", "failed"
   int64_t pid = 0;
   int64_t restarts = 0;
-  std::string last_failure;      // how the worker ended last ("killed by signal 9", ...)
-  uint64_t rss_bytes = 0;        // the worker's resident memory, from its last heartbeat
-  uint64_t committed_bytes = 0;  // what its own governor holds
-  uint64_t granted_bytes = 0;    // its grant, with the KV chunks lent to it now
-  uint64_t kv_lent_bytes = 0;    // of which elastic KV above its minimum
+  std::string last_failure;              // how the worker ended last ("killed by signal 9", ...)
+  uint64_t rss_bytes = 0;                // the worker's resident memory, from its last heartbeat
+  std::optional<uint64_t> device_bytes;  // its device memory (device_health), when known
+  uint64_t committed_bytes = 0;          // what its own governor holds
+  uint64_t granted_bytes = 0;            // its grant, with the KV chunks lent to it now
+  uint64_t kv_lent_bytes = 0;            // of which elastic KV above its minimum
   placement::Binding binding;
 };
 
@@ -176,6 +181,10 @@ class WorkerClient final : public engine::EngineClient {
   void ReconcileKv(const ipc::proto::Stats& stats);
   // The grant plus the KV chunks lent now.
   uint64_t GrantedBytes() const;
+  // At each heartbeat (mutex_ held): a worker whose resident or device memory passes its
+  // `granted` bytes plus the leak margin, or whose GPU reported a critical error since the last
+  // look, is drained and restarted.
+  void CheckHealthLocked(uint64_t granted);
 
   const WorkerOptions options_;
   const std::string name_;
@@ -194,6 +203,8 @@ class WorkerClient final : public engine::EngineClient {
   std::map<std::string, Live> live_;
   engine::EngineStats stats_;
   uint64_t rss_bytes_ = 0;
+  std::optional<uint64_t> device_bytes_;
+  uint64_t gpu_errors_seen_ = 0;  // device_health's count for the bound GPU, last looked at
   uint64_t committed_bytes_ = 0;
   std::chrono::steady_clock::time_point last_heartbeat_;
   int64_t restarts_ = 0;

@@ -103,6 +103,9 @@ write_timeout: 1.5
 default_max_tokens: 100
 max_tokens_limit: 500
 cors_origins: "https://app.example, http://localhost:3000/"
+gpu_telemetry: off
+gpu_telemetry_min_period: 0.5
+gpu_telemetry_max_period: 20
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -161,8 +164,11 @@ cors_origins: "https://app.example, http://localhost:3000/"
   EXPECT_EQ(o.max_tokens_limit, 500);
   EXPECT_EQ(o.cors_origins,
             (std::vector<std::string>{"https://app.example", "http://localhost:3000"}));
+  EXPECT_FALSE(o.gpu_telemetry);
+  EXPECT_DOUBLE_EQ(o.gpu_telemetry_min_period_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(o.gpu_telemetry_max_period_seconds, 20);
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 51u);
+  EXPECT_EQ(ServeSettingNames().size(), 54u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -194,6 +200,17 @@ TEST_F(ServeConfigTest, DefaultMaxTokensAboveTheLimitIsAnErrorUnlessItIsTheBuilt
   ASSERT_TRUE(limited.ok()) << limited.status().ToString();
   EXPECT_EQ(limited->default_max_tokens, 500);
   EXPECT_EQ(ResolveServeOptions({})->default_max_tokens, 2048);
+}
+
+TEST_F(ServeConfigTest, TheGpuTelemetryPeriodsMustBeInOrder) {
+  Result<ServeOptions> bad = ResolveServeOptions(
+      {{"gpu_telemetry_min_period", "5"}, {"gpu_telemetry_max_period", "2"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gpu_telemetry_min_period (5 s) is above "
+                                        "gpu_telemetry_max_period (2 s)"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(ResolveServeOptions({{"gpu_telemetry", "maybe"}}).ok());
 }
 
 TEST_F(ServeConfigTest, FlagsWinOverTheFile) {

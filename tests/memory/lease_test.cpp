@@ -89,9 +89,12 @@ TEST_P(LeaseTest, CooperativeOwnerShrinksForAHigherPriorityGrower) {
   OwnerId high = AddOwner(*governor, {.name = "high/kv", .priority = 10});
   Lease* low_ptr = nullptr;
   std::atomic<int> asked{0};
+  std::atomic<uint64_t> waiting_while_asked{0};
   auto low_lease = MakeLease(*governor, low, 6, [&](const ShrinkRequest& request) {
     ++asked;
     EXPECT_EQ(request.requester, "high/kv");
+    // The grower counts as waiting (pier_memory_waiting_allocations) while the reclaim runs.
+    waiting_while_asked = governor->Stats().waiting_allocations;
     // A cooperative owner gives the chunks back from another thread before the deadline.
     std::thread([low_ptr, n = request.chunks] { ASSERT_TRUE(low_ptr->Shrink(n).ok()); }).detach();
   });
@@ -100,6 +103,8 @@ TEST_P(LeaseTest, CooperativeOwnerShrinksForAHigherPriorityGrower) {
   MemoryStatus grown = high_lease->Grow(4, GrowOptions{.wait = true, .timeout = 2000ms});
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
   EXPECT_EQ(asked.load(), 1);
+  EXPECT_EQ(waiting_while_asked.load(), 1u);
+  EXPECT_EQ(governor->Stats().waiting_allocations, 0u) << "no longer waiting once it returns";
   EXPECT_EQ(high_lease->chunks(), 5u);
   EXPECT_EQ(low_lease->chunks(), 3u);
   EXPECT_FALSE(low_lease->pending_request().has_value());

@@ -220,6 +220,17 @@ TEST(ServingMetricsTest, RendersMemoryGovernorFigures) {
   EXPECT_EQ(At(parsed, "pier_memory_owner_unresponsive" + owner_labels("smol/weights")), 0);
   // An unlimited owner has no quota line.
   EXPECT_EQ(parsed.samples.count("pier_memory_owner_quota_bytes" + owner_labels("smol/kv")), 0u);
+  // Pressure: the floors promised, nothing lent or reclaiming, nobody waiting: index 0.
+  EXPECT_EQ(At(parsed, "pier_memory_guaranteed_bytes" + device_labels), 1.0 * kMiB);
+  EXPECT_EQ(At(parsed, "pier_memory_lent_bytes" + device_labels), 0);
+  EXPECT_EQ(At(parsed, "pier_memory_reclaims_in_progress" + device_labels), 0);
+  EXPECT_EQ(At(parsed, "pier_memory_waiting_allocations" + device_labels), 0);
+  EXPECT_EQ(At(parsed, "pier_memory_pressure_index" + device_labels), 0);
+  // Demand: the model's current rates are there from the start; the forecast only after five
+  // minutes of history.
+  EXPECT_EQ(At(parsed, "pier_demand_requests_per_second{model=\"smol\"}"), 0);
+  EXPECT_EQ(At(parsed, "pier_demand_tokens_per_second{model=\"smol\"}"), 0);
+  EXPECT_EQ(parsed.samples.count("pier_demand_forecast_requests_per_second{model=\"smol\"}"), 0u);
 }
 
 // Several models on one device: the device's figures once, each owner under its model, and

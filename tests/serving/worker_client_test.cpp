@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -166,6 +167,72 @@ TEST(WorkerClientTest, ElasticKvGrowsThroughTheDeviceLedgerAndIsGivenBackForAnot
   ASSERT_TRUE(device.RemoveOwner(other).ok());
   started->reset();
   EXPECT_EQ(device.Stats().committed_bytes, 0u) << "the grant and the mirror are back";
+}
+
+// The device's view (NVML on GPU machines) as a second source beside RSS: device memory past
+// the grant plus the margin, or a new critical error on the bound GPU, restarts the worker.
+class ScriptedDeviceHealth final : public DeviceHealthProbe {
+ public:
+  std::optional<uint64_t> DeviceMemoryOf(int64_t pid) const override {
+    if (pid <= 0) return std::nullopt;
+    return pid == leaking_pid.load() ? leaked_bytes.load() : 0;
+  }
+  uint64_t ErrorsOn(const std::string& gpu) const override {
+    return gpu == "GPU-test" ? errors.load() : 0;
+  }
+  std::atomic<int64_t> leaking_pid{0};  // only this process holds leaked_bytes
+  std::atomic<uint64_t> leaked_bytes{0};
+  std::atomic<uint64_t> errors{0};
+};
+
+std::string WaitForRestart(WorkerClient& worker) {
+  for (int i = 0; i < 300; ++i) {
+    const WorkerHealth h = worker.Health();
+    if (h.restarts >= 1 && h.state == "ready") return h.last_failure;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "no restart: " + worker.Health().state;
+}
+
+TEST(WorkerClientTest, DeviceMemoryPastTheGrantOrAGpuErrorRestartsTheWorker) {
+  auto devices = Devices();
+  auto probe = std::make_shared<ScriptedDeviceHealth>();
+  probe->errors = 2;  // before the instance existed: not its own
+  WorkerOptions options;
+  options.load = Load("gpu-watched");
+  options.budget_bytes = *GuaranteedBytes(options.load);
+  options.device_governor = &devices->cpu_governor();
+  options.binary = PierBinary();
+  options.leak_margin_bytes = uint64_t{64} << 20;
+  options.drain_grace = std::chrono::milliseconds(100);
+  options.binding.gpu = "GPU-test";
+  options.device_health = probe;
+  auto worker = WorkerClient::Start(options);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ((*worker)->Health().restarts, 0) << (*worker)->Health().last_failure;
+  EXPECT_EQ((*worker)->Health().device_bytes, 0u);
+
+  probe->errors = 3;
+  std::string why = WaitForRestart(**worker);
+  EXPECT_NE(why.find("GPU GPU-test reported a critical error (XID, 1 new)"), std::string::npos)
+      << why;
+
+  // The restarted worker leaks on the device; the one after it does not.
+  probe->leaked_bytes = options.budget_bytes + (uint64_t{1} << 30);
+  probe->leaking_pid = (*worker)->Health().pid;
+  for (int i = 0; i < 300 && (*worker)->Health().restarts < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  why = (*worker)->Health().last_failure;
+  EXPECT_EQ((*worker)->Health().restarts, 2) << why;
+  EXPECT_NE(why.find("leaking: device memory"), std::string::npos) << why;
+  EXPECT_NE(why.find("(NVML)"), std::string::npos) << why;
+  // It serves after both restarts.
+  auto handle = (*worker)->Submit(Greedy("after"));
+  ASSERT_TRUE(handle.ok()) << handle.status().ToString();
+  EXPECT_EQ((*handle)->WaitAll().back().usage.completion_tokens, 12);
 }
 
 TEST(WorkerClientTest, WhatCannotStartSaysWhy) {
