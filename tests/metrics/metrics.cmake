@@ -2,6 +2,7 @@
 pier_add_test(NAME metrics_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/registry_test.cpp ${CMAKE_CURRENT_LIST_DIR}/serving_metrics_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/demand_forecast_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/exposition_reader_test.cpp
   LIBS pier_metrics LABELS unit)
 target_include_directories(metrics_test PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 

@@ -1,0 +1,236 @@
+#include "cli/top_screen.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace pier::cli {
+namespace {
+
+using metrics::ExpositionRead;
+using metrics::ExpositionSample;
+
+// The samples of one scrape by name.
+class Scrape {
+ public:
+  explicit Scrape(const ExpositionRead* read) {
+    if (read == nullptr) return;
+    for (const ExpositionSample& s : read->samples) by_name_[s.name].push_back(&s);
+  }
+  const std::vector<const ExpositionSample*>& Of(const std::string& name) const {
+    static const std::vector<const ExpositionSample*> kNone;
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? kNone : it->second;
+  }
+  // The value of `name` whose labels include every (label, value) of `match`.
+  std::optional<double> Value(const std::string& name,
+                              const std::vector<std::pair<std::string, std::string>>& match) const {
+    for (const ExpositionSample* s : Of(name)) {
+      bool all = true;
+      for (const auto& [label, value] : match) all = all && s->Label(label) == value;
+      if (all) return s->value;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::map<std::string, std::vector<const ExpositionSample*>> by_name_;
+};
+
+// `text` cut to `width` columns (ASCII), "~" marking the cut.
+std::string Fit(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  if (width == 0) return "";
+  return text.substr(0, width - 1) + "~";
+}
+
+std::string Bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+std::string OrDash(const std::optional<double>& v, const char* format) {
+  if (!v.has_value() || !std::isfinite(*v)) return "-";
+  return fmt::format(fmt::runtime(format), *v);
+}
+
+// Rate of a counter between the scrapes (nullopt without a previous scrape or on a reset).
+std::optional<double> Rate(const Scrape& now, const Scrape& before, double seconds,
+                           const std::string& name,
+                           const std::vector<std::pair<std::string, std::string>>& match) {
+  const std::optional<double> a = before.Value(name, match), b = now.Value(name, match);
+  if (!a.has_value() || !b.has_value() || seconds <= 0 || *b < *a) return std::nullopt;
+  return (*b - *a) / seconds;
+}
+
+}  // namespace
+
+std::string Bar(double fraction, int cells) {
+  if (!std::isfinite(fraction)) fraction = 0;
+  const int filled =
+      static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(cells)));
+  return "[" + std::string(static_cast<size_t>(filled), '#') +
+         std::string(static_cast<size_t>(cells - filled), ' ') + "]";
+}
+
+std::vector<std::string> RenderTopScreen(const TopScreenInput& in) {
+  const Scrape now(in.now), before(in.before);
+  const size_t width = static_cast<size_t>(std::max(in.width, 40));
+  std::vector<std::string> lines;
+  auto add = [&](const std::string& line) { lines.push_back(Fit(line, width)); };
+
+  const std::string left = "pier top  " + in.url;
+  const std::string right = in.clock;
+  add(left.size() + right.size() + 1 <= width
+          ? left + std::string(width - left.size() - right.size(), ' ') + right
+          : left);
+
+  // Models: every model pier_model_state names, in its order.
+  std::vector<std::string> models;
+  std::map<std::string, std::string> state;
+  for (const ExpositionSample* s : now.Of("pier_model_state")) {
+    const std::string model(s->Label("model"));
+    if (std::find(models.begin(), models.end(), model) == models.end()) models.push_back(model);
+    if (s->value == 1) state[model] = std::string(s->Label("state"));
+  }
+  std::map<std::string, std::pair<int, int>> instances;  // model -> (up, all)
+  for (const ExpositionSample* s : now.Of("pier_worker_up")) {
+    auto& [up, all] = instances[std::string(s->Label("model"))];
+    up += s->value == 1 ? 1 : 0;
+    ++all;
+  }
+  add("");
+  add(fmt::format("{:<22} {:<8} {:>5} {:>4} {:>5} {:>7} {:>6}  {}", "MODEL", "STATE", "INST", "RUN",
+                  "WAIT", "TOK/S", "TTFT", "KV USED"));
+  for (const std::string& m : models) {
+    const std::vector<std::pair<std::string, std::string>> match = {{"model", m}};
+    std::string inst = "-";
+    if (auto it = instances.find(m); it != instances.end()) {
+      inst = fmt::format("{}/{}", it->second.first, it->second.second);
+    } else if (state[m] == "ready") {
+      inst = "1/1";  // in process
+    }
+    const std::optional<double> tokens =
+        Rate(now, before, in.seconds_between, "pier_generation_tokens_total", match);
+    // Mean time to first token of the requests finished between the scrapes.
+    std::optional<double> ttft;
+    const auto sum_now = now.Value("pier_time_to_first_token_seconds_sum", match);
+    const auto count_now = now.Value("pier_time_to_first_token_seconds_count", match);
+    const auto sum_before = before.Value("pier_time_to_first_token_seconds_sum", match);
+    const auto count_before = before.Value("pier_time_to_first_token_seconds_count", match);
+    if (sum_now && count_now && sum_before && count_before && *count_now > *count_before) {
+      ttft = (*sum_now - *sum_before) / (*count_now - *count_before);
+    }
+    const std::optional<double> kv = now.Value("pier_kv_cache_usage_ratio", match);
+    const std::string kv_text =
+        kv.has_value() ? Bar(*kv, 8) + fmt::format(" {:>3.0f}%", *kv * 100) : "-";
+    add(fmt::format("{:<22} {:<8} {:>5} {:>4} {:>5} {:>7} {:>6}  {}", Fit(m, 22),
+                    Fit(state.count(m) ? state[m] : "-", 8), inst,
+                    OrDash(now.Value("pier_num_requests_running", match), "{:.0f}"),
+                    OrDash(now.Value("pier_num_requests_waiting", match), "{:.0f}"),
+                    OrDash(tokens, "{:.1f}"), ttft ? fmt::format("{:.2f}s", *ttft) : "-", kv_text));
+  }
+  if (models.empty()) add("(no models)");
+
+  // Waiting sequences by requested class, all models together.
+  std::map<std::string, double> by_class;
+  for (const ExpositionSample* s : now.Of("pier_qos_queued_sequences")) {
+    by_class[std::string(s->Label("class"))] += s->value;
+  }
+  if (!by_class.empty()) {
+    std::string line = "QUEUED   ";
+    for (const char* c : {"critical", "high", "normal", "low"}) {
+      line += fmt::format(" {} {:.0f} ", c, by_class[c]);
+    }
+    add(line);
+  }
+
+  // Memory per device.
+  const auto& used = now.Of("pier_memory_used_bytes");
+  if (!used.empty()) {
+    add("");
+    add("MEMORY");
+    for (const ExpositionSample* s : used) {
+      const std::string device(s->Label("device"));
+      const std::vector<std::pair<std::string, std::string>> match = {{"device", device}};
+      const double budget = now.Value("pier_memory_budget_bytes", match).value_or(0);
+      add(fmt::format("{:<8} {} {:>9} / {:<9} pressure {} waiting {}", Fit(device, 8),
+                      Bar(budget > 0 ? s->value / budget : 0, 20), Bytes(s->value), Bytes(budget),
+                      OrDash(now.Value("pier_memory_pressure_index", match), "{:.2f}"),
+                      OrDash(now.Value("pier_memory_waiting_allocations", match), "{:.0f}")));
+    }
+  }
+
+  // GPUs (whole GPUs and MIG instances) as NVML reports them.
+  const auto& gpus = now.Of("pier_gpu_info");
+  if (!gpus.empty()) {
+    add("");
+    add("GPU");
+    for (const ExpositionSample* s : gpus) {
+      const std::string gpu(s->Label("gpu")), mig(s->Label("mig"));
+      const std::vector<std::pair<std::string, std::string>> match = {{"gpu", gpu}, {"mig", mig}};
+      const std::optional<double> util = now.Value("pier_gpu_utilization_ratio", match);
+      const std::optional<double> mem_used = now.Value("pier_gpu_memory_used_bytes", match);
+      const std::optional<double> mem_total = now.Value("pier_gpu_memory_total_bytes", match);
+      const std::string id = mig.empty() ? gpu : gpu + "/" + mig;
+      std::string line = fmt::format("{:<4} {:<14} util {} {:>4} mem {}", Fit(id, 4),
+                                     Fit(std::string(s->Label("name")), 14),
+                                     util ? Bar(*util, 10) : std::string(12, ' '),
+                                     util ? fmt::format("{:.0f}%", *util * 100) : "-",
+                                     mem_used && mem_total && *mem_total > 0
+                                         ? Bar(*mem_used / *mem_total, 8) + " " + Bytes(*mem_used)
+                                         : "-");
+      if (auto t = now.Value("pier_gpu_temperature_celsius", match)) {
+        line += fmt::format(" {:.0f}C", *t);
+      }
+      if (auto p = now.Value("pier_gpu_power_watts", match)) line += fmt::format(" {:.0f}W", *p);
+      add(line);
+    }
+  }
+
+  // Demand now and forecast five minutes ahead.
+  const auto& demand = now.Of("pier_demand_requests_per_second");
+  if (!demand.empty()) {
+    add("");
+    add(fmt::format("{:<24} {:>10} {:>14}", "DEMAND", "req/s now", "in 5 min"));
+    for (const ExpositionSample* s : demand) {
+      const std::string m(s->Label("model"));
+      add(fmt::format(
+          "{:<24} {:>10.2f} {:>14}", Fit(m, 24), s->value,
+          OrDash(now.Value("pier_demand_forecast_requests_per_second", {{"model", m}}), "{:.2f}")));
+    }
+  }
+
+  // Worker processes.
+  const auto& workers = now.Of("pier_worker_up");
+  if (!workers.empty()) {
+    add("");
+    add(fmt::format("{:<28} {:<5} {:>8} {:>11} {:>11}", "WORKER", "UP", "RESTARTS", "RESIDENT",
+                    "GRANTED"));
+    for (const ExpositionSample* s : workers) {
+      const std::vector<std::pair<std::string, std::string>> match = {
+          {"model", std::string(s->Label("model"))},
+          {"instance", std::string(s->Label("instance"))}};
+      const auto rss = now.Value("pier_worker_resident_bytes", match);
+      const auto granted = now.Value("pier_worker_granted_bytes", match);
+      add(fmt::format(
+          "{:<28} {:<5} {:>8} {:>11} {:>11}",
+          Fit(std::string(s->Label("model")) + "#" + std::string(s->Label("instance")), 28),
+          s->value == 1 ? "yes" : "no",
+          OrDash(now.Value("pier_worker_restarts_total", match), "{:.0f}"), rss ? Bytes(*rss) : "-",
+          granted ? Bytes(*granted) : "-"));
+    }
+  }
+  return lines;
+}
+
+}  // namespace pier::cli
