@@ -1,0 +1,124 @@
+"""GPU telemetry end to end, through the stand-in libnvidia-ml.so.1 (tests/metrics/
+fake_nvml.cpp) found by the same dlopen name as NVIDIA's: /metrics carries the GPU under
+Pier's and the DCGM exporter's names, NVML's per-process memory of a worker is reconciled
+with its grant, a worker that NVML sees holding more device memory than its grant plus the
+leak margin is drained and restarted; and without NVML the server says so once and
+exports no GPU series."""
+import os
+import re
+import time
+from pathlib import Path
+
+from conftest import PIER_BINARY, PierServer, call, metrics_text
+
+FAKE_NVML_DIR = os.environ.get("PIER_FAKE_NVML_DIR") or str(
+    Path(PIER_BINARY).parent / "tests" / "metrics" / "fake_nvml")
+GIB = 1 << 30
+
+SCRIPT = """driver=550.54.15
+devices=1
+gpu0.name=NVIDIA H100 80GB HBM3
+gpu0.uuid=GPU-e2e
+gpu0.util=35
+gpu0.mem_total=85899345920
+gpu0.mem_used=21474836480
+gpu0.temperature=51
+gpu0.power_mw=250000
+gpu0.sm_clock=1980
+gpu0.ecc_corrected=2
+"""
+
+
+def wait_for(predicate, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def sample(text, series):
+    match = re.search("^" + re.escape(series) + r" (\S+)$", text, re.M)
+    return None if match is None else float(match.group(1))
+
+
+def worker(server):
+    return call(server, "GET", "/admin/models")[1]["data"][0]["pier"]["instances"][0]["worker"]
+
+
+def start(tmp_path, script, extra=()):
+    path = tmp_path / "nvml.txt"
+    path.write_text(script)
+    assert Path(FAKE_NVML_DIR, "libnvidia-ml.so.1").exists(), FAKE_NVML_DIR
+    server = PierServer(["--workers", "on", "--gpu-telemetry-min-period", "0.05",
+                         "--gpu-telemetry-max-period", "1.05", *extra],
+                        env={"LD_LIBRARY_PATH": FAKE_NVML_DIR, "PIER_FAKE_NVML_SCRIPT": str(path)})
+    return server, path
+
+
+def test_metrics_carry_the_gpu_and_reconcile_a_workers_device_memory(tmp_path):
+    server, path = start(tmp_path, SCRIPT)
+    try:
+        pid = worker(server)["pid"]
+        path.write_text(SCRIPT + f"gpu0.processes={pid}:{GIB},1:{2 * GIB}\n")
+        labels = f'{{model="{server.model_id}",instance="1"}}'
+        assert wait_for(lambda: sample(metrics_text(server), "pier_worker_device_bytes" + labels)
+                        == GIB), metrics_text(server)
+        text = metrics_text(server)
+        granted = sample(text, "pier_worker_granted_bytes" + labels)
+        assert sample(text, "pier_worker_device_unaccounted_bytes" + labels) == GIB - granted
+        gpu = '{gpu="0",mig="",uuid="GPU-e2e"}'
+        assert sample(text, "pier_gpu_utilization_ratio" + gpu) == 0.35
+        assert sample(text, "pier_gpu_memory_used_bytes" + gpu) == 20 * GIB
+        dcgm = ('{gpu="0",UUID="GPU-e2e",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",'
+                'GPU_I_ID=""}')
+        assert sample(text, "DCGM_FI_DEV_GPU_UTIL" + dcgm) == 35
+        assert sample(text, "DCGM_FI_DEV_FB_USED" + dcgm) == 20 * 1024
+        assert sample(text, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL" + dcgm) == 2
+        assert sample(text, f'pier_gpu_process_memory_bytes{{gpu="0",uuid="GPU-e2e",pid="{pid}"}}') \
+            == GIB
+        # 35% busy: the period sits between the bounds, 50 + 0.35 x 1000 ms.
+        assert sample(text, "pier_gpu_telemetry_period_seconds") == 0.4
+        assert sample(text, 'pier_memory_pressure_index{device="cpu"}') == 0
+        assert worker(server)["restarts"] == 0
+    finally:
+        server.stop_and_check()
+
+
+def test_a_worker_nvml_sees_leaking_device_memory_is_restarted(tmp_path):
+    server, path = start(tmp_path, SCRIPT, ["--worker-leak-margin", "64MiB"])
+    try:
+        pid = worker(server)["pid"]
+        path.write_text(SCRIPT + f"gpu0.processes={pid}:{4 * GIB}\n")
+        assert wait_for(lambda: worker(server)["restarts"] >= 1, timeout=30), worker(server)
+        why = worker(server)["last_failure"]
+        assert "leaking: device memory 4.0 GiB (NVML)" in why, why
+        assert "plus the margin of 64.0 MiB" in why, why
+        assert wait_for(lambda: worker(server)["state"] == "ready"), worker(server)
+        assert worker(server)["pid"] != pid
+        status, body = call(server, "POST", "/v1/completions",
+                            {"model": server.model_id, "prompt": "Hi", "max_tokens": 2})
+        assert status == 200, body
+    finally:
+        server.stop_and_check()
+
+
+def test_without_nvml_the_server_says_so_once_and_exports_no_gpu_series():
+    env = {"LD_LIBRARY_PATH": "/nonexistent"}
+    server = PierServer([], env=env)
+    try:
+        text = metrics_text(server)
+        assert "pier_gpu_" not in text and "DCGM_" not in text
+        log = server.log()
+        assert log.count("GPU telemetry: NVML is not available") == 1, log
+    finally:
+        server.stop_and_check()
+    off = PierServer(["--gpu-telemetry", "off"],
+                     env={"LD_LIBRARY_PATH": FAKE_NVML_DIR,
+                          "PIER_FAKE_NVML_SCRIPT": "/nonexistent"})
+    try:
+        assert "pier_gpu_" not in metrics_text(off)
+        assert "GPU telemetry" not in off.log()
+    finally:
+        off.stop_and_check()
