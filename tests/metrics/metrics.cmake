@@ -27,3 +27,13 @@ target_compile_definitions(gpu_telemetry_test PRIVATE
 add_dependencies(gpu_telemetry_test fake_nvml fake_nvml_old)
 set_tests_properties(gpu_telemetry_test PROPERTIES
   ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml")
+
+# NVIDIA's own NVML through Pier's declarations, on a GPU machine (scripts/gpu-check carries
+# it there): only the loader and Status, so the binary needs nothing beyond glibc.
+add_executable(nvml_gpu_test ${CMAKE_CURRENT_LIST_DIR}/nvml_gpu_test.cpp
+  ${PROJECT_SOURCE_DIR}/src/metrics/nvml_library.cpp ${PROJECT_SOURCE_DIR}/src/common/status.cpp)
+target_include_directories(nvml_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(nvml_gpu_test PRIVATE GTest::gtest GTest::gtest_main ${CMAKE_DL_LIBS})
+add_test(NAME nvml_gpu_test COMMAND nvml_gpu_test)
+set_tests_properties(nvml_gpu_test PROPERTIES LABELS gpu
+  SKIP_REGULAR_EXPRESSION "no usable GPU, skipped")
