@@ -228,7 +228,9 @@ class NvmlDeviceHealth final : public serving::DeviceHealthProbe {
   std::optional<uint64_t> DeviceMemoryOf(int64_t pid) const override {
     return telemetry_->ProcessDeviceMemory(pid);
   }
-  uint64_t ErrorsOn(const std::string& gpu) const override { return telemetry_->XidErrors(gpu); }
+  uint64_t ErrorsOn(const std::string& gpu) const override {
+    return telemetry_->DeviceFatalXids(gpu);
+  }
 
  private:
   std::shared_ptr<const metrics::GpuTelemetry> telemetry_;

@@ -41,11 +41,20 @@ class Scrape {
   std::map<std::string, std::vector<const ExpositionSample*>> by_name_;
 };
 
-// `text` cut to `width` columns (ASCII), "~" marking the cut.
+// `text` cut to `width` columns, "~" marking the cut. Control characters from the server
+// (a model name or an error with "\n" or an escape sequence) become '?', so nothing it sends
+// moves the cursor; a cut never splits a UTF-8 sequence. Columns are counted as bytes, so
+// non-ASCII text is cut early rather than late.
 std::string Fit(const std::string& text, size_t width) {
-  if (text.size() <= width) return text;
+  std::string clean = text;
+  for (char& c : clean) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  if (clean.size() <= width) return clean;
   if (width == 0) return "";
-  return text.substr(0, width - 1) + "~";
+  size_t cut = width - 1;
+  while (cut > 0 && (static_cast<unsigned char>(clean[cut]) & 0xC0) == 0x80) --cut;
+  return clean.substr(0, cut) + "~";
 }
 
 std::string Bytes(double bytes) {

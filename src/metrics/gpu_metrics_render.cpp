@@ -1,6 +1,7 @@
 // RenderGpuMetrics: the GPU telemetry snapshot as Prometheus families, under Pier's names and
 // units (bytes, hertz, ratios 0..1) and again under the DCGM exporter's (MiB, MHz, percent),
 // computed from the same reading.
+#include <cmath>
 #include <string>
 
 #include "metrics/gpu_telemetry.h"
@@ -33,10 +34,13 @@ struct Pair {
   Family<Gauge>* pier;
   Family<Gauge>* dcgm;  // null: DCGM has no such field
   double scale;
+  bool integral = false;  // DCGM's value is an integer (percent, MHz)
   void Set(const GpuReading& g, const std::optional<double>& value) const {
     if (!value.has_value()) return;
     pier->WithLabels(PierLabels(g)).Set(*value);
-    if (dcgm != nullptr) dcgm->WithLabels(DcgmLabels(g)).Set(*value * scale);
+    // NVML's percentages and MHz are integers: no 28.999999999999996 from 0.29 x 100.
+    if (dcgm != nullptr)
+      dcgm->WithLabels(DcgmLabels(g)).Set(integral ? std::round(*value * scale) : *value * scale);
   }
 };
 
@@ -61,23 +65,24 @@ void RenderGpuMetrics(const GpuTelemetrySnapshot& snapshot,
                           {"gpu", "mig", "uuid", "name", "driver"});
   const Pair util{
       pier("pier_gpu_utilization_ratio", "SM utilisation over NVML's last sample period, 0..1."),
-      dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."), 100};
+      dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."), 100, true};
   const Pair mem_util{pier("pier_gpu_memory_utilization_ratio",
                            "Share of time device memory was read or written, 0..1."),
-                      dcgm("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %)."), 100};
+                      dcgm("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %)."), 100, true};
   const Pair used{pier("pier_gpu_memory_used_bytes", "Device memory in use (every process)."),
                   dcgm("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."), 1 / kMiB};
   const Pair total{pier("pier_gpu_memory_total_bytes", "Device memory."), nullptr, 1};
   const Pair free{pier("pier_gpu_memory_free_bytes", "Device memory free."),
                   dcgm("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."), 1 / kMiB};
   const Pair temp{pier("pier_gpu_temperature_celsius", "GPU temperature."),
-                  dcgm("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."), 1};
+                  dcgm("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."), 1, true};
   const Pair power{pier("pier_gpu_power_watts", "Power draw."),
                    dcgm("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."), 1};
   const Pair sm_clock{pier("pier_gpu_sm_clock_hertz", "SM clock."),
-                      dcgm("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)."), 1e-6};
+                      dcgm("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)."), 1e-6, true};
   const Pair mem_clock{pier("pier_gpu_memory_clock_hertz", "Memory clock."),
-                       dcgm("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."), 1e-6};
+                       dcgm("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."), 1e-6,
+                       true};
   const Pair tx{pier("pier_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput."), nullptr, 1};
   const Pair rx{pier("pier_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput."), nullptr, 1};
   auto& ecc = r.AddCounter("pier_gpu_ecc_errors_total",
@@ -136,6 +141,7 @@ void RenderGpuMetrics(const GpuTelemetrySnapshot& snapshot,
     }
     if (g.processes.has_value()) {
       for (const GpuProcessMemory& p : *g.processes) {
+        if (!p.known) continue;
         process.WithLabels({{"gpu", index}, {"uuid", g.uuid}, {"pid", std::to_string(p.pid)}})
             .Set(static_cast<double>(p.bytes));
       }

@@ -23,6 +23,7 @@ struct GpuTelemetry::Handles {
   };
   std::vector<Entry> devices;  // whole GPUs, each followed by its MIG devices
   nvml::EventSet events = nullptr;
+  bool events_registered = false;  // at least one GPU reports XIDs into `events`
   std::string driver_version;
 };
 
@@ -48,7 +49,7 @@ GpuTelemetry::GpuTelemetry(GpuTelemetryOptions options)
   SampleNow();
   if (options_.start_threads) {
     sampler_ = std::thread([this] { SampleLoop(); });
-    if (handles_->events != nullptr) events_ = std::thread([this] { EventLoop(); });
+    if (handles_->events_registered) events_ = std::thread([this] { EventLoop(); });
   }
 }
 
@@ -107,8 +108,10 @@ void GpuTelemetry::Open() {
     gpu.uuid = Text(api.uuid, gpu.device);
     gpu.name = Text(api.name, gpu.device);
     if (handles_->events != nullptr) {
-      if (Return r = api.register_events(gpu.device, nvml::kEventXid, handles_->events);
-          r != nvml::kSuccess && r != nvml::kErrorNotSupported) {
+      const Return r = api.register_events(gpu.device, nvml::kEventXid, handles_->events);
+      if (r == nvml::kSuccess) {
+        handles_->events_registered = true;
+      } else if (r != nvml::kErrorNotSupported) {
         spdlog::warn("GPU telemetry: GPU {} does not report XID errors ({})", i,
                      (*lib)->ErrorText(r));
       }
@@ -173,20 +176,24 @@ void GpuTelemetry::SampleNow() {
       g.memory_used_bytes = memory.used;
       g.memory_total_bytes = memory.total;
     }
+    // A MIG instance answers for its memory and processes; the rest is the whole GPU's (and
+    // NVML may refuse it on an instance with another code than Not Supported).
+    const bool whole = d.mig < 0;
     nvml::Utilization util{};
-    if (api.utilization != nullptr && ok("utilization", api.utilization(d.device, &util))) {
+    if (whole && api.utilization != nullptr &&
+        ok("utilization", api.utilization(d.device, &util))) {
       g.utilization = std::min(util.gpu, 100u) / 100.0;
       g.memory_utilization = std::min(util.memory, 100u) / 100.0;
     }
     unsigned value = 0;
-    if (api.temperature != nullptr &&
+    if (whole && api.temperature != nullptr &&
         ok("temperature", api.temperature(d.device, nvml::kTemperatureGpu, &value))) {
       g.temperature_celsius = value;
     }
-    if (api.power_usage != nullptr && ok("power", api.power_usage(d.device, &value))) {
+    if (whole && api.power_usage != nullptr && ok("power", api.power_usage(d.device, &value))) {
       g.power_watts = value / 1000.0;
     }
-    if (api.clock_info != nullptr) {
+    if (whole && api.clock_info != nullptr) {
       if (ok("SM clock", api.clock_info(d.device, nvml::kClockSm, &value))) {
         g.sm_clock_hertz = value * 1e6;
       }
@@ -194,7 +201,7 @@ void GpuTelemetry::SampleNow() {
         g.memory_clock_hertz = value * 1e6;
       }
     }
-    if (api.pcie_throughput != nullptr && d.mig < 0) {
+    if (whole && api.pcie_throughput != nullptr) {
       if (ok("PCIe TX", api.pcie_throughput(d.device, nvml::kPcieTxBytes, &value))) {
         g.pcie_tx_bytes_per_second = value * 1024.0;
       }
@@ -203,7 +210,7 @@ void GpuTelemetry::SampleNow() {
       }
     }
     unsigned long long ecc = 0;
-    if (api.total_ecc_errors != nullptr && d.mig < 0) {
+    if (whole && api.total_ecc_errors != nullptr) {
       if (ok("ECC corrected",
              api.total_ecc_errors(d.device, nvml::kEccCorrected, nvml::kEccVolatile, &ecc))) {
         g.ecc_corrected = ecc;
@@ -213,7 +220,7 @@ void GpuTelemetry::SampleNow() {
         g.ecc_uncorrected = ecc;
       }
     }
-    if (api.compute_processes != nullptr && d.mig < 0) {
+    if (api.compute_processes != nullptr) {
       std::vector<nvml::ProcessInfo> infos(16);
       Return r = nvml::kErrorInsufficientSize;
       unsigned n = 0;
@@ -227,8 +234,9 @@ void GpuTelemetry::SampleNow() {
         std::vector<GpuProcessMemory> processes;
         for (unsigned i = 0; i < std::min<size_t>(n, infos.size()); ++i) {
           // NVML_VALUE_NOT_AVAILABLE (all ones): the driver does not know (MIG, no rights).
-          if (infos[i].used_gpu_memory == ULLONG_MAX) continue;
-          processes.push_back({.pid = infos[i].pid, .bytes = infos[i].used_gpu_memory});
+          const bool known = infos[i].used_gpu_memory != ULLONG_MAX;
+          processes.push_back(
+              {.pid = infos[i].pid, .bytes = known ? infos[i].used_gpu_memory : 0, .known = known});
         }
         g.processes = std::move(processes);
       }
@@ -265,6 +273,11 @@ bool GpuTelemetry::PollEvents(std::chrono::milliseconds timeout) {
   MutexLock lock(mutex_);
   if (r != nvml::kSuccess) {
     LogOnce("waiting for XID events: " + library_->ErrorText(r));
+    // An error answers at once: wait out the timeout here, or the event thread would spin.
+    lock.WaitFor(wake_, timeout, [this] {
+      mutex_.AssertHeld();
+      return stop_;
+    });
     return false;
   }
   if ((data.event_type & nvml::kEventXid) == 0) return false;
@@ -275,6 +288,9 @@ bool GpuTelemetry::PollEvents(std::chrono::milliseconds timeout) {
   if (!gpu.has_value()) return false;
   snapshot_.xid_errors[{*gpu, data.event_data}] += 1;
   snapshot_.last_xid[*gpu] = data.event_data;
+  if (IsDeviceFatalXid(data.event_data)) {
+    fatal_xids_.push_back({.gpu = *gpu, .gpu_instance_id = data.gpu_instance_id});
+  }
   spdlog::error("GPU telemetry: GPU {} reported XID {}", *gpu, data.event_data);
   return true;
 }
@@ -316,27 +332,68 @@ std::chrono::milliseconds GpuTelemetry::period() const {
 
 std::optional<uint64_t> GpuTelemetry::ProcessDeviceMemory(int64_t pid) const {
   MutexLock lock(mutex_);
+  // Per physical GPU, the instances' lists when any has one (a MIG-enabled GPU answers per
+  // instance without special rights), else the GPU's own: never both, so nothing counts twice.
+  std::set<unsigned> from_instances;
+  for (const GpuReading& g : snapshot_.gpus) {
+    if (g.mig >= 0 && g.processes.has_value()) from_instances.insert(g.gpu);
+  }
   std::optional<uint64_t> total;
   for (const GpuReading& g : snapshot_.gpus) {
-    if (!g.processes.has_value()) continue;
+    if (!g.processes.has_value() || (g.mig >= 0) != from_instances.contains(g.gpu)) continue;
     if (!total.has_value()) total = 0;
     for (const GpuProcessMemory& p : *g.processes) {
-      if (p.pid == pid) *total += p.bytes;
+      if (p.pid != pid) continue;
+      if (!p.known) return std::nullopt;
+      *total += p.bytes;
     }
   }
   return total;
 }
 
-uint64_t GpuTelemetry::XidErrors(std::string_view gpu) const {
+bool IsDeviceFatalXid(uint64_t xid) {
+  // The XIDs NVIDIA's guide attributes to the device rather than to one application: double-
+  // bit and uncontained ECC errors, row-remapping events, NVLink, the GPU falling off the
+  // bus, a high single-bit rate, GSP failures. Application faults (13, 31, 43, 45, 68, ...)
+  // any process on the GPU can cause; they are counted, not acted on.
+  switch (xid) {
+    case 48:   // double-bit ECC error
+    case 63:   // ECC page retirement / row remapping recorded
+    case 64:   // ... failed
+    case 74:   // NVLink error
+    case 79:   // GPU has fallen off the bus
+    case 92:   // high single-bit ECC error rate
+    case 94:   // contained ECC error
+    case 95:   // uncontained ECC error
+    case 119:  // GSP RPC timeout
+    case 120:  // GSP error
+    case 140:  // unrecovered ECC error
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint64_t GpuTelemetry::DeviceFatalXids(std::string_view gpu) const {
   MutexLock lock(mutex_);
   std::optional<unsigned> index;
+  std::optional<unsigned> instance;  // a MIG binding: only its GPU instance's, or device-wide
   for (const GpuReading& g : snapshot_.gpus) {
-    if (g.uuid == gpu || (g.mig < 0 && std::to_string(g.gpu) == gpu)) index = g.gpu;
+    if (g.uuid == gpu || (g.mig < 0 && std::to_string(g.gpu) == gpu)) {
+      index = g.gpu;
+      if (g.mig >= 0) instance = g.gpu_instance_id;
+    }
   }
   if (!index.has_value()) return 0;
+  constexpr unsigned kWholeDevice = 0xFFFFFFFFu;  // NVML's "not attributed to an instance"
   uint64_t count = 0;
-  for (const auto& [key, n] : snapshot_.xid_errors) {
-    if (key.first == *index) count += n;
+  for (const FatalXid& x : fatal_xids_) {
+    if (x.gpu != *index) continue;
+    if (instance.has_value() && x.gpu_instance_id != *instance &&
+        x.gpu_instance_id != kWholeDevice) {
+      continue;
+    }
+    ++count;
   }
   return count;
 }

@@ -1,10 +1,11 @@
 // GpuTelemetry: what NVML says about every GPU and MIG instance of this machine, sampled in
 // the background for /metrics and for the worker supervisor's health checks.
 //
-// Readings per GPU (and per MIG instance where NVML answers for one): SM utilisation, memory
-// used/total, temperature, power, SM and memory clocks, PCIe throughput, volatile ECC error
-// counts, and the memory each process holds on it. Critical XID errors arrive as NVML events
-// on a second thread and are counted per GPU and XID number. A reading NVML refuses for a GPU
+// Readings per GPU: SM utilisation, memory used/total, temperature, power, SM and memory
+// clocks, PCIe throughput, volatile ECC error counts, and the memory each process holds on
+// it; per MIG instance, its memory and processes (the rest is the GPU's). Critical XID errors
+// arrive as NVML events on a second thread and are counted per GPU and XID number. A reading NVML
+// refuses for a GPU
 // ("Not Supported", "GPU is lost", ...) is absent from the snapshot, the rest stay, and the
 // refusal is logged once per GPU, reading and code.
 //
@@ -51,6 +52,7 @@ struct GpuTelemetryOptions {
 struct GpuProcessMemory {
   int64_t pid = 0;
   uint64_t bytes = 0;
+  bool known = true;  // false: NVML lists the process without its memory (MIG, no rights)
 };
 
 // One GPU, or one MIG instance of it (mig >= 0). Absent optionals: NVML did not answer.
@@ -105,11 +107,15 @@ class GpuTelemetry {
 
   GpuTelemetrySnapshot Snapshot() const;
   std::chrono::milliseconds period() const;
-  // Device memory `pid` holds over every GPU (last sample); nullopt when NVML does not say.
+  // Device memory `pid` holds over every GPU (last sample): on a MIG-enabled GPU from its
+  // instances' process lists when NVML gives them, else from the GPU's. 0 when no list names
+  // it; nullopt when there is no list, or one names it without its memory.
   std::optional<uint64_t> ProcessDeviceMemory(int64_t pid) const;
-  // Critical XID errors counted on the physical GPU that `gpu` names: an index ("1"), a
-  // "GPU-..." UUID, or a "MIG-..." UUID of one of its instances; 0 when unknown.
-  uint64_t XidErrors(std::string_view gpu) const;
+  // Device-level XID errors (IsDeviceFatalXid) counted on the GPU that `gpu` names: an
+  // index ("1"), a "GPU-..." UUID, or a "MIG-..." UUID (then only those of its GPU instance
+  // and those NVML does not attribute to one); 0 when unknown. What restarts the workers
+  // bound there; every critical XID is in the snapshot's counts.
+  uint64_t DeviceFatalXids(std::string_view gpu) const;
 
  private:
   struct Handles;
@@ -128,11 +134,20 @@ class GpuTelemetry {
   GpuTelemetrySnapshot snapshot_ PIER_GUARDED_BY(mutex_);
   std::chrono::milliseconds period_ PIER_GUARDED_BY(mutex_);
   std::set<std::string> logged_ PIER_GUARDED_BY(mutex_);
+  struct FatalXid {
+    unsigned gpu = 0;
+    unsigned gpu_instance_id = 0;
+  };
+  std::vector<FatalXid> fatal_xids_ PIER_GUARDED_BY(mutex_);
   bool stop_ PIER_GUARDED_BY(mutex_) = false;
   std::condition_variable wake_;
   std::thread sampler_;
   std::thread events_;
 };
+
+// XIDs that mean the device itself failed (ECC, NVLink, off the bus, GSP), as opposed to an
+// application's fault: the ones that restart the workers bound to that GPU.
+bool IsDeviceFatalXid(uint64_t xid);
 
 // Appends the snapshot's metrics in Prometheus' text format: Pier's names (pier_gpu_*) and the
 // DCGM exporter's names and units where one exists (DCGM_FI_DEV_GPU_UTIL in percent,

@@ -335,6 +335,12 @@ bool WorkerClient::Relaunch() {
       }
       ++restarts_;
       state_ = State::kReady;
+      // The new process starts with fresh device figures; errors its GPU reported while the
+      // old one died (often because it died) are not the new one's.
+      device_baseline_.reset();
+      if (options_.device_health != nullptr && !options_.binding.gpu.empty()) {
+        gpu_errors_seen_ = options_.device_health->ErrorsOn(options_.binding.gpu);
+      }
       spdlog::info("{} restarted (restart {})", name_, restarts_);
       // Requests that had not started go to the new worker.
       for (auto& [id, live] : live_) {
@@ -446,10 +452,22 @@ void WorkerClient::CheckHealthLocked(uint64_t granted) {
   if (margin > 0 && rss_bytes_ > granted + margin) {
     why = "leaking: resident memory " + FormatBytes(rss_bytes_) + " is more than its grant of " +
           FormatBytes(granted) + " plus the margin of " + FormatBytes(margin);
-  } else if (margin > 0 && device_bytes_.has_value() && *device_bytes_ > granted + margin) {
-    why = "leaking: device memory " + FormatBytes(*device_bytes_) +
-          " (NVML) is more than its grant of " + FormatBytes(granted) + " plus the margin of " +
-          FormatBytes(margin);
+  } else if (margin > 0 && device_bytes_.has_value() && state_ == State::kReady) {
+    // Device memory is measured against what the worker held at its first reading once ready
+    // (its CUDA context, weights, workspace: not in a host grant), plus what its grant has
+    // grown by since (elastic KV lent to it), plus the margin.
+    if (!device_baseline_.has_value()) {
+      device_baseline_ = *device_bytes_;
+      granted_baseline_ = granted;
+    } else {
+      const uint64_t growth = granted > granted_baseline_ ? granted - granted_baseline_ : 0;
+      if (*device_bytes_ > *device_baseline_ + growth + margin) {
+        why = "leaking: device memory " + FormatBytes(*device_bytes_) +
+              " (NVML) is more than the " + FormatBytes(*device_baseline_) +
+              " it held when ready, plus its grant's growth of " + FormatBytes(growth) +
+              ", plus the margin of " + FormatBytes(margin);
+      }
+    }
   }
   if (probe != nullptr && !options_.binding.gpu.empty()) {
     const uint64_t errors = probe->ErrorsOn(options_.binding.gpu);

@@ -19,7 +19,9 @@
 // `max_failures` failures within `failure_window` the instance is quarantined: state failed,
 // every request refused with the last reason, until the instance is loaded again. A worker
 // whose resident memory exceeds its grant by more than `leak_margin_bytes` is drained (new
-// requests wait, those in flight finish within `drain_grace`) and restarted.
+// requests wait, those in flight finish within `drain_grace`) and restarted; so is one whose
+// device memory (DeviceHealthProbe: NVML) grows past its first reading once ready by more than
+// its grant's growth plus that margin, or whose bound GPU reports a device-level error.
 //
 // Memory: the worker gets its own device set whose budget is `budget_bytes`, granted from the
 // supervisor's device governor, where the grant is reserved under the owner "<id>/worker"
@@ -74,8 +76,9 @@ struct WorkerOptions {
   // no new requests, those in flight may finish for `drain_grace`, then it is restarted
   // (0: not checked).
   uint64_t leak_margin_bytes = 0;
-  // A second source beside RSS (null: none): the worker's device memory, checked against the
-  // same grant and margin, and critical errors of its bound GPU, which drain and restart it.
+  // A second source beside RSS (null: none): the worker's device memory, which may grow past
+  // what it held at its first reading once ready by its grant's growth plus the leak margin,
+  // and device-level errors of its bound GPU; either drains and restarts it.
   std::shared_ptr<const DeviceHealthProbe> device_health = nullptr;
   std::chrono::milliseconds drain_grace{30'000};
   int max_failures = 5;
@@ -205,6 +208,8 @@ class WorkerClient final : public engine::EngineClient {
   uint64_t rss_bytes_ = 0;
   std::optional<uint64_t> device_bytes_;
   uint64_t gpu_errors_seen_ = 0;  // device_health's count for the bound GPU, last looked at
+  std::optional<uint64_t> device_baseline_;  // device memory at the first reading once ready
+  uint64_t granted_baseline_ = 0;            // the grant then
   uint64_t committed_bytes_ = 0;
   std::chrono::steady_clock::time_point last_heartbeat_;
   int64_t restarts_ = 0;

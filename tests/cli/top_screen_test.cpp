@@ -107,6 +107,26 @@ TEST(TopScreenTest, WithoutAPreviousScrapeRatesAreDashesAndEmptySectionsAreLeftO
   EXPECT_EQ(Find(lines, "WORKER").rfind("<no line", 0), 0u);
 }
 
+TEST(TopScreenTest, WhatTheServerSendsCannotMoveTheCursorOrSplitACharacter) {
+  const metrics::ExpositionRead now = metrics::ReadExposition(
+      "pier_model_state{model=\"evil\\n\u001b[2Jname\",state=\"ready\"} 1\n"
+      "pier_model_state{model="
+      "\"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\",state="
+      "\"ready\"} 1\n");
+  const std::vector<std::string> lines =
+      RenderTopScreen({.url = "http://x", .clock = "00:00:00", .now = &now, .width = 80});
+  for (const std::string& line : lines) {
+    for (char c : line) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << line;
+  }
+  const std::string evil = Find(lines, "evil?");
+  EXPECT_NE(evil.find("evil??[2Jname"), std::string::npos) << evil;
+  // Twelve two-byte characters cut at 22 bytes: ten whole ones, then "~" (the 11th would
+  // straddle the cut).
+  const std::string cut = Find(lines, "\u00e9");
+  EXPECT_EQ(cut.substr(0, 21), "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9~")
+      << cut;
+}
+
 TEST(TopScreenTest, BarsFillInProportionAndClamp) {
   EXPECT_EQ(Bar(0, 4), "[    ]");
   EXPECT_EQ(Bar(0.5, 4), "[##  ]");

@@ -26,6 +26,7 @@ gpu0.temperature=51
 gpu0.power_mw=250000
 gpu0.sm_clock=1980
 gpu0.ecc_corrected=2
+gpu0.processes=1:1048576
 """
 
 
@@ -58,10 +59,12 @@ def start(tmp_path, script, extra=()):
 
 
 def test_metrics_carry_the_gpu_and_reconcile_a_workers_device_memory(tmp_path):
-    server, path = start(tmp_path, SCRIPT)
+    # No leak check here (margin 0): 1 GiB appearing would otherwise be one.
+    server, path = start(tmp_path, SCRIPT, ["--worker-leak-margin", "0"])
     try:
         pid = worker(server)["pid"]
-        path.write_text(SCRIPT + f"gpu0.processes={pid}:{GIB},1:{2 * GIB}\n")
+        path.write_text(SCRIPT.replace("gpu0.processes=1:1048576",
+                                       f"gpu0.processes={pid}:{GIB},1:{2 * GIB}"))
         labels = f'{{model="{server.model_id}",instance="1"}}'
         assert wait_for(lambda: sample(metrics_text(server), "pier_worker_device_bytes" + labels)
                         == GIB), metrics_text(server)
@@ -90,7 +93,10 @@ def test_a_worker_nvml_sees_leaking_device_memory_is_restarted(tmp_path):
     server, path = start(tmp_path, SCRIPT, ["--worker-leak-margin", "64MiB"])
     try:
         pid = worker(server)["pid"]
-        path.write_text(SCRIPT + f"gpu0.processes={pid}:{4 * GIB}\n")
+        # Its first reading once ready was 0 (not listed): 4 GiB is past 0 + 64 MiB.
+        time.sleep(0.5)
+        path.write_text(SCRIPT.replace("gpu0.processes=1:1048576",
+                                       f"gpu0.processes={pid}:{4 * GIB}"))
         assert wait_for(lambda: worker(server)["restarts"] >= 1, timeout=30), worker(server)
         why = worker(server)["last_failure"]
         assert "leaking: device memory 4.0 GiB (NVML)" in why, why

@@ -13,7 +13,8 @@
 //   gpu0.sm_clock=1980 gpu0.mem_clock=2619 gpu0.pcie_tx=1000 gpu0.pcie_rx=2000 (KB/s)
 //   gpu0.ecc_corrected=3 gpu0.ecc_uncorrected=0
 //   gpu0.processes=PID:BYTES,PID:BYTES
-//   gpu0.xids=79,48               XID events, each delivered once by nvmlEventSetWait_v2
+//   gpu0.xids=79,48@3             XID events (@: the GPU instance), each delivered once by
+//                                 nvmlEventSetWait_v2
 //   gpu1.mig_devices=2 gpu1.mig0.uuid=MIG-... gpu1.mig0.gi=3 gpu1.mig0.mem_total=...
 // A value "error:N" makes that call return N; a key left out answers 3 (Not Supported).
 #include <unistd.h>
@@ -273,16 +274,23 @@ Return nvmlEventSetWait_v2(void*, EventData* data, unsigned timeout) {
       if (prefix.find(".mig") != std::string::npos) continue;
       std::string v;
       if (Get(prefix + "xids", &v) != kSuccess) continue;
-      std::vector<unsigned long long> xids;
+      // "79" (not attributed to a GPU instance) or "79@3" (GPU instance 3).
+      std::vector<std::pair<unsigned long long, unsigned>> xids;
       for (size_t pos = 0; pos < v.size();) {
         size_t comma = v.find(',', pos);
         if (comma == std::string::npos) comma = v.size();
-        xids.push_back(std::strtoull(v.c_str() + pos, nullptr, 10));
+        const std::string item = v.substr(pos, comma - pos);
+        const auto at = item.find('@');
+        xids.emplace_back(std::strtoull(item.c_str(), nullptr, 10),
+                          at == std::string::npos ? 0xFFFFFFFFu
+                                                  : static_cast<unsigned>(std::strtoul(
+                                                        item.c_str() + at + 1, nullptr, 10)));
         pos = comma + 1;
       }
       size_t& delivered = xids_delivered[prefix];
       if (delivered < xids.size()) {
-        *data = {&handle, 0x8, xids[delivered++], 0, 0};
+        const auto [xid, gi] = xids[delivered++];
+        *data = {&handle, 0x8, xid, gi, 0};
         return kSuccess;
       }
     }

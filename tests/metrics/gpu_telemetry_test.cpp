@@ -173,25 +173,54 @@ TEST_F(GpuTelemetryTest, ThePeriodIsShortWhenIdleAndLongUnderLoad) {
   EXPECT_EQ(t.Snapshot().samples, 3u);
 }
 
-TEST_F(GpuTelemetryTest, XidErrorsAreCountedPerGpuAndNumberAndFoundByIndexOrUuid) {
-  Script(kTwoGpus + "gpu1.xids=79,79,48\n");
+TEST_F(GpuTelemetryTest, XidsAreCountedAndOnlyDeviceFatalOnesCountTowardRestarts) {
+  // 79 (off the bus) device-wide, 79 on GPU instance 3, 48 (double-bit ECC) on instance 5,
+  // 13 (an application's fault) device-wide.
+  Script(kTwoGpus + "gpu1.xids=79,79@3,48@5,13\n");
   GpuTelemetry t(Manual());
   int events = 0;
   while (t.PollEvents(std::chrono::milliseconds(1))) ++events;
-  EXPECT_EQ(events, 3);
+  EXPECT_EQ(events, 4);
   const GpuTelemetrySnapshot s = t.Snapshot();
   EXPECT_EQ((s.xid_errors.at({1, 79})), 2u);
   EXPECT_EQ((s.xid_errors.at({1, 48})), 1u);
-  EXPECT_EQ(s.last_xid.at(1), 48u);
-  EXPECT_EQ(t.XidErrors("1"), 3u);
-  EXPECT_EQ(t.XidErrors("GPU-bbbb"), 3u);
-  EXPECT_EQ(t.XidErrors("MIG-cccc"), 3u) << "a MIG instance shares its GPU's errors";
-  EXPECT_EQ(t.XidErrors("0"), 0u);
-  EXPECT_EQ(t.XidErrors("GPU-none"), 0u);
+  EXPECT_EQ((s.xid_errors.at({1, 13})), 1u);
+  EXPECT_EQ(s.last_xid.at(1), 13u);
+  EXPECT_EQ(t.DeviceFatalXids("1"), 3u) << "13 is counted, not acted on";
+  EXPECT_EQ(t.DeviceFatalXids("GPU-bbbb"), 3u);
+  // A MIG instance: its own instance's and the device-wide ones.
+  EXPECT_EQ(t.DeviceFatalXids("MIG-cccc"), 2u);  // gi 3: 79 device-wide + 79@3
+  EXPECT_EQ(t.DeviceFatalXids("MIG-dddd"), 2u);  // gi 5: 79 device-wide + 48@5
+  EXPECT_EQ(t.DeviceFatalXids("0"), 0u);
+  EXPECT_EQ(t.DeviceFatalXids("GPU-none"), 0u);
+  EXPECT_TRUE(IsDeviceFatalXid(79));
+  EXPECT_FALSE(IsDeviceFatalXid(31));
   std::string text;
   RenderGpuMetrics(s, {}, &text);
   EXPECT_NE(text.find(R"(pier_gpu_xid_errors_total{gpu="1",xid="79"} 2)"), std::string::npos);
-  EXPECT_NE(text.find(R"(DCGM_FI_DEV_XID_ERRORS{gpu="1"} 48)"), std::string::npos);
+  EXPECT_NE(text.find(R"(pier_gpu_xid_errors_total{gpu="1",xid="13"} 1)"), std::string::npos);
+  EXPECT_NE(text.find(R"(DCGM_FI_DEV_XID_ERRORS{gpu="1"} 13)"), std::string::npos);
+}
+
+TEST_F(GpuTelemetryTest, AMigGpusInstancesListsReplaceItsOwnAndUnknownMemoryIsUnknown) {
+  // GPU 1's instance 0 lists 4242 with 100 bytes: that replaces the GPU's own list (512 MiB),
+  // never adds to it.
+  Script(kTwoGpus + "gpu1.mig0.processes=4242:100\n");
+  GpuTelemetry t(Manual());
+  EXPECT_EQ(t.ProcessDeviceMemory(4242), kGiB + 100);
+  // Listed without its memory (NVML_VALUE_NOT_AVAILABLE): unknown, not 0.
+  Script(kTwoGpus + "gpu1.mig0.processes=4242:18446744073709551615\n");
+  t.SampleNow();
+  EXPECT_FALSE(t.ProcessDeviceMemory(4242).has_value());
+  EXPECT_EQ(t.ProcessDeviceMemory(77), 2 * kGiB);
+  std::string text;
+  RenderGpuMetrics(t.Snapshot(), {}, &text);
+  EXPECT_EQ(text.find(R"(pier_gpu_process_memory_bytes{gpu="1",uuid="MIG-cccc")"),
+            std::string::npos)
+      << "an entry without its memory is not shown as 0\n"
+      << text;
+  // A MIG instance is read for its memory only: no utilisation of its own.
+  EXPECT_FALSE(t.Snapshot().gpus[2].utilization.has_value());
 }
 
 TEST_F(GpuTelemetryTest, ProcessMemoryIsUnknownWhenNvmlDoesNotListProcesses) {
@@ -228,18 +257,18 @@ TEST_F(GpuTelemetryTest, WithoutNvmlNothingIsRenderedAndTheReasonIsKept) {
 }
 
 TEST_F(GpuTelemetryTest, TheBackgroundThreadsSampleAndCountXidsUntilDestroyed) {
-  Script("devices=1\ngpu0.util=0\ngpu0.mem_total=100\ngpu0.mem_used=1\ngpu0.xids=13\n");
+  Script("devices=1\ngpu0.util=0\ngpu0.mem_total=100\ngpu0.mem_used=1\ngpu0.xids=79\n");
   GpuTelemetryOptions o;
   o.min_period = std::chrono::milliseconds(5);
   o.max_period = std::chrono::milliseconds(50);
   const auto start = std::chrono::steady_clock::now();
   {
     GpuTelemetry t(o);
-    for (int i = 0; i < 400 && (t.Snapshot().samples < 4 || t.XidErrors("0") < 1); ++i) {
+    for (int i = 0; i < 400 && (t.Snapshot().samples < 4 || t.DeviceFatalXids("0") < 1); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     EXPECT_GE(t.Snapshot().samples, 4u);
-    EXPECT_EQ(t.XidErrors("0"), 1u);
+    EXPECT_EQ(t.DeviceFatalXids("0"), 1u);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
