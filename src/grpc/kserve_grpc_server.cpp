@@ -273,7 +273,8 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
     std::shared_ptr<http::KeySlot> slot;
     if (std::optional<http::HttpResponse> refused =
-            http::AdmitKeyRequest(principal, cost, "input tokens", "inputs", &slot)) {
+            http::AdmitKeyRequest(principal, http::ClassOfBatcherPriority(priority), cost,
+                                  "input tokens", "inputs", &slot)) {
       return Refuse(CodeOfHttp(refused->status), MessageOf(*refused));
     }
     encoder::EmbedRequest embed;

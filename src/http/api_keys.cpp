@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -87,6 +88,59 @@ Result<int64_t> PositiveInteger(const YAML::Node& entry, const char* name,
   return v;
 }
 
+constexpr const char* kLimitFields[] = {"requests_per_second", "tokens_per_minute",
+                                        "max_concurrent", "max_prompt_tokens", "max_output_tokens"};
+
+bool IsLimitField(const std::string& name) {
+  for (const char* f : kLimitFields) {
+    if (name == f) return true;
+  }
+  return false;
+}
+
+// The limit fields of `node` (a key's entry, or one class under class_limits).
+Result<KeyLimits> ParseLimits(const YAML::Node& node, const std::string& where) {
+  KeyLimits limits;
+  PIER_ASSIGN_OR_RETURN(limits.requests_per_second,
+                        PositiveNumber(node, "requests_per_second", where));
+  for (auto [name, out] : {std::pair{"tokens_per_minute", &limits.tokens_per_minute},
+                           std::pair{"max_concurrent", &limits.max_concurrent},
+                           std::pair{"max_prompt_tokens", &limits.max_prompt_tokens},
+                           std::pair{"max_output_tokens", &limits.max_output_tokens}}) {
+    PIER_ASSIGN_OR_RETURN(*out, PositiveInteger(node, name, where));
+  }
+  return limits;
+}
+
+// A class's limit above the key's own could never apply: the configuration is wrong.
+Status CheckClassWithinKey(const KeyLimits& key, const KeyLimits& cls, const std::string& where,
+                           std::string_view class_name) {
+  const struct {
+    const char* name;
+    double key;
+    double cls;
+  } pairs[] = {
+      {"requests_per_second", key.requests_per_second, cls.requests_per_second},
+      {"tokens_per_minute", static_cast<double>(key.tokens_per_minute),
+       static_cast<double>(cls.tokens_per_minute)},
+      {"max_concurrent", static_cast<double>(key.max_concurrent),
+       static_cast<double>(cls.max_concurrent)},
+      {"max_prompt_tokens", static_cast<double>(key.max_prompt_tokens),
+       static_cast<double>(cls.max_prompt_tokens)},
+      {"max_output_tokens", static_cast<double>(key.max_output_tokens),
+       static_cast<double>(cls.max_output_tokens)},
+  };
+  for (const auto& p : pairs) {
+    if (p.key > 0 && p.cls > p.key) {
+      return InvalidArgumentError(where + ": class_limits." + std::string(class_name) + "." +
+                                  p.name + " (" + FormatWeight(p.cls) + ") is above the key's " +
+                                  p.name + " (" + FormatWeight(p.key) +
+                                  "): a class's limit must be at most the key's");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view source_name) {
@@ -107,14 +161,14 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
     for (const auto& field : entry) {
       const std::string name = field.first.Scalar();
       if (name != "key" && name != "tenant" && name != "max_priority" && name != "weight" &&
-          name != "requests_per_second" && name != "tokens_per_minute" &&
-          name != "max_concurrent" && name != "max_prompt_tokens" && name != "max_output_tokens") {
+          name != "class_limits" && !IsLimitField(name)) {
         return InvalidArgumentError(where + ": unknown field \"" + name +
                                     "\" (known: key, tenant, max_priority, weight, "
                                     "requests_per_second, "
                                     "tokens_per_minute, max_concurrent, max_prompt_tokens, "
-                                    "max_output_tokens)");
+                                    "max_output_tokens, class_limits)");
       }
+      if (name == "class_limits") continue;  // a map, read below
       if (!field.second.IsScalar()) {
         return InvalidArgumentError(where + ": \"" + name + "\" must be a single value");
       }
@@ -145,16 +199,42 @@ Result<ApiKeys> ApiKeys::Parse(std::string_view yaml_text, std::string_view sour
           FormatWeight(it->second) + " on an earlier key and " +
           FormatWeight(parsed.principal.weight) + " here (a tenant has one weight)");
     }
-    KeyLimits limits;
-    PIER_ASSIGN_OR_RETURN(limits.requests_per_second,
-                          PositiveNumber(entry, "requests_per_second", where));
-    for (auto [name, out] : {std::pair{"tokens_per_minute", &limits.tokens_per_minute},
-                             std::pair{"max_concurrent", &limits.max_concurrent},
-                             std::pair{"max_prompt_tokens", &limits.max_prompt_tokens},
-                             std::pair{"max_output_tokens", &limits.max_output_tokens}}) {
-      PIER_ASSIGN_OR_RETURN(*out, PositiveInteger(entry, name, where));
-    }
+    PIER_ASSIGN_OR_RETURN(const KeyLimits limits, ParseLimits(entry, where));
     if (limits.any()) parsed.principal.usage = std::make_shared<KeyUsage>(limits);
+    if (const YAML::Node classes = entry["class_limits"]) {
+      if (!classes.IsMap()) {
+        return InvalidArgumentError(where +
+                                    ": class_limits must be a map of class names (critical, high, "
+                                    "normal, low) to limits");
+      }
+      for (const auto& item : classes) {
+        const std::string class_name = item.first.Scalar();
+        const std::string at = where + ": class_limits." + class_name;
+        Result<engine::Priority> priority = engine::ParsePriority(class_name);
+        if (!priority.ok() || class_name.empty() || std::isdigit(class_name[0])) {
+          return InvalidArgumentError(at + ": unknown class (known: critical, high, normal, low)");
+        }
+        if (!item.second.IsMap()) {
+          return InvalidArgumentError(at + ": expected a map of limits");
+        }
+        for (const auto& field : item.second) {
+          const std::string name = field.first.Scalar();
+          if (!IsLimitField(name)) {
+            return InvalidArgumentError(at + ": unknown limit \"" + name +
+                                        "\" (known: requests_per_second, tokens_per_minute, "
+                                        "max_concurrent, max_prompt_tokens, max_output_tokens)");
+          }
+          if (!field.second.IsScalar()) {
+            return InvalidArgumentError(at + ": \"" + name + "\" must be a single value");
+          }
+        }
+        PIER_ASSIGN_OR_RETURN(const KeyLimits class_limits, ParseLimits(item.second, at));
+        PIER_RETURN_IF_ERROR(CheckClassWithinKey(limits, class_limits, where, class_name));
+        auto& slot = parsed.principal.class_usage[static_cast<size_t>(*priority)];
+        if (slot != nullptr) return InvalidArgumentError(at + ": given twice");
+        if (class_limits.any()) slot = std::make_shared<KeyUsage>(class_limits);
+      }
+    }
     // The message names the entry and its tenant, never the key.
     if (!seen.insert(parsed.key).second) {
       return InvalidArgumentError(where + " (tenant \"" + parsed.principal.tenant +
@@ -202,50 +282,104 @@ std::variant<Principal, HttpResponse> ApiKeys::Authenticate(const HttpRequest& r
 
 namespace pier::http {
 
-std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, int64_t cost,
-                                            std::string_view cost_what, std::string_view cost_param,
+namespace {
+
+// The smaller non-zero of the key's and its class's limit, named by where it is set.
+template <typename Field>
+SizeLimit Tightest(const Principal& principal, engine::Priority priority, const char* name,
+                   Field field) {
+  SizeLimit tightest;
+  if (principal.usage != nullptr && field(principal.usage->limits()) > 0) {
+    tightest = {.value = field(principal.usage->limits()), .setting = name};
+  }
+  if (const auto& c = principal.class_usage[static_cast<size_t>(priority)];
+      c != nullptr && field(c->limits()) > 0 &&
+      (tightest.value == 0 || field(c->limits()) < tightest.value)) {
+    tightest = {
+        .value = field(c->limits()),
+        .setting = "class_limits." + std::string(engine::PriorityName(priority)) + "." + name};
+  }
+  return tightest;
+}
+
+}  // namespace
+
+SizeLimit MaxPromptTokens(const Principal& principal, engine::Priority priority) {
+  return Tightest(principal, priority, "max_prompt_tokens",
+                  [](const KeyLimits& l) { return l.max_prompt_tokens; });
+}
+
+SizeLimit MaxOutputTokens(const Principal& principal, engine::Priority priority) {
+  return Tightest(principal, priority, "max_output_tokens",
+                  [](const KeyLimits& l) { return l.max_output_tokens; });
+}
+
+std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, engine::Priority priority,
+                                            int64_t cost, std::string_view cost_what,
+                                            std::string_view cost_param,
                                             std::shared_ptr<KeySlot>* slot) {
   slot->reset();
-  if (principal.usage == nullptr) return std::nullopt;
-  const KeyLimits& limits = principal.usage->limits();
-  double retry_after_s = 1;
-  const KeyUsage::Admission admission =
-      principal.usage->Admit(KeyUsage::Clock::now(), cost, &retry_after_s);
-  switch (admission) {
-    case KeyUsage::Admission::kTooManyInFlight:
-      return ErrorResponse(429,
-                           "this API key has " + std::to_string(limits.max_concurrent) +
-                               " requests in flight, its limit (max_concurrent)",
-                           "", "rate_limit_exceeded");
-    case KeyUsage::Admission::kTooLarge:
-      return ErrorResponse(400,
-                           "the request may cost " + std::to_string(cost) + " tokens (" +
-                               std::string(cost_what) + "); this API key allows " +
-                               std::to_string(limits.tokens_per_minute) +
-                               " per minute (tokens_per_minute)",
-                           cost_param);
-    case KeyUsage::Admission::kRateLimited:
-    case KeyUsage::Admission::kTokenRateLimited: {
-      const bool requests = admission == KeyUsage::Admission::kRateLimited;
-      char rate[32];
-      std::snprintf(
-          rate, sizeof(rate), "%g",
-          requests ? limits.requests_per_second : static_cast<double>(limits.tokens_per_minute));
-      HttpResponse response =
-          ErrorResponse(429,
-                        std::string("this API key is limited to ") + rate +
-                            (requests ? std::string(" requests per second (requests_per_second)")
-                                      : " tokens per minute, " + std::string(cost_what) +
-                                            " counted at admission (tokens_per_minute)"),
-                        "", "rate_limit_exceeded");
-      response.headers.emplace_back("Retry-After",
-                                    std::to_string(static_cast<int64_t>(std::ceil(retry_after_s))));
-      return response;
-    }
-    case KeyUsage::Admission::kAdmitted:
-      *slot = std::make_shared<KeySlot>(principal.usage);
-      break;
+  // The key's limits, then its class's; each refusal undoes what the others took.
+  std::vector<std::pair<std::shared_ptr<KeyUsage>, std::string>> usages;  // (usage, which)
+  if (principal.usage != nullptr) usages.emplace_back(principal.usage, "");
+  if (const auto& c = principal.class_usage[static_cast<size_t>(priority)]; c != nullptr) {
+    usages.emplace_back(c, std::string(engine::PriorityName(priority)));
   }
+  if (usages.empty()) return std::nullopt;
+  std::vector<std::shared_ptr<KeyUsage>> taken;
+  for (const auto& [usage, class_name] : usages) {
+    double retry_after_s = 1;
+    const KeyUsage::Admission admission =
+        usage->Admit(KeyUsage::Clock::now(), cost, &retry_after_s);
+    if (admission == KeyUsage::Admission::kAdmitted) {
+      taken.push_back(usage);
+      continue;
+    }
+    for (const auto& t : taken) t->Refund(cost);
+    const KeyLimits& limits = usage->limits();
+    // "this API key" / "class critical of this API key"; the setting by its path.
+    const std::string who =
+        class_name.empty() ? "this API key" : "class " + class_name + " of this API key";
+    auto setting = [&](const char* name) {
+      return class_name.empty() ? std::string(name) : "class_limits." + class_name + "." + name;
+    };
+    switch (admission) {
+      case KeyUsage::Admission::kTooManyInFlight:
+        return ErrorResponse(429,
+                             who + " has " + std::to_string(limits.max_concurrent) +
+                                 " requests in flight, its limit (" + setting("max_concurrent") +
+                                 ")",
+                             "", "rate_limit_exceeded");
+      case KeyUsage::Admission::kTooLarge:
+        return ErrorResponse(400,
+                             "the request may cost " + std::to_string(cost) + " tokens (" +
+                                 std::string(cost_what) + "); " + who + " allows " +
+                                 std::to_string(limits.tokens_per_minute) + " per minute (" +
+                                 setting("tokens_per_minute") + ")",
+                             cost_param);
+      case KeyUsage::Admission::kRateLimited:
+      case KeyUsage::Admission::kTokenRateLimited: {
+        const bool requests = admission == KeyUsage::Admission::kRateLimited;
+        char rate[32];
+        std::snprintf(
+            rate, sizeof(rate), "%g",
+            requests ? limits.requests_per_second : static_cast<double>(limits.tokens_per_minute));
+        HttpResponse response = ErrorResponse(
+            429,
+            who + " is limited to " + rate +
+                (requests ? " requests per second (" + setting("requests_per_second") + ")"
+                          : " tokens per minute, " + std::string(cost_what) +
+                                " counted at admission (" + setting("tokens_per_minute") + ")"),
+            "", "rate_limit_exceeded");
+        response.headers.emplace_back(
+            "Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_after_s))));
+        return response;
+      }
+      case KeyUsage::Admission::kAdmitted:
+        break;
+    }
+  }
+  *slot = std::make_shared<KeySlot>(std::move(taken));
   return std::nullopt;
 }
 

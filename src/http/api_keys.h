@@ -6,6 +6,8 @@
 //       max_priority: high        # optional ceiling: critical|high|normal|low (default critical)
 //       requests_per_second: 5    # optional abuse limits (key_limits.h): requests_per_second,
 //       max_concurrent: 4         #   max_concurrent, max_prompt_tokens, max_output_tokens
+//       class_limits:             # optional, the same limits per priority class
+//         critical: {max_concurrent: 1}
 //
 // A request presents its key as "Authorization: Bearer <key>" (what the openai client sends)
 // or "X-API-Key: <key>". Without a keys file the API is open (tenant "default", no ceiling).
@@ -14,6 +16,7 @@
 // Thread-safety: immutable after Load/Parse; Authenticate may run on any thread.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -42,7 +45,19 @@ struct Principal {
   double weight = 1;
   // The key's abuse limits and live usage, shared by all its requests; null: no limits.
   std::shared_ptr<KeyUsage> usage;
+  // The key's limits for each priority class (class_limits; by Priority); null: none.
+  std::array<std::shared_ptr<KeyUsage>, 4> class_usage = {};
 };
+
+// A size limit a request of some class is held to: the smaller of the key's and its class's
+// (value 0: none), and the setting it comes from ("max_prompt_tokens",
+// "class_limits.low.max_prompt_tokens") for the 400's message.
+struct SizeLimit {
+  int64_t value = 0;
+  std::string setting;
+};
+SizeLimit MaxPromptTokens(const Principal& principal, engine::Priority priority);
+SizeLimit MaxOutputTokens(const Principal& principal, engine::Priority priority);
 
 class ApiKeys {
  public:
@@ -69,13 +84,15 @@ class ApiKeys {
   std::vector<Entry> entries_;
 };
 
-// Takes `cost` tokens and a slot from the principal's key limits (none: nothing to take). On
-// success `*slot` holds the slot (null without limits) and nullopt is returned; otherwise the
-// response to answer: 429 rate_limit_exceeded for the concurrency or a rate (with
-// Retry-After), 400 when `cost` is more than a minute's tokens. `cost_what` says what the
-// cost counts ("prompt plus n x max_tokens"), `cost_param` is the 400's param.
-std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, int64_t cost,
-                                            std::string_view cost_what, std::string_view cost_param,
+// Takes `cost` tokens and a slot from the principal's key limits and from those of class
+// `priority` (none: nothing to take), from both or from neither. On success `*slot` holds the
+// slots (null without limits) and nullopt is returned; otherwise the response to answer: 429
+// rate_limit_exceeded for the concurrency or a rate (with Retry-After), 400 when `cost` is
+// more than a minute's tokens, naming the limit and where it is set. `cost_what` says what
+// the cost counts ("prompt plus n x max_tokens"), `cost_param` is the 400's param.
+std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, engine::Priority priority,
+                                            int64_t cost, std::string_view cost_what,
+                                            std::string_view cost_param,
                                             std::shared_ptr<KeySlot>* slot);
 
 }  // namespace pier::http

@@ -305,8 +305,8 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
   int64_t cost = 0;
   for (const auto& ids : request.texts) cost += static_cast<int64_t>(ids.size());
   std::shared_ptr<KeySlot> slot;
-  if (std::optional<HttpResponse> refused =
-          AdmitKeyRequest(principal, cost, "input tokens", "input", &slot)) {
+  if (std::optional<HttpResponse> refused = AdmitKeyRequest(principal, request_class->priority,
+                                                            cost, "input tokens", "input", &slot)) {
     return std::move(*refused);
   }
   // Higher classes first: critical (0) is the highest.

@@ -45,6 +45,17 @@ KeyUsage::Admission KeyUsage::Admit(Clock::time_point now, int64_t tokens, doubl
   return Admission::kAdmitted;
 }
 
+void KeyUsage::Refund(int64_t tokens) {
+  MutexLock lock(mutex_);
+  if (in_flight_ > 0) --in_flight_;
+  const double rps = limits_.requests_per_second;
+  if (rps > 0 && requests_ >= 0) requests_ = std::min(std::max(1.0, rps), requests_ + 1.0);
+  const auto capacity = static_cast<double>(limits_.tokens_per_minute);
+  if (limits_.tokens_per_minute > 0 && tokens_ >= 0) {
+    tokens_ = std::min(capacity, tokens_ + static_cast<double>(tokens));
+  }
+}
+
 void KeyUsage::Release() {
   MutexLock lock(mutex_);
   if (in_flight_ > 0) --in_flight_;

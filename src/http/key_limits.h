@@ -9,6 +9,12 @@
 //   max_concurrent: 4            # requests of this key in flight at once
 //   max_prompt_tokens: 8192      # prompt tokens of one request (each prompt of a completion)
 //   max_output_tokens: 4096      # n x max_tokens of one request (every choice's budget)
+// and per priority class, under `class_limits` (the same fields, each at most the key's own):
+//   class_limits:
+//     critical: {requests_per_second: 1, max_concurrent: 2}
+//     low: {tokens_per_minute: 20000}
+// A request is checked against the key's limits and those of its class (the class it runs
+// at, after the key's ceiling), and takes from both or from neither.
 // A request over a size limit (or costing more than a whole minute's tokens) is a 400 naming
 // the limit and its value; over a rate or the concurrency, a 429 (a rate's with Retry-After). A
 // request refused for size takes nothing from the bucket.
@@ -21,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "common/mutex.h"
 
@@ -53,6 +60,9 @@ class KeyUsage {
   enum class Admission { kAdmitted, kTooManyInFlight, kRateLimited, kTokenRateLimited, kTooLarge };
   Admission Admit(Clock::time_point now, int64_t tokens, double* retry_after_s);
   void Release();
+  // Undoes an Admit whose request did not go ahead (another limit refused it): gives back
+  // its request token, its `tokens` and its slot.
+  void Refund(int64_t tokens);
 
   int64_t in_flight() const;
 
@@ -66,19 +76,19 @@ class KeyUsage {
   Clock::time_point refilled_at_ PIER_GUARDED_BY(mutex_);
 };
 
-// Holds one admitted request's slot; gives it back when destroyed (kept by the response
-// stream, so the slot is held until the response has ended).
+// Holds one admitted request's slots (the key's, its class's); gives them back when
+// destroyed (kept by the response stream, so they are held until the response has ended).
 class KeySlot {
  public:
-  explicit KeySlot(std::shared_ptr<KeyUsage> usage) : usage_(std::move(usage)) {}
+  explicit KeySlot(std::vector<std::shared_ptr<KeyUsage>> usages) : usages_(std::move(usages)) {}
   ~KeySlot() {
-    if (usage_ != nullptr) usage_->Release();
+    for (const auto& usage : usages_) usage->Release();
   }
   KeySlot(const KeySlot&) = delete;
   KeySlot& operator=(const KeySlot&) = delete;
 
  private:
-  std::shared_ptr<KeyUsage> usage_;
+  std::vector<std::shared_ptr<KeyUsage>> usages_;
 };
 
 }  // namespace pier::http

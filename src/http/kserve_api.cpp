@@ -330,8 +330,8 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   int64_t cost = 0;
   for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
   std::shared_ptr<KeySlot> slot;
-  if (std::optional<HttpResponse> refused =
-          AdmitKeyRequest(principal, cost, "input tokens", "inputs", &slot)) {
+  if (std::optional<HttpResponse> refused = AdmitKeyRequest(
+          principal, ClassOfBatcherPriority(priority), cost, "input tokens", "inputs", &slot)) {
     HttpResponse response = Error(refused->status, "refused by this API key's limits");
     try {
       response =

@@ -417,48 +417,48 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     }
   }
 
-  // The key's abuse limits: sizes first (400, nothing taken), then its slot and rate (429).
+  // The key's abuse limits and its class's: sizes first (400, nothing taken), then the slots
+  // and rates (429).
   std::shared_ptr<KeySlot> slot;
-  if (principal.usage != nullptr) {
-    const KeyLimits& limits = principal.usage->limits();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const auto prompt_tokens = static_cast<int64_t>(prompts[i].prompt_tokens.size());
-      if (limits.max_prompt_tokens > 0 && prompt_tokens > limits.max_prompt_tokens) {
-        return ErrorResponse(400,
-                             "the prompt has " + std::to_string(prompt_tokens) +
-                                 " tokens; this API key allows at most " +
-                                 std::to_string(limits.max_prompt_tokens) + " (max_prompt_tokens)",
-                             prompt_param);
-      }
-      if (limits.max_output_tokens <= 0) continue;
-      if (!r.max_tokens.has_value()) {
-        // No max_tokens given: the default shrinks to what the key allows.
-        max_tokens[i] = static_cast<int32_t>(
-            std::max<int64_t>(1, std::min<int64_t>(max_tokens[i], limits.max_output_tokens / r.n)));
-      }
-      const int64_t output = static_cast<int64_t>(max_tokens[i]) * r.n;
-      if (output > limits.max_output_tokens) {
-        return ErrorResponse(400,
-                             "n x max_tokens is " + std::to_string(output) +
-                                 "; this API key allows at most " +
-                                 std::to_string(limits.max_output_tokens) + " (max_output_tokens)",
-                             "max_tokens");
-      }
+  const SizeLimit max_prompt = MaxPromptTokens(principal, priority);
+  const SizeLimit max_output = MaxOutputTokens(principal, priority);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto prompt_tokens = static_cast<int64_t>(prompts[i].prompt_tokens.size());
+    if (max_prompt.value > 0 && prompt_tokens > max_prompt.value) {
+      return ErrorResponse(400,
+                           "the prompt has " + std::to_string(prompt_tokens) +
+                               " tokens; this API key allows at most " +
+                               std::to_string(max_prompt.value) + " (" + max_prompt.setting + ")",
+                           prompt_param);
     }
-    // What the request may cost at most: its prompts and every choice's max_tokens.
-    int64_t cost = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      cost += static_cast<int64_t>(prompts[i].prompt_tokens.size()) +
-              static_cast<int64_t>(max_tokens[i]) * r.n;
+    if (max_output.value <= 0) continue;
+    if (!r.max_tokens.has_value()) {
+      // No max_tokens given: the default shrinks to what the key allows.
+      max_tokens[i] = static_cast<int32_t>(
+          std::max<int64_t>(1, std::min<int64_t>(max_tokens[i], max_output.value / r.n)));
     }
-    if (std::optional<HttpResponse> refused =
-            AdmitKeyRequest(principal, cost, "prompt plus n x max_tokens", "max_tokens", &slot)) {
-      if (metrics != nullptr) {
-        metrics->RecordQosOutcome(model.id, principal.tenant, class_name,
-                                  refused->status == 429 ? "refused_key_rate" : "refused_key_size");
-      }
-      return std::move(*refused);
+    const int64_t output = static_cast<int64_t>(max_tokens[i]) * r.n;
+    if (output > max_output.value) {
+      return ErrorResponse(400,
+                           "n x max_tokens is " + std::to_string(output) +
+                               "; this API key allows at most " + std::to_string(max_output.value) +
+                               " (" + max_output.setting + ")",
+                           "max_tokens");
     }
+  }
+  // What the request may cost at most: its prompts and every choice's max_tokens.
+  int64_t cost = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    cost += static_cast<int64_t>(prompts[i].prompt_tokens.size()) +
+            static_cast<int64_t>(max_tokens[i]) * r.n;
+  }
+  if (std::optional<HttpResponse> refused = AdmitKeyRequest(
+          principal, priority, cost, "prompt plus n x max_tokens", "max_tokens", &slot)) {
+    if (metrics != nullptr) {
+      metrics->RecordQosOutcome(model.id, principal.tenant, class_name,
+                                refused->status == 429 ? "refused_key_rate" : "refused_key_size");
+    }
+    return std::move(*refused);
   }
 
   OpenAiStreamOptions stream_options;

@@ -205,10 +205,99 @@ TEST(KeyUsageTest, TheRateBucketAndTheConcurrencyLimit) {
   EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), 10, &retry),
             KeyUsage::Admission::kTooManyInFlight);
   {
-    KeySlot released(std::shared_ptr<KeyUsage>(&usage, [](KeyUsage*) {}));
+    KeySlot released({std::shared_ptr<KeyUsage>(&usage, [](KeyUsage*) {})});
   }
   EXPECT_EQ(usage.in_flight(), 2);
   EXPECT_EQ(usage.Admit(t0 + std::chrono::seconds(10), 10, &retry), KeyUsage::Admission::kAdmitted);
+}
+
+TEST(ApiKeysTest, ClassLimitsAreReadAndMustStayWithinTheKeys) {
+  const ApiKeys keys = MustParse(R"(
+keys:
+  - key: "sk-a"
+    tenant: "a"
+    max_concurrent: 4
+    max_prompt_tokens: 100
+    class_limits:
+      critical: {max_concurrent: 1, requests_per_second: 0.5}
+      low:
+        max_prompt_tokens: 10
+        tokens_per_minute: 600
+)");
+  const Principal a = MustAuthenticate(keys, WithHeader("x-api-key", "sk-a"));
+  const auto& critical = a.class_usage[static_cast<size_t>(engine::Priority::kCritical)];
+  const auto& low = a.class_usage[static_cast<size_t>(engine::Priority::kLow)];
+  ASSERT_NE(critical, nullptr);
+  ASSERT_NE(low, nullptr);
+  EXPECT_EQ(a.class_usage[static_cast<size_t>(engine::Priority::kNormal)], nullptr);
+  EXPECT_EQ(critical->limits().max_concurrent, 1);
+  EXPECT_DOUBLE_EQ(critical->limits().requests_per_second, 0.5);
+  EXPECT_EQ(low->limits().tokens_per_minute, 600);
+  // The tightest size limit, named by where it is set.
+  EXPECT_EQ(MaxPromptTokens(a, engine::Priority::kLow).value, 10);
+  EXPECT_EQ(MaxPromptTokens(a, engine::Priority::kLow).setting,
+            "class_limits.low.max_prompt_tokens");
+  EXPECT_EQ(MaxPromptTokens(a, engine::Priority::kNormal).value, 100);
+  EXPECT_EQ(MaxPromptTokens(a, engine::Priority::kNormal).setting, "max_prompt_tokens");
+  EXPECT_EQ(MaxOutputTokens(a, engine::Priority::kNormal).value, 0);
+
+  const std::string base = "keys:\n  - key: a\n    tenant: t\n    max_concurrent: 2\n";
+  ExpectParseError(
+      base + "    class_limits:\n      critical: {max_concurrent: 3}\n",
+      "class_limits.critical.max_concurrent (3) is above the key's max_concurrent (2)");
+  ExpectParseError(base + "    class_limits:\n      urgent: {max_concurrent: 1}\n",
+                   "class_limits.urgent: unknown class");
+  ExpectParseError(base + "    class_limits:\n      1: {max_concurrent: 1}\n",
+                   "class_limits.1: unknown class");
+  ExpectParseError(base + "    class_limits:\n      low: {burst: 1}\n",
+                   "class_limits.low: unknown limit \"burst\"");
+  ExpectParseError(base + "    class_limits:\n      low: {max_concurrent: 0}\n",
+                   "class_limits.low: max_concurrent must be an integer");
+  ExpectParseError(base + "    class_limits: [low]\n", "class_limits must be a map");
+}
+
+TEST(ApiKeysTest, AClassLimitRefusesOnlyItsClassAndTakesNothingFromTheKey) {
+  const ApiKeys keys = MustParse(R"(
+keys:
+  - key: "sk-a"
+    tenant: "a"
+    max_concurrent: 3
+    class_limits:
+      critical: {max_concurrent: 1}
+)");
+  const Principal a = MustAuthenticate(keys, WithHeader("x-api-key", "sk-a"));
+  std::shared_ptr<KeySlot> first, second, normal;
+  EXPECT_FALSE(AdmitKeyRequest(a, engine::Priority::kCritical, 10, "t", "p", &first).has_value());
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(a.usage->in_flight(), 1);
+  const std::optional<HttpResponse> refused =
+      AdmitKeyRequest(a, engine::Priority::kCritical, 10, "t", "p", &second);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 429);
+  EXPECT_NE(refused->body.find("class critical of this API key has 1 requests in flight, its "
+                               "limit (class_limits.critical.max_concurrent)"),
+            std::string::npos)
+      << refused->body;
+  EXPECT_EQ(a.usage->in_flight(), 1) << "the key's slot taken for the refused one is given back";
+  // Another class is untouched by the critical limit.
+  EXPECT_FALSE(AdmitKeyRequest(a, engine::Priority::kNormal, 10, "t", "p", &normal).has_value());
+  EXPECT_EQ(a.usage->in_flight(), 2);
+  first.reset();
+  EXPECT_EQ(a.usage->in_flight(), 1);
+  EXPECT_EQ(a.class_usage[0]->in_flight(), 0);
+  EXPECT_FALSE(AdmitKeyRequest(a, engine::Priority::kCritical, 10, "t", "p", &second).has_value());
+}
+
+TEST(KeyUsageTest, RefundGivesBackWhatAdmitTook) {
+  using Clock = KeyUsage::Clock;
+  KeyUsage usage(KeyLimits{.requests_per_second = 1, .tokens_per_minute = 100});
+  const Clock::time_point t0 = Clock::now();
+  double retry = 0;
+  EXPECT_EQ(usage.Admit(t0, 80, &retry), KeyUsage::Admission::kAdmitted);
+  EXPECT_EQ(usage.Admit(t0, 80, &retry), KeyUsage::Admission::kRateLimited);
+  usage.Refund(80);
+  EXPECT_EQ(usage.in_flight(), 0);
+  EXPECT_EQ(usage.Admit(t0, 80, &retry), KeyUsage::Admission::kAdmitted);
 }
 
 TEST(ApiKeysTest, TenantWeightsDefaultToOneAndMustAgreeAndBePositive) {

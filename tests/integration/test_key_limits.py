@@ -1,7 +1,8 @@
 """Per-key abuse limits (the keys file's requests_per_second, max_concurrent,
-max_prompt_tokens and max_output_tokens) through the official `openai` client: a request over
-a size limit gets 400 naming the limit, over the rate or the concurrency 429 (the rate's with
-Retry-After); another key's requests are untouched; a slot comes back when its response ends."""
+max_prompt_tokens and max_output_tokens, and the same per priority class under class_limits)
+through the official `openai` client: a request over a size limit gets 400 naming the limit,
+over the rate or the concurrency 429 (the rate's with Retry-After); another key's requests,
+and another class's, are untouched; a slot comes back when its response ends."""
 
 import time
 
@@ -25,6 +26,12 @@ keys:
   - key: sk-tokens
     tenant: tokens
     tokens_per_minute: 300
+  - key: sk-classes
+    tenant: classes
+    max_prompt_tokens: 200
+    class_limits:
+      critical: {max_concurrent: 1}
+      low: {max_prompt_tokens: 30}
   - key: sk-free
     tenant: free
 """
@@ -109,3 +116,23 @@ def test_max_concurrent_holds_a_slot_until_the_response_ends(keyed):
         except openai.RateLimitError:
             assert time.monotonic() < deadline, "the slot was never given back"
             time.sleep(0.1)
+
+
+def test_class_limits_hold_only_their_class(keyed):
+    c = client(keyed, "sk-classes")
+    long_prompt = [{"role": "user", "content": "word " * 40}]
+    # low: at most 30 prompt tokens; normal: the key's 200.
+    with pytest.raises(openai.BadRequestError) as raised:
+        ask(c, keyed, messages=long_prompt, extra_body={"priority": "low"})
+    assert "class_limits.low.max_prompt_tokens" in raised.value.body["message"]
+    assert "30" in raised.value.body["message"]
+    ask(c, keyed, messages=long_prompt, extra_body={"priority": "normal"})
+    # critical: one in flight; a second critical waits for it, a normal one does not.
+    stream = ask(c, keyed, max_tokens=400, stream=True,
+                 extra_body={"ignore_eos": True, "priority": "critical"})
+    next(iter(stream))
+    with pytest.raises(openai.RateLimitError) as raised:
+        ask(c, keyed, extra_body={"priority": "critical"})
+    assert "class_limits.critical.max_concurrent" in raised.value.body["message"]
+    ask(c, keyed, extra_body={"priority": "normal"})
+    stream.close()
