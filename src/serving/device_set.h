@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "device/device.h"
+#include "engine/scheduler/fair_share.h"
 #include "memory/byte_size.h"
 #include "memory/memory_governor.h"
 #include "memory/pinned_host_pool.h"
@@ -55,6 +56,12 @@ class DeviceSet {
   // Host memory for preemption by swap: every model's swap slots come from here, up to
   // swap_space_bytes in all (not charged to a device budget: it is staging memory).
   PinnedHostPool& swap_pool() { return *swap_pool_; }
+  // The device's fair-share ledger (engine/scheduler/fair_share.h), shared by the engines of
+  // every model loaded in this process: tenants share the device across its models. (Worker
+  // processes have their own device sets, so their models are shared within each worker.)
+  const std::shared_ptr<engine::FairShareLedger>& fair_share_ledger() const {
+    return fair_share_ledger_;
+  }
   // Where worker instances are placed: the machine's topology (hwloc), read at the first call
   // (a worker's own device set never reads it). hwloc's error when it cannot be read.
   [[nodiscard]] Result<placement::Placer*> placer();
@@ -69,6 +76,8 @@ class DeviceSet {
   std::unique_ptr<Device> cpu_;
   std::unique_ptr<MemoryGovernor> cpu_governor_;  // destroyed before the device
   std::unique_ptr<PinnedHostPool> swap_pool_;     // destroyed first
+  std::shared_ptr<engine::FairShareLedger> fair_share_ledger_ =
+      std::make_shared<engine::FairShareLedger>();
 };
 
 }  // namespace pier::serving

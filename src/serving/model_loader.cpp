@@ -320,6 +320,9 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   }
   ModelHostOptions host_options = HostOptionsOf(options, id);
   host_options.swap_pool = &devices.swap_pool();
+  // Every model on the device shares one fair-share ledger: a tenant's tokens on one model
+  // count against its share on the others.
+  host_options.engine.scheduler.fair_share_ledger = devices.fair_share_ledger();
   spdlog::info("loading {} as {} ({} threads, KV cache {} {})", options.path, id,
                host_options.model.threads,
                options.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",

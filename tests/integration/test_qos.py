@@ -226,3 +226,31 @@ models:
         assert diverted["critical"] == "1" and diverted["normal"] in ("1", "2"), diverted
     finally:
         server.stop_and_check()
+
+
+def test_the_models_of_one_device_share_one_fair_share_ledger(tmp_path):
+    # Tenant "gpu-hog" streams on model one only; model two's QoS state counts it live, with
+    # the tokens it has taken: tenants share the device across its models.
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("keys:\n  - key: sk-hog\n    tenant: gpu-hog\n")
+    config = write_config(str(tmp_path), f"""
+models:
+  - {{name: one, path: {PIER_MODEL}}}
+  - {{name: two, path: {PIER_MODEL}}}
+""")
+    server = PierServer(["--config", config, "--api-keys", str(keys)], with_model=False)
+    try:
+        c = client(server, "sk-hog")
+        stream = c.completions.create(model="one", prompt="Count slowly:", max_tokens=400,
+                                      temperature=0, stream=True, extra_body={"ignore_eos": True})
+        chunks = iter(stream)
+        for _ in range(5):
+            next(chunks)
+        models = {m["model"]: m for m in qos_state(server)["models"]}
+        hog_on_two = [t for t in models["two"]["tenants"] if t["tenant"] == "gpu-hog"]
+        assert hog_on_two and hog_on_two[0]["live_sequences"] == 1, models["two"]
+        assert hog_on_two[0]["tokens"] > 0, hog_on_two
+        assert models["two"]["running"] == 0  # its own engine runs nothing
+        stream.close()
+    finally:
+        server.stop_and_check()

@@ -238,13 +238,32 @@ void Engine::AbortAll(std::string reason) {
 }
 
 EngineStats Engine::Stats() const {
-  MutexLock lock(mutex_);
-  EngineStats stats = stats_;
-  // Submitted and not yet taken by the engine thread: waiting too (a router choosing the least
-  // loaded instance must see requests the moment they are accepted).
-  stats.waiting += unpublished_sequences_;
-  for (size_t c = 0; c < stats.waiting_by_class.size(); ++c) {
-    stats.waiting_by_class[c] += unpublished_by_class_[c];
+  EngineStats stats;
+  {
+    MutexLock lock(mutex_);
+    stats = stats_;
+    // Submitted and not yet taken by the engine thread: waiting too (a router choosing the
+    // least loaded instance must see requests the moment they are accepted).
+    stats.waiting += unpublished_sequences_;
+    for (size_t c = 0; c < stats.waiting_by_class.size(); ++c) {
+      stats.waiting_by_class[c] += unpublished_by_class_[c];
+    }
+  }
+  // The fair-share ledger may be the device's, moved by other models' steps while this engine
+  // idles: read it now, with this engine's waiting counts from its last step.
+  std::map<std::pair<Priority, std::string>, int64_t> waiting;
+  for (const TenantShare& t : stats.tenants) waiting[{t.priority, t.tenant}] = t.waiting;
+  stats.tenants.clear();
+  const FairShareLedger& ledger = *scheduler_.ledger();
+  for (size_t c = 0; c < stats.fair_share_clocks.size(); ++c) {
+    const auto cls = static_cast<Priority>(c);
+    stats.fair_share_clocks[c] = ledger.Clock(cls);
+    for (TenantShare& t : ledger.Snapshot(cls)) {
+      t.priority = cls;
+      auto it = waiting.find({cls, t.tenant});
+      t.waiting = it == waiting.end() ? 0 : it->second;
+      stats.tenants.push_back(std::move(t));
+    }
   }
   return stats;
 }
@@ -705,7 +724,7 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.step_token_budget = scheduler_.step_budget();
   stats_.step_prefill_chunk = scheduler_.options().prefill_chunk_while_decoding;
   for (size_t c = 0; c < stats_.fair_share_clocks.size(); ++c) {
-    stats_.fair_share_clocks[c] = scheduler_.fair_share(static_cast<Priority>(c)).clock();
+    stats_.fair_share_clocks[c] = scheduler_.FairShareClock(static_cast<Priority>(c));
   }
   stats_.tenants = scheduler_.TenantShares();
   stats_.running = s.running;

@@ -53,4 +53,56 @@ std::vector<TenantShare> FairShare::Snapshot() const {
   return out;
 }
 
+int FairShareLedger::Register() {
+  MutexLock lock(mutex_);
+  const int id = next_scheduler_++;
+  backlogs_[id] = {};
+  return id;
+}
+
+void FairShareLedger::Unregister(int scheduler) {
+  MutexLock lock(mutex_);
+  backlogs_.erase(scheduler);
+}
+
+void FairShareLedger::Join(Priority cls, const std::string& tenant, double weight) {
+  MutexLock lock(mutex_);
+  shares_[static_cast<size_t>(cls)].Join(tenant, weight);
+}
+
+void FairShareLedger::Leave(Priority cls, const std::string& tenant) {
+  MutexLock lock(mutex_);
+  shares_[static_cast<size_t>(cls)].Leave(tenant);
+}
+
+void FairShareLedger::Charge(Priority cls, const std::string& tenant, int64_t tokens) {
+  MutexLock lock(mutex_);
+  shares_[static_cast<size_t>(cls)].Charge(tenant, tokens);
+}
+
+void FairShareLedger::AdvanceClocks(int scheduler, const Backlog& backlogged) {
+  MutexLock lock(mutex_);
+  backlogs_[scheduler] = backlogged;
+  for (size_t c = 0; c < shares_.size(); ++c) {
+    std::set<std::string> all;
+    for (const auto& [id, backlog] : backlogs_) all.insert(backlog[c].begin(), backlog[c].end());
+    shares_[c].AdvanceClock(all);
+  }
+}
+
+double FairShareLedger::VirtualTime(Priority cls, const std::string& tenant) const {
+  MutexLock lock(mutex_);
+  return shares_[static_cast<size_t>(cls)].VirtualTime(tenant);
+}
+
+double FairShareLedger::Clock(Priority cls) const {
+  MutexLock lock(mutex_);
+  return shares_[static_cast<size_t>(cls)].clock();
+}
+
+std::vector<TenantShare> FairShareLedger::Snapshot(Priority cls) const {
+  MutexLock lock(mutex_);
+  return shares_[static_cast<size_t>(cls)].Snapshot();
+}
+
 }  // namespace pier::engine

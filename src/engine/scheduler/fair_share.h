@@ -13,15 +13,24 @@
 // is not banked as credit to burst past the others later (start-time fair queueing); a tenant
 // with one slow stream and nothing waiting does not hold the clock back for a newcomer.
 //
-// Thread-safety: none; the engine thread owns it (through the Scheduler).
+// FairShareLedger holds the four classes' FairShare of one device, shared by the schedulers of
+// every model on it (the device set makes one per device): a tenant's tokens on one model count
+// against its share on every other, so admission across the models of a device is fair too.
+// Each scheduler registers; its backlogged tenants are kept apart and the clocks move over the
+// union of them all. A scheduler without a ledger given makes its own.
+//
+// Thread-safety: FairShare none (its ledger's lock guards it); FairShareLedger is internally
+// synchronized (engine threads of several models call it).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/scheduler/request.h"
 
 namespace pier::engine {
@@ -59,6 +68,32 @@ class FairShare {
  private:
   std::map<std::string, TenantShare> tenants_;
   double clock_ = 0;
+};
+
+class FairShareLedger {
+ public:
+  using Backlog = std::array<std::set<std::string>, 4>;  // tenants with sequences waiting
+
+  // A scheduler's handle for AdvanceClocks; Unregister when it goes.
+  int Register();
+  void Unregister(int scheduler);
+
+  void Join(Priority cls, const std::string& tenant, double weight);
+  void Leave(Priority cls, const std::string& tenant);
+  void Charge(Priority cls, const std::string& tenant, int64_t tokens);
+  // After a step of `scheduler`: its backlog now; every class's clock moves over the union of
+  // all schedulers' backlogs.
+  void AdvanceClocks(int scheduler, const Backlog& backlogged);
+
+  double VirtualTime(Priority cls, const std::string& tenant) const;
+  double Clock(Priority cls) const;
+  std::vector<TenantShare> Snapshot(Priority cls) const;
+
+ private:
+  mutable Mutex mutex_;
+  std::array<FairShare, 4> shares_ PIER_GUARDED_BY(mutex_);
+  std::map<int, Backlog> backlogs_ PIER_GUARDED_BY(mutex_);
+  int next_scheduler_ PIER_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace pier::engine

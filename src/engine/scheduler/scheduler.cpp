@@ -73,6 +73,14 @@ Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks, Swap
   }
   PIER_CHECK(blocks_ != nullptr, "scheduler needs a block manager");
   PIER_CHECK(options_.max_batched_tokens > 0 && options_.max_seqs > 0, "empty step limits");
+  ledger_ = options_.fair_share_ledger != nullptr ? options_.fair_share_ledger
+                                                  : std::make_shared<FairShareLedger>();
+  ledger_id_ = ledger_->Register();
+}
+
+Scheduler::~Scheduler() {
+  for (const auto& [id, s] : sequences_) ledger_->Leave(s.spec.priority, s.spec.tenant);
+  ledger_->Unregister(ledger_id_);
 }
 
 void Scheduler::Add(SequenceSpec spec) {
@@ -86,7 +94,7 @@ void Scheduler::Add(SequenceSpec spec) {
   s.arrival_step = step_;
   const int64_t bs = blocks_->block_size();
   ExtendBlockHashes(s.tokens, bs, static_cast<int64_t>(s.tokens.size()) / bs, &s.hashes);
-  ShareOf(s).Join(s.spec.tenant, s.spec.tenant_weight);
+  ledger_->Join(s.spec.priority, s.spec.tenant, s.spec.tenant_weight);
   const int64_t id = s.spec.id;
   sequences_.emplace(id, std::move(s));
 }
@@ -100,7 +108,7 @@ void Scheduler::Fork(int64_t parent, int64_t child) {
   s.spec.prompt_logits = false;  // the parent's prompt logits are the ones reported
   s.arrival_order = next_arrival_++;
   blocks_->Fork(s.block_table);
-  ShareOf(s).Join(s.spec.tenant, s.spec.tenant_weight);
+  ledger_->Join(s.spec.priority, s.spec.tenant, s.spec.tenant_weight);
   sequences_.emplace(child, std::move(s));
 }
 
@@ -109,7 +117,7 @@ void Scheduler::Remove(int64_t id) {
   if (it == sequences_.end()) return;
   blocks_->ReleaseAll(it->second.block_table);
   for (int64_t slot : it->second.host_slots) free_slots_.push_back(slot);
-  ShareOf(it->second).Leave(it->second.spec.tenant);
+  ledger_->Leave(it->second.spec.priority, it->second.spec.tenant);
   sequences_.erase(it);
 }
 
@@ -138,7 +146,7 @@ Scheduler::RankKey Scheduler::Rank(const Sequence& s) const {
   if (!options_.qos) return RankKey{0, 0, 0, 0, s.arrival_order};
   // A demoted sequence ranks after every class (aging does not raise it again).
   const int cls = s.demoted ? static_cast<int>(Priority::kLow) + 1 : EffectiveClass(s);
-  return RankKey{cls, ShareOf(s).VirtualTime(s.spec.tenant),
+  return RankKey{cls, ledger_->VirtualTime(s.spec.priority, s.spec.tenant),
                  s.spec.deadline_us.value_or(std::numeric_limits<TimestampUs>::max()),
                  s.spec.arrival_us, s.arrival_order};
 }
@@ -441,7 +449,7 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     if (it == sequences_.end()) continue;
     Sequence& s = it->second;
     s.num_computed += ss.n_tokens;
-    ShareOf(s).Charge(s.spec.tenant, ss.n_tokens);
+    ledger_->Charge(s.spec.priority, s.spec.tenant, ss.n_tokens);
     const int64_t full = s.num_computed / bs;
     for (; s.num_registered < full; ++s.num_registered) {
       blocks_->Register(s.block_table[s.num_registered], s.hashes[s.num_registered]);
@@ -449,11 +457,11 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     results.push_back(
         {.id = ss.id, .samples = s.num_computed == static_cast<int64_t>(s.tokens.size())});
   }
-  std::array<std::set<std::string>, 4> backlogged;
+  FairShareLedger::Backlog backlogged;
   for (const auto& [id, s] : sequences_) {
     if (!s.running) backlogged[static_cast<size_t>(s.spec.priority)].insert(s.spec.tenant);
   }
-  for (size_t c = 0; c < fair_share_.size(); ++c) fair_share_[c].AdvanceClock(backlogged[c]);
+  ledger_->AdvanceClocks(ledger_id_, backlogged);
   ++step_;
   return results;
 }
@@ -504,8 +512,8 @@ std::vector<TenantShare> Scheduler::TenantShares() const {
     if (!s.running) ++waiting[{s.spec.priority, s.spec.tenant}];
   }
   std::vector<TenantShare> shares;
-  for (size_t c = 0; c < fair_share_.size(); ++c) {
-    for (TenantShare& t : fair_share_[c].Snapshot()) {
+  for (size_t c = 0; c < 4; ++c) {
+    for (TenantShare& t : ledger_->Snapshot(static_cast<Priority>(c))) {
       t.priority = static_cast<Priority>(c);
       auto it = waiting.find({t.priority, t.tenant});
       if (it != waiting.end()) t.waiting = it->second;

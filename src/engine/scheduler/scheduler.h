@@ -43,6 +43,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -95,6 +96,9 @@ struct SchedulerOptions {
   // false: first come, first served -- classes, tenants, deadlines and the reserve are
   // ignored (the QoS-off baseline of the benchmarks).
   bool qos = true;
+  // The device's fair-share ledger, shared with the other models on the device (fair_share.h);
+  // null: this scheduler keeps its own.
+  std::shared_ptr<FairShareLedger> fair_share_ledger = nullptr;
 };
 
 struct SequenceSpec {
@@ -161,6 +165,10 @@ class Scheduler {
   // needed once sequences are forked.
   Scheduler(const SchedulerOptions& options, BlockManager* blocks, SwapSpace* swap = nullptr,
             BlockCopier* copier = nullptr);
+  // Leaves the ledger: its live sequences stop counting for their tenants.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a new sequence (waiting). PIER_CHECK: id unused, tokens non-empty.
   void Add(SequenceSpec spec);
@@ -190,10 +198,10 @@ class Scheduler {
   void Demote(int64_t id);
   // Whether the sequence has been admitted at least once (its work started).
   bool EverAdmitted(int64_t id) const { return Get(id).ever_admitted; }
-  // The tenants' fair-share state of class `priority` (virtual times and the clock).
-  const FairShare& fair_share(Priority priority) const {
-    return fair_share_[static_cast<size_t>(priority)];
-  }
+  // The fair-share clock of class `priority` (the device's, when its ledger is shared).
+  double FairShareClock(Priority priority) const { return ledger_->Clock(priority); }
+  // The ledger itself: set at construction, thread-safe, so other threads may read it.
+  const std::shared_ptr<FairShareLedger>& ledger() const { return ledger_; }
   // Every known tenant of every class with its waiting sequences counted.
   std::vector<TenantShare> TenantShares() const;
   // Appends the token sampled for sequence `id` (to be computed next step).
@@ -274,14 +282,9 @@ class Scheduler {
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
   int64_t admissions_ = 0;
-  int64_t step_budget_ = 0;              // 0: options_.max_batched_tokens
-  std::array<FairShare, 4> fair_share_;  // per requested class
-  FairShare& ShareOf(const Sequence& s) {
-    return fair_share_[static_cast<size_t>(s.spec.priority)];
-  }
-  const FairShare& ShareOf(const Sequence& s) const {
-    return fair_share_[static_cast<size_t>(s.spec.priority)];
-  }
+  int64_t step_budget_ = 0;                  // 0: options_.max_batched_tokens
+  std::shared_ptr<FairShareLedger> ledger_;  // per requested class; maybe the device's
+  int ledger_id_ = 0;
 };
 
 }  // namespace pier::engine

@@ -171,6 +171,55 @@ TEST(EngineQosTest, TenantsShareGeneratedTokensByWeight) {
   }
 }
 
+TEST(EngineQosTest, ATenantsTokensOnOneModelCountAgainstItsShareOnAnotherOfTheDevice) {
+  // Two models' engines. On model A only tenant a works, with a long backlog; on model B a
+  // and b have the same backlog, a's queued first. With the device's shared ledger, a's tokens
+  // on A count against it on B, so b gets most of B (over the device, a and b get about the
+  // same); with a ledger per engine, B splits its tokens evenly.
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "shared ledger" : "a ledger per engine");
+    const std::shared_ptr<FairShareLedger> ledger =
+        shared ? std::make_shared<FairShareLedger>() : nullptr;
+    const SchedulerOptions options{
+        .max_batched_tokens = 64, .max_seqs = 4, .aging_steps = 0, .fair_share_ledger = ledger};
+    QosRig model_a(options, 2048), model_b(options, 2048);
+    std::vector<std::shared_ptr<RequestHandle>> on_a;
+    std::map<std::string, std::vector<std::shared_ptr<RequestHandle>>> on_b;
+    for (int i = 0; i < 100; ++i) {
+      Request r = GreedyRequest("A" + std::to_string(i), RandomPrompt(8, 300 + i, kVocab), 24);
+      r.tenant = "a";
+      on_a.push_back(model_a.Submit(r));
+    }
+    for (const char* tenant : {"a", "b"}) {
+      for (int i = 0; i < 100; ++i) {
+        Request r = GreedyRequest(std::string(tenant) + std::to_string(i),
+                                  RandomPrompt(8, 700 + i, kVocab), 24);
+        r.tenant = tenant;
+        on_b[tenant].push_back(model_b.Submit(r));
+      }
+    }
+    std::map<std::string, int64_t> generated_on_b;
+    for (int step = 0; step < 2000 && generated_on_b["a"] + generated_on_b["b"] < 1200; ++step) {
+      model_a.engine->RunStep();
+      model_b.engine->RunStep();
+      for (auto& h : on_a) h->Drain();
+      for (auto& [tenant, hs] : on_b) {
+        for (auto& h : hs) {
+          for (const Event& e : h->Drain()) generated_on_b[tenant] += e.token >= 0 ? 1 : 0;
+        }
+      }
+    }
+    const double b_share = static_cast<double>(generated_on_b["b"]) /
+                           static_cast<double>(generated_on_b["a"] + generated_on_b["b"]);
+    if (shared) {
+      EXPECT_GT(b_share, 0.8) << "a " << generated_on_b["a"] << ", b " << generated_on_b["b"];
+    } else {
+      EXPECT_NEAR(b_share, 0.5, 0.1)
+          << "a " << generated_on_b["a"] << ", b " << generated_on_b["b"];
+    }
+  }
+}
+
 TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
   QosRig rig({.max_batched_tokens = 64, .max_seqs = 2, .aging_steps = 0, .reserved_share = 0.5});
   rig.runner.set_step_delay(std::chrono::milliseconds(40));
