@@ -61,6 +61,16 @@ def metrics_text(server):
         return response.read().decode()
 
 
+def wait_for(condition, timeout=30.0):
+    """Polls `condition` every 50 ms until it is true (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def _required_env(name):
     value = os.environ.get(name)
     if not value:

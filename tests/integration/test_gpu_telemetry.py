@@ -9,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from conftest import PIER_BINARY, PierServer, call, metrics_text
+from conftest import PIER_BINARY, PierServer, call, metrics_text, wait_for
 
 FAKE_NVML_DIR = os.environ.get("PIER_FAKE_NVML_DIR") or str(
     Path(PIER_BINARY).parent / "tests" / "metrics" / "fake_nvml")
@@ -28,15 +28,6 @@ gpu0.sm_clock=1980
 gpu0.ecc_corrected=2
 gpu0.processes=1:1048576
 """
-
-
-def wait_for(predicate, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def sample(text, series):

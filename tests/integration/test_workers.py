@@ -13,7 +13,7 @@ import time
 import openai
 import pytest
 
-from conftest import PIER_MODEL, PierServer, call, metrics_text, write_config
+from conftest import PIER_MODEL, PierServer, call, metrics_text, wait_for, write_config
 
 PROMPT = [{"role": "user", "content": "Count from one to twenty in words."}]
 
@@ -30,15 +30,6 @@ def guaranteed_committed(server):
     lent = sum(i["worker"]["kv_lent_bytes"] for m in detail["data"]
                for i in m["pier"]["instances"])
     return detail["device"]["committed_bytes"] - lent
-
-
-def wait_for(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def client_of(server):
