@@ -1,7 +1,10 @@
 // RenderGpuMetrics: the GPU telemetry snapshot as Prometheus families, under Pier's names and
 // units (bytes, hertz, ratios 0..1) and again under the DCGM exporter's (MiB, MHz, percent),
 // computed from the same reading.
+#include <unistd.h>
+
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "metrics/gpu_telemetry.h"
@@ -19,15 +22,25 @@ Labels PierLabels(const GpuReading& g) {
           {"mig", g.mig < 0 ? "" : std::to_string(g.mig)},
           {"uuid", g.uuid}};
 }
-Labels DcgmLabels(const GpuReading& g) {
+// DCGM exporter's: a MIG instance carries its GPU's UUID and model name, and its GPU instance
+// id in GPU_I_ID; every series carries the host's name.
+struct DcgmContext {
+  std::string hostname;
+  std::map<unsigned, std::pair<std::string, std::string>> gpu;  // index -> (UUID, model name)
+};
+Labels DcgmLabels(const GpuReading& g, const DcgmContext& context) {
+  auto it = context.gpu.find(g.gpu);
+  const bool known = it != context.gpu.end();
   return {{"gpu", std::to_string(g.gpu)},
-          {"UUID", g.uuid},
+          {"UUID", known ? it->second.first : g.uuid},
           {"device", "nvidia" + std::to_string(g.gpu)},
-          {"modelName", g.name},
+          {"modelName", known ? it->second.second : g.name},
+          {"Hostname", context.hostname},
           {"GPU_I_ID", g.mig < 0 ? "" : std::to_string(g.gpu_instance_id)}};
 }
 const std::vector<std::string> kPierLabels = {"gpu", "mig", "uuid"};
-const std::vector<std::string> kDcgmLabels = {"gpu", "UUID", "device", "modelName", "GPU_I_ID"};
+const std::vector<std::string> kDcgmLabels = {"gpu",       "UUID",     "device",
+                                              "modelName", "Hostname", "GPU_I_ID"};
 
 // One reading published under both names: `scale` turns Pier's unit into DCGM's.
 struct Pair {
@@ -35,12 +48,14 @@ struct Pair {
   Family<Gauge>* dcgm;  // null: DCGM has no such field
   double scale;
   bool integral = false;  // DCGM's value is an integer (percent, MHz)
-  void Set(const GpuReading& g, const std::optional<double>& value) const {
+  void Set(const GpuReading& g, const DcgmContext& context,
+           const std::optional<double>& value) const {
     if (!value.has_value()) return;
     pier->WithLabels(PierLabels(g)).Set(*value);
     // NVML's percentages and MHz are integers: no 28.999999999999996 from 0.29 x 100.
     if (dcgm != nullptr)
-      dcgm->WithLabels(DcgmLabels(g)).Set(integral ? std::round(*value * scale) : *value * scale);
+      dcgm->WithLabels(DcgmLabels(g, context))
+          .Set(integral ? std::round(*value * scale) : *value * scale);
   }
 };
 
@@ -54,6 +69,12 @@ std::optional<double> AsDouble(const std::optional<uint64_t>& v) {
 void RenderGpuMetrics(const GpuTelemetrySnapshot& snapshot,
                       const std::map<unsigned, uint64_t>& waiting_allocations, std::string* out) {
   if (!snapshot.available) return;
+  DcgmContext context;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) context.hostname = host;
+  for (const GpuReading& g : snapshot.gpus) {
+    if (g.mig < 0) context.gpu[g.gpu] = {g.uuid, g.name};
+  }
   Registry r;
   auto pier = [&](const char* name, const char* help) {
     return &r.AddGauge(name, help, kPierLabels);
@@ -107,13 +128,13 @@ void RenderGpuMetrics(const GpuTelemetrySnapshot& snapshot,
                      {"name", g.name},
                      {"driver", snapshot.driver_version}})
         .Set(1);
-    util.Set(g, g.utilization);
-    mem_util.Set(g, g.memory_utilization);
-    used.Set(g, AsDouble(g.memory_used_bytes));
-    total.Set(g, AsDouble(g.memory_total_bytes));
+    util.Set(g, context, g.utilization);
+    mem_util.Set(g, context, g.memory_utilization);
+    used.Set(g, context, AsDouble(g.memory_used_bytes));
+    total.Set(g, context, AsDouble(g.memory_total_bytes));
     if (g.memory_used_bytes.has_value() && g.memory_total_bytes.has_value()) {
       const uint64_t t = *g.memory_total_bytes, u = std::min(*g.memory_used_bytes, t);
-      free.Set(g, static_cast<double>(t - u));
+      free.Set(g, context, static_cast<double>(t - u));
       if (g.mig < 0 && t > 0) {
         auto it = waiting_allocations.find(g.gpu);
         const double waiting =
@@ -122,22 +143,22 @@ void RenderGpuMetrics(const GpuTelemetrySnapshot& snapshot,
             .Set(static_cast<double>(u) / static_cast<double>(t) * waiting);
       }
     }
-    temp.Set(g, g.temperature_celsius);
-    power.Set(g, g.power_watts);
-    sm_clock.Set(g, g.sm_clock_hertz);
-    mem_clock.Set(g, g.memory_clock_hertz);
-    tx.Set(g, g.pcie_tx_bytes_per_second);
-    rx.Set(g, g.pcie_rx_bytes_per_second);
+    temp.Set(g, context, g.temperature_celsius);
+    power.Set(g, context, g.power_watts);
+    sm_clock.Set(g, context, g.sm_clock_hertz);
+    mem_clock.Set(g, context, g.memory_clock_hertz);
+    tx.Set(g, context, g.pcie_tx_bytes_per_second);
+    rx.Set(g, context, g.pcie_rx_bytes_per_second);
     const std::string index = std::to_string(g.gpu);
     if (g.ecc_corrected.has_value()) {
       ecc.WithLabels({{"gpu", index}, {"uuid", g.uuid}, {"type", "corrected"}})
           .Increment(static_cast<double>(*g.ecc_corrected));
-      sbe.WithLabels(DcgmLabels(g)).Increment(static_cast<double>(*g.ecc_corrected));
+      sbe.WithLabels(DcgmLabels(g, context)).Increment(static_cast<double>(*g.ecc_corrected));
     }
     if (g.ecc_uncorrected.has_value()) {
       ecc.WithLabels({{"gpu", index}, {"uuid", g.uuid}, {"type", "uncorrected"}})
           .Increment(static_cast<double>(*g.ecc_uncorrected));
-      dbe.WithLabels(DcgmLabels(g)).Increment(static_cast<double>(*g.ecc_uncorrected));
+      dbe.WithLabels(DcgmLabels(g, context)).Increment(static_cast<double>(*g.ecc_uncorrected));
     }
     if (g.processes.has_value()) {
       for (const GpuProcessMemory& p : *g.processes) {

@@ -6,6 +6,7 @@ leak margin is drained and restarted; and without NVML the server says so once a
 exports no GPU series."""
 import os
 import re
+import socket
 import time
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def test_metrics_carry_the_gpu_and_reconcile_a_workers_device_memory(tmp_path):
         assert sample(text, "pier_gpu_utilization_ratio" + gpu) == 0.35
         assert sample(text, "pier_gpu_memory_used_bytes" + gpu) == 20 * GIB
         dcgm = ('{gpu="0",UUID="GPU-e2e",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",'
-                'GPU_I_ID=""}')
+                f'Hostname="{socket.gethostname()}",GPU_I_ID=""}}')
         assert sample(text, "DCGM_FI_DEV_GPU_UTIL" + dcgm) == 35
         assert sample(text, "DCGM_FI_DEV_FB_USED" + dcgm) == 20 * 1024
         assert sample(text, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL" + dcgm) == 2

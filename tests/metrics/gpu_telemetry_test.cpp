@@ -135,8 +135,16 @@ TEST_F(GpuTelemetryTest, RendersPierAndDcgmNamesInTheirOwnUnits) {
     EXPECT_NE(it, e.samples.end()) << series << " missing in\n" << text;
     return it == e.samples.end() ? -1.0 : it->second;
   };
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
   const std::string dcgm0 =
-      R"({gpu="0",UUID="GPU-aaaa",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",GPU_I_ID=""})";
+      R"({gpu="0",UUID="GPU-aaaa",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname=")" +
+      std::string(host) + R"(",GPU_I_ID=""})";
+  // A MIG instance under DCGM's labels: its GPU's UUID and model, its GPU instance id.
+  const std::string dcgm_mig =
+      R"({gpu="1",UUID="GPU-bbbb",device="nvidia1",modelName="NVIDIA A100-SXM4-40GB",Hostname=")" +
+      std::string(host) + R"(",GPU_I_ID="3"})";
+  EXPECT_DOUBLE_EQ(at("DCGM_FI_DEV_FB_USED" + dcgm_mig), 512);
   EXPECT_DOUBLE_EQ(at(R"(pier_gpu_utilization_ratio{gpu="0",mig="",uuid="GPU-aaaa"})"), 0.35);
   EXPECT_DOUBLE_EQ(at("DCGM_FI_DEV_GPU_UTIL" + dcgm0), 35);
   EXPECT_DOUBLE_EQ(at(R"(pier_gpu_memory_used_bytes{gpu="0",mig="",uuid="GPU-aaaa"})"),
