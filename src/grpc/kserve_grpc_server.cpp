@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "grpc_predict_v2.grpc.pb.h"
 #include "http/embeddings_api.h"
 #include "http/kserve_api.h"
+#include "http/kserve_token_ids.h"
 
 namespace pier::grpc_api {
 namespace {
@@ -201,44 +203,82 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
                         " model (an LLM): infer serves embedding models; use the OpenAI routes "
                         "for text");
     }
-    if (request->inputs_size() != 1) {
-      return Refuse(
-          StatusCode::INVALID_ARGUMENT,
-          "model '" + model.id + "' takes exactly one input: a BYTES tensor of texts, shape [n]");
-    }
-    const auto& input = request->inputs(0);
-    std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
-    if (input.datatype() != "BYTES") {
-      return Refuse(
-          StatusCode::INVALID_ARGUMENT,
-          http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
-    }
-    if (!shape.empty() &&
-        (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > http::kMaxInferTexts)) {
-      return Refuse(
-          StatusCode::INVALID_ARGUMENT,
-          http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
-    }
+    // Token ids (INT32/INT64, optionally with an attention_mask): read as the HTTP route reads
+    // them, from the same JSON form (contents as data, raw contents as binary, in input order).
+    std::optional<std::vector<std::vector<int32_t>>> given_ids;
     std::vector<std::string> texts;
-    if (request->raw_input_contents_size() > 0) {
-      if (!http::ParseBinaryStrings(request->raw_input_contents(0), &texts)) {
-        return Refuse(StatusCode::INVALID_ARGUMENT,
-                      "input '" + input.name() +
-                          "': raw_input_contents is not a sequence of length-prefixed strings");
+    if (request->inputs_size() >= 1 && http::IsTokenIdDatatype(request->inputs(0).datatype())) {
+      nlohmann::json inputs = nlohmann::json::array();
+      std::string binary;
+      for (int i = 0; i < request->inputs_size(); ++i) {
+        const auto& in = request->inputs(i);
+        nlohmann::json j = {{"name", in.name()},
+                            {"datatype", in.datatype()},
+                            {"shape", std::vector<int64_t>(in.shape().begin(), in.shape().end())}};
+        if (request->raw_input_contents_size() > i) {
+          j["parameters"] = {{"binary_data_size", request->raw_input_contents(i).size()}};
+          binary += request->raw_input_contents(i);
+        } else if (in.datatype() == "INT64") {
+          j["data"] = std::vector<int64_t>(in.contents().int64_contents().begin(),
+                                           in.contents().int64_contents().end());
+        } else {
+          j["data"] = std::vector<int32_t>(in.contents().int_contents().begin(),
+                                           in.contents().int_contents().end());
+        }
+        inputs.push_back(std::move(j));
       }
-    } else if (static_cast<size_t>(input.contents().bytes_contents_size()) <=
-               http::kMaxInferTexts) {
-      texts.assign(input.contents().bytes_contents().begin(),
-                   input.contents().bytes_contents().end());
-    } else {
-      return Refuse(StatusCode::INVALID_ARGUMENT, "input '" + input.name() + "' holds more than " +
-                                                      std::to_string(http::kMaxInferTexts) +
-                                                      " texts");
+      Result<std::vector<std::vector<int32_t>>> lists = http::ReadTokenIdInputs(inputs, binary);
+      if (!lists.ok()) {
+        return Refuse(StatusCode::INVALID_ARGUMENT,
+                      "model '" + model.id + "': " + lists.status().message());
+      }
+      if (lists->size() > http::kMaxInferTexts) {
+        return Refuse(StatusCode::INVALID_ARGUMENT, "model '" + model.id + "': 1 to " +
+                                                        std::to_string(http::kMaxInferTexts) +
+                                                        " sequences per request");
+      }
+      given_ids = std::move(lists).value();
     }
-    if (Status tensor =
-            http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, texts.size());
-        !tensor.ok()) {
-      return Refuse(StatusCode::INVALID_ARGUMENT, tensor.message());
+    if (!given_ids.has_value()) {
+      if (request->inputs_size() != 1) {
+        return Refuse(StatusCode::INVALID_ARGUMENT,
+                      "model '" + model.id +
+                          "' takes one input: a BYTES tensor of texts, shape [n] (or token ids: "
+                          "INT32/INT64 [n, len] with an optional attention_mask)");
+      }
+      const auto& input = request->inputs(0);
+      std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
+      if (input.datatype() != "BYTES") {
+        return Refuse(
+            StatusCode::INVALID_ARGUMENT,
+            http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
+      }
+      if (!shape.empty() &&
+          (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > http::kMaxInferTexts)) {
+        return Refuse(
+            StatusCode::INVALID_ARGUMENT,
+            http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
+      }
+      if (request->raw_input_contents_size() > 0) {
+        if (!http::ParseBinaryStrings(request->raw_input_contents(0), &texts)) {
+          return Refuse(StatusCode::INVALID_ARGUMENT,
+                        "input '" + input.name() +
+                            "': raw_input_contents is not a sequence of length-prefixed strings");
+        }
+      } else if (static_cast<size_t>(input.contents().bytes_contents_size()) <=
+                 http::kMaxInferTexts) {
+        texts.assign(input.contents().bytes_contents().begin(),
+                     input.contents().bytes_contents().end());
+      } else {
+        return Refuse(StatusCode::INVALID_ARGUMENT,
+                      "input '" + input.name() + "' holds more than " +
+                          std::to_string(http::kMaxInferTexts) + " texts");
+      }
+      if (Status tensor =
+              http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, texts.size());
+          !tensor.ok()) {
+        return Refuse(StatusCode::INVALID_ARGUMENT, tensor.message());
+      }
     }
     for (const auto& output : request->outputs()) {
       if (output.name() != "embedding") {
@@ -264,7 +304,10 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
       }
     }
     Result<std::vector<std::vector<int32_t>>> ids =
-        http::TokenizeTexts(*model.tokenizer, texts, model.max_request_tokens, truncate);
+        given_ids.has_value()
+            ? http::PrepareTokenIds(*model.tokenizer, std::move(*given_ids),
+                                    model.max_request_tokens, truncate)
+            : http::TokenizeTexts(*model.tokenizer, texts, model.max_request_tokens, truncate);
     if (!ids.ok()) {
       return Refuse(StatusCode::INVALID_ARGUMENT,
                     "model '" + model.id + "': " + ids.status().message());

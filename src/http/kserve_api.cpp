@@ -14,6 +14,7 @@
 #include "http/embeddings_api.h"
 #include "http/json_shape.h"
 #include "http/kserve_generate.h"
+#include "http/kserve_token_ids.h"
 #include "http/pending_response.h"
 
 namespace pier::http {
@@ -110,7 +111,8 @@ Status CheckTextTensor(std::string_view model, std::string_view name, std::strin
   const std::string input = "input '" + std::string(name) + "'";
   if (datatype != "BYTES") {
     return InvalidArgumentError(input + " has datatype '" + std::string(datatype) + "'; model '" +
-                                std::string(model) + "' takes BYTES (texts)");
+                                std::string(model) +
+                                "' takes BYTES (texts) or INT32/INT64 (token ids)");
   }
   std::string shown = "[";
   for (size_t i = 0; i < shape.size(); ++i) shown += (i ? ", " : "") + std::to_string(shape[i]);
@@ -240,51 +242,67 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   }
   if (!request.is_object()) return Error(400, "the inference request must be a JSON object");
   const Json* inputs = request.contains("inputs") ? &request["inputs"] : nullptr;
-  if (inputs == nullptr || !inputs->is_array() || inputs->size() != 1) {
-    return Error(400, "model '" + model.id +
-                          "' takes exactly one input: a BYTES tensor of texts, shape [n]");
-  }
-  const Json& input = (*inputs)[0];
-  if (!input.is_object()) return Error(400, "inputs[0] must be an object");
-  const std::string name =
-      input.contains("name") && input["name"].is_string() ? input["name"].get<std::string>() : "";
-  const std::string datatype = input.contains("datatype") && input["datatype"].is_string()
-                                   ? input["datatype"].get<std::string>()
-                                   : "";
-  std::vector<int64_t> shape;
-  if (!input.contains("shape") || !input["shape"].is_array() || input["shape"].size() > 2) {
-    return Error(400, "input '" + name + "' needs a shape [n] or [n, 1]");
-  }
-  for (const Json& dim : input["shape"]) {
-    if (!dim.is_number_integer()) return Error(400, "input '" + name + "': a shape of integers");
-    shape.push_back(dim.get<int64_t>());
-  }
-  if (!shape.empty() && (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > kMaxInferTexts)) {
-    return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
-  }
-  if (datatype != "BYTES") {  // before the data, which is then not texts
-    return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
+  // Token ids (INT32/INT64, optionally with an attention_mask) instead of texts.
+  std::optional<std::vector<std::vector<int32_t>>> given_ids;
+  if (inputs != nullptr && inputs->is_array() && !inputs->empty() && (*inputs)[0].is_object() &&
+      (*inputs)[0].contains("datatype") && (*inputs)[0]["datatype"].is_string() &&
+      IsTokenIdDatatype((*inputs)[0]["datatype"].get<std::string>())) {
+    Result<std::vector<std::vector<int32_t>>> lists = ReadTokenIdInputs(*inputs, binary);
+    if (!lists.ok()) return Error(400, "model '" + model.id + "': " + lists.status().message());
+    if (lists->size() > kMaxInferTexts) {
+      return Error(400, "model '" + model.id + "': 1 to " + std::to_string(kMaxInferTexts) +
+                            " sequences per request");
+    }
+    given_ids = std::move(lists).value();
   }
   std::vector<std::string> texts;
-  const Json* parameters = input.contains("parameters") && input["parameters"].is_object()
-                               ? &input["parameters"]
-                               : nullptr;
-  if (parameters != nullptr && parameters->contains("binary_data_size")) {
-    const Json& size = (*parameters)["binary_data_size"];
-    if (!size.is_number_unsigned() || size.get<uint64_t>() > binary.size()) {
-      return Error(400, "input '" + name + "': binary_data_size is not within the " +
-                            std::to_string(binary.size()) + " bytes after the JSON header");
+  if (!given_ids.has_value()) {
+    if (inputs == nullptr || !inputs->is_array() || inputs->size() != 1) {
+      return Error(400, "model '" + model.id +
+                            "' takes one input: a BYTES tensor of texts, shape [n] (or token ids: "
+                            "INT32/INT64 [n, len] with an optional attention_mask)");
     }
-    if (!ParseBinaryStrings(binary.substr(0, size.get<size_t>()), &texts)) {
-      return Error(400, "input '" + name +
-                            "': its binary data is not a sequence of length-prefixed strings");
+    const Json& input = (*inputs)[0];
+    if (!input.is_object()) return Error(400, "inputs[0] must be an object");
+    const std::string name =
+        input.contains("name") && input["name"].is_string() ? input["name"].get<std::string>() : "";
+    const std::string datatype = input.contains("datatype") && input["datatype"].is_string()
+                                     ? input["datatype"].get<std::string>()
+                                     : "";
+    std::vector<int64_t> shape;
+    if (!input.contains("shape") || !input["shape"].is_array() || input["shape"].size() > 2) {
+      return Error(400, "input '" + name + "' needs a shape [n] or [n, 1]");
     }
-  } else if (!input.contains("data") || !FlattenStrings(input["data"], &texts)) {
-    return Error(400, "input '" + name + "' needs `data`: a list of strings");
-  }
-  if (Status tensor = CheckTextTensor(model.id, name, datatype, shape, texts.size());
-      !tensor.ok()) {
-    return Error(400, tensor.message());
+    for (const Json& dim : input["shape"]) {
+      if (!dim.is_number_integer()) return Error(400, "input '" + name + "': a shape of integers");
+      shape.push_back(dim.get<int64_t>());
+    }
+    if (!shape.empty() && (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > kMaxInferTexts)) {
+      return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
+    }
+    if (datatype != "BYTES") {  // before the data, which is then not texts
+      return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
+    }
+    const Json* parameters = input.contains("parameters") && input["parameters"].is_object()
+                                 ? &input["parameters"]
+                                 : nullptr;
+    if (parameters != nullptr && parameters->contains("binary_data_size")) {
+      const Json& size = (*parameters)["binary_data_size"];
+      if (!size.is_number_unsigned() || size.get<uint64_t>() > binary.size()) {
+        return Error(400, "input '" + name + "': binary_data_size is not within the " +
+                              std::to_string(binary.size()) + " bytes after the JSON header");
+      }
+      if (!ParseBinaryStrings(binary.substr(0, size.get<size_t>()), &texts)) {
+        return Error(400, "input '" + name +
+                              "': its binary data is not a sequence of length-prefixed strings");
+      }
+    } else if (!input.contains("data") || !FlattenStrings(input["data"], &texts)) {
+      return Error(400, "input '" + name + "' needs `data`: a list of strings");
+    }
+    if (Status tensor = CheckTextTensor(model.id, name, datatype, shape, texts.size());
+        !tensor.ok()) {
+      return Error(400, tensor.message());
+    }
   }
 
   // Outputs: only "embedding"; binary when asked.
@@ -325,7 +343,10 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   }
 
   Result<std::vector<std::vector<int32_t>>> ids =
-      TokenizeTexts(*model.tokenizer, texts, model.max_request_tokens, truncate);
+      given_ids.has_value()
+          ? PrepareTokenIds(*model.tokenizer, std::move(*given_ids), model.max_request_tokens,
+                            truncate)
+          : TokenizeTexts(*model.tokenizer, texts, model.max_request_tokens, truncate);
   if (!ids.ok()) return Error(400, "model '" + model.id + "': " + ids.status().message());
   int64_t cost = 0;
   for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());

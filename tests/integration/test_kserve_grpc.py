@@ -59,8 +59,8 @@ def test_infer_equals_the_http_routes(grpc_server, triton):
 def test_infer_refusals(triton):
     with pytest.raises(InferenceServerException, match="generate"):
         triton.infer("smol", [texts_input(["hi"])])
-    wrong = grpcclient.InferInput("text", [1], "INT32")
-    wrong.set_data_from_numpy(np.array([7], dtype=np.int32))
+    wrong = grpcclient.InferInput("text", [1], "FP32")  # INT32/INT64 would be token ids
+    wrong.set_data_from_numpy(np.array([7], dtype=np.float32))
     with pytest.raises(InferenceServerException, match="BYTES"):
         triton.infer("minilm", [wrong])
     with pytest.raises(InferenceServerException, match="empty"):
@@ -83,3 +83,31 @@ def test_api_keys_travel_as_metadata(tmp_path):
         c.close()
     finally:
         s.stop_and_check()
+
+
+def test_token_ids_with_an_attention_mask_embed_as_their_texts(triton):
+    # Ids from Hugging Face's tokenizer (the committed fixture), padded and masked; tritonclient
+    # sends them as raw contents: the same vectors as the texts.
+    import json
+    from pathlib import Path
+    fixture = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "tokenizer"
+                          / "wordpiece_minilm.json").read_text())
+    wanted = ["Hello world", "The quick brown fox jumps over the lazy dog."]
+    ids = {c["text"]: c["ids"] for c in fixture["singles"] if c["text"] in wanted}
+    rows = [ids[t] for t in wanted]
+    width = max(len(r) for r in rows)
+    padded = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.int32)
+    mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=np.int32)
+    ids_in = grpcclient.InferInput("input_ids", list(padded.shape), "INT32")
+    ids_in.set_data_from_numpy(padded)
+    mask_in = grpcclient.InferInput("attention_mask", list(mask.shape), "INT32")
+    mask_in.set_data_from_numpy(mask)
+    from_ids = triton.infer("minilm", [ids_in, mask_in]).as_numpy("embedding")
+    from_texts = triton.infer("minilm", [texts_input(wanted)]).as_numpy("embedding")
+    assert from_ids.shape == (2, 384)
+    assert np.array_equal(from_ids, from_texts)
+    bad = grpcclient.InferInput("input_ids", [2], "INT32")
+    bad.set_data_from_numpy(np.array([101, -5], dtype=np.int32))
+    with pytest.raises(InferenceServerException) as raised:
+        triton.infer("minilm", [bad])
+    assert "token id -5" in str(raised.value)

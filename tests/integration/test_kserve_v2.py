@@ -157,3 +157,33 @@ def test_generate_refusals(kserve_server):
     status, body = call(kserve_server, "POST", "/v2/models/smol/generate",
                         {"text_input": "x", "max_tokens": -3})
     assert status == 400 and body["error"]
+
+
+@pytest.mark.parametrize("binary_in", [True, False])
+def test_token_ids_with_an_attention_mask_embed_as_their_texts(triton, binary_in):
+    # Ids from Hugging Face's tokenizer (the committed fixture), padded to one length and
+    # masked: the same vectors as the texts themselves.
+    fixture = json.load(open(
+        __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "tokenizer"
+        / "wordpiece_minilm.json"))
+    wanted = ["Hello world", "The quick brown fox jumps over the lazy dog.", "café naïve résumé"]
+    ids = {c["text"]: c["ids"] for c in fixture["singles"] if c["text"] in wanted}
+    rows = [ids[t] for t in wanted]
+    width = max(len(r) for r in rows)
+    padded = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.int64)
+    mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=np.int64)
+    ids_in = httpclient.InferInput("input_ids", list(padded.shape), "INT64")
+    ids_in.set_data_from_numpy(padded, binary_data=binary_in)
+    mask_in = httpclient.InferInput("attention_mask", list(mask.shape), "INT64")
+    mask_in.set_data_from_numpy(mask, binary_data=binary_in)
+    from_ids = triton.infer("minilm", [ids_in, mask_in]).as_numpy("embedding")
+    from_texts = triton.infer("minilm", [texts_input(wanted, binary_in)]).as_numpy("embedding")
+    assert from_ids.shape == (3, 384)
+    assert np.array_equal(from_ids, from_texts), "ids and texts must embed bitwise alike"
+    # An id past the vocabulary is a 400 naming it.
+    bad = httpclient.InferInput("input_ids", [1, 3], "INT64")
+    bad.set_data_from_numpy(np.array([[101, 99999999, 102]], dtype=np.int64),
+                            binary_data=binary_in)
+    with pytest.raises(InferenceServerException) as raised:
+        triton.infer("minilm", [bad])
+    assert "99999999" in str(raised.value)
