@@ -85,6 +85,7 @@ struct ServingMetrics::Instruments {
   Family<Counter>* qos_tokens = nullptr;
   Family<Histogram>* qos_ttft = nullptr;
   Family<Histogram>* qos_tpot = nullptr;
+  Family<Histogram>* qos_queue = nullptr;
   Family<Gauge>* slo_attainment = nullptr;
   // The finished requests of the last 5 minutes per (model, class) whose class has an SLO:
   // (when, met), oldest first.
@@ -206,6 +207,13 @@ ServingMetrics::ServingMetrics(std::string model_name)
   in.qos_ttft = &r.AddHistogram("pier_qos_time_to_first_token_seconds",
                                 "Time from arrival to the first token, by tenant and class.",
                                 qos_labels, TimeToFirstTokenBuckets());
+  // With the time to first token, where a class's TTFT goes: waiting for admission, or its own
+  // prefill (and the step in flight before it).
+  in.qos_queue = &r.AddHistogram(
+      "pier_qos_queue_time_seconds",
+      "Time from arrival in the engine to the first step that computed the request, by tenant "
+      "and class.",
+      qos_labels, TimeToFirstTokenBuckets());
   in.qos_tpot = &r.AddHistogram("pier_qos_time_per_output_token_seconds",
                                 "Mean time per output token of each request, by tenant and class.",
                                 qos_labels, PerTokenBuckets());
@@ -291,6 +299,7 @@ void ServingMetrics::RecordRequest(const RequestRecord& record) {
   in.qos_tokens->WithLabels(qos).Increment(prompt - cached + generated);
   ObserveMeasured(in.qos_ttft->WithLabels(qos), record.time_to_first_token);
   ObserveMeasured(in.qos_tpot->WithLabels(qos), record.time_per_output_token);
+  ObserveMeasured(in.qos_queue->WithLabels(qos), record.queue_seconds);
   if (record.slo_met.has_value()) in.RecordSlo(model, record.priority_class, *record.slo_met);
 }
 

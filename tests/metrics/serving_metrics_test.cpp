@@ -323,3 +323,33 @@ TEST(ServingMetricsTest, EverythingRenderedIsWellFormedAndLabelledWithTheModel) 
 
 }  // namespace
 }  // namespace pier::metrics
+
+namespace pier::metrics {
+namespace {
+
+TEST(ServingMetricsTest, QosSeriesSplitTheTimeToFirstTokenIntoQueueAndTheRest) {
+  ServingMetrics metrics("smol");
+  metrics.RecordRequest({.finish_reason = "length",
+                         .prompt_tokens = 10,
+                         .generation_tokens = 4,
+                         .queue_seconds = 0.02,
+                         .time_to_first_token = 0.09,
+                         .tenant = "alpha",
+                         .priority_class = "critical"});
+  metrics.RecordRequest({.finish_reason = "stop",
+                         .prompt_tokens = 10,
+                         .generation_tokens = 4,
+                         .time_to_first_token = 0.05,  // queue time not measured
+                         .tenant = "alpha",
+                         .priority_class = "critical"});
+  const Exposition parsed = Parse(metrics.Render(engine::EngineStats{}, nullptr));
+  const std::string labels = R"({model="smol",tenant="alpha",class="critical"})";
+  EXPECT_EQ(At(parsed, "pier_qos_queue_time_seconds_count" + labels), 1);
+  EXPECT_DOUBLE_EQ(At(parsed, "pier_qos_queue_time_seconds_sum" + labels), 0.02);
+  EXPECT_EQ(At(parsed, "pier_qos_time_to_first_token_seconds_count" + labels), 2);
+  EXPECT_DOUBLE_EQ(At(parsed, "pier_qos_time_to_first_token_seconds_sum" + labels), 0.14);
+  EXPECT_EQ(At(parsed, "pier_qos_tokens_total" + labels), 28);
+}
+
+}  // namespace
+}  // namespace pier::metrics
