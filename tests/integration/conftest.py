@@ -71,6 +71,28 @@ def wait_for(condition, timeout=30.0):
     return False
 
 
+def fake_nvml_env(script_path, script):
+    """The environment for a server that reads GPUs from the stand-in libnvidia-ml.so.1
+    (tests/metrics/fake_nvml.cpp) answering from `script`, written to `script_path`."""
+    folder = os.environ.get("PIER_FAKE_NVML_DIR") or os.path.join(
+        os.path.dirname(PIER_BINARY), "tests", "metrics", "fake_nvml")
+    assert os.path.exists(os.path.join(folder, "libnvidia-ml.so.1")), \
+        f"no stand-in libnvidia-ml.so.1 in {folder} (set PIER_FAKE_NVML_DIR)"
+    with open(script_path, "w", encoding="utf-8") as f:
+        f.write(script)
+    return {"LD_LIBRARY_PATH": folder, "PIER_FAKE_NVML_SCRIPT": str(script_path)}
+
+
+def hf_wordpiece_ids(texts):
+    """Hugging Face's token ids of `texts` for all-MiniLM-L6-v2, from the committed fixture
+    (tests/fixtures/tokenizer/wordpiece_minilm.json, made by tools/gen_wordpiece_fixture.py)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tokenizer",
+                        "wordpiece_minilm.json")
+    with open(path, encoding="utf-8") as f:
+        ids = {c["text"]: c["ids"] for c in json.load(f)["singles"]}
+    return [ids[t] for t in texts]
+
+
 def _required_env(name):
     value = os.environ.get(name)
     if not value:

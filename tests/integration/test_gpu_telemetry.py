@@ -4,16 +4,12 @@ Pier's and the DCGM exporter's names, NVML's per-process memory of a worker is r
 with its grant, a worker that NVML sees holding more device memory than its grant plus the
 leak margin is drained and restarted; and without NVML the server says so once and
 exports no GPU series."""
-import os
 import re
 import socket
 import time
-from pathlib import Path
 
-from conftest import PIER_BINARY, PierServer, call, metrics_text, wait_for
+from conftest import PierServer, call, fake_nvml_env, metrics_text, wait_for
 
-FAKE_NVML_DIR = os.environ.get("PIER_FAKE_NVML_DIR") or str(
-    Path(PIER_BINARY).parent / "tests" / "metrics" / "fake_nvml")
 GIB = 1 << 30
 
 SCRIPT = """driver=550.54.15
@@ -42,11 +38,9 @@ def worker(server):
 
 def start(tmp_path, script, extra=()):
     path = tmp_path / "nvml.txt"
-    path.write_text(script)
-    assert Path(FAKE_NVML_DIR, "libnvidia-ml.so.1").exists(), FAKE_NVML_DIR
     server = PierServer(["--workers", "on", "--gpu-telemetry-min-period", "0.05",
                          "--gpu-telemetry-max-period", "1.05", *extra],
-                        env={"LD_LIBRARY_PATH": FAKE_NVML_DIR, "PIER_FAKE_NVML_SCRIPT": str(path)})
+                        env=fake_nvml_env(path, script))
     return server, path
 
 
@@ -102,7 +96,7 @@ def test_a_worker_nvml_sees_leaking_device_memory_is_restarted(tmp_path):
         server.stop_and_check()
 
 
-def test_without_nvml_the_server_says_so_once_and_exports_no_gpu_series():
+def test_without_nvml_the_server_says_so_once_and_exports_no_gpu_series(tmp_path):
     env = {"LD_LIBRARY_PATH": "/nonexistent"}
     server = PierServer([], env=env)
     try:
@@ -113,8 +107,7 @@ def test_without_nvml_the_server_says_so_once_and_exports_no_gpu_series():
     finally:
         server.stop_and_check()
     off = PierServer(["--gpu-telemetry", "off"],
-                     env={"LD_LIBRARY_PATH": FAKE_NVML_DIR,
-                          "PIER_FAKE_NVML_SCRIPT": "/nonexistent"})
+                     env=fake_nvml_env(tmp_path / "nvml.txt", SCRIPT))
     try:
         assert "pier_gpu_" not in metrics_text(off)
         assert "GPU telemetry" not in off.log()

@@ -11,17 +11,16 @@ variable everywhere, targets with expr and refId, grid within 24 columns), and b
 it must fail the check.
 
 The stand-in library comes from $PIER_FAKE_NVML_DIR (set by the suite's ctest environment), else
-<repo>/build/tests/metrics/fake_nvml when it was built there."""
+the build's tests/metrics/fake_nvml (conftest.fake_nvml_env); it missing is a failure."""
 
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import PierServer, call, metrics_text
+from conftest import PierServer, call, fake_nvml_env, metrics_text
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy" / "grafana" / "pier.json"
@@ -226,32 +225,13 @@ def docs_text():
 # --- The live server ---------------------------------------------------------------------------
 
 
-def fake_nvml_dir():
-    folder = os.environ.get("PIER_FAKE_NVML_DIR")
-    if folder:
-        assert os.path.exists(os.path.join(folder, "libnvidia-ml.so.1")), \
-            f"PIER_FAKE_NVML_DIR={folder} holds no libnvidia-ml.so.1"
-        return folder
-    built = REPO / "build" / "tests" / "metrics" / "fake_nvml"
-    if (built / "libnvidia-ml.so.1").exists():
-        return str(built)
-    pytest.skip("the stand-in NVML library is not built: set PIER_FAKE_NVML_DIR "
-                "(the build's tests/metrics/fake_nvml)")
-    return None
-
-
 @pytest.fixture(scope="module")
 def live_metrics(tmp_path_factory):
     """/metrics of a server with workers, SLO targets and a GPU, after one chat completion,
     once every name the dashboard queries (less the allowlist) is there or 15 s have passed."""
-    nvml_dir = fake_nvml_dir()
-    script = tmp_path_factory.mktemp("nvml") / "nvml.txt"
-    script.write_text(NVML_SCRIPT)
-    library_path = nvml_dir + (":" + os.environ["LD_LIBRARY_PATH"]
-                               if os.environ.get("LD_LIBRARY_PATH") else "")
+    env = fake_nvml_env(tmp_path_factory.mktemp("nvml") / "nvml.txt", NVML_SCRIPT)
     server = PierServer(["--workers", "on", "--class-ttft-ms", "critical=500,normal=2000",
-                         "--class-tpot-ms", "normal=200"],
-                        env={"LD_LIBRARY_PATH": library_path, "PIER_FAKE_NVML_SCRIPT": str(script)})
+                         "--class-tpot-ms", "normal=200"], env=env)
     try:
         status, body = call(server, "POST", "/v1/chat/completions", {
             "model": server.model_id, "max_tokens": 4,

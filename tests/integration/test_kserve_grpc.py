@@ -8,7 +8,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import call, start_llm_and_embedder
+from conftest import call, hf_wordpiece_ids, start_llm_and_embedder
 
 @pytest.fixture(scope="module")
 def grpc_server(tmp_path_factory):
@@ -88,13 +88,8 @@ def test_api_keys_travel_as_metadata(tmp_path):
 def test_token_ids_with_an_attention_mask_embed_as_their_texts(triton):
     # Ids from Hugging Face's tokenizer (the committed fixture), padded and masked; tritonclient
     # sends them as raw contents: the same vectors as the texts.
-    import json
-    from pathlib import Path
-    fixture = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "tokenizer"
-                          / "wordpiece_minilm.json").read_text())
     wanted = ["Hello world", "The quick brown fox jumps over the lazy dog."]
-    ids = {c["text"]: c["ids"] for c in fixture["singles"] if c["text"] in wanted}
-    rows = [ids[t] for t in wanted]
+    rows = hf_wordpiece_ids(wanted)
     width = max(len(r) for r in rows)
     padded = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.int32)
     mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=np.int32)

@@ -12,7 +12,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import call, start_llm_and_embedder
+from conftest import call, hf_wordpiece_ids, start_llm_and_embedder
 
 @pytest.fixture(scope="module")
 def kserve_server(tmp_path_factory):
@@ -163,12 +163,8 @@ def test_generate_refusals(kserve_server):
 def test_token_ids_with_an_attention_mask_embed_as_their_texts(triton, binary_in):
     # Ids from Hugging Face's tokenizer (the committed fixture), padded to one length and
     # masked: the same vectors as the texts themselves.
-    fixture = json.load(open(
-        __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "tokenizer"
-        / "wordpiece_minilm.json"))
     wanted = ["Hello world", "The quick brown fox jumps over the lazy dog.", "café naïve résumé"]
-    ids = {c["text"]: c["ids"] for c in fixture["singles"] if c["text"] in wanted}
-    rows = [ids[t] for t in wanted]
+    rows = hf_wordpiece_ids(wanted)
     width = max(len(r) for r in rows)
     padded = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.int64)
     mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=np.int64)

@@ -2,19 +2,15 @@
 the captured screen is checked (models, memory, the GPU from the stand-in NVML library,
 workers); when the server goes away the screen says so and retries, with no stack trace;
 --once against nothing exits 1 with the reason."""
-import os
 import shutil
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-from conftest import PIER_BINARY, PierServer, call
+from conftest import PIER_BINARY, PierServer, call, fake_nvml_env
 
-FAKE_NVML_DIR = os.environ.get("PIER_FAKE_NVML_DIR") or str(
-    Path(PIER_BINARY).parent / "tests" / "metrics" / "fake_nvml")
 
 
 @pytest.fixture
@@ -42,14 +38,11 @@ def wait_for_screen(session, text, timeout_s=10):
 
 
 def test_pier_top_shows_the_server_and_survives_its_loss(tmux, tmp_path):
-    script = tmp_path / "nvml.txt"
-    script.write_text("devices=1\ngpu0.name=NVIDIA H100 80GB HBM3\ngpu0.uuid=GPU-top\n"
-                      "gpu0.util=42\ngpu0.mem_total=85899345920\ngpu0.mem_used=21474836480\n"
-                      "gpu0.temperature=55\ngpu0.power_mw=310000\n")
-    assert Path(FAKE_NVML_DIR, "libnvidia-ml.so.1").exists(), FAKE_NVML_DIR
-    server = PierServer(["--workers", "on"],
-                        env={"LD_LIBRARY_PATH": FAKE_NVML_DIR,
-                             "PIER_FAKE_NVML_SCRIPT": str(script)})
+    env = fake_nvml_env(tmp_path / "nvml.txt",
+                        "devices=1\ngpu0.name=NVIDIA H100 80GB HBM3\ngpu0.uuid=GPU-top\n"
+                        "gpu0.util=42\ngpu0.mem_total=85899345920\ngpu0.mem_used=21474836480\n"
+                        "gpu0.temperature=55\ngpu0.power_mw=310000\n")
+    server = PierServer(["--workers", "on"], env=env)
     try:
         status, _ = call(server, "POST", "/v1/completions",
                             {"model": server.model_id, "prompt": "Hello", "max_tokens": 4})
