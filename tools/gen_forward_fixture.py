@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""Independent numpy reference for the Llama forward pass; writes the whole-model fixture.
+"""Independent numpy reference for the Llama and Gemma 3 forward passes; writes the fixture.
+
+    .venv/bin/python tools/gen_forward_fixture.py --model models/gemma-3-270m-q4_k_m.gguf
+        (-> tests/fixtures/engine/gemma3_forward_reference.json; forward_gemma3 below says what
+        it computes; --check there compares it with transformers' Gemma3ForCausalLM, which
+        needs torch: run it with the benchmark environment's python)
 
     .venv/bin/python tools/gen_forward_fixture.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
                                          [--out tests/fixtures/engine/forward_reference.json]
@@ -45,6 +50,8 @@ import gguf
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "engine", "forward_reference.json")
+GEMMA3_MODEL = os.path.join(REPO, "models", "gemma-3-270m-q4_k_m.gguf")
+GEMMA3_OUT = os.path.join(REPO, "tests", "fixtures", "engine", "gemma3_forward_reference.json")
 
 N_GREEDY = 64  # tokens generated greedily after each prompt
 N_TOP = 5  # top-k ids and logits recorded per prompt position
@@ -70,6 +77,40 @@ PROMPTS = [
 ]
 
 
+# Gemma 3 270M is a base model and its GGUF has no chat template: three plain texts, the last
+# longer than the sliding window (512 positions), so that the local layers' window matters.
+WINDOW_TEXT = " ".join([
+    PROMPTS[2]["text"] + " the press changed the way people thought, and how much it only "
+    "reflected changes that were already under way.",
+    "Rivers shaped the first cities as much as any king did. Farmers settled where the water "
+    "rose and fell with the seasons, leaving behind a layer of rich soil that fed their crops. "
+    "To share that water fairly they needed rules, and to keep the rules they needed people who "
+    "could count, write and remember, so the first scribes appeared beside the first canals. "
+    "Granaries were built to store the harvest, walls to protect the granaries, and temples to "
+    "thank the gods who were believed to send the flood. Trade followed the rivers too: boats "
+    "carried grain downstream and brought back timber, stone and metal from the hills.",
+    "Bridges tell a similar story in a smaller space. A fallen tree across a stream was the "
+    "first of them, and for a long time rope and wood were all that travellers could expect. "
+    "Stone arches lasted longer and carried heavier loads, but they took years to build and "
+    "needed skilled masons who knew how to cut each block so that the weight pressed the arch "
+    "together instead of pulling it apart. Iron, and later steel, let engineers span wide "
+    "valleys with slender frames, while cables hung from tall towers carried roads over bays "
+    "that no arch could cross. Each new material brought its own failures, and engineers "
+    "learned as much from the bridges that fell as from those that stood.",
+    "Gardens, finally, show how people try to hold nature in place. A walled garden keeps the "
+    "wind out and the warmth in, so that fruit ripens earlier than it would in an open field. "
+    "Paths divide the beds, and the beds divide the plants by their needs: sun or shade, wet "
+    "soil or dry, rich ground or poor. Gardeners prune, graft and water, and every year the "
+    "weeds return, the birds take their share and the weather refuses to follow any plan. "
+    "Still, a well kept garden gives more than food; it gives a place to walk slowly, to "
+    "notice the change of the seasons and to think about the work of the hands that made it.",
+    "Taken together, these stories suggest that the tools people build are never only tools. "
+    "They carry the habits, the hopes and the fears of the people who made them, and they "
+    "change the lives of everyone who uses them long after their makers are forgotten. When we"])
+GEMMA3_PROMPTS = [PROMPTS[0], PROMPTS[2],
+                  {"name": "past_window", "kind": "text", "text": WINDOW_TEXT}]
+
+
 # ----------------------------------------------------------------------------------------------
 # Reading the model
 
@@ -82,19 +123,33 @@ def field(reader, key, default=None):
 def load_model(path):
     reader = gguf.GGUFReader(path)
     arch = field(reader, "general.architecture")
-    assert arch == "llama", f"this reference runs llama-architecture files, got {arch}"
-    assert field(reader, "llama.rope.scaling.type") in (None, "none"), "rope scaling not handled"
+    assert arch in ("llama", "gemma3"), f"this reference runs llama and gemma3 files, got {arch}"
+    assert field(reader, f"{arch}.rope.scaling.type") in (None, "none"), "rope scaling not handled"
     cfg = {
-        "n_layer": field(reader, "llama.block_count"),
-        "n_embd": field(reader, "llama.embedding_length"),
-        "n_ff": field(reader, "llama.feed_forward_length"),
-        "n_head": field(reader, "llama.attention.head_count"),
-        "n_head_kv": field(reader, "llama.attention.head_count_kv"),
-        "rope_theta": float(field(reader, "llama.rope.freq_base", 10000.0)),
-        "rms_eps": float(field(reader, "llama.attention.layer_norm_rms_epsilon")),
+        "arch": arch,
+        "n_layer": field(reader, f"{arch}.block_count"),
+        "n_embd": field(reader, f"{arch}.embedding_length"),
+        "n_ff": field(reader, f"{arch}.feed_forward_length"),
+        "n_head": field(reader, f"{arch}.attention.head_count"),
+        "n_head_kv": field(reader, f"{arch}.attention.head_count_kv"),
+        "rope_theta": float(field(reader, f"{arch}.rope.freq_base", 10000.0)),
+        "rms_eps": float(field(reader, f"{arch}.attention.layer_norm_rms_epsilon")),
     }
-    cfg["head_dim"] = cfg["n_embd"] // cfg["n_head"]
-    cfg["n_rot"] = field(reader, "llama.rope.dimension_count", cfg["head_dim"])
+    cfg["head_dim"] = field(reader, f"{arch}.attention.key_length",
+                            cfg["n_embd"] // cfg["n_head"])
+    cfg["n_rot"] = field(reader, f"{arch}.rope.dimension_count", cfg["head_dim"])
+    if arch == "gemma3":
+        # Hugging Face's Gemma3TextConfig: every 6th layer (5, 11, ...) attends globally with
+        # rope_theta (1e6 here); the others see the last `sliding_window` positions (their own
+        # included) with rope_local_base_freq 10,000. The GGUF stores the window and the global
+        # base; the pattern and the local base are the architecture's constants (llama.cpp's
+        # loader hard-codes the same two).
+        cfg["sliding_window"] = field(reader, "gemma3.attention.sliding_window")
+        cfg["sliding_window_pattern"] = 6
+        cfg["rope_theta_local"] = 10000.0
+        # query_pre_attn_scalar: head_dim for every size but 27B (62 layers: n_embd / n_head).
+        cfg["attn_scalar"] = (cfg["n_embd"] // cfg["n_head"] if cfg["n_layer"] == 62
+                              else cfg["head_dim"])
 
     # Every tensor dequantized to float64, numpy row-major: a GGUF matrix of ne = [n_in, n_out]
     # becomes W[n_out, n_in], and y = W @ x.
@@ -181,11 +236,82 @@ def new_cache(cfg):
     return [{"k": np.zeros(shape), "v": np.zeros(shape)} for _ in range(cfg["n_layer"])]
 
 
+def gelu_tanh(x):
+    # Hugging Face's gelu_pytorch_tanh (and ggml's gelu): the tanh approximation.
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def attention(q, kk, vv, pos, scale, window=None):
+    """Causal GQA attention: q [n_tok, n_head, hd], kk/vv [n_pos, n_head_kv, hd], pos [n_tok];
+    with `window`, a token sees only the last `window` positions (its own included)."""
+    n_tok, n_head, hd = q.shape
+    group = n_head // kk.shape[1]
+    keys = np.arange(kk.shape[0])[None, :]
+    visible = pos[:, None] >= keys  # [n_tok, n_pos]
+    if window is not None:
+        visible &= keys > pos[:, None] - window
+    out = np.empty((n_tok, n_head, hd))
+    for hq in range(n_head):
+        hk = hq // group
+        scores = q[:, hq, :] @ kk[:, hk, :].T * scale  # [n_tok, n_pos]
+        scores = np.where(visible, scores, -np.inf)
+        scores -= scores.max(axis=-1, keepdims=True)
+        prob = np.exp(scores)
+        prob /= prob.sum(axis=-1, keepdims=True)
+        out[:, hq, :] = prob @ vv[:, hk, :]
+    return out
+
+
+def forward_gemma3(cfg, w, tokens, cache):
+    """Gemma 3 as Hugging Face's Gemma3ForCausalLM computes it (and llama.cpp's gemma3 graph):
+
+    x = token_embd[tokens] * sqrt(n_embd)
+    per layer: h = RMSNorm(x) * attn_norm; q, k, v = h Wq, h Wk, h Wv;
+               q, k = RMSNorm per head * attn_{q,k}_norm, then NeoX RoPE (local or global base);
+               a = attention (sliding window on 5 of every 6 layers), scale attn_scalar^-1/2;
+               x += RMSNorm(a Wo) * post_attention_norm
+               h = RMSNorm(x) * ffn_norm; x += RMSNorm(down(gelu_tanh(h Wgate) * h Wup)) * post_ffw_norm
+    logits = RMSNorm(x) * output_norm @ token_embd^T
+    The GGUF's norm weights already hold Hugging Face's (1 + weight) (llama.cpp's converter adds
+    the 1), so every norm here is a plain RMSNorm times the stored weight.
+    """
+    n_tok = len(tokens)
+    n_head, n_head_kv, hd = cfg["n_head"], cfg["n_head_kv"], cfg["head_dim"]
+    eps = cfg["rms_eps"]
+    start = cache[0]["k"].shape[0]
+    pos = np.arange(start, start + n_tok)
+    x = w["token_embd.weight"][np.asarray(tokens)] * np.sqrt(cfg["n_embd"])
+    scale = cfg["attn_scalar"] ** -0.5
+    for il in range(cfg["n_layer"]):
+        p = f"blk.{il}."
+        is_global = (il + 1) % cfg["sliding_window_pattern"] == 0
+        theta = cfg["rope_theta"] if is_global else cfg["rope_theta_local"]
+        h = rmsnorm(x, w[p + "attn_norm.weight"], eps)
+        q = linear(h, w[p + "attn_q.weight"]).reshape(n_tok, n_head, hd)
+        k = linear(h, w[p + "attn_k.weight"]).reshape(n_tok, n_head_kv, hd)
+        v = linear(h, w[p + "attn_v.weight"]).reshape(n_tok, n_head_kv, hd)
+        q = rope_neox(rmsnorm(q, w[p + "attn_q_norm.weight"], eps), pos, cfg["n_rot"], theta)
+        k = rope_neox(rmsnorm(k, w[p + "attn_k_norm.weight"], eps), pos, cfg["n_rot"], theta)
+        cache[il]["k"] = np.concatenate([cache[il]["k"], k])
+        cache[il]["v"] = np.concatenate([cache[il]["v"], v])
+        a = attention(q, cache[il]["k"], cache[il]["v"], pos, scale,
+                      None if is_global else cfg["sliding_window"])
+        o = linear(a.reshape(n_tok, n_head * hd), w[p + "attn_output.weight"])
+        x = x + rmsnorm(o, w[p + "post_attention_norm.weight"], eps)
+        h = rmsnorm(x, w[p + "ffn_norm.weight"], eps)
+        act = gelu_tanh(linear(h, w[p + "ffn_gate.weight"])) * linear(h, w[p + "ffn_up.weight"])
+        x = x + rmsnorm(linear(act, w[p + "ffn_down.weight"]), w[p + "post_ffw_norm.weight"], eps)
+    x = rmsnorm(x, w["output_norm.weight"], eps)
+    return linear(x, w["output.weight"])
+
+
 def forward(cfg, w, tokens, cache, rope=rope_norm):
     """Runs tokens (positions len(cache k) ...) through the model; appends their K/V to cache.
 
     Returns logits [n_tok, n_vocab] for every token given.
     """
+    if cfg["arch"] == "gemma3":
+        return forward_gemma3(cfg, w, tokens, cache)
     n_tok = len(tokens)
     n_head, n_head_kv, hd = cfg["n_head"], cfg["n_head_kv"], cfg["head_dim"]
     group = n_head // n_head_kv  # query heads per K/V head (GQA)
@@ -235,7 +361,12 @@ def forward(cfg, w, tokens, cache, rope=rope_norm):
 # Tokenizer (transformers' GGUF converter, fed from gguf.GGUFReader)
 
 
-def build_tokenizer(reader):
+def build_tokenizer(reader, path):
+    if field(reader, "general.architecture") == "gemma3":
+        # transformers' own GGUF loading (its reader needs torch: the benchmark environment).
+        from transformers import AutoTokenizer
+        return AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(path)),
+                                             gguf_file=os.path.basename(path))
     from transformers.integrations.gguf.gguf_tokenizer_mapping import (
         add_gguf_special_tokens, select_tokenizer_builder, set_split_regex)
     d = {
@@ -252,13 +383,16 @@ def build_tokenizer(reader):
     return tok
 
 
-def prompt_ids(tok, prompt):
+def prompt_ids(tok, prompt, reader):
     if prompt["kind"] == "chat":
         text = tok.apply_chat_template(prompt["messages"], add_generation_prompt=True,
                                        tokenize=False)
     else:
         text = prompt["text"]
-    return text, [int(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
+    ids = [int(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
+    if prompt["kind"] == "text" and field(reader, "tokenizer.ggml.add_bos_token", False):
+        ids = [int(field(reader, "tokenizer.ggml.bos_token_id"))] + ids  # as llama.cpp does
+    return text, ids
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +420,54 @@ def own_dequant(t):
     return out.reshape(np.asarray(t.data).shape[0], -1)
 
 
+def check_gemma3_against_transformers(cfg, w, ids):
+    """Hugging Face's own Gemma3ForCausalLM, built from a config with this file's weights (norm
+    weights minus the 1 the converter added), in float64, on `ids` and on `ids` followed by 600
+    more tokens (past the sliding window). Needs torch, which only the benchmark's environment
+    has (PIER_ST_PYTHON in scripts/bench-embeddings); never bootstrap's."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    conf = Gemma3TextConfig(
+        vocab_size=cfg["n_vocab"], hidden_size=cfg["n_embd"], intermediate_size=cfg["n_ff"],
+        num_hidden_layers=cfg["n_layer"], num_attention_heads=cfg["n_head"],
+        num_key_value_heads=cfg["n_head_kv"], head_dim=cfg["head_dim"],
+        sliding_window=cfg["sliding_window"], rope_theta=cfg["rope_theta"],
+        rope_local_base_freq=cfg["rope_theta_local"], query_pre_attn_scalar=cfg["attn_scalar"],
+        rms_norm_eps=cfg["rms_eps"], tie_word_embeddings=True, attn_implementation="eager")
+    model = Gemma3ForCausalLM(conf).to(torch.float64).eval()
+    tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+    sd = {"model.embed_tokens.weight": tensor(w["token_embd.weight"]),
+          "model.norm.weight": tensor(w["output_norm.weight"] - 1)}
+    mats = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+            "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+            "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+    norms = {"attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+             "attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
+             "ffn_norm": "pre_feedforward_layernorm",
+             "post_ffw_norm": "post_feedforward_layernorm"}
+    for il in range(cfg["n_layer"]):
+        for ours, theirs in mats.items():
+            sd[f"model.layers.{il}.{theirs}.weight"] = tensor(w[f"blk.{il}.{ours}.weight"])
+        for ours, theirs in norms.items():
+            sd[f"model.layers.{il}.{theirs}.weight"] = tensor(w[f"blk.{il}.{ours}.weight"] - 1)
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    assert missing == ["lm_head.weight"] and not unexpected, (missing, unexpected)  # tied
+    extra = [int(i) for i in np.random.default_rng(7).integers(1000, 50000, 600)]
+    for name, x in (("prompt", ids), ("prompt + 600 tokens", ids + extra)):
+        with torch.no_grad():
+            theirs = model(torch.tensor([x])).logits[0].numpy()
+        ours = forward(cfg, w, x, new_cache(cfg))
+        rms = np.sqrt(np.mean(ours * ours))
+        err = np.abs(theirs - ours).max()
+        print(f"check: transformers' Gemma3ForCausalLM vs ours, {name} ({len(x)} tokens): max "
+              f"|d logit| {err:.2e} (RMS logit {rms:.2f}); argmax equal at "
+              f"{np.mean(theirs.argmax(-1) == ours.argmax(-1)):.0%} of positions")
+        assert err < 1e-3 * rms, "Gemma 3 reference disagrees with transformers"
+
+
 def run_checks(reader, cfg, w, ids):
+    if cfg["arch"] == "gemma3":
+        return check_gemma3_against_transformers(cfg, w, ids)
     for name in ("token_embd.weight", "blk.0.ffn_down.weight"):
         t = next(t for t in reader.tensors if t.name == name)
         ours = own_dequant(t)
@@ -381,12 +562,16 @@ def simulate_q8(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=None,
+                    help=f"default: {DEFAULT_OUT} (llama) or {GEMMA3_OUT} (gemma3)")
     ap.add_argument("--check", action="store_true", help="run the cross-checks too")
     ap.add_argument("--simulate-q8", action="store_true",
                     help="do not write: compare the fixture at --out with a run whose matmul "
                          "inputs are rounded to 8-bit blocks as llama.cpp's kernels do")
     args = ap.parse_args()
+    if args.out is None:
+        arch = field(gguf.GGUFReader(args.model), "general.architecture")
+        args.out = GEMMA3_OUT if arch == "gemma3" else DEFAULT_OUT
     if args.simulate_q8:
         return simulate_q8(args)
 
@@ -394,7 +579,7 @@ def main():
     with open(args.model, "rb") as f:
         sha256 = hashlib.sha256(f.read()).hexdigest()
     reader, cfg, w = load_model(args.model)
-    tok = build_tokenizer(reader)
+    tok = build_tokenizer(reader, args.model)
     print(f"model loaded in {time.time() - t_start:.1f}s: {cfg}")
 
     subset = sorted(int(i) for i in np.random.default_rng(SUBSET_SEED).choice(
@@ -413,9 +598,9 @@ def main():
         "prompts": [],
     }
 
-    for i, prompt in enumerate(PROMPTS):
+    for i, prompt in enumerate(GEMMA3_PROMPTS if cfg["arch"] == "gemma3" else PROMPTS):
         t0 = time.time()
-        text, ids = prompt_ids(tok, prompt)
+        text, ids = prompt_ids(tok, prompt, reader)
         if args.check and i == 0:
             run_checks(reader, cfg, w, ids)
         cache = new_cache(cfg)

@@ -114,6 +114,14 @@ void PrintText(const model::GgufFile& file, const model::ModelInfo& info) {
            (info.rope_scaling.has_value()
                 ? ", scaling " + info.rope_scaling->type + " x" + real(info.rope_scaling->factor)
                 : ", no scaling"));
+  if (info.sliding_window > 0) {
+    line("sliding window",
+         number(info.sliding_window) + " positions" +
+             (info.architecture == "gemma3"
+                  ? " on " + number(info.block_count - info.block_count / 6) + " of " +
+                        number(info.block_count) + " layers (every 6th attends globally)"
+                  : ""));
+  }
   line("rms norm eps", real(info.rms_norm_eps));
   line("vocab size", number(info.vocab_size));
   std::string types;

@@ -37,8 +37,14 @@ struct LayerWeights {
   const float* bq = nullptr;    // [n_head*hd] or null
   const float* bk = nullptr;    // [n_kv*hd] or null
   const float* bv = nullptr;    // [n_kv*hd] or null
-  const float* ffn_norm = nullptr;  // [n_embd]
-  WeightMatrix gate, up, down;      // [n_ff, n_embd] x2, [n_embd, n_ff]
+  const float* ffn_norm = nullptr;        // [n_embd]
+  WeightMatrix gate, up, down;            // [n_ff, n_embd] x2, [n_embd, n_ff]
+  const float* q_norm = nullptr;          // [hd] or null (LlamaVariant::qk_norm)
+  const float* k_norm = nullptr;          // [hd] or null
+  const float* post_attn_norm = nullptr;  // [n_embd] or null (LlamaVariant::post_norms)
+  const float* post_ffw_norm = nullptr;   // [n_embd] or null
+  int64_t window = 0;                     // sliding window (0: attends every position)
+  int64_t rope_table = 0;                 // 0: the model's RoPE base; 1: the sliding layers'
   // When packing left wq, wk, wv (gate, up) side by side: one matrix of their stacked
   // rows, multiplied at once (one activation quantization, one pass over the pool).
   std::optional<WeightMatrix> qkv;      // [n_head*hd + 2*n_kv*hd, n_embd]
@@ -97,6 +103,8 @@ class LlamaRunner final : public ModelRunner {
   // sets how many rows a thread takes at least, so that cheap rows are not handed out one
   // by one.
   void ForEachRow(int64_t n, int64_t row_cost, const std::function<void(int64_t)>& fn);
+  // x += h per token row, h first RMS-normed by `post_norm` when it is not null (Gemma).
+  void AddToResidual(int64_t n_tok, const float* post_norm, float* h, float* x);
 
   const model::GgufFile& file_;
   const LlamaVariant variant_;
@@ -109,10 +117,12 @@ class LlamaRunner final : public ModelRunner {
   WeightMatrix output_;                                // [n_vocab, n_embd]
   bool embd_packed_ = false;                           // token_embd_ rows come from output_
   const float* output_norm_ = nullptr;                 // [n_embd]
-  std::vector<double> inv_freq_;                       // [n_rot/2] angle per position
-  ExternalCharge weights_charge_;                      // the weights used in place (mapped)
-  Block packed_weights_;  // packed copies of the matrices of packed types
-  Block small_weights_;   // f32 copies of norms, biases: [sum of their sizes]
+  std::vector<double> inv_freq_[2];  // [n_rot/2] angle per position: global, sliding layers
+  int64_t n_rope_tables_ = 1;
+  float q_scale_ = 1.0f;  // multiplies q so that the kernel's 1/sqrt(hd) gives 1/sqrt(scalar)
+  ExternalCharge weights_charge_;  // the weights used in place (mapped)
+  Block packed_weights_;           // packed copies of the matrices of packed types
+  Block small_weights_;            // f32 copies of norms, biases: [sum of their sizes]
   Workspace workspace_;
 };
 
@@ -265,6 +275,19 @@ Status LlamaRunner::Init() {
     PIER_RETURN_IF_ERROR(vec(p + "attn_q.bias", q_dim, variant_.qkv_bias, &l.bq));
     PIER_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv_dim, variant_.qkv_bias, &l.bk));
     PIER_RETURN_IF_ERROR(vec(p + "attn_v.bias", kv_dim, variant_.qkv_bias, &l.bv));
+    if (variant_.qk_norm) {
+      PIER_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", hp_.hd, true, &l.q_norm));
+      PIER_RETURN_IF_ERROR(vec(p + "attn_k_norm.weight", hp_.hd, true, &l.k_norm));
+    }
+    if (variant_.post_norms) {
+      PIER_RETURN_IF_ERROR(
+          vec(p + "post_attention_norm.weight", hp_.n_embd, true, &l.post_attn_norm));
+      PIER_RETURN_IF_ERROR(vec(p + "post_ffw_norm.weight", hp_.n_embd, true, &l.post_ffw_norm));
+    }
+    if (variant_.swa_period > 0 && (il + 1) % variant_.swa_period != 0) {
+      l.window = info.sliding_window;
+      l.rope_table = 1;
+    }
     PIER_ASSIGN_OR_RETURN(l.wq, Matrix(p + "attn_q.weight", q_dim, hp_.n_embd));
     PIER_ASSIGN_OR_RETURN(l.wk, Matrix(p + "attn_k.weight", kv_dim, hp_.n_embd));
     PIER_ASSIGN_OR_RETURN(l.wv, Matrix(p + "attn_v.weight", kv_dim, hp_.n_embd));
@@ -291,11 +314,27 @@ Status LlamaRunner::Init() {
     dst += s.tensor->element_count;
   }
 
-  inv_freq_.resize(hp_.n_rot / 2);
-  for (int64_t i = 0; i < hp_.n_rot / 2; ++i) {
-    inv_freq_[i] = freq_scale * std::pow(info.rope_freq_base, -2.0 * static_cast<double>(i) /
-                                                                  static_cast<double>(hp_.n_rot));
-    if (freq_factors != nullptr) inv_freq_[i] /= static_cast<double>(freq_factors[i]);
+  // Sliding layers (gemma3) rotate by their own base, unscaled (as Hugging Face's
+  // rope_local_base_freq and llama.cpp's rope_freq_base_train_swa).
+  n_rope_tables_ = variant_.swa_period > 0 ? 2 : 1;
+  if (variant_.swa_period > 0 && info.sliding_window == 0) {
+    return InvalidArgumentError(file_.path() + ": sliding-window layers need " + info.architecture +
+                                ".attention.sliding_window");
+  }
+  for (int64_t table = 0; table < n_rope_tables_; ++table) {
+    const double base = table == 0 ? info.rope_freq_base : variant_.swa_rope_base;
+    const double scale = table == 0 ? freq_scale : 1.0;
+    inv_freq_[table].resize(hp_.n_rot / 2);
+    for (int64_t i = 0; i < hp_.n_rot / 2; ++i) {
+      inv_freq_[table][i] =
+          scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hp_.n_rot));
+      if (freq_factors != nullptr && table == 0) {
+        inv_freq_[table][i] /= static_cast<double>(freq_factors[i]);
+      }
+    }
+  }
+  if (variant_.attn_scalar > 0) {
+    q_scale_ = static_cast<float>(std::sqrt(static_cast<double>(hp_.hd) / variant_.attn_scalar));
   }
 
   PIER_ASSIGN_OR_RETURN(const uint64_t packed_source_bytes, PackMatrices());
@@ -326,6 +365,7 @@ Status LlamaRunner::Init() {
   step_dims_.n_ff = hp_.n_ff;
   step_dims_.n_rot = hp_.n_rot;
   step_dims_.n_vocab = hp_.n_vocab;
+  step_dims_.n_rope_tables = n_rope_tables_;
   step_dims_.kv = shape_.kv;
   return Status::Ok();
 }
@@ -378,6 +418,14 @@ void LlamaRunner::ForEachRow(int64_t n, int64_t row_cost, const std::function<vo
   const int64_t min_rows = std::max<int64_t>(1, kMinChunkCost / std::max<int64_t>(1, row_cost));
   options_.pool->ParallelFor(n, min_rows, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) fn(t);
+  });
+}
+
+void LlamaRunner::AddToResidual(int64_t n_tok, const float* post_norm, float* h, float* x) {
+  const int64_t E = hp_.n_embd;
+  ForEachRow(n_tok, E, [&](int64_t t) {
+    if (post_norm != nullptr) ops::RmsNorm(h + t * E, post_norm, E, hp_.eps, h + t * E);
+    ops::Add(h + t * E, E, x + t * E);
   });
 }
 
@@ -467,6 +515,7 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
 
   // Embeddings and RoPE angles, per token.
   const size_t embd_row_bytes = *RowBytes(token_embd_->type, E);
+  const float embd_scale = std::sqrt(static_cast<float>(E));
   Status embd_status;
   ForEachRow(n_tok, 4 * E, [&](int64_t t) {
     Status s = embd_packed_
@@ -475,11 +524,14 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
                                    token_embd_->data + static_cast<size_t>(ids[t]) * embd_row_bytes,
                                    x + t * E, E);
     PIER_CHECK(s.ok(), "token embedding: " + s.ToString());
-    float* cs = cos_sin + t * half_rot * 2;
-    for (int64_t i = 0; i < half_rot; ++i) {
-      const double angle = static_cast<double>(positions[t]) * inv_freq_[i];
-      cs[2 * i] = static_cast<float>(std::cos(angle));
-      cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+    if (variant_.scale_embeddings) ops::Scale(embd_scale, E, x + t * E);
+    for (int64_t table = 0; table < n_rope_tables_; ++table) {
+      float* cs = cos_sin + (table * n_tok + t) * half_rot * 2;
+      for (int64_t i = 0; i < half_rot; ++i) {
+        const double angle = static_cast<double>(positions[t]) * inv_freq_[table][i];
+        cs[2 * i] = static_cast<float>(std::cos(angle));
+        cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+      }
     }
   });
 
@@ -508,9 +560,18 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       if (l.bq != nullptr) ops::Add(l.bq, q_dim, qt);
       if (l.bk != nullptr) ops::Add(l.bk, kv_dim, kt);
       if (l.bv != nullptr) ops::Add(l.bv, kv_dim, vt);
-      const float* cs = cos_sin + t * half_rot * 2;
+      if (l.q_norm != nullptr) {
+        for (int64_t hh = 0; hh < hp_.n_head; ++hh) {
+          ops::RmsNorm(qt + hh * hp_.hd, l.q_norm, hp_.hd, hp_.eps, qt + hh * hp_.hd);
+        }
+        for (int64_t hh = 0; hh < hp_.n_kv; ++hh) {
+          ops::RmsNorm(kt + hh * hp_.hd, l.k_norm, hp_.hd, hp_.eps, kt + hh * hp_.hd);
+        }
+      }
+      const float* cs = cos_sin + (l.rope_table * n_tok + t) * half_rot * 2;
       ops::Rope(variant_.rope_style, qt, hp_.n_head, hp_.hd, hp_.n_rot, cs);
       ops::Rope(variant_.rope_style, kt, hp_.n_kv, hp_.hd, hp_.n_rot, cs);
+      if (q_scale_ != 1.0f) ops::Scale(q_scale_, q_dim, qt);
     });
     // K/V of this step's tokens into their blocks, before any token attends: copied for
     // f32, rounded to nearest even for f16 (the same bits whichever path converts).
@@ -540,9 +601,9 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       }
     }
     PagedAttention(kv.View(), il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
-                   b.att_queries, *options_.pool);
+                   b.att_queries, *options_.pool, l.window);
     PIER_RETURN_IF_ERROR(MatMul(l.wo, attn, n_tok, h, b));
-    ForEachRow(n_tok, E, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
+    AddToResidual(n_tok, l.post_attn_norm, h, x);
 
     // Feed-forward block (SwiGLU).
     ForEachRow(n_tok, E,
@@ -554,10 +615,14 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       PIER_RETURN_IF_ERROR(MatMul(l.gate, h, n_tok, gate, b));
       PIER_RETURN_IF_ERROR(MatMul(l.up, h, n_tok, up, b));
     }
-    ForEachRow(n_tok, 8 * hp_.n_ff,
-               [&](int64_t t) { ops::SiluMul(gate + t * hp_.n_ff, up + t * hp_.n_ff, hp_.n_ff); });
+    const bool gelu = variant_.activation == FfnActivation::kGeluTanh;
+    ForEachRow(n_tok, 8 * hp_.n_ff, [&](int64_t t) {
+      float* g = gate + t * hp_.n_ff;
+      const float* u = up + t * hp_.n_ff;
+      gelu ? ops::GeluMul(g, u, hp_.n_ff) : ops::SiluMul(g, u, hp_.n_ff);
+    });
     PIER_RETURN_IF_ERROR(MatMul(l.down, gate, n_tok, h, b));
-    ForEachRow(n_tok, E, [&](int64_t t) { ops::Add(h + t * E, E, x + t * E); });
+    AddToResidual(n_tok, l.post_ffw_norm, h, x);
   }
 
   // Output head, only for the rows that want logits.

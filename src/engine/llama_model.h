@@ -1,4 +1,4 @@
-// The Llama-family forward pass on the CPU (llama, SmolLM2, Qwen2).
+// The Llama-family forward pass on the CPU (llama, SmolLM2, Qwen2, Gemma 3).
 //
 // Per step, over all T tokens of the batch at once:
 //   x = token_embd[tokens]                                       // [T, n_embd]
@@ -12,6 +12,9 @@
 //     x += (silu(h Wgate) * h Wup) Wdown                          // [T, n_ff] inside
 //   logits = (RMSNorm(x[requested]) * output_norm) Woutput        // [R, n_vocab]
 // Woutput is token_embd when the file has no output.weight (tied embeddings).
+// Gemma 3 (LlamaVariant below) adds: x = token_embd[tokens] * sqrt(n_embd); per-head RMSNorm of
+// q and k before RoPE; RMSNorm of each block's output before its residual add; GELU (tanh) in
+// place of SiLU; and sliding-window attention with its own RoPE base on 5 layers of every 6.
 // Matrix products use kernels::MatMul on the quantized weights in place.
 //
 // Thread-safety: see model_runner.h.
@@ -25,10 +28,25 @@
 
 namespace pier::engine {
 
+enum class FfnActivation : uint8_t {
+  kSilu,      // SwiGLU: silu(gate) * up
+  kGeluTanh,  // GeGLU with GELU's tanh approximation (Gemma)
+};
+
 // What distinguishes the members of the family.
 struct LlamaVariant {
   bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias are required
   kernels::ops::RopeStyle rope_style = kernels::ops::RopeStyle::kNormal;
+  bool qk_norm = false;           // blk.N.attn_{q,k}_norm: RMSNorm of each head before RoPE
+  bool post_norms = false;        // blk.N.post_attention_norm / post_ffw_norm on block outputs
+  bool scale_embeddings = false;  // embeddings times sqrt(n_embd)
+  FfnActivation activation = FfnActivation::kSilu;
+  // When positive, layer il slides unless (il + 1) % swa_period == 0: it attends the last
+  // ModelInfo::sliding_window positions and rotates by swa_rope_base.
+  int64_t swa_period = 0;
+  double swa_rope_base = 10000.0;
+  // Attention scores are q.k / sqrt(attn_scalar) (0: head_dim, the kernel's own scale).
+  double attn_scalar = 0;
 };
 
 // `general.architecture` llama: no biases, adjacent-pair RoPE on GGUF's permuted Q/K rows.
@@ -37,6 +55,10 @@ struct LlamaVariant {
 
 // `general.architecture` qwen2: Q/K/V biases, half-split (NeoX) RoPE.
 [[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateQwen2Runner(
+    const model::GgufFile& file, const CpuRunnerOptions& options);
+
+// `general.architecture` gemma3 (gemma3_model.cpp).
+[[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateGemma3Runner(
     const model::GgufFile& file, const CpuRunnerOptions& options);
 
 // Any member of the family, given its variant.

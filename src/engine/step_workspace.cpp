@@ -18,7 +18,7 @@ StepBuffers LayOutStep(const StepDims& d) {
   b.attn = plan.Add<float>(d.n_tok * q_dim);
   b.gate = plan.Add<float>(d.n_tok * d.n_ff);
   b.up = plan.Add<float>(d.n_tok * d.n_ff);
-  b.cos_sin = plan.Add<float>(d.n_tok * half_rot * 2);
+  b.cos_sin = plan.Add<float>(d.n_rope_tables * d.n_tok * half_rot * 2);
   b.att_slots = d.att_slots;
   b.att_queries = d.att_queries;
   b.att_scratch = plan.Add<float>(kernels::PagedAttentionScratchFloats(
@@ -40,6 +40,7 @@ StepDims StepDimsOf(const model::ModelInfo& info, const KvLayout& kv) {
   d.n_ff = info.feed_forward_length;
   d.n_rot = info.rope_dimension_count;
   d.n_vocab = info.vocab_size;
+  d.n_rope_tables = info.sliding_window > 0 ? 2 : 1;
   d.kv = kv;
   return d;
 }

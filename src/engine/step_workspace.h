@@ -20,6 +20,7 @@ struct StepDims {
   int64_t max_context = 0;  // the longest sequence's context once the step is done
   int64_t n_embd = 0, n_head = 0, n_kv_head = 0, head_dim = 0, n_ff = 0, n_rot = 0;
   int64_t n_vocab = 0;
+  int64_t n_rope_tables = 1;  // 2 when sliding-window layers rotate by another base (gemma3)
   KvLayout kv;
   int64_t att_slots = 0;        // attention scratch slots (4 per compute thread)
   int64_t att_queries = 1;      // query tokens per attention task (PagedAttentionQueriesPerTask)
@@ -32,7 +33,7 @@ struct StepBuffers {
   size_t q = 0, attn = 0;   // [T, n_head, hd]
   size_t k = 0, v = 0;      // [T, n_kv, hd]
   size_t gate = 0, up = 0;  // [T, n_ff]
-  size_t cos_sin = 0;       // [T, n_rot/2, 2]
+  size_t cos_sin = 0;       // [n_rope_tables][T, n_rot/2, 2]
   size_t att_scratch = 0;   // paged attention's per-slot scratch
   size_t mm_scratch = 0;    // MatMul scratch (mm_scratch_bytes)
   size_t out_x = 0;         // [R, n_embd]

@@ -7,7 +7,7 @@
 namespace pier::model {
 namespace {
 
-constexpr std::array<std::string_view, 2> kSupportedArchitectures = {"llama", "qwen2"};
+constexpr std::array<std::string_view, 3> kSupportedArchitectures = {"llama", "qwen2", "gemma3"};
 
 // Upper bound for any single hyper-parameter; far above real models, low
 // enough that products of a few of them cannot overflow int64.
@@ -167,6 +167,15 @@ Result<ModelInfo> ReadModelInfo(const GgufFile& file) {
   PIER_ASSIGN_OR_RETURN(info.rms_norm_eps,
                         r.PositiveFloatOr("attention.layer_norm_rms_epsilon", std::nullopt));
   PIER_ASSIGN_OR_RETURN(info.vocab_size, ReadVocabSize(file, r));
+  PIER_ASSIGN_OR_RETURN(info.sliding_window, r.PositiveOr("attention.sliding_window", 0));
+  if (info.architecture == "gemma3" && info.sliding_window == 0) {
+    return NotFoundError(file.path() + ": metadata key '" + r.Key("attention.sliding_window") +
+                         "' not found (gemma3's local layers need it)");
+  }
+  if (info.sliding_window > info.context_length) {
+    return r.Error("attention.sliding_window " + std::to_string(info.sliding_window) +
+                   " is larger than context_length " + std::to_string(info.context_length));
+  }
 
   for (const GgufTensorInfo& tensor : file.tensors()) {
     // Tensors may overlap in a hostile file, so even these sums are checked.

@@ -1,5 +1,10 @@
-// The default model's logits against the float64 numpy reference
-// (tools/gen_forward_fixture.py -> tests/fixtures/engine/forward_reference.json).
+// Real models' logits against their float64 numpy references (tools/gen_forward_fixture.py ->
+// tests/fixtures/engine/forward_reference.json for the default model, SmolLM2 Q4_1, and
+// gemma3_forward_reference.json for Gemma 3 270M Q4_K_M, whose third prompt is longer than its
+// 512-position sliding window).
+//
+// The tolerances below are the default model's; Gemma 3's are set the same way at the end of
+// this comment.
 //
 // Tolerances, and why. The reference computes in float64 on the dequantized
 // weights. The runner rounds the activations of every matrix product to 8-bit
@@ -27,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -34,55 +40,101 @@
 #include <vector>
 
 #include "engine/local_model.h"
+#include "model/gguf_tokenizer.h"
 #include "reference_fixture.h"
 #include "test_governor.h"
 
 namespace pier::engine {
 namespace {
 
-constexpr double kMaxRelativeError = 0.6;
-constexpr double kMaxMedianRelativeError = 0.15;
-constexpr double kTieGap = 0.25;
+// A model file, its fixture and the tolerances its tests use.
+struct ReferenceModel {
+  const char* name;
+  std::string path;
+  const char* fixture;
+  int64_t n_prompts;
+  double max_relative_error;
+  double max_median_relative_error;
+  double tie_gap;
+};
+
+const ReferenceModel kModels[] = {
+    {"SmolLM2", PIER_DEFAULT_MODEL_PATH, "forward_reference.json", 3, 0.6, 0.15, 0.25},
+    {"Gemma3", std::string(PIER_MODELS_DIR) + "/gemma-3-270m-q4_k_m.gguf",
+     "gemma3_forward_reference.json", 3, 0.6, 0.15, 0.25},
+};
 
 int64_t ArgMax(std::span<const float> row) {
   return std::max_element(row.begin(), row.end()) - row.begin();
 }
 
-std::vector<int32_t> Blocks(int64_t n) {
+constexpr int64_t kBlocks = 64;  // 1,024 positions of 16: the KV store of SetUp
+
+std::vector<int32_t> Blocks(int64_t n, int32_t first = 0) {
   std::vector<int32_t> table(n);
-  std::iota(table.begin(), table.end(), 0);
+  std::iota(table.begin(), table.end(), first);
   return table;
 }
 
-class ForwardReferenceTest : public ::testing::Test {
+// One model loaded at a time (the parameter's), kept for all its tests.
+class ForwardReferenceTest : public ::testing::TestWithParam<ReferenceModel> {
  protected:
-  static void SetUpTestSuite() {
+  void SetUp() override {
+    const ReferenceModel& m = GetParam();
+    kMaxRelativeError = m.max_relative_error;
+    kMaxMedianRelativeError = m.max_median_relative_error;
+    kTieGap = m.tie_gap;
+    if (loaded_ == m.name) return;
+    delete model_;
+    model_ = nullptr;
+    loaded_.clear();
     LocalModelOptions options;
-    options.path = PIER_DEFAULT_MODEL_PATH;
+    options.path = m.path;
     options.threads = 2;
-    options.kv_tokens = 1024;
+    options.kv_tokens = 2 * kBlocks * 16;  // two block tables of kBlocks
     auto model = LocalModel::Open(options, pier::testing::TestGovernor());
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value().release();
-    fixture_ = new nlohmann::json(testing::LoadForwardReference());
+    *fixture_ = testing::LoadForwardReference(m.fixture);
+    loaded_ = m.name;
   }
   static void TearDownTestSuite() {
     delete model_;
-    delete fixture_;
+    model_ = nullptr;
+    loaded_.clear();
   }
+  double kMaxRelativeError = 0, kMaxMedianRelativeError = 0, kTieGap = 0;
   static LocalModel* model_;
   static nlohmann::json* fixture_;
+  static std::string loaded_;
 };
 LocalModel* ForwardReferenceTest::model_ = nullptr;
-nlohmann::json* ForwardReferenceTest::fixture_ = nullptr;
+nlohmann::json* ForwardReferenceTest::fixture_ = new nlohmann::json();
+std::string ForwardReferenceTest::loaded_;
 
-TEST_F(ForwardReferenceTest, FixtureMatchesTheModelFile) {
-  EXPECT_EQ((*fixture_)["model_file"], "SmolLM2-135M-Instruct.Q4_1.gguf");
+TEST_P(ForwardReferenceTest, FixtureMatchesTheModelFile) {
+  EXPECT_EQ((*fixture_)["model_file"], GetParam().path.substr(GetParam().path.rfind('/') + 1));
   EXPECT_EQ((*fixture_)["config"]["n_vocab"].get<int64_t>(), model_->runner().shape().n_vocab);
-  EXPECT_EQ((*fixture_)["prompts"].size(), 3u);
+  EXPECT_EQ((*fixture_)["prompts"].size(), static_cast<size_t>(GetParam().n_prompts));
 }
 
-TEST_F(ForwardReferenceTest, PromptLogitsMatchReference) {
+// Pier's tokenizer (read from the GGUF) gives the ids the fixture got from Hugging Face's
+// tokenizer for the plain-text prompts (the model's BOS included where it asks for one).
+TEST_P(ForwardReferenceTest, TokenizerGivesTheReferenceIds) {
+  auto tok = model::LoadTokenizer(model_->file());
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  int compared = 0;
+  for (const auto& prompt : (*fixture_)["prompts"]) {
+    if (prompt["kind"] != "text") continue;
+    auto ids = (*tok)->Encode(prompt["text"].get<std::string>());
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(*ids, prompt["ids"].get<std::vector<int32_t>>()) << prompt["name"];
+    ++compared;
+  }
+  EXPECT_GE(compared, 2);
+}
+
+TEST_P(ForwardReferenceTest, PromptLogitsMatchReference) {
   const std::vector<int64_t> subset = (*fixture_)["subset_ids"].get<std::vector<int64_t>>();
   const int64_t n_vocab = model_->runner().shape().n_vocab;
   for (const auto& prompt : (*fixture_)["prompts"]) {
@@ -90,7 +142,7 @@ TEST_F(ForwardReferenceTest, PromptLogitsMatchReference) {
     SCOPED_TRACE(name);
     SequenceSpan span;
     span.tokens = prompt["ids"].get<std::vector<int32_t>>();
-    span.block_table = Blocks(64);
+    span.block_table = Blocks(kBlocks);
     span.logits = LogitsWanted::kAll;
     auto out = model_->runner().Step(Batch{{span}});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -126,12 +178,12 @@ TEST_F(ForwardReferenceTest, PromptLogitsMatchReference) {
   }
 }
 
-TEST_F(ForwardReferenceTest, GreedyContinuationMatchesReference) {
+TEST_P(ForwardReferenceTest, GreedyContinuationMatchesReference) {
   for (const auto& prompt : (*fixture_)["prompts"]) {
     SCOPED_TRACE(prompt["name"].get<std::string>());
     SequenceSpan span;
     span.tokens = prompt["ids"].get<std::vector<int32_t>>();
-    span.block_table = Blocks(64);
+    span.block_table = Blocks(kBlocks);
     Batch batch{{span}};
     auto out = model_->runner().Step(batch);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -156,6 +208,42 @@ TEST_F(ForwardReferenceTest, GreedyContinuationMatchesReference) {
                 prompt["name"].get<std::string>().c_str(), matched, greedy.size());
   }
 }
+
+// The longest prompt (Gemma 3's is past its sliding window) in one step, then again in other
+// blocks in chunks of 97 tokens and its last 8 tokens decoded one at a time: every position's
+// logits are the same bits.
+TEST_P(ForwardReferenceTest, ChunkedAndDecodedPromptGivesTheOneStepBits) {
+  const auto& prompt = (*fixture_)["prompts"].back();
+  SequenceSpan whole;
+  whole.tokens = prompt["ids"].get<std::vector<int32_t>>();
+  whole.block_table = Blocks(kBlocks);
+  whole.logits = LogitsWanted::kAll;
+  auto one = model_->runner().Step(Batch{{whole}});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  const int64_t n = static_cast<int64_t>(whole.tokens.size());
+  const int64_t n_vocab = model_->runner().shape().n_vocab;
+  const std::vector<float> reference(one->logits.begin(), one->logits.end());
+  int64_t position = 0, mismatches = 0;
+  while (position < n) {
+    const int64_t chunk = position < n - 8 ? std::min<int64_t>(97, n - 8 - position) : 1;
+    SequenceSpan part;
+    part.tokens.assign(whole.tokens.begin() + position, whole.tokens.begin() + position + chunk);
+    part.first_position = position;
+    part.block_table = Blocks(kBlocks, kBlocks);
+    part.logits = LogitsWanted::kAll;
+    auto out = model_->runner().Step(Batch{{part}});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    for (int64_t i = 0; i < chunk; ++i) {
+      const float* want = reference.data() + (position + i) * n_vocab;
+      if (std::memcmp(out->Row(i).data(), want, n_vocab * sizeof(float)) != 0) ++mismatches;
+    }
+    position += chunk;
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << n << " positions";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ForwardReferenceTest, ::testing::ValuesIn(kModels),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace pier::engine

@@ -14,9 +14,10 @@
 
 namespace pier::engine::testing {
 
-// The parsed fixture (an empty object when the file is missing, which the tests then fail on).
-inline nlohmann::json LoadForwardReference() {
-  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/forward_reference.json");
+// The parsed fixture (an empty object when the file is missing, which the tests then fail on):
+// the default model's, or another file of tests/fixtures/engine/.
+inline nlohmann::json LoadForwardReference(const std::string& file = "forward_reference.json") {
+  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/" + file);
   if (!in.good()) return nlohmann::json::object();
   return nlohmann::json::parse(in);
 }

@@ -50,6 +50,24 @@ void ExpectError(const GgufTestWriter& writer, StatusCode code, const std::strin
   EXPECT_THAT(info.status().message(), HasSubstr(text));
 }
 
+TEST(ModelInfoTest, Gemma3ReadsItsSlidingWindowAndRefusesABadOne) {
+  std::vector<uint8_t> bytes;
+  GgufTestWriter ok = BaseWriter("gemma3");
+  ok.AddU32("gemma3.attention.sliding_window", 512);
+  Result<ModelInfo> info = Read(ok, &bytes);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->sliding_window, 512);
+  // gemma3's local layers cannot run without it.
+  ExpectError(BaseWriter("gemma3"), StatusCode::kNotFound, "gemma3.attention.sliding_window");
+  GgufTestWriter wide = BaseWriter("gemma3");
+  wide.AddU32("gemma3.attention.sliding_window", 8192);
+  ExpectError(wide, StatusCode::kDataLoss,
+              "attention.sliding_window 8192 is larger than context_length 4096");
+  GgufTestWriter zero = BaseWriter("gemma3");
+  zero.AddU32("gemma3.attention.sliding_window", 0);
+  ExpectError(zero, StatusCode::kDataLoss, "gemma3.attention.sliding_window' is 0");
+}
+
 TEST(ModelInfoTest, ReadsHyperParameters) {
   std::vector<uint8_t> bytes;
   Result<ModelInfo> info = Read(BaseWriter(), &bytes);
@@ -109,7 +127,7 @@ TEST(ModelInfoTest, OptionalKeysAndFallbacks) {
 TEST(ModelInfoTest, RejectsUnknownArchitecture) {
   GgufTestWriter w = BaseWriter("gemma");
   ExpectError(w, StatusCode::kUnsupported,
-              "architecture 'gemma' is not supported (supported: llama, qwen2)");
+              "architecture 'gemma' is not supported (supported: llama, qwen2, gemma3)");
 }
 
 TEST(ModelInfoTest, RejectsMissingArchitecture) {

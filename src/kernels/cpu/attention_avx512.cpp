@@ -274,6 +274,7 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
       }
     }
   }
+  MaskBeforeWindow(task);
   for (int64_t qi = 0; qi < task.n_queries; ++qi) {
     const int64_t n_ctx_i = task.n_ctx - (task.n_queries - 1 - qi);
     for (int64_t h = 0; h < n_head; ++h) {

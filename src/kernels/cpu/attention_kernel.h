@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/paged_attention.h"
@@ -34,6 +35,8 @@ struct AttentionTask {
   const int32_t* block_table = nullptr;  // the sequence's blocks
   int64_t n_ctx = 0;                     // positions 0 .. n_ctx - 1 are attended (by the last)
   int64_t n_queries = 1;
+  // Sliding window: when positive, a query at position p attends only p - window + 1 .. p.
+  int64_t window = 0;
   int64_t n_head = 0;        // query heads, a multiple of the layout's n_kv_head
   const float* q = nullptr;  // [n_queries][n_head][head_dim]
   float* out = nullptr;      // [n_queries][n_head][head_dim]
@@ -141,6 +144,22 @@ class AttentionRowWalker {
   const std::byte* next_plane_ = nullptr;
   int64_t next_rows_ = 0;
 };
+
+// Sliding window: sets the scores of the positions before each query's window to -inf, between
+// the score pass and the softmax (every implementation calls it there). Exp(-inf - max) is
+// exactly 0, so a masked position adds +0 to the softmax sums and 0 * v to the P.V sums: the
+// result is that of attending the window alone, and the same bits whichever kernel runs.
+inline void MaskBeforeWindow(const AttentionTask& task) {
+  if (task.window <= 0) return;
+  for (int64_t i = 0; i < task.n_queries; ++i) {
+    const int64_t position = task.n_ctx - (task.n_queries - 1 - i) - 1;
+    const int64_t first = std::max<int64_t>(0, position - task.window + 1);
+    for (int64_t h = 0; h < task.n_head; ++h) {
+      std::fill_n(task.scores + (i * task.n_head + h) * task.score_stride, first,
+                  -std::numeric_limits<float>::infinity());
+    }
+  }
+}
 
 // Floats of AttentionTask::work: [2][n_head][head_dim rounded up to 16].
 inline int64_t AttentionWorkFloats(const KvLayout& layout, int64_t n_head) {

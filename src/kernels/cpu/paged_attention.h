@@ -1,6 +1,7 @@
 // Causal multi-head attention over K/V read from a KvStore through block tables.
 //
-// Each query token attends to positions [0, its position] of its own sequence, in a fixed
+// Each query token attends to positions [0, its position] of its own sequence (or the last
+// `window` of them: sliding-window attention), in a fixed
 // sequence of single-precision operations (attention_lanes.h writes them lane by lane):
 //   score[p] = LaneTreeSum(16 lanes, lane l summing q[d] * k_p[d] over d = l, l + 16, ...)
 //              * (1 / sqrt(head_dim));
@@ -62,8 +63,12 @@ int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int6
 // the layout's n_kv_head, and head_dim at most 256. Work is spread over `n_slots` slots, each
 // with its own part of `scratch` (sized for the same queries_per_task, 1 to 8); a span's tokens
 // are taken that many per task. The results do not depend on queries_per_task.
+// `window` > 0 makes it sliding-window attention: a token at position p attends only positions
+// p - window + 1 .. p (the earlier positions' scores are -inf, so their weights are exactly 0;
+// their K/V must still be in the store).
 void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const AttentionSpan> spans,
                     int64_t n_head, const float* q, float* out, int64_t max_context, float* scratch,
-                    int64_t n_slots, int64_t queries_per_task, ThreadPool& pool);
+                    int64_t n_slots, int64_t queries_per_task, ThreadPool& pool,
+                    int64_t window = 0);
 
 }  // namespace pier::kernels

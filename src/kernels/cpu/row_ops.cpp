@@ -46,14 +46,27 @@ void Axpy(float a, const float* x, int64_t n, float* y) {
 
 namespace {
 
+// sigmoid(z) from e = exp(-|z|) <= 1: 1 / (1 + e) for z >= 0, e / (1 + e) below, so the
+// exponential never overflows and attention's vectorizable Exp (x <= 0) serves.
+__attribute__((always_inline)) inline float Sigmoid(float z) {
+  const float e = attention::Exp(z < 0.0f ? z : -z);
+  return (z >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+
 __attribute__((always_inline)) inline void SiluMulBody(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    // sigmoid(g) from e = exp(-|g|) <= 1: 1 / (1 + e) for g >= 0, e / (1 + e) below, so the
-    // exponential never overflows and attention's vectorizable Exp (x <= 0) serves.
-    const float e = attention::Exp(g < 0.0f ? g : -g);
-    const float sigmoid = (g >= 0.0f ? 1.0f : e) / (1.0f + e);
-    gate[i] = g * sigmoid * up[i];
+    gate[i] = g * Sigmoid(g) * up[i];
+  }
+}
+
+__attribute__((always_inline)) inline void GeluMulBody(float* gate, const float* up, int64_t n) {
+  constexpr float kTwoSqrt2OverPi = 1.5957691216057308f;  // 2 * sqrt(2 / pi)
+  constexpr float kCubic = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float z = kTwoSqrt2OverPi * (g + kCubic * (g * g * g));
+    gate[i] = g * Sigmoid(z) * up[i];
   }
 }
 
@@ -61,30 +74,49 @@ __attribute__((always_inline)) inline void SiluMulBody(float* gate, const float*
 // element's operations are the same plain IEEE operations in every one (no contraction:
 // -ffp-contract=off), so the same bits.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target("avx512f"))) void SiluMulAvx512(float* gate, const float* up, int64_t n) {
-  SiluMulBody(gate, up, n);
-}
-__attribute__((target("avx2"))) void SiluMulAvx2(float* gate, const float* up, int64_t n) {
-  SiluMulBody(gate, up, n);
-}
+#define PIER_ROW_OP_CLONES(Name)                                                                  \
+  __attribute__((target("avx512f"))) void Name##Avx512(float* gate, const float* up, int64_t n) { \
+    Name##Body(gate, up, n);                                                                      \
+  }                                                                                               \
+  __attribute__((target("avx2"))) void Name##Avx2(float* gate, const float* up, int64_t n) {      \
+    Name##Body(gate, up, n);                                                                      \
+  }                                                                                               \
+  void Name##Scalar(float* gate, const float* up, int64_t n) { Name##Body(gate, up, n); }
 #else
-void SiluMulAvx512(float* gate, const float* up, int64_t n) { SiluMulBody(gate, up, n); }
-void SiluMulAvx2(float* gate, const float* up, int64_t n) { SiluMulBody(gate, up, n); }
+#define PIER_ROW_OP_CLONES(Name)                                                          \
+  void Name##Avx512(float* gate, const float* up, int64_t n) { Name##Body(gate, up, n); } \
+  void Name##Avx2(float* gate, const float* up, int64_t n) { Name##Body(gate, up, n); }   \
+  void Name##Scalar(float* gate, const float* up, int64_t n) { Name##Body(gate, up, n); }
 #endif
-void SiluMulScalar(float* gate, const float* up, int64_t n) { SiluMulBody(gate, up, n); }
+PIER_ROW_OP_CLONES(SiluMul)
+PIER_ROW_OP_CLONES(GeluMul)
+#undef PIER_ROW_OP_CLONES
+
+using GatedFn = void (*)(float*, const float*, int64_t);
+GatedFn PickGated(GatedFn avx512, GatedFn avx2, GatedFn scalar) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      return avx512;
+    case Isa::kAvx2:
+      return avx2;
+    case Isa::kScalar:
+      break;
+  }
+  return scalar;
+}
 
 }  // namespace
 
 void SiluMul(float* gate, const float* up, int64_t n) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512:
-      return SiluMulAvx512(gate, up, n);
-    case Isa::kAvx2:
-      return SiluMulAvx2(gate, up, n);
-    case Isa::kScalar:
-      break;
-  }
-  SiluMulScalar(gate, up, n);
+  PickGated(SiluMulAvx512, SiluMulAvx2, SiluMulScalar)(gate, up, n);
+}
+
+void GeluMul(float* gate, const float* up, int64_t n) {
+  PickGated(GeluMulAvx512, GeluMulAvx2, GeluMulScalar)(gate, up, n);
+}
+
+void Scale(float a, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
 
 void Add(const float* x, int64_t n, float* y) {

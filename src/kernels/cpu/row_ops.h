@@ -25,6 +25,14 @@ void Axpy(float a, const float* x, int64_t n, float* y);
 // depend on n or on its index.
 void SiluMul(float* gate, const float* up, int64_t n);
 
+// gate[i] = gelu(gate[i]) * up[i] with GELU's tanh approximation (Gemma's gelu_pytorch_tanh):
+// gelu(g) = g * sigmoid(2u), u = sqrt(2/pi) * (g + 0.044715 g^3), which is
+// 0.5 g (1 + tanh(u)); the sigmoid is SiluMul's. Same bit promise as SiluMul.
+void GeluMul(float* gate, const float* up, int64_t n);
+
+// y[i] *= a for i < n.
+void Scale(float a, int64_t n, float* y);
+
 // y[i] += x[i] for i < n.
 void Add(const float* x, int64_t n, float* y);
 

@@ -237,7 +237,7 @@ std::vector<float> RandomQueries(std::mt19937& rng, int64_t n_rows, int64_t n_he
 
 std::vector<float> Attend(const Fixture& f, int64_t layer, const std::vector<AttentionSpan>& spans,
                           int64_t n_head, const std::vector<float>& q, int64_t n_slots,
-                          ThreadPool& pool, int64_t queries_per_task = 8) {
+                          ThreadPool& pool, int64_t queries_per_task = 8, int64_t window = 0) {
   int64_t max_context = 1, n_rows = 0;
   for (const AttentionSpan& s : spans) {
     max_context = std::max(max_context, s.first_position + s.n_tokens);
@@ -248,21 +248,23 @@ std::vector<float> Attend(const Fixture& f, int64_t layer, const std::vector<Att
   std::vector<float> scratch(static_cast<size_t>(
       PagedAttentionScratchFloats(f.layout(), n_head, max_context, n_slots, queries_per_task)));
   PagedAttention(f.store(), layer, spans, n_head, q.data(), out.data(), max_context, scratch.data(),
-                 n_slots, queries_per_task, pool);
+                 n_slots, queries_per_task, pool, window);
   return out;
 }
 
 // float64 causal softmax attention of one token (position pos of sequence seq, query heads
-// [n_head][head_dim] at q), into ref: [n_head][head_dim].
+// [n_head][head_dim] at q), into ref: [n_head][head_dim]. window > 0: only the positions
+// pos - window + 1 .. pos.
 void Reference(const Fixture& f, int64_t layer, int64_t seq, int64_t pos, int64_t n_head,
-               const float* q, std::vector<double>& ref) {
+               const float* q, std::vector<double>& ref, int64_t window = 0) {
+  const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
   const int64_t hd = f.layout().head_dim, group = n_head / f.layout().n_kv_head;
   ref.assign(static_cast<size_t>(n_head * hd), 0.0);
   std::vector<float> buf;
   for (int64_t h = 0; h < n_head; ++h) {
     std::vector<double> w(static_cast<size_t>(pos + 1));
     double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t p = 0; p <= pos; ++p) {
+    for (int64_t p = first; p <= pos; ++p) {
       const float* k = f.Row(0, layer, seq, p, h / group, buf);
       double dot = 0.0;
       for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[h * hd + d]) * k[d];
@@ -270,8 +272,8 @@ void Reference(const Fixture& f, int64_t layer, int64_t seq, int64_t pos, int64_
       mx = std::max(mx, w[p]);
     }
     double sum = 0.0;
-    for (double& x : w) sum += (x = std::exp(x - mx));
-    for (int64_t p = 0; p <= pos; ++p) {
+    for (int64_t p = first; p <= pos; ++p) sum += (w[p] = std::exp(w[p] - mx));
+    for (int64_t p = first; p <= pos; ++p) {
       const float* v = f.Row(1, layer, seq, p, h / group, buf);
       for (int64_t d = 0; d < hd; ++d) ref[h * hd + d] += w[p] / sum * v[d];
     }
@@ -459,6 +461,57 @@ TEST(PagedAttentionTest, WholePromptInOneSpanGivesEveryTokenItsBitsAlone) {
         const std::vector<float> out = Attend(f, 0, {whole}, n_head, q, n_slots, pool);
         EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0)
             << CaseName(c) << " " << IsaName(isa) << " slots " << n_slots;
+      }
+    }
+  }
+}
+
+// Sliding windows shorter than, across and longer than a tile of 16 and the block size: every
+// implementation matches the float64 reference of the window alone, and every token has the
+// bits it has attended alone (one query, one slot, the portable loops).
+TEST(PagedAttentionTest, SlidingWindowMatchesFloat64ReferenceAndEachTokensBitsAlone) {
+  IsaGuard guard;
+  const Case cases[] = {
+      {KvDtype::kF16, 4, 256, 16}, {KvDtype::kF32, 3, 24, 5}, {KvDtype::kQ8_0, 1, 64, 16}};
+  for (const Case& c : cases) {
+    Fixture f(c.Layout(1), kLengths, 41);
+    const int64_t n_head = kKvHeads * c.group, row_floats = n_head * c.head_dim;
+    const std::vector<AttentionSpan> batch = MixedBatch(f);
+    const int64_t n_rows = batch.back().first_row + batch.back().n_tokens;
+    const std::vector<float> q = RandomQueries(f.rng(), n_rows, n_head, c.head_dim);
+    for (int64_t window : {1, 7, 16, 33, 1000}) {
+      internal::SetActiveIsaForTesting(Isa::kScalar);
+      ThreadPool single(1);
+      std::vector<float> alone(static_cast<size_t>(n_rows * row_floats));
+      double max_err = 0.0;
+      std::vector<double> ref;
+      for (int64_t s = 0; s < static_cast<int64_t>(batch.size()); ++s) {
+        for (int64_t t = 0; t < batch[s].n_tokens; ++t) {
+          const int64_t row = batch[s].first_row + t;
+          const std::vector<float> q_row(q.begin() + row * row_floats,
+                                         q.begin() + (row + 1) * row_floats);
+          const AttentionSpan one{.block_table = batch[s].block_table,
+                                  .first_position = batch[s].first_position + t,
+                                  .n_tokens = 1,
+                                  .first_row = 0};
+          const std::vector<float> out = Attend(f, 0, {one}, n_head, q_row, 1, single, 1, window);
+          std::copy(out.begin(), out.end(), alone.begin() + row * row_floats);
+          Reference(f, 0, s, one.first_position, n_head, q_row.data(), ref, window);
+          for (int64_t i = 0; i < row_floats; ++i) {
+            max_err = std::max(max_err, std::abs(out[i] - ref[i]));
+          }
+        }
+      }
+      EXPECT_LE(max_err, 1e-5) << CaseName(c) << " window " << window;
+      for (Isa isa : Isas()) {
+        internal::SetActiveIsaForTesting(isa);
+        ThreadPool pool(2);
+        for (int64_t queries : {1, 8}) {
+          const std::vector<float> out = Attend(f, 0, batch, n_head, q, 3, pool, queries, window);
+          EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0)
+              << CaseName(c) << " " << IsaName(isa) << " window " << window << " queries "
+              << queries;
+        }
       }
     }
   }

@@ -1,0 +1,33 @@
+// Gemma 3: the Llama forward pass with scaled embeddings, per-head Q/K RMSNorm, a second
+// RMSNorm on each block's output, GELU (tanh) gating, NeoX RoPE, and sliding-window attention
+// on every layer but each 6th (layers 5, 11, ...), which attend every position. The local
+// layers rotate by base 10,000 and the global ones by <arch>.rope.freq_base (Hugging Face's
+// Gemma3TextConfig: sliding_window_pattern 6, rope_local_base_freq 10,000; llama.cpp's loader
+// sets the same two constants). llama.cpp's converter stores each norm weight as Hugging
+// Face's (1 + weight), so the norms are plain RMSNorms here. Queries are scaled by
+// query_pre_attn_scalar^-1/2, which is head_dim^-1/2 except for the 27B model (62 layers:
+// (n_embd / n_head)^-1/2), as llama.cpp derives it.
+
+#include "engine/llama_model.h"
+#include "model/model_info.h"
+
+namespace pier::engine {
+
+Result<std::unique_ptr<ModelRunner>> CreateGemma3Runner(const model::GgufFile& file,
+                                                        const CpuRunnerOptions& options) {
+  PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
+  LlamaVariant variant;
+  variant.rope_style = kernels::ops::RopeStyle::kNeox;
+  variant.qk_norm = true;
+  variant.post_norms = true;
+  variant.scale_embeddings = true;
+  variant.activation = FfnActivation::kGeluTanh;
+  variant.swa_period = 6;
+  variant.swa_rope_base = 10000.0;
+  if (info.block_count == 62) {
+    variant.attn_scalar = static_cast<double>(info.embedding_length / info.head_count);
+  }
+  return CreateLlamaFamilyRunner(file, variant, options);
+}
+
+}  // namespace pier::engine
