@@ -73,7 +73,8 @@ void ScatterBlocks(const std::byte* row, const QuantLayout& layout, int64_t t, i
     e.d = d[b];
     e.bx = bx[b];
     e.qsum = qsum[b];
-    e.pad = 0;
+    e.qsum_lo = 0;
+    for (int k = 0; k < 16; ++k) e.qsum_lo += e.q[k];
     std::memcpy(xb + (b * n_tokens + t) * sizeof(XEntry), &e, sizeof(XEntry));
   }
 }

@@ -2,7 +2,7 @@
 //
 // Two canonical computations; every path produces their exact bits.
 //
-// Packed types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K; HasPackedLayout), per (row, token),
+// Packed types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K; HasPackedLayout), per (row, token),
 // acc = 0, then per block b of 32 in order:
 //      isum = exact integer sum over the block of q_w * q_x    (q_w: u4 0..15, or s8)
 //      acc  = fma(float(isum), dw * dx, acc)                    (dw * dx rounded once)
@@ -15,6 +15,11 @@
 //  activations, dx = amax / 127 and bx = float(sum of the block's q_x) * dx; y = acc.
 //  One float accumulator per (row, token) lets a vector hold 16 rows of one token: the
 //  integer work is per block and the float work per block is three operations.
+//  Q6_K (scales per 16 values, u6 quants q with value d * sc * (q - 32)) has one integer and
+//  one float step per block b of 32, its halves h = 0, 1 with the int8 scales sc_h:
+//      i_h  = exact sum over half h of q_w * q_x  -  32 * (sum of half h's q_x)
+//      isum = sc_0 * i_0 + sc_1 * i_1             (exact in int32: |isum| < 2^24)
+//      acc  = fma(float(isum), d * dx, acc)        (d: the super-block's f16 scale)
 //
 // Other quantized types (Q5_0, Q5_1, k-quants, unpacked by UnpackRowScalar):
 //  * Activations X[t, :] are quantized per block of 32: d = amax / 127,
@@ -127,6 +132,11 @@ struct FloatJob {
 // rearranged to Q4_1's order), then d [n_super][16] f16 | dmin [n_super][16] f16 |
 // sc [n_blocks][16] u8 | m [n_blocks][16] u8 (the 6-bit scales unpacked): 148 bytes per row
 // and super-block against GGUF's 144.
+// Q6_K keeps its low 4 bits in the same nibble layout, then qh [n_blocks][2][16] u32 (word h of
+// a row holds the 2 high bits of elements 16h + 4j + k at bits 8k + 2j, j, k < 4, so that a
+// shift and a mask put those of chunk j at bits 4-5 of each byte), sc [n_blocks][2][16] s8
+// (the scales of the block's two halves) and d [n_super][16] f16: GGUF's 210 bytes per row
+// and super-block.
 constexpr int64_t kPackRows = 16;
 
 struct PackedGeometry {
@@ -135,8 +145,8 @@ struct PackedGeometry {
   size_t qs_block_bytes = 0;  // 256 (4-bit) or 512 (Q8_0)
   size_t d_offset = 0;        // within a group
   size_t m_offset = 0;        // within a group (Q4_1: m; Q4_K: dmin)
-  size_t qh_offset = 0;       // within a group (Q5_0, Q5_1)
-  size_t sc_offset = 0;       // within a group (Q4_K)
+  size_t qh_offset = 0;       // within a group (Q5_0, Q5_1, Q6_K)
+  size_t sc_offset = 0;       // within a group (Q4_K, Q6_K)
   size_t mn_offset = 0;       // within a group (Q4_K)
   size_t group_stride = 0;    // multiple of 64
 };
@@ -158,7 +168,7 @@ struct XEntry {
   float d;
   float bx;
   int32_t qsum;
-  int32_t pad;
+  int32_t qsum_lo;  // the sum of q[0..15] (Q6_K's scales change at element 16)
 };
 static_assert(sizeof(XEntry) == 48);
 // Copies token t's quantized row (laid out as `layout`) into its block-major entries: the

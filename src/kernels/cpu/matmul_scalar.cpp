@@ -71,6 +71,26 @@ void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group
         for (int64_t b = 0; b < g.n_blocks; ++b) {
           const uint8_t* qs = group + b * g.qs_block_bytes;
           const int8_t* x = xq + kBlock * b;
+          if (g.type == DType::kQ6_K) {
+            int32_t isum = 0;
+            for (int h = 0; h < 2; ++h) {
+              uint32_t high;
+              std::memcpy(&high, group + g.qh_offset + ((b * 2 + h) * kPackRows + i) * 4, 4);
+              int32_t half = 0;
+              for (int k = 0; k < 16; ++k) {
+                const uint8_t byte = qs[((k / 4) * kPackRows + i) * 4 + k % 4];
+                const int32_t qw = (h == 0 ? byte & 0x0f : byte >> 4) |
+                                   static_cast<int32_t>((high >> (8 * (k % 4) + 2 * (k / 4))) & 3)
+                                       << 4;
+                half += (qw - 32) * x[16 * h + k];
+              }
+              isum += static_cast<int8_t>(group[g.sc_offset + (b * 2 + h) * kPackRows + i]) * half;
+            }
+            uint16_t dh;
+            std::memcpy(&dh, group + g.d_offset + ((b / 8) * kPackRows + i) * 2, 2);
+            acc = std::fma(static_cast<float>(isum), Fp16ToFp32(dh) * xd[b], acc);
+            continue;
+          }
           int32_t isum = 0;
           for (int e = 0; e < 32; ++e) {
             int32_t qw;

@@ -1,4 +1,4 @@
-// The packed layout of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K matrices (matmul_internal.h): geometry,
+// The packed layout of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices (matmul_internal.h): geometry,
 // packing from GGUF rows, and reading one row back.
 
 #include "kernels/cpu/packed_weights.h"
@@ -41,7 +41,8 @@ GgufBlock GgufBlockOf(DType type) {
 
 bool HasPackedLayout(DType type) {
   return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 ||
-         type == DType::kQ5_1 || type == DType::kQ8_0 || type == DType::kQ4_K;
+         type == DType::kQ5_1 || type == DType::kQ8_0 || type == DType::kQ4_K ||
+         type == DType::kQ6_K;
 }
 
 PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
@@ -57,6 +58,14 @@ PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
     g.sc_offset = g.m_offset + n_super * 2 * kPackRows;
     g.mn_offset = g.sc_offset + n_blocks * kPackRows;
     g.group_stride = RoundUp(g.mn_offset + n_blocks * kPackRows, 64);
+    return g;
+  }
+  if (type == DType::kQ6_K) {
+    const size_t n_super = n_blocks / 8;
+    g.qh_offset = g.d_offset;
+    g.sc_offset = g.qh_offset + n_blocks * 2 * 4 * kPackRows;
+    g.d_offset = g.sc_offset + n_blocks * 2 * kPackRows;
+    g.group_stride = RoundUp(g.d_offset + n_super * 2 * kPackRows, 64);
     return g;
   }
   if (type == DType::kQ5_0 || type == DType::kQ5_1) {
@@ -100,12 +109,60 @@ void PackGroupQ4K(const PackedGeometry& g, const uint8_t* src, size_t row_bytes,
   }
 }
 
+// A GGUF Q6_K super-block (ql[128] | qh[64] | scales[16] s8 | f16 d) as its 256 quants
+// (0..63, value d * scales[e / 16] * (q - 32)): element 128n + 32c + l (n < 2, c < 4, l < 32)
+// has ql[64n + l + 32(c % 2)]'s low (c < 2) or high nibble and bits 2c, 2c + 1 of qh[32n + l].
+void DecodeQ6K(const uint8_t* super, uint8_t* q) {
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = super + 64 * n;
+    const uint8_t* qh = super + 128 + 32 * n;
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t low = ql[l + 32 * (c % 2)] >> (4 * (c / 2)) & 0x0f;
+        q[128 * n + 32 * c + l] = static_cast<uint8_t>(low | ((qh[l] >> (2 * c)) & 3) << 4);
+      }
+    }
+  }
+}
+
+// Q6_K rows (super-blocks of 210 bytes) into the layout of matmul_internal.h.
+void PackGroupQ6K(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, int64_t n_valid,
+                  uint8_t* dst) {
+  uint8_t q[256];
+  for (int64_t i = 0; i < n_valid; ++i) {
+    const uint8_t* row = src + i * row_bytes;
+    for (int64_t s = 0; s < g.n_blocks / 8; ++s) {
+      const uint8_t* super = row + 210 * s;
+      DecodeQ6K(super, q);
+      std::memcpy(dst + g.d_offset + (s * kPackRows + i) * 2, super + 208, 2);
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = 8 * s + j;
+        const uint8_t* qb = q + 32 * j;
+        uint8_t* qs = dst + b * g.qs_block_bytes;
+        uint32_t high[2] = {0, 0};
+        for (int e = 0; e < 16; ++e) {  // Q4_1's nibble order: element e low, e + 16 high
+          qs[((e / 4) * kPackRows + i) * 4 + e % 4] =
+              static_cast<uint8_t>((qb[e] & 0x0f) | (qb[e + 16] & 0x0f) << 4);
+          for (int h = 0; h < 2; ++h) {  // bits 8k + 2j of word h: element 16h + 4j + k
+            high[h] |= static_cast<uint32_t>(qb[16 * h + e] >> 4) << (8 * (e % 4) + 2 * (e / 4));
+          }
+        }
+        for (int h = 0; h < 2; ++h) {
+          std::memcpy(dst + g.qh_offset + ((b * 2 + h) * kPackRows + i) * 4, &high[h], 4);
+          dst[g.sc_offset + (b * 2 + h) * kPackRows + i] = super[192 + 2 * j + h];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void PackGroup(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, int64_t n_valid,
                uint8_t* dst) {
   std::memset(dst, 0, g.group_stride);
   if (g.type == DType::kQ4_K) return PackGroupQ4K(g, src, row_bytes, n_valid, dst);
+  if (g.type == DType::kQ6_K) return PackGroupQ6K(g, src, row_bytes, n_valid, dst);
   const GgufBlock gb = GgufBlockOf(g.type);
   const size_t chunks = g.qs_block_bytes / (4 * kPackRows);
   for (int64_t i = 0; i < n_valid; ++i) {
@@ -202,6 +259,26 @@ Status DequantizePackedRow(const WeightMatrix& w, int64_t row, float* out) {
   const internal::PackedGeometry g = internal::MakePackedGeometry(w.type, w.n_cols);
   const uint8_t* group = w.data + (row / kPackRows) * g.group_stride;
   const int64_t i = row % kPackRows;
+  if (w.type == DType::kQ6_K) {
+    for (int64_t b = 0; b < g.n_blocks; ++b) {
+      uint16_t dh;
+      std::memcpy(&dh, group + g.d_offset + ((b / 8) * kPackRows + i) * 2, 2);
+      const uint8_t* qs = group + b * g.qs_block_bytes;
+      for (int e = 0; e < 32; ++e) {
+        const int h = e / 16, k = e % 16;
+        const uint8_t byte = qs[((k / 4) * kPackRows + i) * 4 + k % 4];
+        uint32_t high;
+        std::memcpy(&high, group + g.qh_offset + ((b * 2 + h) * kPackRows + i) * 4, 4);
+        const int q = (h == 0 ? byte & 0x0f : byte >> 4) |
+                      static_cast<int>((high >> (8 * (k % 4) + 2 * (k / 4))) & 3) << 4;
+        const auto sc = static_cast<int8_t>(group[g.sc_offset + (b * 2 + h) * kPackRows + i]);
+        // As DequantizeRow: d * scale * (q - 32).
+        out[b * internal::kBlock + e] =
+            Fp16ToFp32(dh) * static_cast<float>(sc) * static_cast<float>(q - 32);
+      }
+    }
+    return Status::Ok();
+  }
   if (w.type == DType::kQ4_K) {
     for (int64_t b = 0; b < g.n_blocks; ++b) {
       uint16_t dh, mh;

@@ -375,6 +375,36 @@ std::vector<float> PackedCanonical(const WeightMatrix& w, const std::vector<floa
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const uint8_t* wrow = w.data + r * w.row_bytes;
       float acc = 0.0f;
+      if (w.type == DType::kQ6_K) {
+        // Straight from ggml's block_q6_K: ql[128] | qh[64] | scales[16] | d; element
+        // 128n + l + 32c takes ql[64n + l + 32(c & 1)] >> 4(c >> 1) and qh[32n + l] >> 2c.
+        for (int64_t s = 0; s < n / 256; ++s) {
+          const uint8_t* blk = wrow + 210 * s;
+          int32_t q6[256];
+          for (int e = 0; e < 256; ++e) {
+            const int nn = e / 128, c = e % 128 / 32, l = e % 32;
+            q6[e] = ((blk[64 * nn + l + 32 * (c & 1)] >> (4 * (c >> 1))) & 15) |
+                    ((blk[128 + 32 * nn + l] >> (2 * c)) & 3) << 4;
+          }
+          uint16_t h;
+          std::memcpy(&h, blk + 208, 2);
+          for (int j = 0; j < 8; ++j) {
+            const int64_t b = 8 * s + j;
+            int32_t isum = 0;
+            for (int half = 0; half < 2; ++half) {
+              int32_t dot = 0;
+              for (int k = 0; k < 16; ++k) {
+                const int e = 32 * j + 16 * half + k;
+                dot += (q6[e] - 32) * xq[32 * b + 16 * half + k];
+              }
+              isum += static_cast<int8_t>(blk[192 + 2 * j + half]) * dot;
+            }
+            acc = std::fma(static_cast<float>(isum), Fp16ToFp32(h) * xd[b], acc);
+          }
+        }
+        y[t * w.n_rows + r] = acc;
+        continue;
+      }
       if (w.type == DType::kQ4_K || w.type == DType::kQ5_0 || w.type == DType::kQ5_1) {
         // The values and per-32 scales as UnpackRowScalar gives them (Q4_K: dw = d * sc,
         // mw = -(dmin * m); Q5_0: d, -16 d; Q5_1: d, m; the same in every lane of a block).
@@ -443,8 +473,8 @@ struct PackedMatrix {
   }
 };
 
-const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                              DType::kQ5_1, DType::kQ8_0, DType::kQ4_K};
+const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                              DType::kQ8_0, DType::kQ4_K, DType::kQ6_K};
 
 TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
   for (DType type : kPackedTypes) {
@@ -489,6 +519,11 @@ TEST(PackedMatMulTest, LargestBlockSumsStayExact) {
         type == DType::kQ4_1 || type == DType::kQ5_1 || type == DType::kQ4_K ? 4 : 2;
     const uint8_t fill = type == DType::kQ8_0 ? 0x80 : 0xff;
     for (size_t b = 0; b < m.bytes.size(); b += traits.type_size) {
+      if (type == DType::kQ6_K) {  // quants 63, scales -128; the f16 d at the end kept
+        std::fill(m.bytes.begin() + b, m.bytes.begin() + b + 192, 0xff);
+        std::fill(m.bytes.begin() + b + 192, m.bytes.begin() + b + 208, 0x80);
+        continue;
+      }
       std::fill(m.bytes.begin() + b + scale_bytes, m.bytes.begin() + b + traits.type_size, fill);
     }
     const PackedMatrix packed(m.w);
@@ -538,8 +573,11 @@ TEST(PackedMatMulTest, PackedSizeEqualsGgufSizeForWholeGroups) {
   // Q4_K: its 6-bit scales unpacked to bytes, 148 bytes per row and super-block against 144.
   const RandomMatrix k(DType::kQ4_K, 48, 1536, 1);
   EXPECT_EQ(PackedWeightBytes(k.w), 48u * 6 * 148);
-  const RandomMatrix q6(DType::kQ6_K, 16, 256, 1);
-  EXPECT_EQ(PackedWeightBytes(q6.w), 0u);
+  // Q6_K: GGUF's 210 bytes per row and super-block.
+  const RandomMatrix q6(DType::kQ6_K, 48, 1536, 1);
+  EXPECT_EQ(PackedWeightBytes(q6.w), q6.bytes.size());
+  const RandomMatrix q5(DType::kQ5_K, 16, 256, 1);
+  EXPECT_EQ(PackedWeightBytes(q5.w), 0u);
 }
 
 TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
@@ -564,7 +602,7 @@ TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
   EXPECT_EQ(
       PackWeights(*packed, std::span<std::byte>(aligned, PackedWeightBytes(m.w))).status().code(),
       StatusCode::kInvalidArgument);
-  const RandomMatrix k(DType::kQ6_K, 16, 256, 1);
+  const RandomMatrix k(DType::kQ5_K, 16, 256, 1);
   EXPECT_EQ(PackWeights(k.w, std::span<std::byte>(aligned, 1 << 16)).status().code(),
             StatusCode::kUnsupported);
 }
