@@ -2,14 +2,15 @@
 //
 // Two canonical computations; every path produces their exact bits.
 //
-// Packed types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K; HasPackedLayout), per (row, token),
+// Packed types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; HasPackedLayout), per (row,
+// token),
 // acc = 0, then per block b of 32 in order:
 //      isum = exact integer sum over the block of q_w * q_x    (q_w: u4 0..15, or s8)
 //      acc  = fma(float(isum), dw * dx, acc)                    (dw * dx rounded once)
 //      acc  = fma(mw, bx, acc)                                   (Q4_0, Q4_1 only)
-//  (q_w: u4 0..15, u5 0..31 for Q5_0 / Q5_1, or s8 for Q8_0)
+//  (q_w: u4 0..15, u5 0..31 for Q5_0 / Q5_1 / Q5_K, or s8 for Q8_0)
 //  with dw, mw the block's scale and offset (Q4_0: mw = -8 * dw; Q5_0: mw = -16 * dw; Q4_1,
-//  Q5_1: m; Q4_K: dw = d * sc,
+//  Q5_1: m; Q4_K and Q5_K: dw = d * sc,
 //  mw = -(dmin * m), both exact in f32, from the super-block's d, dmin and the sub-block's
 //  6-bit scale and min) and, for the
 //  activations, dx = amax / 127 and bx = float(sum of the block's q_x) * dx; y = acc.
@@ -132,6 +133,8 @@ struct FloatJob {
 // rearranged to Q4_1's order), then d [n_super][16] f16 | dmin [n_super][16] f16 |
 // sc [n_blocks][16] u8 | m [n_blocks][16] u8 (the 6-bit scales unpacked): 148 bytes per row
 // and super-block against GGUF's 144.
+// Q5_K is Q4_K's layout with Q5_0's fifth bits, qh [n_blocks][16] u32, between the quants and
+// d: 180 bytes per row and super-block against GGUF's 176.
 // Q6_K keeps its low 4 bits in the same nibble layout, then qh [n_blocks][2][16] u32 (word h of
 // a row holds the 2 high bits of elements 16h + 4j + k at bits 8k + 2j, j, k < 4, so that a
 // shift and a mask put those of chunk j at bits 4-5 of each byte), sc [n_blocks][2][16] s8

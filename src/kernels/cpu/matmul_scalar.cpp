@@ -109,7 +109,7 @@ void PackedGroupsScalar(const PackedJob& job, int64_t group_begin, int64_t group
             isum += qw * x[e];
           }
           uint16_t dh;
-          if (g.type == DType::kQ4_K) {
+          if (g.type == DType::kQ4_K || g.type == DType::kQ5_K) {
             uint16_t mh;
             std::memcpy(&dh, group + g.d_offset + ((b / 8) * kPackRows + i) * 2, 2);
             std::memcpy(&mh, group + g.m_offset + ((b / 8) * kPackRows + i) * 2, 2);

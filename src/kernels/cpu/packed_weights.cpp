@@ -1,5 +1,5 @@
-// The packed layout of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices (matmul_internal.h): geometry,
-// packing from GGUF rows, and reading one row back.
+// The packed layout of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K matrices (matmul_internal.h):
+// geometry, packing from GGUF rows, and reading one row back.
 
 #include "kernels/cpu/packed_weights.h"
 
@@ -42,7 +42,7 @@ GgufBlock GgufBlockOf(DType type) {
 bool HasPackedLayout(DType type) {
   return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 ||
          type == DType::kQ5_1 || type == DType::kQ8_0 || type == DType::kQ4_K ||
-         type == DType::kQ6_K;
+         type == DType::kQ5_K || type == DType::kQ6_K;
 }
 
 PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
@@ -52,8 +52,12 @@ PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
   g.qs_block_bytes = type == DType::kQ8_0 ? 512 : 256;
   const size_t n_blocks = static_cast<size_t>(g.n_blocks);
   g.d_offset = n_blocks * g.qs_block_bytes;
-  if (type == DType::kQ4_K) {
+  if (type == DType::kQ4_K || type == DType::kQ5_K) {
     const size_t n_super = n_blocks / 8;
+    if (type == DType::kQ5_K) {  // the fifth bits as Q5_0's, before the scales
+      g.qh_offset = g.d_offset;
+      g.d_offset = g.qh_offset + n_blocks * 4 * kPackRows;
+    }
     g.m_offset = g.d_offset + n_super * 2 * kPackRows;
     g.sc_offset = g.m_offset + n_super * 2 * kPackRows;
     g.mn_offset = g.sc_offset + n_blocks * kPackRows;
@@ -82,13 +86,16 @@ PackedGeometry MakePackedGeometry(DType type, int64_t n_cols) {
 namespace {
 
 // Q4_K rows: per super-block of 256, f16 d | f16 dmin | scales[12] | qs[128], sub-blocks 2c
-// and 2c + 1 in the low and high nibbles of qs[32c .. 32c + 31].
+// and 2c + 1 in the low and high nibbles of qs[32c .. 32c + 31]. Q5_K rows: f16 d | f16 dmin |
+// scales[12] | qh[32] | qs[128], element l of sub-block j with bit j of qh[l] as its fifth.
 void PackGroupQ4K(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, int64_t n_valid,
                   uint8_t* dst) {
+  const bool q5 = g.type == DType::kQ5_K;
+  const size_t super_bytes = q5 ? 176 : 144, qs_offset = q5 ? 48 : 16;
   for (int64_t i = 0; i < n_valid; ++i) {
     const uint8_t* row = src + i * row_bytes;
     for (int64_t s = 0; s < g.n_blocks / 8; ++s) {
-      const uint8_t* super = row + 144 * s;
+      const uint8_t* super = row + super_bytes * s;
       std::memcpy(dst + g.d_offset + (s * kPackRows + i) * 2, super, 2);
       std::memcpy(dst + g.m_offset + (s * kPackRows + i) * 2, super + 2, 2);
       for (int j = 0; j < 8; ++j) {
@@ -97,8 +104,13 @@ void PackGroupQ4K(const PackedGeometry& g, const uint8_t* src, size_t row_bytes,
         ScaleMinK4(j, super + 4, &sc, &m);
         dst[g.sc_offset + b * kPackRows + i] = static_cast<uint8_t>(sc);
         dst[g.mn_offset + b * kPackRows + i] = static_cast<uint8_t>(m);
-        const uint8_t* q = super + 16 + 32 * (j / 2);
+        const uint8_t* q = super + qs_offset + 32 * (j / 2);
         const int shift = 4 * (j % 2);
+        if (q5) {  // bit e of the row's word: element e's fifth bit
+          uint32_t qh = 0;
+          for (int e = 0; e < 32; ++e) qh |= static_cast<uint32_t>((super[16 + e] >> j) & 1) << e;
+          std::memcpy(dst + g.qh_offset + (b * kPackRows + i) * 4, &qh, 4);
+        }
         uint8_t* qs = dst + b * g.qs_block_bytes;
         for (int e = 0; e < 16; ++e) {  // Q4_1's order: element e low, e + 16 high
           const uint8_t lo = (q[e] >> shift) & 0x0f, hi = (q[e + 16] >> shift) & 0x0f;
@@ -161,7 +173,9 @@ void PackGroupQ6K(const PackedGeometry& g, const uint8_t* src, size_t row_bytes,
 void PackGroup(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, int64_t n_valid,
                uint8_t* dst) {
   std::memset(dst, 0, g.group_stride);
-  if (g.type == DType::kQ4_K) return PackGroupQ4K(g, src, row_bytes, n_valid, dst);
+  if (g.type == DType::kQ4_K || g.type == DType::kQ5_K) {
+    return PackGroupQ4K(g, src, row_bytes, n_valid, dst);
+  }
   if (g.type == DType::kQ6_K) return PackGroupQ6K(g, src, row_bytes, n_valid, dst);
   const GgufBlock gb = GgufBlockOf(g.type);
   const size_t chunks = g.qs_block_bytes / (4 * kPackRows);
@@ -279,9 +293,11 @@ Status DequantizePackedRow(const WeightMatrix& w, int64_t row, float* out) {
     }
     return Status::Ok();
   }
-  if (w.type == DType::kQ4_K) {
+  if (w.type == DType::kQ4_K || w.type == DType::kQ5_K) {
     for (int64_t b = 0; b < g.n_blocks; ++b) {
       uint16_t dh, mh;
+      uint32_t qh = 0;  // Q5_K's fifth bits
+      if (g.qh_offset != 0) std::memcpy(&qh, group + g.qh_offset + (b * kPackRows + i) * 4, 4);
       std::memcpy(&dh, group + g.d_offset + ((b / 8) * kPackRows + i) * 2, 2);
       std::memcpy(&mh, group + g.m_offset + ((b / 8) * kPackRows + i) * 2, 2);
       // As DequantizeRow: d1 * q - m1, with d1 = d * sc and m1 = dmin * m.
@@ -291,8 +307,10 @@ Status DequantizePackedRow(const WeightMatrix& w, int64_t row, float* out) {
       float* o = out + b * internal::kBlock;
       for (int e = 0; e < 16; ++e) {
         const uint8_t byte = qs[((e / 4) * kPackRows + i) * 4 + e % 4];
-        o[e] = d1 * static_cast<float>(byte & 0x0f) - m1;
-        o[e + 16] = d1 * static_cast<float>(byte >> 4) - m1;
+        const int lo = (byte & 0x0f) | static_cast<int>(((qh >> e) & 1u) << 4);
+        const int hi = (byte >> 4) | static_cast<int>(((qh >> (e + 16)) & 1u) << 4);
+        o[e] = d1 * static_cast<float>(lo) - m1;
+        o[e + 16] = d1 * static_cast<float>(hi) - m1;
       }
     }
     return Status::Ok();

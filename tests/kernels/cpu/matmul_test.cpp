@@ -66,6 +66,10 @@ struct RandomMatrix {
         case DType::kQ6_K:
           put_half(base + 208, scale(rng) / 64);
           break;
+        case DType::kQ2_K:  // no kernel: only for "no packed layout" checks
+          put_half(base + 80, scale(rng) / 16);
+          put_half(base + 82, scale(rng) / 16);
+          break;
         case DType::kF16:
           put_half(base, value(rng));
           break;
@@ -405,7 +409,8 @@ std::vector<float> PackedCanonical(const WeightMatrix& w, const std::vector<floa
         y[t * w.n_rows + r] = acc;
         continue;
       }
-      if (w.type == DType::kQ4_K || w.type == DType::kQ5_0 || w.type == DType::kQ5_1) {
+      if (w.type == DType::kQ4_K || w.type == DType::kQ5_K || w.type == DType::kQ5_0 ||
+          w.type == DType::kQ5_1) {
         // The values and per-32 scales as UnpackRowScalar gives them (Q4_K: dw = d * sc,
         // mw = -(dmin * m); Q5_0: d, -16 d; Q5_1: d, m; the same in every lane of a block).
         internal::UnpackRowScalar(w.type, wrow, layout, unpack, unpacked.data());
@@ -474,7 +479,7 @@ struct PackedMatrix {
 };
 
 const DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                              DType::kQ8_0, DType::kQ4_K, DType::kQ6_K};
+                              DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 TEST(PackedMatMulTest, EveryPathAndLayoutGivesTheCanonicalBits) {
   for (DType type : kPackedTypes) {
@@ -516,7 +521,9 @@ TEST(PackedMatMulTest, LargestBlockSumsStayExact) {
     // Bytes after each block's f16 scale(s): quants, fifth bits and 6-bit scales.
     const DTypeTraits traits = Traits(type);
     const size_t scale_bytes =
-        type == DType::kQ4_1 || type == DType::kQ5_1 || type == DType::kQ4_K ? 4 : 2;
+        type == DType::kQ4_1 || type == DType::kQ5_1 || type == DType::kQ4_K || type == DType::kQ5_K
+            ? 4
+            : 2;
     const uint8_t fill = type == DType::kQ8_0 ? 0x80 : 0xff;
     for (size_t b = 0; b < m.bytes.size(); b += traits.type_size) {
       if (type == DType::kQ6_K) {  // quants 63, scales -128; the f16 d at the end kept
@@ -576,8 +583,11 @@ TEST(PackedMatMulTest, PackedSizeEqualsGgufSizeForWholeGroups) {
   // Q6_K: GGUF's 210 bytes per row and super-block.
   const RandomMatrix q6(DType::kQ6_K, 48, 1536, 1);
   EXPECT_EQ(PackedWeightBytes(q6.w), q6.bytes.size());
-  const RandomMatrix q5(DType::kQ5_K, 16, 256, 1);
-  EXPECT_EQ(PackedWeightBytes(q5.w), 0u);
+  // Q5_K: Q4_K's and the fifth bits as Q5_0's, 180 bytes per row and super-block against 176.
+  const RandomMatrix q5(DType::kQ5_K, 48, 1536, 1);
+  EXPECT_EQ(PackedWeightBytes(q5.w), 48u * 6 * 180);
+  const RandomMatrix q2(DType::kQ2_K, 16, 256, 1);
+  EXPECT_EQ(PackedWeightBytes(q2.w), 0u);
 }
 
 TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
@@ -602,7 +612,7 @@ TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
   EXPECT_EQ(
       PackWeights(*packed, std::span<std::byte>(aligned, PackedWeightBytes(m.w))).status().code(),
       StatusCode::kInvalidArgument);
-  const RandomMatrix k(DType::kQ5_K, 16, 256, 1);
+  const RandomMatrix k(DType::kQ2_K, 16, 256, 1);
   EXPECT_EQ(PackWeights(k.w, std::span<std::byte>(aligned, 1 << 16)).status().code(),
             StatusCode::kUnsupported);
 }
