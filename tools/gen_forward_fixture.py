@@ -123,7 +123,7 @@ def field(reader, key, default=None):
 def load_model(path):
     reader = gguf.GGUFReader(path)
     arch = field(reader, "general.architecture")
-    assert arch in ("llama", "gemma3"), f"this reference runs llama and gemma3 files, got {arch}"
+    assert arch in ("llama", "qwen3", "phi3", "gemma3"), f"no reference for {arch} files"
     assert field(reader, f"{arch}.rope.scaling.type") in (None, "none"), "rope scaling not handled"
     cfg = {
         "arch": arch,
@@ -138,6 +138,8 @@ def load_model(path):
     cfg["head_dim"] = field(reader, f"{arch}.attention.key_length",
                             cfg["n_embd"] // cfg["n_head"])
     cfg["n_rot"] = field(reader, f"{arch}.rope.dimension_count", cfg["head_dim"])
+    if arch != "gemma3" and field(reader, f"{arch}.attention.sliding_window") is not None:
+        cfg["sliding_window"] = field(reader, f"{arch}.attention.sliding_window")  # every layer
     if arch == "gemma3":
         # Hugging Face's Gemma3TextConfig: every 6th layer (5, 11, ...) attends globally with
         # rope_theta (1e6 here); the others see the last `sliding_window` positions (their own
@@ -171,7 +173,7 @@ def rmsnorm(x, weight, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def rope_norm(x, pos, n_rot, theta):
+def rope_norm(x, pos, n_rot, theta, factors=None):
     # x: [n_tok, n_heads, head_dim], pos: [n_tok]. llama.cpp "normal" RoPE: rotates adjacent pairs
     # (x[2i], x[2i+1]) by angle pos * theta^(-2i/n_rot), i < n_rot/2; dims >= n_rot untouched.
     #
@@ -184,6 +186,8 @@ def rope_norm(x, pos, n_rot, theta):
     # (LlamaTensorProcessor._reverse_permute_weights). --check verifies the equivalence numerically.
     i = np.arange(n_rot // 2)
     freq = theta ** (-2.0 * i / n_rot)  # [n_rot/2]
+    if factors is not None:  # rope_freqs.weight (Llama 3's scaling): theta_i / factor_i
+        freq = freq / factors
     ang = pos[:, None].astype(np.float64) * freq[None, :]  # [n_tok, n_rot/2]
     cos = np.cos(ang)[:, None, :]  # [n_tok, 1, n_rot/2]
     sin = np.sin(ang)[:, None, :]
@@ -195,10 +199,13 @@ def rope_norm(x, pos, n_rot, theta):
     return out
 
 
-def rope_neox(x, pos, n_rot, theta):
-    # Hugging Face "rotate_half" RoPE: pairs (x[i], x[i + n_rot/2]). Used only by --check.
+def rope_neox(x, pos, n_rot, theta, factors=None):
+    # Hugging Face "rotate_half" RoPE: pairs (x[i], x[i + n_rot/2]) (qwen3, phi3, gemma3; for
+    # llama files only by --check).
     half = n_rot // 2
     freq = theta ** (-2.0 * np.arange(half) / n_rot)
+    if factors is not None:
+        freq = freq / factors
     ang = pos[:, None].astype(np.float64) * freq[None, :]
     cos = np.cos(ang)[:, None, :]
     sin = np.sin(ang)[:, None, :]
@@ -312,6 +319,9 @@ def forward(cfg, w, tokens, cache, rope=rope_norm):
     """
     if cfg["arch"] == "gemma3":
         return forward_gemma3(cfg, w, tokens, cache)
+    if cfg["arch"] in ("qwen3", "phi3"):
+        rope = rope_neox  # llama.cpp converts them without permuting Q/K rows
+    factors = w.get("rope_freqs.weight")
     n_tok = len(tokens)
     n_head, n_head_kv, hd = cfg["n_head"], cfg["n_head_kv"], cfg["head_dim"]
     group = n_head // n_head_kv  # query heads per K/V head (GQA)
@@ -324,32 +334,36 @@ def forward(cfg, w, tokens, cache, rope=rope_norm):
         # --- attention
         h = rmsnorm(x, w[p + "attn_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
         # q: [n_tok, n_head, hd]; k, v: [n_tok, n_head_kv, hd]
-        q = linear(h, w[p + "attn_q.weight"]).reshape(n_tok, n_head, hd)
-        k = linear(h, w[p + "attn_k.weight"]).reshape(n_tok, n_head_kv, hd)
-        v = linear(h, w[p + "attn_v.weight"]).reshape(n_tok, n_head_kv, hd)
-        q = rope(q, pos, cfg["n_rot"], cfg["rope_theta"])
-        k = rope(k, pos, cfg["n_rot"], cfg["rope_theta"])
+        if p + "attn_qkv.weight" in w:  # phi3: Q|K|V rows in one matrix
+            qkv = linear(h, w[p + "attn_qkv.weight"])
+            q_dim, kv_dim = n_head * hd, n_head_kv * hd
+            q, k, v = qkv[:, :q_dim], qkv[:, q_dim:q_dim + kv_dim], qkv[:, q_dim + kv_dim:]
+        else:
+            q = linear(h, w[p + "attn_q.weight"])
+            k = linear(h, w[p + "attn_k.weight"])
+            v = linear(h, w[p + "attn_v.weight"])
+        q = q.reshape(n_tok, n_head, hd)
+        k = k.reshape(n_tok, n_head_kv, hd)
+        v = v.reshape(n_tok, n_head_kv, hd)
+        if p + "attn_q_norm.weight" in w:  # qwen3: RMSNorm of each head before RoPE
+            q = rmsnorm(q, w[p + "attn_q_norm.weight"], cfg["rms_eps"])
+            k = rmsnorm(k, w[p + "attn_k_norm.weight"], cfg["rms_eps"])
+        q = rope(q, pos, cfg["n_rot"], cfg["rope_theta"], factors)
+        k = rope(k, pos, cfg["n_rot"], cfg["rope_theta"], factors)
         cache[il]["k"] = np.concatenate([cache[il]["k"], k])  # [n_pos, n_head_kv, hd]
         cache[il]["v"] = np.concatenate([cache[il]["v"], v])
-        kk, vv = cache[il]["k"], cache[il]["v"]
-        n_pos = kk.shape[0]
-
-        att_out = np.empty((n_tok, n_head, hd))  # [n_tok, n_head, hd]
-        causal = pos[:, None] >= np.arange(n_pos)[None, :]  # [n_tok, n_pos]
-        for hq in range(n_head):
-            hk = hq // group  # the K/V head this query head reads
-            scores = q[:, hq, :] @ kk[:, hk, :].T / np.sqrt(hd)  # [n_tok, n_pos]
-            scores = np.where(causal, scores, -np.inf)
-            scores -= scores.max(axis=-1, keepdims=True)
-            prob = np.exp(scores)
-            prob /= prob.sum(axis=-1, keepdims=True)  # softmax over positions
-            att_out[:, hq, :] = prob @ vv[:, hk, :]  # [n_tok, hd]
+        assert group * n_head_kv == n_head
+        att_out = attention(q, cache[il]["k"], cache[il]["v"], pos, 1.0 / np.sqrt(hd),
+                            cfg.get("sliding_window"))
         x = x + linear(att_out.reshape(n_tok, n_head * hd), w[p + "attn_output.weight"])
 
         # --- feed-forward (SwiGLU)
         h = rmsnorm(x, w[p + "ffn_norm.weight"], cfg["rms_eps"])  # [n_tok, n_embd]
-        gate = linear(h, w[p + "ffn_gate.weight"])  # [n_tok, n_ff]
-        up = linear(h, w[p + "ffn_up.weight"])  # [n_tok, n_ff]
+        if p + "ffn_gate.weight" in w:
+            gate = linear(h, w[p + "ffn_gate.weight"])  # [n_tok, n_ff]
+            up = linear(h, w[p + "ffn_up.weight"])  # [n_tok, n_ff]
+        else:  # phi3: gate|up rows in one matrix
+            gate, up = np.split(linear(h, w[p + "ffn_up.weight"]), 2, axis=-1)
         act = gate / (1.0 + np.exp(-gate)) * up  # silu(gate) * up
         x = x + linear(act, w[p + "ffn_down.weight"])  # [n_tok, n_embd]
 

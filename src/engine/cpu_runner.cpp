@@ -30,9 +30,11 @@ Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const model::GgufFile&
   PIER_ASSIGN_OR_RETURN(std::string_view arch, file.GetString("general.architecture"));
   if (arch == "llama") return CreateLlamaRunner(file, options);
   if (arch == "qwen2") return CreateQwen2Runner(file, options);
+  if (arch == "qwen3") return CreateQwen3Runner(file, options);
+  if (arch == "phi3") return CreatePhi3Runner(file, options);
   if (arch == "gemma3") return CreateGemma3Runner(file, options);
   return UnsupportedError(file.path() + ": no CPU runner for architecture '" + std::string(arch) +
-                          "' (supported: llama, qwen2, gemma3)");
+                          "' (supported: llama, qwen2, qwen3, phi3, gemma3)");
 }
 
 }  // namespace pier::engine

@@ -156,6 +156,10 @@ Result<uint64_t> LlamaRunner::PackMatrices() {
   };
   for (LayerWeights& l : layers_) {
     for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) consider(w);
+    if (variant_.fused_projections) {
+      consider(&*l.qkv);
+      consider(&*l.gate_up);
+    }
   }
   consider(&output_);
   if (todo.empty()) return uint64_t{0};
@@ -185,9 +189,11 @@ Result<uint64_t> LlamaRunner::PackMatrices() {
     source_bytes += p.tensor->size_bytes;
     dst += aligned(bytes);
   }
-  for (LayerWeights& l : layers_) {
-    l.qkv = Stacked({&l.wq, &l.wk, &l.wv});
-    l.gate_up = Stacked({&l.gate, &l.up});
+  if (!variant_.fused_projections) {
+    for (LayerWeights& l : layers_) {
+      l.qkv = Stacked({&l.wq, &l.wk, &l.wv});
+      l.gate_up = Stacked({&l.gate, &l.up});
+    }
   }
   return source_bytes;
 }
@@ -287,13 +293,21 @@ Status LlamaRunner::Init() {
     if (variant_.swa_period > 0 && (il + 1) % variant_.swa_period != 0) {
       l.window = info.sliding_window;
       l.rope_table = 1;
+    } else if (variant_.swa_period == 0) {
+      l.window = info.sliding_window;  // Mistral-style: every layer, when the file sets one
     }
-    PIER_ASSIGN_OR_RETURN(l.wq, Matrix(p + "attn_q.weight", q_dim, hp_.n_embd));
-    PIER_ASSIGN_OR_RETURN(l.wk, Matrix(p + "attn_k.weight", kv_dim, hp_.n_embd));
-    PIER_ASSIGN_OR_RETURN(l.wv, Matrix(p + "attn_v.weight", kv_dim, hp_.n_embd));
+    if (variant_.fused_projections) {
+      // One matrix each for Q|K|V and gate|up (rows in that order), multiplied as one.
+      PIER_ASSIGN_OR_RETURN(l.qkv, Matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, hp_.n_embd));
+      PIER_ASSIGN_OR_RETURN(l.gate_up, Matrix(p + "ffn_up.weight", 2 * hp_.n_ff, hp_.n_embd));
+    } else {
+      PIER_ASSIGN_OR_RETURN(l.wq, Matrix(p + "attn_q.weight", q_dim, hp_.n_embd));
+      PIER_ASSIGN_OR_RETURN(l.wk, Matrix(p + "attn_k.weight", kv_dim, hp_.n_embd));
+      PIER_ASSIGN_OR_RETURN(l.wv, Matrix(p + "attn_v.weight", kv_dim, hp_.n_embd));
+      PIER_ASSIGN_OR_RETURN(l.gate, Matrix(p + "ffn_gate.weight", hp_.n_ff, hp_.n_embd));
+      PIER_ASSIGN_OR_RETURN(l.up, Matrix(p + "ffn_up.weight", hp_.n_ff, hp_.n_embd));
+    }
     PIER_ASSIGN_OR_RETURN(l.wo, Matrix(p + "attn_output.weight", hp_.n_embd, q_dim));
-    PIER_ASSIGN_OR_RETURN(l.gate, Matrix(p + "ffn_gate.weight", hp_.n_ff, hp_.n_embd));
-    PIER_ASSIGN_OR_RETURN(l.up, Matrix(p + "ffn_up.weight", hp_.n_ff, hp_.n_embd));
     PIER_ASSIGN_OR_RETURN(l.down, Matrix(p + "ffn_down.weight", hp_.n_embd, hp_.n_ff));
   }
   PIER_RETURN_IF_ERROR(vec("output_norm.weight", hp_.n_embd, true, &output_norm_));
@@ -491,8 +505,15 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       kernels::PagedAttentionQueriesPerTask(hp_.n_head, max_context, dims.att_slots, longest_span);
   for (const LayerWeights& l : layers_) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) {
+      if (w->n_rows == 0) continue;  // fused into qkv / gate_up
       dims.mm_scratch_bytes =
           std::max(dims.mm_scratch_bytes, kernels::MatMulScratchBytes(*w, n_tok));
+    }
+    for (const auto& w : {l.qkv, l.gate_up}) {
+      if (w.has_value()) {
+        dims.mm_scratch_bytes =
+            std::max(dims.mm_scratch_bytes, kernels::MatMulScratchBytes(*w, n_tok));
+      }
     }
   }
   dims.mm_scratch_bytes =

@@ -47,7 +47,12 @@ struct LlamaVariant {
   double swa_rope_base = 10000.0;
   // Attention scores are q.k / sqrt(attn_scalar) (0: head_dim, the kernel's own scale).
   double attn_scalar = 0;
+  // blk.N.attn_qkv (Q|K|V rows) and blk.N.ffn_up (gate|up rows) instead of separate matrices
+  // (phi3).
+  bool fused_projections = false;
 };
+// A file's <arch>.attention.sliding_window, when the variant has no swa_period, makes every
+// layer attend only that many positions (Mistral-style).
 
 // `general.architecture` llama: no biases, adjacent-pair RoPE on GGUF's permuted Q/K rows.
 [[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateLlamaRunner(
@@ -55,6 +60,14 @@ struct LlamaVariant {
 
 // `general.architecture` qwen2: Q/K/V biases, half-split (NeoX) RoPE.
 [[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateQwen2Runner(
+    const model::GgufFile& file, const CpuRunnerOptions& options);
+
+// `general.architecture` qwen3: qwen2 without biases, with per-head Q/K RMSNorm.
+[[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateQwen3Runner(
+    const model::GgufFile& file, const CpuRunnerOptions& options);
+
+// `general.architecture` phi3: fused projections, NeoX RoPE; LongRoPE files are refused.
+[[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreatePhi3Runner(
     const model::GgufFile& file, const CpuRunnerOptions& options);
 
 // `general.architecture` gemma3 (gemma3_model.cpp).

@@ -7,7 +7,8 @@
 namespace pier::model {
 namespace {
 
-constexpr std::array<std::string_view, 3> kSupportedArchitectures = {"llama", "qwen2", "gemma3"};
+constexpr std::array<std::string_view, 5> kSupportedArchitectures = {"llama", "qwen2", "qwen3",
+                                                                     "phi3", "gemma3"};
 
 // Upper bound for any single hyper-parameter; far above real models, low
 // enough that products of a few of them cannot overflow int64.

@@ -1,7 +1,7 @@
 // ModelInfo: the hyper-parameters and size facts of a model, read from GGUF metadata.
 //
 // ReadModelInfo() reads `general.architecture` and the `<arch>.*` keys of a
-// supported architecture (llama, qwen2, gemma3), checks that they are present,
+// supported architecture (llama, qwen2, qwen3, phi3, gemma3), checks that they are present,
 // positive and consistent (heads divide evenly, sizes do not overflow), and
 // sums what the tensors take. Errors name the file and the key. A plain value
 // type; thread-safe to read.

@@ -472,6 +472,19 @@ TEST(LlamaModelTest, BadModelFilesAreRefusedWithAReason) {
     EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
     EXPECT_NE(m.status().message().find("attn_q.bias"), std::string::npos);
   }
+  // Families whose own tensors or keys are missing: qwen3 without its Q/K norms, phi3 without
+  // its fused projection, gemma3 without its sliding window.
+  for (const auto& [arch, missing] :
+       std::vector<std::pair<std::string, std::string>>{{"qwen3", "attn_q_norm.weight"},
+                                                        {"phi3", "attn_qkv.weight"},
+                                                        {"gemma3", "sliding_window"}}) {
+    TinyModelSpec spec;
+    spec.arch = arch;
+    auto m = OpenImage(BuildTinyModel(spec));
+    ASSERT_FALSE(m.ok()) << arch;
+    EXPECT_EQ(m.status().code(), StatusCode::kNotFound) << m.status().ToString();
+    EXPECT_NE(m.status().message().find(missing), std::string::npos) << m.status().ToString();
+  }
   {  // unsupported RoPE scaling
     TinyModelSpec spec;
     spec.rope_linear_factor = 2.0;

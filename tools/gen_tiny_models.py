@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Tiny random-weight GGUFs of the families without a small real model here, and their fixtures.
+
+    PIER_ST_PYTHON=/path/to/venv/bin/python   # a virtual environment with torch and transformers
+    $PIER_ST_PYTHON tools/gen_tiny_models.py [--out tests/fixtures/engine/tiny]
+
+For each family (Llama 3 with its `llama3` RoPE scaling, Qwen 3, Phi-3, Mistral with a sliding
+window) this script:
+  1. builds Hugging Face's own model class from a tiny config (vocab 256, 64 wide, 3 layers,
+     4 query heads over 2 K/V heads) with random weights of a seeded generator, scaled so that the
+     logits spread over several units (transformers' default init gives near-uniform ones);
+  2. writes it as a GGUF the way llama.cpp's converter lays such a model out (tensor names, the
+     Llama Q/K row permutation, Phi-3's fused qkv and gate|up, Llama 3's rope_freqs factors,
+     metadata keys), its matrices in Q8_0 and its norms in f32;
+  3. loads the Q8_0 values back into the Hugging Face model, so both sides hold the same weights,
+     and checks that transformers' logits (float64, but RoPE angles from float32 frequencies)
+     and the independent numpy reference of tools/gen_forward_fixture.py (float64, read from
+     the GGUF) agree to 1e-5 of the RMS logit;
+  4. writes the fixture (the numpy reference's, in gen_forward_fixture's format: one prompt of
+     40 random ids, every position's top ids and a subset's logits, 24 greedy tokens).
+torch is only in that environment, never in bootstrap's or CI's; the GGUFs (about 100 KB each)
+and fixtures are committed, and the C++ tests (tests/engine/forward_reference_test.cpp) read them.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import gguf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_forward_fixture as ref  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "engine", "tiny")
+VOCAB, HIDDEN, FF, LAYERS, HEADS, KV_HEADS = 256, 64, 128, 3, 4, 2
+N_PROMPT, N_GREEDY = 40, 24
+
+FAMILIES = {
+    # Llama 3.1's RoPE scaling, which llama.cpp's converter writes as rope_freqs.weight.
+    "llama3": dict(arch="llama", cls="LlamaForCausalLM", head_dim=16, tie=False,
+                   extra=dict(rope_theta=500000.0,
+                              rope_scaling=dict(rope_type="llama3", factor=8.0,
+                                                low_freq_factor=1.0, high_freq_factor=4.0,
+                                                original_max_position_embeddings=32))),
+    # Qwen 3: per-head Q/K RMSNorm, head_dim 32 (q is 128 wide over a 64-wide model).
+    "qwen3": dict(arch="qwen3", cls="Qwen3ForCausalLM", head_dim=32, tie=True,
+                  extra=dict(rope_theta=1000000.0)),
+    # Phi-3: fused qkv_proj and gate_up_proj.
+    "phi3": dict(arch="phi3", cls="Phi3ForCausalLM", head_dim=16, tie=False,
+                 extra=dict(rope_theta=10000.0)),
+    # Mistral: llama architecture with a 16-position sliding window on every layer.
+    "mistral": dict(arch="llama", cls="MistralForCausalLM", head_dim=16, tie=False,
+                    extra=dict(rope_theta=10000.0, sliding_window=16)),
+}
+
+
+def hf_model(name, spec):
+    import torch
+    import transformers
+    config_cls = getattr(transformers, spec["cls"].replace("ForCausalLM", "Config"))
+    config = config_cls(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FF,
+                        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                        num_key_value_heads=KV_HEADS, head_dim=spec["head_dim"],
+                        max_position_embeddings=256, rms_norm_eps=1e-6,
+                        tie_word_embeddings=spec["tie"], attn_implementation="eager",
+                        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                        **spec["extra"])
+    torch.manual_seed(sum(map(ord, name)))
+    model = getattr(transformers, spec["cls"])(config).to(torch.float64).eval()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            elif "embed_tokens" in pname:
+                p.copy_(torch.randn_like(p))
+            elif "lm_head" in pname:  # logits a few units apart
+                p.copy_(torch.randn_like(p) * 4.0 / np.sqrt(p.shape[1]))
+            else:  # matrices: unit gain, so every layer matters to the logits
+                p.copy_(torch.randn_like(p) * 1.5 / np.sqrt(p.shape[1]))
+    return model, config
+
+
+def q8_round_trip(a):
+    q = gguf.quants.quantize(a.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    return q, gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0).astype(np.float64)
+
+
+def permute(m, n_heads):
+    # llama.cpp's LlamaModel.permute: HF's rotate_half rows to adjacent pairs.
+    return m.reshape(n_heads, 2, m.shape[0] // n_heads // 2, *m.shape[1:]).swapaxes(1, 2) \
+            .reshape(m.shape)
+
+
+def llama3_factors(config, head_dim):
+    # llama.cpp's converter (LlamaModel.generate_extra_tensors) for rope_type llama3.
+    s = config.rope_scaling if getattr(config, "rope_scaling", None) else \
+        config.rope_parameters
+    base = s.get("rope_theta", getattr(config, "rope_theta", None))
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old = s["original_max_position_embeddings"]
+    freqs = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    low_wavelen, high_wavelen = old / low, old / high
+    out = []
+    for f in freqs:
+        wavelen = 2 * np.pi / f
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.asarray(out, dtype=np.float32), base
+
+
+def write_gguf(path, name, spec, model, config):
+    """Writes the GGUF; returns the state dict with every matrix replaced by its Q8_0 values."""
+    import torch
+    arch, hd = spec["arch"], spec["head_dim"]
+    sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"tiny-{name}")
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    rope_base = spec["extra"].get("rope_theta", 10000.0)
+    w.add_rope_freq_base(rope_base)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    if "sliding_window" in spec["extra"]:
+        w.add_sliding_window(spec["extra"]["sliding_window"])
+    loaded = {}
+
+    def matrix(gguf_name, hf_name, value=None, transform=None):
+        a = sd[hf_name] if value is None else value
+        q, back = q8_round_trip(a)
+        loaded[hf_name] = back if value is None else None
+        stored = transform(q) if transform is not None else q
+        w.add_tensor(gguf_name, stored, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        return back
+
+    def vector(gguf_name, hf_name):
+        w.add_tensor(gguf_name, sd[hf_name].astype(np.float32))
+        loaded[hf_name] = sd[hf_name].astype(np.float32).astype(np.float64)
+
+    matrix("token_embd.weight", "model.embed_tokens.weight")
+    vector("output_norm.weight", "model.norm.weight")
+    if not spec["tie"]:
+        matrix("output.weight", "lm_head.weight")
+    if name == "llama3":
+        factors, _ = llama3_factors(config, hd)
+        w.add_tensor("rope_freqs.weight", factors)
+    for il in range(LAYERS):
+        p, h = f"blk.{il}.", f"model.layers.{il}."
+        vector(p + "attn_norm.weight", h + "input_layernorm.weight")
+        vector(p + "ffn_norm.weight", h + "post_attention_layernorm.weight")
+        if arch == "phi3":
+            matrix(p + "attn_qkv.weight", h + "self_attn.qkv_proj.weight")
+            matrix(p + "ffn_up.weight", h + "mlp.gate_up_proj.weight")
+        else:
+            for ours, theirs in (("attn_q", "q_proj"), ("attn_k", "k_proj"),
+                                 ("attn_v", "v_proj")):
+                hf_name = h + f"self_attn.{theirs}.weight"
+                if arch == "llama" and ours in ("attn_q", "attn_k"):
+                    # Quantize in HF row order, store the rows permuted (whole Q8_0 rows move).
+                    heads = HEADS if ours == "attn_q" else KV_HEADS
+                    q, back = q8_round_trip(sd[hf_name])
+                    loaded[hf_name] = back
+                    w.add_tensor(p + ours + ".weight", permute(q, heads),
+                                 raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+                else:
+                    matrix(p + ours + ".weight", hf_name)
+            matrix(p + "ffn_gate.weight", h + "mlp.gate_proj.weight")
+            matrix(p + "ffn_up.weight", h + "mlp.up_proj.weight")
+            if arch == "qwen3":
+                vector(p + "attn_q_norm.weight", h + "self_attn.q_norm.weight")
+                vector(p + "attn_k_norm.weight", h + "self_attn.k_norm.weight")
+        matrix(p + "attn_output.weight", h + "self_attn.o_proj.weight")
+        matrix(p + "ffn_down.weight", h + "mlp.down_proj.weight")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with torch.no_grad():
+        state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in loaded.items()
+                 if v is not None}
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        assert not unexpected, unexpected
+        assert set(missing) <= {"lm_head.weight"} | {k for k in sd if "rotary" in k}, missing
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    args = ap.parse_args()
+    import torch
+    os.makedirs(args.out, exist_ok=True)
+    for name, spec in FAMILIES.items():
+        path = os.path.join(args.out, f"{name}.gguf")
+        model, config = hf_model(name, spec)
+        write_gguf(path, name, spec, model, config)
+        ids = [int(i) for i in np.random.default_rng(len(name)).integers(0, VOCAB, N_PROMPT)]
+        with torch.no_grad():
+            theirs = model(torch.tensor([ids])).logits[0].numpy()
+        reader, cfg, w = ref.load_model(path)
+        ours = ref.forward(cfg, w, ids, ref.new_cache(cfg))
+        rms = float(np.sqrt(np.mean(ours * ours)))
+        err = float(np.abs(theirs - ours).max())
+        print(f"{name}: transformers' {spec['cls']} vs the numpy reference: max |d logit| "
+              f"{err:.2e} (RMS logit {rms:.2f}); argmax equal at "
+              f"{np.mean(theirs.argmax(-1) == ours.argmax(-1)):.0%} of {N_PROMPT} positions")
+        # transformers computes RoPE's frequencies and angles in float32, so agreement is to
+        # float32's precision, not float64's.
+        assert err < 1e-5 * rms, f"{name}: the reference disagrees with transformers"
+        cache = ref.new_cache(cfg)
+        logits = ref.forward(cfg, w, ids, cache)
+        ref.N_GREEDY = N_GREEDY
+        steps = ref.greedy(cfg, w, ids, cache, logits[-1])
+        subset = sorted(int(i) for i in np.random.default_rng(5).choice(VOCAB, 32, replace=False))
+        fixture = {
+            "generator": "tools/gen_tiny_models.py",
+            "model_file": os.path.basename(path),
+            "family": name,
+            "compute": ("float64 numpy (tools/gen_forward_fixture.py), equal to transformers' "
+                        f"{spec['cls']} on the same weights to {err:.1e}"),
+            "config": cfg,
+            "subset_ids": subset,
+            "prompts": [{"name": "random_ids", "kind": "ids", "ids": ids,
+                         "positions": [ref.position_record(r, subset) for r in logits],
+                         "greedy": steps}],
+        }
+        with open(os.path.join(args.out, f"{name}_reference.json"), "w") as f:
+            json.dump(fixture, f, separators=(",", ":"))
+            f.write("\n")
+        print(f"  wrote {path} ({os.path.getsize(path)} bytes) and its fixture; smallest "
+              f"greedy gap {min(s['gap'] for s in steps):.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
