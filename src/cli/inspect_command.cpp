@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "device/cpu/cpu_device.h"
 #include "encoder/encoder_info.h"
+#include "engine/cpu_runner.h"
 #include "engine/local_model.h"
 #include "memory/byte_size.h"
 #include "model/gguf_file.h"
@@ -36,6 +37,7 @@ struct InspectOptions {
   int64_t ctx = 4096;
   int threads = 0;  // 0: all hardware threads, as `pier run`
   std::string kv_dtype = "f16";
+  std::string weights_dtype;
   std::optional<std::string> memory_budget;
   std::optional<std::string> device_memory;
 };
@@ -215,6 +217,11 @@ int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file)
   auto kv_dtype = engine::ParseKvDtype(options.kv_dtype);
   if (!kv_dtype.ok()) return Fail(kv_dtype.status().WithContext("--kv-dtype"));
   model_options.kv_dtype = *kv_dtype;
+  if (!options.weights_dtype.empty() && options.weights_dtype != "none") {
+    auto weights = engine::ParseWeightsDtype(options.weights_dtype);
+    if (!weights.ok()) return Fail(weights.status().WithContext("--weights-dtype"));
+    model_options.weights_dtype = *weights;
+  }
   auto budget = ResolveBudget(options);
   if (!budget.ok()) return Fail(budget.status());
   auto estimate = engine::EstimateMemory(file, model_options);
@@ -343,6 +350,8 @@ void RegisterInspect(CLI::App& app, int& exit_code) {
       ->add_option("--kv-dtype", options->kv_dtype,
                    "With --memory: KV cache element type, f32 or f16 (as pier run)")
       ->capture_default_str();
+  command->add_option("--weights-dtype", options->weights_dtype,
+                      "With --memory: weights quantized at load, q8_0 or q4_0 (as pier run)");
   command->add_option("--memory-budget", options->memory_budget,
                       "With --memory: say whether the model fits this budget (as pier run)");
   command->add_option("--device-memory", options->device_memory,

@@ -376,6 +376,7 @@ const std::vector<std::string_view>& ModelSettingNames() {
                                                        "device",
                                                        "ctx",
                                                        "kv_dtype",
+                                                       "weights_dtype",
                                                        "kv_min",
                                                        "kv_max",
                                                        "max_batched_tokens",

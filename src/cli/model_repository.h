@@ -21,12 +21,12 @@
 // default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
 // (seconds without work after which an on_demand model is unloaded; default never), `device`
 // (`cpu`), `chat_template` (a Jinja file used instead of the GGUF's), and the engine settings
-// `ctx`, `kv_dtype`, `kv_min`, `kv_max`, `max_batched_tokens`, `prefill_chunk_while_decoding`,
-// `max_seqs`, `max_queued`, `threads`, `swap_space`, which
-// override the server-wide keys of the same name for this model; and, with `workers: on`, the
-// binding of its worker processes: `cpus`, `numa_node`, `gpu`, `mps_thread_percentage` and
-// `mps_memory_limit` (see ModelConfig::bindings). Without a list the flat `model`
-// and `name` keys (or -m) describe the one model.
+// `ctx`, `kv_dtype`, `weights_dtype`, `kv_min`, `kv_max`, `max_batched_tokens`,
+// `prefill_chunk_while_decoding`, `max_seqs`, `max_queued`, `threads`, `swap_space`, which override
+// the server-wide keys of the same name for this model; and, with `workers: on`, the binding of its
+// worker processes: `cpus`, `numa_node`, `gpu`, `mps_thread_percentage` and `mps_memory_limit` (see
+// ModelConfig::bindings). Without a list the flat `model` and `name` keys (or -m) describe the one
+// model.
 //
 // Everything is validated before anything loads, each error naming the file, the model and
 // the key: unknown keys, values that do not parse, missing files, names that are not

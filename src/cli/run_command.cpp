@@ -1,5 +1,6 @@
 // `pier run [-m MODEL] [-p PROMPT | --chat] [-n N] [--temperature T] [--seed S] [--threads N]
-//           [--ctx N] [--kv-dtype f16|f32|q8_0] [--memory-budget B] [--device-memory B]
+//           [--ctx N] [--kv-dtype f16|f32|q8_0] [--weights-dtype q8_0|q4_0]
+//           [--memory-budget B] [--device-memory B]
 //           [--memory-stats]`:
 // generates text with a model on the CPU and streams it to stdout.
 //
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "engine/cpu_runner.h"
 #include "engine/local_model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/scheduler/engine.h"
@@ -60,6 +62,7 @@ struct RunOptions {
   int threads = 0;  // 0: all hardware threads
   int64_t ctx = 4096;
   std::string kv_dtype = "f16";
+  std::string weights_dtype;  // empty: as the file stores them
   bool verbose_prompt = false;
   std::optional<std::string> memory_budget;  // unset: 100% of the device
   std::optional<std::string> device_memory;  // unset: probed
@@ -177,6 +180,11 @@ Status ParseMemoryFlags(const RunOptions& options, engine::LocalModelOptions* mo
   Result<engine::KvDtype> kv_dtype = engine::ParseKvDtype(options.kv_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status().WithContext("--kv-dtype");
   model_options->kv_dtype = *kv_dtype;
+  if (!options.weights_dtype.empty() && options.weights_dtype != "none") {
+    Result<DType> weights = engine::ParseWeightsDtype(options.weights_dtype);
+    if (!weights.ok()) return weights.status().WithContext("--weights-dtype");
+    model_options->weights_dtype = *weights;
+  }
   if (options.memory_budget.has_value()) {
     PIER_ASSIGN_OR_RETURN(devices->cpu_budget,
                           ParseBudget(*options.memory_budget, "--memory-budget"));
@@ -322,6 +330,9 @@ void RegisterRun(CLI::App& app, int& exit_code) {
                    "KV cache element type: f16 (half f32's memory), q8_0 (about half of "
                    "f16's), or f32")
       ->capture_default_str();
+  command->add_option("--weights-dtype", options->weights_dtype,
+                      "Quantize f32/f16/bf16 weight matrices at load: q8_0 or q4_0 (default: "
+                      "the file's weights as they are)");
   command->add_option("--memory-budget", options->memory_budget,
                       "Memory budget: bytes with a unit (512MiB, 2GB) or a percentage of the "
                       "device's capacity (80%); default 100%");

@@ -115,6 +115,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"kv_dtype", "f32|f16|q8_0",
      "K/V element type in the cache; f16 (default) holds twice the tokens of f32, q8_0 "
      "almost twice those of f16"},
+    {"weights_dtype", "q8_0|q4_0|none",
+     "Quantize f32/f16/bf16 weight matrices at load into this type (charged to the budget as "
+     "what they become); none (default): use the file's weights as they are"},
     {"kv_policy", "POLICY",
      "elastic (default): each model's KV cache grows on demand up to its capacity and is lent "
      "between models; static: each holds its whole capacity from load on"},
@@ -266,6 +269,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.threads = settings.threads > 0 ? settings.threads : threads;
     load.ctx = settings.ctx;
     load.kv_dtype = settings.kv_dtype;
+    load.weights_dtype = settings.weights_dtype;
     load.kv_policy = settings.kv_policy;
     load.kv_min = settings.kv_min;
     load.kv_max = settings.kv_max;

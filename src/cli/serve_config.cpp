@@ -148,6 +148,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "device_memory",
                                                        "ctx",
                                                        "kv_dtype",
+                                                       "weights_dtype",
                                                        "kv_policy",
                                                        "kv_min",
                                                        "kv_max",
@@ -265,6 +266,15 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     if (!dtype.ok())
       return InvalidArgumentError(std::string(source) + ": " + dtype.status().message());
     o->kv_dtype = *dtype;
+  } else if (name == "weights_dtype") {
+    if (value == "none") {
+      o->weights_dtype.reset();
+    } else {
+      Result<DType> dtype = engine::ParseWeightsDtype(value);
+      if (!dtype.ok())
+        return InvalidArgumentError(std::string(source) + ": " + dtype.status().message());
+      o->weights_dtype = *dtype;
+    }
   } else if (name == "kv_policy") {
     Result<engine::KvPolicy> policy = engine::ParseKvPolicy(value);
     if (!policy.ok())

@@ -30,6 +30,7 @@
 
 #include "cli/model_repository.h"
 #include "common/status.h"
+#include "engine/cpu_runner.h"
 #include "engine/kv_size.h"
 #include "engine/kv_store.h"
 #include "engine/local_model.h"
@@ -55,6 +56,8 @@ struct ServeOptions {
   uint64_t memory_reserve = 0;                       // bytes of the budget never handed to models
   int64_t ctx = 4096;                                // KV cache positions, all requests together
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;  // K/V element type in the cache
+  // f32/f16/bf16 matrices quantized at load (q8_0 or q4_0); unset: as the file stores them.
+  std::optional<DType> weights_dtype;
   // elastic: each model's KV grows on demand up to its capacity and is lent between models
   // (never below kv_min); static: each model holds its whole capacity from load on. The
   // capacity is kv_max when set (then ctx only limits one request), else ctx. Both take

@@ -19,10 +19,40 @@ Result<KvLayout> KvLayoutFor(const model::GgufFile& file, int64_t block_size) {
   return layout;
 }
 
-bool CpuRunnerPacksTensor(const model::GgufFile& file, const model::GgufTensorInfo& tensor) {
-  if (tensor.dims.size() != 2 || !kernels::HasPackedLayout(tensor.type)) return false;
+namespace {
+bool QuantizedAtLoad(const model::GgufTensorInfo& tensor, std::optional<DType> weights_dtype) {
+  return weights_dtype.has_value() &&
+         (tensor.type == DType::kF32 || tensor.type == DType::kF16 ||
+          tensor.type == DType::kBF16) &&
+         tensor.dims.size() == 2 && tensor.dims[0] % 32 == 0;
+}
+}  // namespace
+
+bool CpuRunnerPacksTensor(const model::GgufFile& file, const model::GgufTensorInfo& tensor,
+                          std::optional<DType> weights_dtype) {
+  if (tensor.dims.size() != 2) return false;
+  if (!kernels::HasPackedLayout(tensor.type) && !QuantizedAtLoad(tensor, weights_dtype)) {
+    return false;
+  }
   if (tensor.name == "token_embd.weight") return file.FindTensor("output.weight") == nullptr;
   return true;
+}
+
+size_t CpuRunnerPackedBytes(const model::GgufTensorInfo& tensor,
+                            std::optional<DType> weights_dtype) {
+  const kernels::WeightMatrix w{tensor.type, tensor.dims[1], tensor.dims[0], tensor.data,
+                                static_cast<size_t>(*RowBytes(tensor.type, tensor.dims[0]))};
+  if (QuantizedAtLoad(tensor, weights_dtype)) {
+    return kernels::QuantizedPackedBytes(w, *weights_dtype);
+  }
+  return kernels::PackedWeightBytes(w);
+}
+
+Result<DType> ParseWeightsDtype(std::string_view name) {
+  if (name == "q8_0") return DType::kQ8_0;
+  if (name == "q4_0") return DType::kQ4_0;
+  return InvalidArgumentError("unknown weights dtype '" + std::string(name) +
+                              "' (expected q8_0 or q4_0)");
 }
 
 Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const model::GgufFile& file,

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "common/status.h"
 #include "engine/kv_store.h"
@@ -33,6 +35,9 @@ struct CpuRunnerOptions {
   OwnerId workspace_owner;  // activations, kernel scratch and logits
   KvStore* kv = nullptr;    // its layout must be KvLayoutFor(the model)
   ThreadPool* pool = nullptr;
+  // `--weights-dtype`: f32/f16/bf16 matrices quantized at load into this packed type (Q8_0 or
+  // Q4_0; kernels::QuantizeToPacked) and charged as what they become; unset: used as they are.
+  std::optional<DType> weights_dtype;
 };
 
 // The KV layout a model needs, with `block_size` positions per block. Errors as
@@ -43,7 +48,17 @@ struct CpuRunnerOptions {
 // mapping: the 2-D matrices it multiplies whose type has a packed layout. The token
 // embedding counts only when it doubles as the output matrix (tied embeddings); its rows
 // are then read from the packed copy. Admission (EstimateMemory) uses the same rule.
-bool CpuRunnerPacksTensor(const model::GgufFile& file, const model::GgufTensorInfo& tensor);
+// With `weights_dtype`, float matrices (whose rows are whole blocks of 32) count too.
+bool CpuRunnerPacksTensor(const model::GgufFile& file, const model::GgufTensorInfo& tensor,
+                          std::optional<DType> weights_dtype = std::nullopt);
+
+// Bytes of the packed copy of `tensor` (one CpuRunnerPacksTensor names): its own packed
+// layout, or weights_dtype's for a float matrix.
+size_t CpuRunnerPackedBytes(const model::GgufTensorInfo& tensor,
+                            std::optional<DType> weights_dtype);
+
+// "q8_0" or "q4_0" (`--weights-dtype`); INVALID_ARGUMENT naming them otherwise.
+[[nodiscard]] Result<DType> ParseWeightsDtype(std::string_view name);
 
 // UNSUPPORTED for an architecture without a runner, a weight type without a CPU kernel or
 // unsupported RoPE scaling; NOT_FOUND / INVALID_ARGUMENT for missing or misshapen tensors;

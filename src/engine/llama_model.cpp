@@ -151,7 +151,9 @@ Result<uint64_t> LlamaRunner::PackMatrices() {
   std::vector<Packable> todo;
   auto consider = [&](WeightMatrix* w) {
     for (const model::GgufTensorInfo& t : file_.tensors()) {
-      if (t.data == w->data && CpuRunnerPacksTensor(file_, t)) todo.push_back({&t, w});
+      if (t.data == w->data && CpuRunnerPacksTensor(file_, t, options_.weights_dtype)) {
+        todo.push_back({&t, w});
+      }
     }
   };
   for (LayerWeights& l : layers_) {
@@ -166,7 +168,9 @@ Result<uint64_t> LlamaRunner::PackMatrices() {
 
   auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
   size_t total = 0;
-  for (const Packable& p : todo) total += aligned(kernels::PackedWeightBytes(*p.matrix));
+  for (const Packable& p : todo) {
+    total += aligned(CpuRunnerPackedBytes(*p.tensor, options_.weights_dtype));
+  }
   MemoryResult<Block> block = options_.governor->Allocate(options_.weights_owner, total);
   if (!block.ok()) return block.status();
   packed_weights_ = std::move(block).value();
@@ -175,14 +179,18 @@ Result<uint64_t> LlamaRunner::PackMatrices() {
   uint64_t source_bytes = 0;
   for (const Packable& p : todo) {
     const WeightMatrix source = *p.matrix;
-    const size_t bytes = kernels::PackedWeightBytes(source);
+    const size_t bytes = CpuRunnerPackedBytes(*p.tensor, options_.weights_dtype);
     int64_t released = 0;
+    auto release = [&](int64_t rows) {
+      file_.ReleasePages(source.data + released * source.row_bytes,
+                         (rows - released) * source.row_bytes);
+      released = rows;
+    };
+    const std::span<std::byte> out(dst, bytes);
     Result<WeightMatrix> packed =
-        kernels::PackWeights(source, std::span<std::byte>(dst, bytes), [&](int64_t rows) {
-          file_.ReleasePages(source.data + released * source.row_bytes,
-                             (rows - released) * source.row_bytes);
-          released = rows;
-        });
+        kernels::HasPackedLayout(source.type)
+            ? kernels::PackWeights(source, out, release)
+            : kernels::QuantizeToPacked(source, *options_.weights_dtype, out, release);
     if (!packed.ok()) return packed.status().WithContext(file_.path() + ": " + p.tensor->name);
     *p.matrix = *packed;
     if (p.tensor == token_embd_) embd_packed_ = true;

@@ -162,11 +162,10 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
   uint64_t packed = 0;
   for (const model::GgufTensorInfo& t : file.tensors()) {
     if (t.row_count() == 1) small_floats += t.element_count;
-    if (CpuRunnerPacksTensor(file, t)) {
+    if (CpuRunnerPacksTensor(file, t, options.weights_dtype)) {
       e.mapped_weight_bytes -= std::min<uint64_t>(e.mapped_weight_bytes, t.size_bytes);
-      const kernels::WeightMatrix w{t.type, t.dims[1], t.dims[0], t.data,
-                                    static_cast<size_t>(*RowBytes(t.type, t.dims[0]))};
-      packed += RoundUp(kernels::PackedWeightBytes(w), 64);  // as the runner lays them out
+      // As the runner lays them out.
+      packed += RoundUp(CpuRunnerPackedBytes(t, options.weights_dtype), 64);
     }
   }
   if (packed > 0) e.packed_weight_bytes = PoolFootprint(packed, pool);
@@ -334,6 +333,7 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   runner_options.workspace_owner = workspace;
   runner_options.kv = m->kv_.get();
   runner_options.pool = m->pool_.get();
+  runner_options.weights_dtype = options.weights_dtype;
   PIER_ASSIGN_OR_RETURN(m->runner_, CreateCpuModelRunner(*m->file_, runner_options));
   return m;
 }

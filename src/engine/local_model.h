@@ -53,6 +53,9 @@ struct LocalModelOptions {
   // and the bytes decode attention streams; its logits differ slightly from f32's (no less
   // accurate against the float64 reference) and stay batch invariant.
   KvDtype kv_dtype = KvDtype::kF16;
+  // `--weights-dtype`: quantize f32/f16/bf16 matrices at load into Q8_0 or Q4_0 (see
+  // CpuRunnerOptions); unset: weights are used as the file stores them.
+  std::optional<DType> weights_dtype;
   // The largest step the caller will run: tokens in one batch and rows that want logits.
   // They size the workspace that admission reserves; a larger step still runs when the
   // budget has room for the bigger workspace, and is refused with the governor's error

@@ -110,6 +110,7 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.model.owner_priority = options.priority;
   host_options.model.threads = options.threads;
   host_options.model.kv_dtype = options.kv_dtype;
+  host_options.model.weights_dtype = options.weights_dtype;
   host_options.model.kv_policy = options.kv_policy;
   host_options.model.kv_min = options.kv_min;
   host_options.model.kv_max = options.kv_max;

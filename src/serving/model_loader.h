@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct ModelLoadOptions {
   // the KV capacity is kv_max's and ctx only limits each request.
   int64_t ctx = 4096;
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;
+  std::optional<DType> weights_dtype;  // engine::LocalModelOptions'
   int64_t max_batched_tokens = 512;
   int64_t prefill_chunk_while_decoding = 64;  // SchedulerOptions' (0: no cap)
   int64_t max_seqs = 64;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "engine/cpu_runner.h"
+
 namespace pier::serving {
 
 ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_t budget_bytes) {
@@ -13,6 +15,7 @@ ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_
   spec.set_threads(o.threads);
   spec.set_ctx(o.ctx);
   spec.set_kv_dtype(std::string(engine::KvDtypeName(o.kv_dtype)));
+  if (o.weights_dtype) spec.set_weights_dtype(std::string(DTypeName(*o.weights_dtype)));
   spec.set_kv_elastic(o.kv_policy == engine::KvPolicy::kElastic);
   spec.set_kv_min_tokens(o.kv_min.in_bytes ? 0 : o.kv_min.tokens);
   spec.set_kv_min_bytes(o.kv_min.in_bytes ? o.kv_min.bytes : 0);
@@ -41,6 +44,9 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.threads = spec.threads();
   o.ctx = spec.ctx();
   PIER_ASSIGN_OR_RETURN(o.kv_dtype, engine::ParseKvDtype(spec.kv_dtype()));
+  if (!spec.weights_dtype().empty()) {
+    PIER_ASSIGN_OR_RETURN(o.weights_dtype, engine::ParseWeightsDtype(spec.weights_dtype()));
+  }
   o.kv_policy = spec.kv_elastic() ? engine::KvPolicy::kElastic : engine::KvPolicy::kStatic;
   o.kv_min = spec.kv_min_bytes() > 0 ? engine::KvSize::Bytes(spec.kv_min_bytes())
                                      : engine::KvSize::Tokens(spec.kv_min_tokens());

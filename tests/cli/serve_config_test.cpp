@@ -72,6 +72,7 @@ topology: /etc/pier/target.xml
 ready_policy: any
 ctx: 2048
 kv_dtype: f16
+weights_dtype: q8_0
 kv_policy: static
 kv_min: 512
 kv_max: 96MiB
@@ -131,6 +132,7 @@ gpu_telemetry_max_period: 20
   EXPECT_TRUE(o.ready_any);
   EXPECT_EQ(o.ctx, 2048);
   EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
+  EXPECT_EQ(o.weights_dtype, DType::kQ8_0);
   EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
   EXPECT_EQ(o.kv_min, engine::KvSize::Tokens(512));
   EXPECT_EQ(o.kv_max, engine::KvSize::Bytes(uint64_t{96} << 20));
@@ -168,7 +170,7 @@ gpu_telemetry_max_period: 20
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_min_period_seconds, 0.5);
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_max_period_seconds, 20);
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 54u);
+  EXPECT_EQ(ServeSettingNames().size(), 55u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -203,8 +205,8 @@ TEST_F(ServeConfigTest, DefaultMaxTokensAboveTheLimitIsAnErrorUnlessItIsTheBuilt
 }
 
 TEST_F(ServeConfigTest, TheGpuTelemetryPeriodsMustBeInOrder) {
-  Result<ServeOptions> bad = ResolveServeOptions(
-      {{"gpu_telemetry_min_period", "5"}, {"gpu_telemetry_max_period", "2"}});
+  Result<ServeOptions> bad =
+      ResolveServeOptions({{"gpu_telemetry_min_period", "5"}, {"gpu_telemetry_max_period", "2"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("gpu_telemetry_min_period (5 s) is above "
                                         "gpu_telemetry_max_period (2 s)"),
@@ -270,6 +272,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"workers", "yes"}}, "expected on or off");
   ExpectBad({{"worker_heartbeat_timeout", "0"}}, "--worker-heartbeat-timeout");
   ExpectBad({{"kv_dtype", "q4_0"}}, "--kv-dtype");
+  ExpectBad({{"weights_dtype", "q4_k"}}, "expected q8_0 or q4_0");
   ExpectBad({{"ctx", "1"}}, "--ctx");
   ExpectBad({{"max_batched_tokens", "0"}}, "--max-batched-tokens");
   ExpectBad({{"prefill_chunk_while_decoding", "-1"}}, "--prefill-chunk-while-decoding");

@@ -34,7 +34,8 @@ struct TinyRun {
   std::unique_ptr<LocalModel> model;
 };
 
-TinyRun OpenTiny(const TinyModelSpec& spec, int threads = 2, int64_t kv_tokens = 1024) {
+TinyRun OpenTiny(const TinyModelSpec& spec, int threads = 2, int64_t kv_tokens = 1024,
+                 std::optional<DType> weights_dtype = std::nullopt) {
   TinyRun run;
   run.image = BuildTinyModel(spec);
   auto file = model::GgufFile::FromMemory(run.image.data(), run.image.size(), "tiny.gguf");
@@ -44,6 +45,7 @@ TinyRun OpenTiny(const TinyModelSpec& spec, int threads = 2, int64_t kv_tokens =
   options.kv_tokens = kv_tokens;
   // f32 K/V: the scalar reference keeps K/V in float, and the f32 variants are held to 1e-4.
   options.kv_dtype = KvDtype::kF32;
+  options.weights_dtype = weights_dtype;
   auto model = LocalModel::Create(std::move(file).value(), options, pier::testing::TestGovernor());
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (model.ok()) run.model = std::move(model).value();
@@ -143,6 +145,54 @@ TEST(LlamaModelTest, VariantsMatchScalarReference) {
     }
     EXPECT_LE(worst, c.tolerance);
     std::printf("%s: max error / RMS logit = %.2e\n", c.name.c_str(), worst);
+  }
+}
+
+// `--weights-dtype`: an f32 model's matrices quantized at load. Accuracy against the
+// double-precision reference of the f32 weights, per choice, and the weights' charge is the
+// packed bytes they became (the estimate admission used), not the file's f32 bytes.
+TEST(LlamaModelTest, WeightsDtypeQuantizesFloatMatricesAtLoad) {
+  TinyModelSpec spec;  // f32 matrices
+  const std::vector<int32_t> tokens = RandomTokens(37, spec.n_vocab, 7);
+  double previous = 0;
+  for (const std::optional<DType> dtype :
+       {std::optional<DType>(), std::optional(DType::kQ8_0), std::optional(DType::kQ4_0)}) {
+    const std::string name = dtype ? std::string(DTypeName(*dtype)) : "f32 as stored";
+    SCOPED_TRACE(name);
+    TinyRun run = OpenTiny(spec, 2, 1024, dtype);
+    ASSERT_NE(run.model, nullptr);
+    const auto want = ReferenceForward(run.model->file(), spec, tokens);
+    auto out = run.model->runner().Step(Batch{{Span(tokens, 0, Iota(4))}});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    double worst = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      worst = std::max(worst, RelativeError(out->Row(i), want[i]));
+    }
+    std::printf("weights %s: max error / RMS logit = %.2e\n", name.c_str(), worst);
+    MemoryGovernor& governor = run.model->governor();
+    auto weights = governor.StatsFor(*governor.FindOwner("tiny-llama/weights"));
+    ASSERT_TRUE(weights.ok());
+    const MemoryEstimate& e = run.model->estimate();
+    if (!dtype) {
+      EXPECT_LE(worst, 1e-4);
+      EXPECT_EQ(e.packed_weight_bytes, 0u);
+      EXPECT_GT(weights->external_bytes, 0u);  // used in place from the mapping
+    } else {
+      // Quantized: coarser than f32 (q4_0 coarser than q8_0), still close on these random
+      // weights (q4_0's 16 levels move their logits by about half their RMS).
+      EXPECT_GT(worst, 2 * previous);
+      EXPECT_LE(worst, *dtype == DType::kQ8_0 ? 0.1 : 1.0);
+      EXPECT_GT(e.packed_weight_bytes, 0u);
+      // Only the (untied) embedding, whose rows are looked up, not multiplied, and the norms
+      // (1.25 KB, also copied to f32) stay mapped.
+      const model::GgufTensorInfo* embd = run.model->file().FindTensor("token_embd.weight");
+      EXPECT_GE(e.mapped_weight_bytes, embd->size_bytes);
+      EXPECT_LT(e.mapped_weight_bytes, embd->size_bytes + 2048);
+      EXPECT_EQ(weights->external_bytes, e.mapped_weight_bytes);
+      // Held: the packed matrices (8.5 or 4.5 bits per weight against 32) and the f32 norms.
+      EXPECT_LT(weights->block_bytes, (e.tensor_bytes - embd->size_bytes) / 3);
+    }
+    previous = worst;
   }
 }
 
@@ -530,7 +580,7 @@ TEST(LlamaModelTest, BadModelFilesAreRefusedWithAReason) {
     auto kv = PooledKvStore::Create(layout, 4, **governor, owner);
     ASSERT_TRUE(kv.ok());
     ThreadPool pool(1);
-    CpuRunnerOptions options{governor->get(), owner, owner, kv->get(), &pool};
+    CpuRunnerOptions options{governor->get(), owner, owner, kv->get(), &pool, std::nullopt};
     auto runner = CreateCpuModelRunner(**file, options);
     ASSERT_FALSE(runner.ok());
     EXPECT_EQ(runner.status().code(), StatusCode::kInvalidArgument);

@@ -4,10 +4,13 @@
 #include "kernels/cpu/packed_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "tensor/dequantize.h"
 #include "tensor/float16.h"
 
 namespace pier::kernels {
@@ -196,6 +199,96 @@ void PackGroup(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, in
   }
 }
 
+namespace {
+
+// One GGUF Q8_0 (34 bytes) or Q4_0 (18 bytes) block from 32 floats, as ggml's reference
+// quantizers make them.
+void QuantizeBlock(DType target, const float* x, uint8_t* out) {
+  if (target == DType::kQ8_0) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = Fp32ToFp16(d);
+    std::memcpy(out, &dh, 2);
+    for (int i = 0; i < 32; ++i) {
+      const auto q = static_cast<int8_t>(std::roundf(x[i] * id));  // |x * id| <= 127
+      std::memcpy(out + 2 + i, &q, 1);
+    }
+    return;
+  }
+  float amax = 0.0f, max = 0.0f;  // Q4_0: the value of largest magnitude, with its sign
+  for (int i = 0; i < 32; ++i) {
+    if (amax < std::fabs(x[i])) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  const float d = max / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const uint16_t dh = Fp32ToFp16(d);
+  std::memcpy(out, &dh, 2);
+  for (int i = 0; i < 16; ++i) {
+    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[i] * id + 8.5f)));
+    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[16 + i] * id + 8.5f)));
+    out[2 + i] = static_cast<uint8_t>(lo | hi << 4);
+  }
+}
+
+}  // namespace
+
+Result<WeightMatrix> QuantizeToPackedImpl(const WeightMatrix& w, DType target,
+                                          std::span<std::byte> dst,
+                                          void (*on_rows_done)(void*, int64_t), void* context) {
+  if (target != DType::kQ8_0 && target != DType::kQ4_0) {
+    return UnsupportedError("weights can be quantized at load to q8_0 or q4_0, not " +
+                            std::string(DTypeName(target)));
+  }
+  if (w.type != DType::kF32 && w.type != DType::kF16 && w.type != DType::kBF16) {
+    return UnsupportedError("only f32, f16 and bf16 weights are quantized at load, not " +
+                            std::string(DTypeName(w.type)));
+  }
+  if (w.layout != WeightLayout::kGguf || w.n_rows < 0 || w.n_cols <= 0 || w.n_cols % kBlock != 0) {
+    return InvalidArgumentError(
+        "QuantizeToPacked: a GGUF-layout matrix whose rows are whole "
+        "blocks of 32 is needed");
+  }
+  WeightMatrix as_target{target, w.n_rows, w.n_cols, nullptr, *RowBytes(target, w.n_cols)};
+  if (dst.size() < PackedWeightBytes(as_target) ||
+      reinterpret_cast<uintptr_t>(dst.data()) % 64 != 0) {
+    return InvalidArgumentError(
+        "QuantizeToPacked: destination smaller than QuantizedPackedBytes or not 64-byte aligned");
+  }
+  const PackedGeometry g = MakePackedGeometry(target, w.n_cols);
+  uint8_t* out = reinterpret_cast<uint8_t*>(dst.data());
+  std::vector<uint8_t> rows(kPackRows * as_target.row_bytes);  // one group in GGUF layout
+  std::vector<float> row(static_cast<size_t>(w.n_cols));
+  int64_t reported = 0;
+  for (int64_t r0 = 0; r0 < w.n_rows; r0 += kPackRows) {
+    const int64_t n_valid = std::min(kPackRows, w.n_rows - r0);
+    for (int64_t i = 0; i < n_valid; ++i) {
+      PIER_RETURN_IF_ERROR(DequantizeRow(w.type, w.data + (r0 + i) * w.row_bytes, row.data(),
+                                         w.n_cols));  // exact for float types
+      for (int64_t b = 0; b < w.n_cols / kBlock; ++b) {
+        QuantizeBlock(
+            target, row.data() + b * kBlock,
+            rows.data() + i * as_target.row_bytes + b * (target == DType::kQ8_0 ? 34 : 18));
+      }
+    }
+    PackGroup(g, rows.data(), as_target.row_bytes, n_valid,
+              out + (r0 / kPackRows) * g.group_stride);
+    const int64_t done = r0 + n_valid;
+    if (done - reported >= 256 && done < w.n_rows) {
+      on_rows_done(context, done);
+      reported = done;
+    }
+  }
+  on_rows_done(context, w.n_rows);
+  as_target.data = out;
+  as_target.layout = WeightLayout::kPacked16;
+  return as_target;
+}
+
 const uint8_t* PackedGroup(const PackedJob& job, int64_t g, uint8_t* buffer) {
   if (job.groups != nullptr) return job.groups + g * job.geometry.group_stride;
   const WeightMatrix& w = *job.source;
@@ -255,6 +348,13 @@ size_t PackedWeightBytes(const WeightMatrix& w) {
   const internal::PackedGeometry g = internal::MakePackedGeometry(w.type, w.n_cols);
   const int64_t groups = (w.n_rows + internal::kPackRows - 1) / internal::kPackRows;
   return g.group_stride * static_cast<size_t>(groups);
+}
+
+size_t QuantizedPackedBytes(const WeightMatrix& w, DType target) {
+  if (target != DType::kQ8_0 && target != DType::kQ4_0) return 0;
+  const std::optional<uint64_t> row_bytes = RowBytes(target, w.n_cols);
+  if (!row_bytes || w.n_cols % internal::kBlock != 0) return 0;
+  return PackedWeightBytes(WeightMatrix{target, w.n_rows, w.n_cols, nullptr, *row_bytes});
 }
 
 Result<WeightMatrix> PackWeights(const WeightMatrix& w, std::span<std::byte> dst) {

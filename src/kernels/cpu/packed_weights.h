@@ -39,6 +39,18 @@ Result<WeightMatrix> PackWeights(const WeightMatrix& w, std::span<std::byte> dst
                                  OnRowsDone&& on_rows_done);
 Result<WeightMatrix> PackWeights(const WeightMatrix& w, std::span<std::byte> dst);
 
+// Float weights (F32, F16, BF16) quantized into the packed layout of `target` (Q8_0 or Q4_0):
+// `--weights-dtype`. Each block of 32 is quantized as llama.cpp's reference quantizers do
+// (quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d); quantize_row_q4_0_ref: d = the
+// signed value of largest magnitude / -8, q = min(15, trunc(x / d + 8.5))), d stored as f16,
+// so the result is what a GGUF of that type made by llama-quantize from the same weights holds.
+// Bytes: PackedWeightBytes of the matrix as `target`; dst as for PackWeights, and so is
+// on_rows_done. UNSUPPORTED for another source or target type.
+size_t QuantizedPackedBytes(const WeightMatrix& w, DType target);
+template <class OnRowsDone>
+Result<WeightMatrix> QuantizeToPacked(const WeightMatrix& w, DType target, std::span<std::byte> dst,
+                                      OnRowsDone&& on_rows_done);
+
 // Row `row` of a packed matrix as f32 (the values DequantizeRow gives for the GGUF row).
 // out: [w.n_cols]. INVALID_ARGUMENT when w is not packed or row is out of range.
 Status DequantizePackedRow(const WeightMatrix& w, int64_t row, float* out);
@@ -47,7 +59,19 @@ namespace internal {
 // PackWeights over a function pointer, so the template stays in this header.
 Result<WeightMatrix> PackWeightsImpl(const WeightMatrix& w, std::span<std::byte> dst,
                                      void (*on_rows_done)(void*, int64_t), void* context);
+Result<WeightMatrix> QuantizeToPackedImpl(const WeightMatrix& w, DType target,
+                                          std::span<std::byte> dst,
+                                          void (*on_rows_done)(void*, int64_t), void* context);
 }  // namespace internal
+
+template <class OnRowsDone>
+Result<WeightMatrix> QuantizeToPacked(const WeightMatrix& w, DType target, std::span<std::byte> dst,
+                                      OnRowsDone&& on_rows_done) {
+  using Fn = std::remove_reference_t<OnRowsDone>;
+  return internal::QuantizeToPackedImpl(
+      w, target, dst, [](void* context, int64_t rows) { (*static_cast<Fn*>(context))(rows); },
+      const_cast<void*>(static_cast<const void*>(&on_rows_done)));
+}
 
 template <class OnRowsDone>
 Result<WeightMatrix> PackWeights(const WeightMatrix& w, std::span<std::byte> dst,

@@ -590,6 +590,103 @@ TEST(PackedMatMulTest, PackedSizeEqualsGgufSizeForWholeGroups) {
   EXPECT_EQ(PackedWeightBytes(q2.w), 0u);
 }
 
+// ggml's quantize_row_q8_0_ref / quantize_row_q4_0_ref, written again here from their
+// definitions: one GGUF block of `target` from 32 floats.
+std::vector<uint8_t> GgmlBlock(DType target, const float* x) {
+  std::vector<uint8_t> out(target == DType::kQ8_0 ? 34 : 18);
+  float amax = 0, max = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  const float d = target == DType::kQ8_0 ? amax / 127 : max / -8;
+  const float id = d != 0 ? 1 / d : 0;
+  const uint16_t h = Fp32ToFp16(d);
+  std::memcpy(out.data(), &h, 2);
+  for (int i = 0; i < 32; ++i) {
+    if (target == DType::kQ8_0) {
+      out[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[i] * id)));
+    } else {
+      const int q = std::min(15, static_cast<int>(static_cast<int8_t>(x[i] * id + 8.5f)));
+      out[2 + i % 16] |= static_cast<uint8_t>(i < 16 ? q : q << 4);
+    }
+  }
+  return out;
+}
+
+TEST(PackedMatMulTest, FloatWeightsQuantizedAtLoadAreGgmlsBlocks) {
+  for (DType source : {DType::kF32, DType::kF16, DType::kBF16}) {
+    RandomMatrix m(source, 37, 96, 9);
+    // Edge blocks in row 0: all zero (d = 0), and one whose largest magnitude is negative.
+    std::vector<float> row0(96);
+    ASSERT_TRUE(DequantizeRow(source, m.w.data, row0.data(), 96).ok());
+    for (int i = 0; i < 32; ++i) row0[i] = 0.0f;
+    row0[40] = -1000.0f;
+    for (int64_t k = 0; k < 96; ++k) {
+      if (source == DType::kF32) std::memcpy(m.bytes.data() + 4 * k, &row0[k], 4);
+      if (source == DType::kF16) {
+        const uint16_t h = Fp32ToFp16(row0[k]);
+        std::memcpy(m.bytes.data() + 2 * k, &h, 2);
+      }
+      if (source == DType::kBF16) {
+        const uint16_t h = Fp32ToBf16(row0[k]);
+        std::memcpy(m.bytes.data() + 2 * k, &h, 2);
+      }
+    }
+    for (DType target : {DType::kQ8_0, DType::kQ4_0}) {
+      SCOPED_TRACE(std::string(DTypeName(source)) + " -> " + std::string(DTypeName(target)));
+      // The expected GGUF matrix, block by block.
+      const size_t row_bytes = *RowBytes(target, 96);
+      std::vector<uint8_t> gguf(37 * row_bytes);
+      std::vector<float> row(96);
+      for (int64_t r = 0; r < 37; ++r) {
+        ASSERT_TRUE(DequantizeRow(source, m.w.data + r * m.w.row_bytes, row.data(), 96).ok());
+        for (int b = 0; b < 3; ++b) {
+          const std::vector<uint8_t> blk = GgmlBlock(target, row.data() + 32 * b);
+          std::copy(blk.begin(), blk.end(), gguf.begin() + r * row_bytes + b * blk.size());
+        }
+      }
+      const WeightMatrix expect{target, 37, 96, gguf.data(), row_bytes};
+      const size_t bytes = QuantizedPackedBytes(m.w, target);
+      ASSERT_EQ(bytes, PackedWeightBytes(expect));
+      std::vector<std::byte> storage(bytes + 64);
+      std::byte* aligned = reinterpret_cast<std::byte*>(
+          (reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+      int64_t reported = 0;
+      Result<WeightMatrix> packed = QuantizeToPacked(m.w, target, std::span(aligned, bytes),
+                                                     [&](int64_t rows) { reported = rows; });
+      ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+      EXPECT_EQ(reported, 37);
+      std::vector<float> a(96), b(96);
+      for (int64_t r = 0; r < 37; ++r) {
+        ASSERT_TRUE(DequantizeRow(target, gguf.data() + r * row_bytes, a.data(), 96).ok());
+        ASSERT_TRUE(DequantizePackedRow(*packed, r, b.data()).ok());
+        ASSERT_TRUE(SameBits(a.data(), b.data(), 96)) << "row " << r;
+      }
+      // And MatMul over it gives the canonical bits of the GGUF matrix.
+      const std::vector<float> x = RandomActivations(5 * 96, 4);
+      const std::vector<float> want = PackedCanonical(expect, x, 5);
+      const std::vector<float> got = RunMatMul(ActiveIsa(), *packed, x.data(), 5, 2);
+      for (int64_t t = 0; t < 5; ++t) {
+        ASSERT_TRUE(SameBits(&got[t * 40], &want[t * 37], 37)) << "token " << t;
+      }
+    }
+  }
+  const RandomMatrix q(DType::kQ8_0, 16, 64, 1);
+  std::vector<std::byte> storage(1 << 16);
+  std::byte* aligned =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+  EXPECT_EQ(
+      QuantizeToPacked(q.w, DType::kQ8_0, std::span(aligned, 4096), [](int64_t) {}).status().code(),
+      StatusCode::kUnsupported);  // only float sources
+  const RandomMatrix f(DType::kF32, 16, 64, 1);
+  EXPECT_EQ(
+      QuantizeToPacked(f.w, DType::kQ4_K, std::span(aligned, 4096), [](int64_t) {}).status().code(),
+      StatusCode::kUnsupported);  // only q8_0 and q4_0 targets
+}
+
 TEST(PackedMatMulTest, PackWeightsRejectsBadInputAndReportsProgress) {
   const RandomMatrix m(DType::kQ8_0, 4000, 64, 1);  // 136 KB: one report at the end
   std::vector<std::byte> bytes(PackedWeightBytes(m.w) + 64);
