@@ -231,7 +231,7 @@ PIER_AVX2 void Pass(const AttentionTask& task, const Shape& s, float* buffer) {
   const std::byte* rows[kLanes];
   TileRows tile;
   AttentionRowWalker walker(task, kValues);
-  for (int64_t p0 = 0; p0 < task.n_ctx; p0 += kLanes) {
+  for (int64_t p0 = FirstAttendedTile(task); p0 < task.n_ctx; p0 += kLanes) {
     const int n_valid = NextTile(walker, p0, task.n_ctx, rows);
     for (int64_t kvh = 0; kvh < s.n_kv; ++kvh) {
       WidenRows<kDt>(rows, n_valid, kvh * s.head_bytes, s.head_dim, buffer, tile);

@@ -257,7 +257,7 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
   const std::byte* head_rows[kLanes];
   const std::byte* query_rows[kLanes];
   AttentionRowWalker keys(task, /*values=*/false);
-  for (int64_t p0 = 0; p0 < s.n_ctx; p0 += kLanes) {
+  for (int64_t p0 = FirstAttendedTile(task); p0 < s.n_ctx; p0 += kLanes) {
     NextTile(keys, p0, s.n_ctx, rows);
     for (int64_t kvh = 0; kvh < s.n_kv; ++kvh) {
       HeadRows(rows, kvh * s.head_bytes, head_rows);
@@ -284,7 +284,7 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
   }
   std::fill(task.out, task.out + task.n_queries * head_floats, 0.0f);
   AttentionRowWalker values(task, /*values=*/true);
-  for (int64_t p0 = 0; p0 < s.n_ctx; p0 += kLanes) {
+  for (int64_t p0 = FirstAttendedTile(task); p0 < s.n_ctx; p0 += kLanes) {
     NextTile(values, p0, s.n_ctx, rows);
     for (int64_t kvh = 0; kvh < s.n_kv; ++kvh) {
       HeadRows(rows, kvh * s.head_bytes, head_rows);

@@ -63,8 +63,19 @@ struct AttentionTask {
 // first V planes after the last K planes, the next task's first K planes after the last V
 // planes) into the cache, one row per row handed out, so the requests are spread over the
 // compute instead of stalling it in one burst.
+// Sliding window: the first position any query of the task attends, rounded down to a tile
+// of 16 (query 0, the earliest, has the earliest window). The tiles before it hold only
+// positions masked for every query: the kernels skip them, since their terms would add exact
+// zeros to every sum (and -inf to every max), which changes no bit.
+inline int64_t FirstAttendedTile(const AttentionTask& task) {
+  if (task.window <= 0) return 0;
+  const int64_t first_query = task.n_ctx - task.n_queries;
+  return std::max<int64_t>(0, first_query - task.window + 1) / 16 * 16;
+}
+
 class AttentionRowWalker {
  public:
+  // Hands out the rows from position FirstAttendedTile(t) on.
   AttentionRowWalker(const AttentionTask& t, bool values)
       : kv_(*t.kv),
         layer_(t.layer),
@@ -76,11 +87,12 @@ class AttentionRowWalker {
         row_bytes_(static_cast<int64_t>(t.kv->layout().row_bytes())),
         n_blocks_((t.n_ctx + block_size_ - 1) / block_size_),
         n_planes_(2 * n_blocks_ + std::min(kAhead, (t.next_n_ctx + block_size_ - 1) / block_size_)),
-        plane_index_(values ? n_blocks_ : 0),
+        plane_index_((values ? n_blocks_ : 0) + FirstAttendedTile(t) / block_size_),
         prefetch_(t.prefetch) {
     Enter(plane_index_);
-    if (prefetch_ && !values && !t.first_planes_requested) {
-      for (int64_t i = 0; i < kAhead && i < n_planes_; ++i) {
+    offset_ = FirstAttendedTile(t) % block_size_;
+    if (prefetch_ && !values && (!t.first_planes_requested || t.window > 0)) {
+      for (int64_t i = plane_index_; i < plane_index_ + kAhead && i < n_planes_; ++i) {
         for (int64_t r = 0; r < RowsOf(i); ++r) PrefetchRow(Plane(i), r);
       }
     }
@@ -145,7 +157,8 @@ class AttentionRowWalker {
   int64_t next_rows_ = 0;
 };
 
-// Sliding window: sets the scores of the positions before each query's window to -inf, between
+// Sliding window: sets the scores of the positions before each query's window to -inf (those of
+// the tiles the kernels skip included), between
 // the score pass and the softmax (every implementation calls it there). Exp(-inf - max) is
 // exactly 0, so a masked position adds +0 to the softmax sums and 0 * v to the P.V sums: the
 // result is that of attending the window alone, and the same bits whichever kernel runs.

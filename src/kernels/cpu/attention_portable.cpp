@@ -98,7 +98,7 @@ __attribute__((always_inline)) inline void Attend(const AttentionTask& task) {
   // Scores: lane l of position p's partial dot sums q[d] * k[d] over d = l, l + 16, ...
   // (products of zeros past head_dim), then LaneTreeSum, then the scale; -inf past n_ctx.
   AttentionRowWalker keys(task, /*values=*/false);
-  for (int64_t p0 = 0; p0 < n_ctx; p0 += kLanes) {
+  for (int64_t p0 = FirstAttendedTile(task); p0 < n_ctx; p0 += kLanes) {
     const int n_valid = NextTile(keys, p0, n_ctx, rows);
     for (int64_t kvh = 0; kvh < n_kv; ++kvh) {
       HeadTileRows(rows, n_valid, kvh * head_bytes, dtype, copy, hd, tile, head_rows);
@@ -143,7 +143,7 @@ __attribute__((always_inline)) inline void Attend(const AttentionTask& task) {
   // out = (sum over positions in order of e * v) * inv_sum, per value; each tile's terms
   // are added to the running sums 16 values at a time.
   AttentionRowWalker values(task, /*values=*/true);
-  for (int64_t p0 = 0; p0 < n_ctx; p0 += kLanes) {
+  for (int64_t p0 = FirstAttendedTile(task); p0 < n_ctx; p0 += kLanes) {
     const int n_valid = NextTile(values, p0, n_ctx, rows);
     for (int64_t kvh = 0; kvh < n_kv; ++kvh) {
       HeadTileRows(rows, n_valid, kvh * head_bytes, dtype, copy, hd, tile, head_rows);
