@@ -101,10 +101,11 @@ PIER_AVX512 inline __m512 Halve4(__m512 a, __m512 b) {
 // that the reduced vector holds position p in lane p.
 constexpr int kPairs[8][2] = {{0, 4}, {8, 12}, {1, 5}, {9, 13}, {2, 6}, {10, 14}, {3, 7}, {11, 15}};
 
-// Query heads processed together (their partial dots share each K row load).
-constexpr int MaxHeadBlock(int chunks) {
-  return chunks == 8 ? 2 : chunks == 4 ? 3 : chunks == 0 ? 1 : 4;
-}
+// Query heads processed together (their partial dots share each K row load). kC 0 (a head size
+// without its own instantiation, e.g. Gemma's 256): the Wide kernels below, which walk a row
+// chunk by chunk, so 4 heads share each widened chunk without holding their queries in
+// registers.
+constexpr int MaxHeadBlock(int chunks) { return chunks == 8 ? 2 : chunks == 4 ? 3 : 4; }
 
 struct Shape {
   int64_t n_ctx, n_kv, group, head_dim, chunks, stride, head_bytes;
@@ -153,6 +154,67 @@ PIER_AVX512 void ScoreTile(const Shape& s, const std::byte* const* rows, int n_v
     const __m512 score =
         _mm512_mask_mov_ps(minus_inf, valid, _mm512_mul_ps(dot, _mm512_set1_ps(s.scale)));
     _mm512_storeu_ps(scores + h * s.stride, score);
+  }
+}
+
+// ScoreTile for any head size: per position, chunk by chunk, the chunk widened once and
+// multiplied by each head's query chunk (read from memory): the same operations in the same
+// order per (head, position) as ScoreTile, so the same bits.
+template <KvDtype kDt, int kHb>
+PIER_AVX512 void ScoreTileWide(const Shape& s, const std::byte* const* rows, int n_valid,
+                               const float* q_rows, float* scores) {
+  const int nc = static_cast<int>(s.chunks);
+  __m512 s1[kHb][8];
+  for (int i = 0; i < 8; ++i) {
+    __m512 part[2][kHb];
+    for (int j = 0; j < 2; ++j) {
+      const std::byte* row = rows[kPairs[i][j]];
+      if (row == nullptr) {
+        for (int h = 0; h < kHb; ++h) part[j][h] = _mm512_setzero_ps();
+        continue;
+      }
+      const __m512 k0 = LoadChunk<kDt>(row, 0);
+      for (int h = 0; h < kHb; ++h) {
+        part[j][h] = _mm512_mul_ps(_mm512_loadu_ps(q_rows + h * s.head_dim), k0);
+      }
+      for (int c = 1; c < nc; ++c) {
+        const __m512 k = LoadChunk<kDt>(row, c);
+        for (int h = 0; h < kHb; ++h) {
+          part[j][h] = _mm512_add_ps(
+              part[j][h], _mm512_mul_ps(_mm512_loadu_ps(q_rows + h * s.head_dim + 16 * c), k));
+        }
+      }
+    }
+    for (int h = 0; h < kHb; ++h) s1[h][i] = Halve1(part[0][h], part[1][h]);
+  }
+  const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1u);
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int h = 0; h < kHb; ++h) {
+    const __m512 s2a = Halve2(s1[h][0], s1[h][1]), s2b = Halve2(s1[h][2], s1[h][3]);
+    const __m512 s2c = Halve2(s1[h][4], s1[h][5]), s2d = Halve2(s1[h][6], s1[h][7]);
+    const __m512 dot = Halve4(Halve3(s2a, s2b), Halve3(s2c, s2d));
+    const __m512 score =
+        _mm512_mask_mov_ps(minus_inf, valid, _mm512_mul_ps(dot, _mm512_set1_ps(s.scale)));
+    _mm512_storeu_ps(scores + h * s.stride, score);
+  }
+}
+
+// WeightTile for any head size: chunk by chunk, each position's V chunk widened once and added,
+// weighted, to every head's sum of that chunk, positions in order: per (head, value) the same
+// additions in the same order as WeightTile.
+template <KvDtype kDt, int kHb>
+PIER_AVX512 void WeightTileWide(const Shape& s, const std::byte* const* rows, int n_valid,
+                                const float* weights, float* sums) {
+  for (int64_t c = 0; c < s.chunks; ++c) {
+    __m512 acc[kHb];
+    for (int h = 0; h < kHb; ++h) acc[h] = _mm512_loadu_ps(sums + h * s.head_dim + 16 * c);
+    for (int i = 0; i < n_valid; ++i) {
+      const __m512 v = LoadChunk<kDt>(rows[i], static_cast<int>(c));
+      for (int h = 0; h < kHb; ++h) {
+        acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(_mm512_set1_ps(weights[h * s.stride + i]), v));
+      }
+    }
+    for (int h = 0; h < kHb; ++h) _mm512_storeu_ps(sums + h * s.head_dim + 16 * c, acc[h]);
   }
 }
 
@@ -267,9 +329,13 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
         for (int i = 0; i < kLanes; ++i) query_rows[i] = i < valid ? head_rows[i] : nullptr;
         ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
           const int64_t h = kvh * s.group + h0;
-          ScoreTile<kDt, kC, decltype(hb)::value>(s, query_rows, valid,
-                                                  task.q + qi * head_floats + h * s.head_dim,
-                                                  task.scores + (qi * n_head + h) * s.stride + p0);
+          const float* q = task.q + qi * head_floats + h * s.head_dim;
+          float* scores = task.scores + (qi * n_head + h) * s.stride + p0;
+          if constexpr (kC == 0) {
+            ScoreTileWide<kDt, decltype(hb)::value>(s, query_rows, valid, q, scores);
+          } else {
+            ScoreTile<kDt, kC, decltype(hb)::value>(s, query_rows, valid, q, scores);
+          }
         });
       }
     }
@@ -293,9 +359,13 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
         if (valid == 0) continue;
         ForHeadBlocks<kC>(s.group, [&](auto hb, int64_t h0) {
           const int64_t h = kvh * s.group + h0;
-          WeightTile<kDt, kC, decltype(hb)::value>(s, head_rows, valid,
-                                                   task.scores + (qi * n_head + h) * s.stride + p0,
-                                                   task.out + qi * head_floats + h * s.head_dim);
+          const float* weights = task.scores + (qi * n_head + h) * s.stride + p0;
+          float* sums = task.out + qi * head_floats + h * s.head_dim;
+          if constexpr (kC == 0) {
+            WeightTileWide<kDt, decltype(hb)::value>(s, head_rows, valid, weights, sums);
+          } else {
+            WeightTile<kDt, kC, decltype(hb)::value>(s, head_rows, valid, weights, sums);
+          }
         });
       }
     }
