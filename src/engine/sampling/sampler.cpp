@@ -32,25 +32,65 @@ Scratch& ThreadScratch(size_t vocab) {
 
 // Rejects NaN and +inf, and a row with no finite logit; -inf (a masked token) is allowed.
 Status CheckLogits(std::span<const float> logits) {
-  bool any_finite = false;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float l = logits[i];
-    if (std::isnan(l) || l == std::numeric_limits<float>::infinity()) {
-      return InternalError("logit of token " + std::to_string(i) + " is " +
-                           (std::isnan(l) ? "NaN" : "+inf") +
-                           "; the model produced invalid output");
+  // One branch-free pass (a 262k vocabulary is read for every token); the offender is looked
+  // for only when there is one.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  bool bad = false, any_finite = false;
+  for (const float l : logits) {
+    bad |= !(l < kInf);  // NaN or +inf
+    any_finite |= l > -kInf;
+  }
+  if (bad) {
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const float l = logits[i];
+      if (std::isnan(l) || l == kInf) {
+        return InternalError("logit of token " + std::to_string(i) + " is " +
+                             (std::isnan(l) ? "NaN" : "+inf") +
+                             "; the model produced invalid output");
+      }
     }
-    any_finite = any_finite || l != -std::numeric_limits<float>::infinity();
   }
   if (!any_finite) return InternalError("every logit is -inf; there is no token to sample");
   return Status::Ok();
 }
 
-// Lowest id among the largest logits.
+// Lowest id among the largest logits (no NaN: CheckLogits ran). Eight interleaved lanes, each
+// keeping the lowest index of its own largest value, so the comparisons do not form one chain;
+// then the largest value over the lanes, and among lanes holding it the lowest index.
 int32_t Argmax(std::span<const float> logits) {
-  size_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = i;
+  constexpr size_t kLanes = 8;
+  const size_t n = logits.size();
+  if (n < 2 * kLanes) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; ++i) {
+      if (logits[i] > logits[best]) best = i;
+    }
+    return static_cast<int32_t>(best);
+  }
+  float value[kLanes];
+  size_t index[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) {
+    value[l] = logits[l];
+    index[l] = l;
+  }
+  size_t i = kLanes;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) {
+      const bool better = logits[i + l] > value[l];
+      value[l] = better ? logits[i + l] : value[l];
+      index[l] = better ? i + l : index[l];
+    }
+  }
+  for (; i < n; ++i) {
+    const size_t l = i % kLanes;
+    if (logits[i] > value[l]) {
+      value[l] = logits[i];
+      index[l] = i;
+    }
+  }
+  size_t best = index[0];
+  for (size_t l = 1; l < kLanes; ++l) {
+    if (value[l] > logits[best] || (value[l] == logits[best] && index[l] < best)) best = index[l];
   }
   return static_cast<int32_t>(best);
 }

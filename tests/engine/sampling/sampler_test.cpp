@@ -37,6 +37,28 @@ TEST(SamplerTest, GreedyPicksTheArgmaxAndBreaksTiesTowardTheLowestId) {
   EXPECT_EQ(SampleOk(sampler, {0.0f, 4.0f, 1.0f, 4.0f, 4.0f, 0.5f}).token, 1);
 }
 
+// Large vocabularies (the argmax runs in 8 interleaved lanes): ties placed in several lanes,
+// before and after each other, in the tail past the last whole group of 8, and -inf rows.
+TEST(SamplerTest, GreedyOverLargeVocabulariesIsTheLowestIdOfTheMaximum) {
+  for (int vocab : {16, 17, 1000, 262147}) {
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      std::vector<float> logits = RandomLogits(seed, vocab);
+      Xoshiro256StarStar rng(seed * 31);
+      const float top = 4.5f;
+      const int ties = static_cast<int>(seed % 4);
+      for (int t = 0; t <= ties; ++t) logits[rng.Next() % vocab] = top;
+      if (seed == 5) logits[vocab - 1] = top;  // in the tail
+      if (seed == 6) std::fill(logits.begin(), logits.end() - 3, -INFINITY);
+      const int32_t want = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                                logits.begin());  // the first maximum
+      SamplingParams params;
+      params.temperature = 0.0f;
+      Sampler sampler = MakeSampler(params, vocab);
+      EXPECT_EQ(SampleOk(sampler, logits).token, want) << "vocab " << vocab << " seed " << seed;
+    }
+  }
+}
+
 TEST(SamplerTest, GreedyIgnoresSeedAndTruncation) {
   const auto logits = RandomLogits(1, 500);
   int32_t expected = -1;
