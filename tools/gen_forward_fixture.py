@@ -541,6 +541,14 @@ def greedy(cfg, w, ids, cache, last_logits):
     return steps
 
 
+def write_fixture(path, fixture):
+    """The fixture as compact JSON (one line and a newline), its folder made if needed."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(fixture, f, separators=(",", ":"))
+        f.write("\n")
+
+
 def simulate_q8(args):
     """How far an engine that quantizes activations (as llama.cpp does) lands from the fixture."""
     global SIMULATE_Q8
@@ -635,10 +643,7 @@ def main():
               f"smallest greedy top-2 gap {min(gaps):.4f} at step {int(np.argmin(gaps))}")
         print("  continuation:", repr(tok.decode(gen_ids)))
 
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(fixture, f, separators=(",", ":"))
-        f.write("\n")
+    write_fixture(args.out, fixture)
     print(f"wrote {args.out} ({os.path.getsize(args.out)} bytes) in "
           f"{time.time() - t_start:.1f}s total")
 

@@ -23,7 +23,6 @@ and fixtures are committed, and the C++ tests (tests/engine/forward_reference_te
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -140,13 +139,9 @@ def write_gguf(path, name, spec, model, config):
         w.add_sliding_window(spec["extra"]["sliding_window"])
     loaded = {}
 
-    def matrix(gguf_name, hf_name, value=None, transform=None):
-        a = sd[hf_name] if value is None else value
-        q, back = q8_round_trip(a)
-        loaded[hf_name] = back if value is None else None
-        stored = transform(q) if transform is not None else q
-        w.add_tensor(gguf_name, stored, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        return back
+    def matrix(gguf_name, hf_name):
+        q, loaded[hf_name] = q8_round_trip(sd[hf_name])
+        w.add_tensor(gguf_name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
 
     def vector(gguf_name, hf_name):
         w.add_tensor(gguf_name, sd[hf_name].astype(np.float32))
@@ -238,9 +233,7 @@ def main():
                          "positions": [ref.position_record(r, subset) for r in logits],
                          "greedy": steps}],
         }
-        with open(os.path.join(args.out, f"{name}_reference.json"), "w") as f:
-            json.dump(fixture, f, separators=(",", ":"))
-            f.write("\n")
+        ref.write_fixture(os.path.join(args.out, f"{name}_reference.json"), fixture)
         print(f"  wrote {path} ({os.path.getsize(path)} bytes) and its fixture; smallest "
               f"greedy gap {min(s['gap'] for s in steps):.3f}")
 

@@ -112,6 +112,24 @@ struct Shape {
   float scale;
 };
 
+// The last halvings of LaneTreeSum for kHb heads' 8 once-halved vectors (s1[h][i] holds
+// positions kPairs[i]), scaled, -inf past the n_valid positions that exist, stored at
+// scores[h * stride + position].
+template <int kHb>
+PIER_AVX512 inline void StoreScores(const Shape& s, const __m512 (&s1)[kHb][8], int n_valid,
+                                    float* scores) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1u);
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int h = 0; h < kHb; ++h) {
+    const __m512 s2a = Halve2(s1[h][0], s1[h][1]), s2b = Halve2(s1[h][2], s1[h][3]);
+    const __m512 s2c = Halve2(s1[h][4], s1[h][5]), s2d = Halve2(s1[h][6], s1[h][7]);
+    const __m512 dot = Halve4(Halve3(s2a, s2b), Halve3(s2c, s2d));
+    const __m512 score =
+        _mm512_mask_mov_ps(minus_inf, valid, _mm512_mul_ps(dot, _mm512_set1_ps(s.scale)));
+    _mm512_storeu_ps(scores + h * s.stride, score);
+  }
+}
+
 // Scores of kHb query heads at the up to 16 positions of one tile (scaled; -inf past the
 // n_valid positions that exist). rows[i]: position i's K row of this K/V head (nullptr past
 // n_valid); q: [kHb][head_dim]; scores: [kHb][stride], position i at scores[h * stride + i].
@@ -145,16 +163,7 @@ PIER_AVX512 void ScoreTile(const Shape& s, const std::byte* const* rows, int n_v
     }
     for (int h = 0; h < kHb; ++h) s1[h][i] = Halve1(part[0][h], part[1][h]);
   }
-  const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1u);
-  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int h = 0; h < kHb; ++h) {
-    const __m512 s2a = Halve2(s1[h][0], s1[h][1]), s2b = Halve2(s1[h][2], s1[h][3]);
-    const __m512 s2c = Halve2(s1[h][4], s1[h][5]), s2d = Halve2(s1[h][6], s1[h][7]);
-    const __m512 dot = Halve4(Halve3(s2a, s2b), Halve3(s2c, s2d));
-    const __m512 score =
-        _mm512_mask_mov_ps(minus_inf, valid, _mm512_mul_ps(dot, _mm512_set1_ps(s.scale)));
-    _mm512_storeu_ps(scores + h * s.stride, score);
-  }
+  StoreScores<kHb>(s, s1, n_valid, scores);
 }
 
 // ScoreTile for any head size: per position, chunk by chunk, the chunk widened once and
@@ -187,16 +196,7 @@ PIER_AVX512 void ScoreTileWide(const Shape& s, const std::byte* const* rows, int
     }
     for (int h = 0; h < kHb; ++h) s1[h][i] = Halve1(part[0][h], part[1][h]);
   }
-  const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1u);
-  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int h = 0; h < kHb; ++h) {
-    const __m512 s2a = Halve2(s1[h][0], s1[h][1]), s2b = Halve2(s1[h][2], s1[h][3]);
-    const __m512 s2c = Halve2(s1[h][4], s1[h][5]), s2d = Halve2(s1[h][6], s1[h][7]);
-    const __m512 dot = Halve4(Halve3(s2a, s2b), Halve3(s2c, s2d));
-    const __m512 score =
-        _mm512_mask_mov_ps(minus_inf, valid, _mm512_mul_ps(dot, _mm512_set1_ps(s.scale)));
-    _mm512_storeu_ps(scores + h * s.stride, score);
-  }
+  StoreScores<kHb>(s, s1, n_valid, scores);
 }
 
 // WeightTile for any head size: chunk by chunk, each position's V chunk widened once and added,
