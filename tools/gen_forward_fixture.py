@@ -123,7 +123,7 @@ def field(reader, key, default=None):
 def load_model(path):
     reader = gguf.GGUFReader(path)
     arch = field(reader, "general.architecture")
-    assert arch in ("llama", "qwen3", "phi3", "gemma3"), f"no reference for {arch} files"
+    assert arch in ("llama", "qwen3", "phi3", "gemma2", "gemma3"), f"no reference for {arch}"
     assert field(reader, f"{arch}.rope.scaling.type") in (None, "none"), "rope scaling not handled"
     cfg = {
         "arch": arch,
@@ -138,7 +138,8 @@ def load_model(path):
     cfg["head_dim"] = field(reader, f"{arch}.attention.key_length",
                             cfg["n_embd"] // cfg["n_head"])
     cfg["n_rot"] = field(reader, f"{arch}.rope.dimension_count", cfg["head_dim"])
-    if arch != "gemma3" and field(reader, f"{arch}.attention.sliding_window") is not None:
+    if arch not in ("gemma2", "gemma3") and \
+            field(reader, f"{arch}.attention.sliding_window") is not None:
         cfg["sliding_window"] = field(reader, f"{arch}.attention.sliding_window")  # every layer
     if arch == "gemma3":
         # Hugging Face's Gemma3TextConfig: every 6th layer (5, 11, ...) attends globally with
@@ -152,6 +153,16 @@ def load_model(path):
         # query_pre_attn_scalar: head_dim for every size but 27B (62 layers: n_embd / n_head).
         cfg["attn_scalar"] = (cfg["n_embd"] // cfg["n_head"] if cfg["n_layer"] == 62
                               else cfg["head_dim"])
+    if arch == "gemma2":
+        # Hugging Face's Gemma2Config: layers 0, 2, ... slide, all with rope_theta; scores and
+        # logits soft-capped; query_pre_attn_scalar n_embd / n_head for the 46-layer 27B.
+        cfg["sliding_window"] = field(reader, "gemma2.attention.sliding_window")
+        cfg["sliding_window_pattern"] = 2
+        cfg["rope_theta_local"] = cfg["rope_theta"]
+        cfg["attn_scalar"] = (cfg["n_embd"] // cfg["n_head"] if cfg["n_layer"] == 46
+                              else cfg["head_dim"])
+        cfg["attn_softcap"] = field(reader, "gemma2.attn_logit_softcapping")
+        cfg["final_softcap"] = field(reader, "gemma2.final_logit_softcapping")
 
     # Every tensor dequantized to float64, numpy row-major: a GGUF matrix of ne = [n_in, n_out]
     # becomes W[n_out, n_in], and y = W @ x.
@@ -248,9 +259,10 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def attention(q, kk, vv, pos, scale, window=None):
+def attention(q, kk, vv, pos, scale, window=None, softcap=None):
     """Causal GQA attention: q [n_tok, n_head, hd], kk/vv [n_pos, n_head_kv, hd], pos [n_tok];
-    with `window`, a token sees only the last `window` positions (its own included)."""
+    with `window`, a token sees only the last `window` positions (its own included); with
+    `softcap`, scores become softcap * tanh(score / softcap) (Gemma 2)."""
     n_tok, n_head, hd = q.shape
     group = n_head // kk.shape[1]
     keys = np.arange(kk.shape[0])[None, :]
@@ -261,6 +273,8 @@ def attention(q, kk, vv, pos, scale, window=None):
     for hq in range(n_head):
         hk = hq // group
         scores = q[:, hq, :] @ kk[:, hk, :].T * scale  # [n_tok, n_pos]
+        if softcap:
+            scores = softcap * np.tanh(scores / softcap)
         scores = np.where(visible, scores, -np.inf)
         scores -= scores.max(axis=-1, keepdims=True)
         prob = np.exp(scores)
@@ -297,19 +311,25 @@ def forward_gemma3(cfg, w, tokens, cache):
         q = linear(h, w[p + "attn_q.weight"]).reshape(n_tok, n_head, hd)
         k = linear(h, w[p + "attn_k.weight"]).reshape(n_tok, n_head_kv, hd)
         v = linear(h, w[p + "attn_v.weight"]).reshape(n_tok, n_head_kv, hd)
-        q = rope_neox(rmsnorm(q, w[p + "attn_q_norm.weight"], eps), pos, cfg["n_rot"], theta)
-        k = rope_neox(rmsnorm(k, w[p + "attn_k_norm.weight"], eps), pos, cfg["n_rot"], theta)
+        if p + "attn_q_norm.weight" in w:  # Gemma 3's; Gemma 2 has none
+            q = rmsnorm(q, w[p + "attn_q_norm.weight"], eps)
+            k = rmsnorm(k, w[p + "attn_k_norm.weight"], eps)
+        q = rope_neox(q, pos, cfg["n_rot"], theta)
+        k = rope_neox(k, pos, cfg["n_rot"], theta)
         cache[il]["k"] = np.concatenate([cache[il]["k"], k])
         cache[il]["v"] = np.concatenate([cache[il]["v"], v])
         a = attention(q, cache[il]["k"], cache[il]["v"], pos, scale,
-                      None if is_global else cfg["sliding_window"])
+                      None if is_global else cfg["sliding_window"], cfg.get("attn_softcap"))
         o = linear(a.reshape(n_tok, n_head * hd), w[p + "attn_output.weight"])
         x = x + rmsnorm(o, w[p + "post_attention_norm.weight"], eps)
         h = rmsnorm(x, w[p + "ffn_norm.weight"], eps)
         act = gelu_tanh(linear(h, w[p + "ffn_gate.weight"])) * linear(h, w[p + "ffn_up.weight"])
         x = x + rmsnorm(linear(act, w[p + "ffn_down.weight"]), w[p + "post_ffw_norm.weight"], eps)
     x = rmsnorm(x, w["output_norm.weight"], eps)
-    return linear(x, w["output.weight"])
+    logits = linear(x, w["output.weight"])
+    if cfg.get("final_softcap"):
+        logits = cfg["final_softcap"] * np.tanh(logits / cfg["final_softcap"])
+    return logits
 
 
 def forward(cfg, w, tokens, cache, rope=rope_norm):
@@ -317,7 +337,7 @@ def forward(cfg, w, tokens, cache, rope=rope_norm):
 
     Returns logits [n_tok, n_vocab] for every token given.
     """
-    if cfg["arch"] == "gemma3":
+    if cfg["arch"] in ("gemma2", "gemma3"):
         return forward_gemma3(cfg, w, tokens, cache)
     if cfg["arch"] in ("qwen3", "phi3"):
         rope = rope_neox  # llama.cpp converts them without permuting Q/K rows

@@ -4,7 +4,8 @@
     PIER_ST_PYTHON=/path/to/venv/bin/python   # a virtual environment with torch and transformers
     $PIER_ST_PYTHON tools/gen_tiny_models.py [--out tests/fixtures/engine/tiny]
 
-For each family (Llama 3 with its `llama3` RoPE scaling, Qwen 3, Phi-3, Mistral with a sliding
+For each family (Llama 3 with its `llama3` RoPE scaling, Qwen 3, Phi-3, Gemma 2 with its
+soft-capping and alternating windows, Mistral with a sliding
 window) this script:
   1. builds Hugging Face's own model class from a tiny config (vocab 256, 64 wide, 3 layers,
      4 query heads over 2 K/V heads) with random weights of a seeded generator, scaled so that the
@@ -50,6 +51,12 @@ FAMILIES = {
     # Phi-3: fused qkv_proj and gate_up_proj.
     "phi3": dict(arch="phi3", cls="Phi3ForCausalLM", head_dim=16, tie=False,
                  extra=dict(rope_theta=10000.0)),
+    # Gemma 2: every other layer slides (16 positions), soft-capped scores and logits (caps
+    # small enough to bite on these weights), norms stored as 1 + w, GELU-tanh, tied output.
+    "gemma2": dict(arch="gemma2", cls="Gemma2ForCausalLM", head_dim=16, tie=True,
+                   extra=dict(rope_theta=10000.0, sliding_window=16, query_pre_attn_scalar=16,
+                              attn_logit_softcapping=4.0, final_logit_softcapping=6.0,
+                              hidden_activation="gelu_pytorch_tanh")),
     # Mistral: llama architecture with a 16-position sliding window on every layer.
     "mistral": dict(arch="llama", cls="MistralForCausalLM", head_dim=16, tie=False,
                     extra=dict(rope_theta=10000.0, sliding_window=16)),
@@ -137,13 +144,23 @@ def write_gguf(path, name, spec, model, config):
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     if "sliding_window" in spec["extra"]:
         w.add_sliding_window(spec["extra"]["sliding_window"])
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if key in spec["extra"]:
+            w.add_float32(f"{arch}.{key}", spec["extra"][key])
     loaded = {}
 
     def matrix(gguf_name, hf_name):
         q, loaded[hf_name] = q8_round_trip(sd[hf_name])
         w.add_tensor(gguf_name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
 
+    gemma = arch == "gemma2"
+
     def vector(gguf_name, hf_name):
+        if gemma:  # llama.cpp's converter stores Gemma's norms as 1 + w; HF keeps w
+            stored = (sd[hf_name] + 1.0).astype(np.float32)
+            w.add_tensor(gguf_name, stored)
+            loaded[hf_name] = stored.astype(np.float64) - 1.0  # exact: the same values
+            return
         w.add_tensor(gguf_name, sd[hf_name].astype(np.float32))
         loaded[hf_name] = sd[hf_name].astype(np.float32).astype(np.float64)
 
@@ -157,7 +174,12 @@ def write_gguf(path, name, spec, model, config):
     for il in range(LAYERS):
         p, h = f"blk.{il}.", f"model.layers.{il}."
         vector(p + "attn_norm.weight", h + "input_layernorm.weight")
-        vector(p + "ffn_norm.weight", h + "post_attention_layernorm.weight")
+        if gemma:  # norms before and after each block
+            vector(p + "post_attention_norm.weight", h + "post_attention_layernorm.weight")
+            vector(p + "ffn_norm.weight", h + "pre_feedforward_layernorm.weight")
+            vector(p + "post_ffw_norm.weight", h + "post_feedforward_layernorm.weight")
+        else:
+            vector(p + "ffn_norm.weight", h + "post_attention_layernorm.weight")
         if arch == "phi3":
             matrix(p + "attn_qkv.weight", h + "self_attn.qkv_proj.weight")
             matrix(p + "ffn_up.weight", h + "mlp.gate_up_proj.weight")

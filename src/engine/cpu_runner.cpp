@@ -62,9 +62,10 @@ Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const model::GgufFile&
   if (arch == "qwen2") return CreateQwen2Runner(file, options);
   if (arch == "qwen3") return CreateQwen3Runner(file, options);
   if (arch == "phi3") return CreatePhi3Runner(file, options);
+  if (arch == "gemma2") return CreateGemma2Runner(file, options);
   if (arch == "gemma3") return CreateGemma3Runner(file, options);
   return UnsupportedError(file.path() + ": no CPU runner for architecture '" + std::string(arch) +
-                          "' (supported: llama, qwen2, qwen3, phi3, gemma3)");
+                          "' (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
 }
 
 }  // namespace pier::engine

@@ -13,6 +13,26 @@
 
 namespace pier::engine {
 
+// Gemma 2: Gemma 3 without the Q/K norms; every other layer slides (layers 0, 2, ...), both
+// kinds rotating by rope.freq_base; attention scores and output logits soft-capped as the
+// file's attn_logit_softcapping / final_logit_softcapping say (Hugging Face's Gemma2Config:
+// layer_types, query_pre_attn_scalar 144 = n_embd / n_head for the 46-layer 27B model).
+Result<std::unique_ptr<ModelRunner>> CreateGemma2Runner(const model::GgufFile& file,
+                                                        const CpuRunnerOptions& options) {
+  PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
+  LlamaVariant variant;
+  variant.rope_style = kernels::ops::RopeStyle::kNeox;
+  variant.post_norms = true;
+  variant.scale_embeddings = true;
+  variant.activation = FfnActivation::kGeluTanh;
+  variant.swa_period = 2;
+  variant.swa_rope_base = info.rope_freq_base;
+  if (info.block_count == 46) {
+    variant.attn_scalar = static_cast<double>(info.embedding_length / info.head_count);
+  }
+  return CreateLlamaFamilyRunner(file, variant, options);
+}
+
 Result<std::unique_ptr<ModelRunner>> CreateGemma3Runner(const model::GgufFile& file,
                                                         const CpuRunnerOptions& options) {
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));

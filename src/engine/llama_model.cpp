@@ -120,9 +120,10 @@ class LlamaRunner final : public ModelRunner {
   std::vector<double> inv_freq_[2];  // [n_rot/2] angle per position: global, sliding layers
   int64_t n_rope_tables_ = 1;
   float q_scale_ = 1.0f;  // multiplies q so that the kernel's 1/sqrt(hd) gives 1/sqrt(scalar)
-  ExternalCharge weights_charge_;  // the weights used in place (mapped)
-  Block packed_weights_;           // packed copies of the matrices of packed types
-  Block small_weights_;            // f32 copies of norms, biases: [sum of their sizes]
+  float attn_softcap_ = 0.0f, final_softcap_ = 0.0f;  // the file's soft-capping (0: none)
+  ExternalCharge weights_charge_;                     // the weights used in place (mapped)
+  Block packed_weights_;  // packed copies of the matrices of packed types
+  Block small_weights_;   // f32 copies of norms, biases: [sum of their sizes]
   Workspace workspace_;
 };
 
@@ -355,6 +356,8 @@ Status LlamaRunner::Init() {
       }
     }
   }
+  attn_softcap_ = static_cast<float>(info.attn_logit_softcapping);
+  final_softcap_ = static_cast<float>(info.final_logit_softcapping);
   if (variant_.attn_scalar > 0) {
     q_scale_ = static_cast<float>(std::sqrt(static_cast<double>(hp_.hd) / variant_.attn_scalar));
   }
@@ -630,7 +633,7 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       }
     }
     PagedAttention(kv.View(), il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
-                   b.att_queries, *options_.pool, l.window);
+                   b.att_queries, *options_.pool, l.window, attn_softcap_);
     PIER_RETURN_IF_ERROR(MatMul(l.wo, attn, n_tok, h, b));
     AddToResidual(n_tok, l.post_attn_norm, h, x);
 
@@ -660,6 +663,11 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
       ops::RmsNorm(x + logit_rows[r] * E, output_norm_, E, hp_.eps, out_x + r * E);
     });
     PIER_RETURN_IF_ERROR(MatMul(output_, out_x, n_out, logits, b));
+    if (final_softcap_ > 0.0f) {
+      ForEachRow(n_out, hp_.n_vocab, [&](int64_t r) {
+        ops::Softcap(final_softcap_, hp_.n_vocab, logits + r * hp_.n_vocab);
+      });
+    }
   }
   output.logits = std::span<const float>(logits, static_cast<size_t>(n_out * hp_.n_vocab));
   return output;

@@ -70,6 +70,11 @@ struct LlamaVariant {
 [[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreatePhi3Runner(
     const model::GgufFile& file, const CpuRunnerOptions& options);
 
+// `general.architecture` gemma2 (gemma3_model.cpp): Gemma 3 less the Q/K norms, every other
+// layer sliding, soft-capped scores and logits.
+[[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateGemma2Runner(
+    const model::GgufFile& file, const CpuRunnerOptions& options);
+
 // `general.architecture` gemma3 (gemma3_model.cpp).
 [[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateGemma3Runner(
     const model::GgufFile& file, const CpuRunnerOptions& options);

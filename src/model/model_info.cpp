@@ -7,8 +7,8 @@
 namespace pier::model {
 namespace {
 
-constexpr std::array<std::string_view, 5> kSupportedArchitectures = {"llama", "qwen2", "qwen3",
-                                                                     "phi3", "gemma3"};
+constexpr std::array<std::string_view, 6> kSupportedArchitectures = {"llama", "qwen2",  "qwen3",
+                                                                     "phi3",  "gemma2", "gemma3"};
 
 // Upper bound for any single hyper-parameter; far above real models, low
 // enough that products of a few of them cannot overflow int64.
@@ -169,10 +169,15 @@ Result<ModelInfo> ReadModelInfo(const GgufFile& file) {
                         r.PositiveFloatOr("attention.layer_norm_rms_epsilon", std::nullopt));
   PIER_ASSIGN_OR_RETURN(info.vocab_size, ReadVocabSize(file, r));
   PIER_ASSIGN_OR_RETURN(info.sliding_window, r.PositiveOr("attention.sliding_window", 0));
-  if (info.architecture == "gemma3" && info.sliding_window == 0) {
+  if ((info.architecture == "gemma3" || info.architecture == "gemma2") &&
+      info.sliding_window == 0) {
     return NotFoundError(file.path() + ": metadata key '" + r.Key("attention.sliding_window") +
-                         "' not found (gemma3's local layers need it)");
+                         "' not found (" + info.architecture + "'s local layers need it)");
   }
+  PIER_ASSIGN_OR_RETURN(info.attn_logit_softcapping,
+                        r.PositiveFloatOr("attn_logit_softcapping", 0.0));
+  PIER_ASSIGN_OR_RETURN(info.final_logit_softcapping,
+                        r.PositiveFloatOr("final_logit_softcapping", 0.0));
   if (info.sliding_window > info.context_length) {
     return r.Error("attention.sliding_window " + std::to_string(info.sliding_window) +
                    " is larger than context_length " + std::to_string(info.context_length));

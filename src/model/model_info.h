@@ -1,7 +1,7 @@
 // ModelInfo: the hyper-parameters and size facts of a model, read from GGUF metadata.
 //
 // ReadModelInfo() reads `general.architecture` and the `<arch>.*` keys of a
-// supported architecture (llama, qwen2, qwen3, phi3, gemma3), checks that they are present,
+// supported architecture (llama, qwen2, qwen3, phi3, gemma2, gemma3), checks that they are present,
 // positive and consistent (heads divide evenly, sizes do not overflow), and
 // sums what the tensors take. Errors name the file and the key. A plain value
 // type; thread-safe to read.
@@ -43,6 +43,10 @@ struct ModelInfo {
   // <arch>.attention.sliding_window: positions a sliding-window layer attends (0: none). Which
   // layers slide is the architecture's (gemma3: all but every 6th).
   int64_t sliding_window = 0;
+  // <arch>.attn_logit_softcapping / final_logit_softcapping (Gemma 2): scores and logits become
+  // cap * tanh(x / cap); 0: absent.
+  double attn_logit_softcapping = 0.0;
+  double final_logit_softcapping = 0.0;
   int64_t vocab_size = 0;  // tokenizer.ggml.tokens length, else <arch>.vocab_size, else token_embd
 
   int64_t parameter_count = 0;            // sum of tensor element counts

@@ -72,6 +72,7 @@ const ReferenceModel kModels[] = {
     {"TinyQwen3", Tiny("qwen3"), "tiny/qwen3_reference.json", 1, 0.6, 0.15, 0.25, false},
     {"TinyPhi3", Tiny("phi3"), "tiny/phi3_reference.json", 1, 0.6, 0.15, 0.25, false},
     {"TinyMistral", Tiny("mistral"), "tiny/mistral_reference.json", 1, 0.6, 0.15, 0.25, false},
+    {"TinyGemma2", Tiny("gemma2"), "tiny/gemma2_reference.json", 1, 0.6, 0.15, 0.25, false},
 };
 
 int64_t ArgMax(std::span<const float> row) {

@@ -527,6 +527,7 @@ TEST(LlamaModelTest, BadModelFilesAreRefusedWithAReason) {
   for (const auto& [arch, missing] :
        std::vector<std::pair<std::string, std::string>>{{"qwen3", "attn_q_norm.weight"},
                                                         {"phi3", "attn_qkv.weight"},
+                                                        {"gemma2", "sliding_window"},
                                                         {"gemma3", "sliding_window"}}) {
     TinyModelSpec spec;
     spec.arch = arch;

@@ -127,7 +127,8 @@ TEST(ModelInfoTest, OptionalKeysAndFallbacks) {
 TEST(ModelInfoTest, RejectsUnknownArchitecture) {
   GgufTestWriter w = BaseWriter("gemma");
   ExpectError(w, StatusCode::kUnsupported,
-              "architecture 'gemma' is not supported (supported: llama, qwen2, qwen3, phi3, gemma3)");
+              "architecture 'gemma' is not supported (supported: llama, qwen2, qwen3, phi3, "
+              "gemma2, gemma3)");
 }
 
 TEST(ModelInfoTest, RejectsMissingArchitecture) {

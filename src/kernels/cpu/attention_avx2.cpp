@@ -256,6 +256,7 @@ PIER_AVX2 void Attend(const AttentionTask& task, const Shape& s) {
   const int64_t head_floats = s.n_head * s.head_dim;
   alignas(32) float buffer[kLanes * kAttentionMaxHeadDim];
   Pass<kDt, kC, /*kValues=*/false>(task, s, buffer);
+  SoftcapScores(task);
   MaskBeforeWindow(task);
   for (int64_t i = 0; i < s.n_queries; ++i) {
     for (int64_t h = 0; h < s.n_head; ++h) {

@@ -340,6 +340,7 @@ PIER_AVX512 void Attend(const AttentionTask& task, const Shape& s) {
       }
     }
   }
+  SoftcapScores(task);
   MaskBeforeWindow(task);
   for (int64_t qi = 0; qi < task.n_queries; ++qi) {
     const int64_t n_ctx_i = task.n_ctx - (task.n_queries - 1 - qi);

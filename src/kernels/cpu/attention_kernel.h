@@ -12,10 +12,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/attention_lanes.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/paged_kv.h"
@@ -37,6 +39,8 @@ struct AttentionTask {
   int64_t n_queries = 1;
   // Sliding window: when positive, a query at position p attends only p - window + 1 .. p.
   int64_t window = 0;
+  // Logit soft-capping (Gemma 2): when positive, every score s becomes cap * tanh(s / cap).
+  float softcap = 0.0f;
   int64_t n_head = 0;        // query heads, a multiple of the layout's n_kv_head
   const float* q = nullptr;  // [n_queries][n_head][head_dim]
   float* out = nullptr;      // [n_queries][n_head][head_dim]
@@ -156,6 +160,29 @@ class AttentionRowWalker {
   const std::byte* next_plane_ = nullptr;
   int64_t next_rows_ = 0;
 };
+
+// cap * tanh(s / cap) from attention_lanes.h's Exp: tanh(|t|) = (1 - e) / (1 + e) with
+// e = Exp(-2|t|) <= 1, the sign put back; plain IEEE operations, so the same bits everywhere.
+inline float SoftcapScore(float s, float cap) {
+  const float t = s / cap;
+  const float e = attention::Exp(-2.0f * std::fabs(t));
+  return cap * std::copysign((1.0f - e) / (1.0f + e), t);
+}
+
+// Soft-capping: every attended score of each query (its tiles from FirstAttendedTile on, up to
+// its own position) through SoftcapScore, between the score pass and MaskBeforeWindow; the
+// scores past a query's position stay -inf.
+inline void SoftcapScores(const AttentionTask& task) {
+  if (task.softcap <= 0.0f) return;
+  const int64_t first = FirstAttendedTile(task);
+  for (int64_t i = 0; i < task.n_queries; ++i) {
+    const int64_t n_ctx_i = task.n_ctx - (task.n_queries - 1 - i);
+    for (int64_t h = 0; h < task.n_head; ++h) {
+      float* s = task.scores + (i * task.n_head + h) * task.score_stride;
+      for (int64_t p = first; p < n_ctx_i; ++p) s[p] = SoftcapScore(s[p], task.softcap);
+    }
+  }
+}
 
 // Sliding window: sets the scores of the positions before each query's window to -inf (those of
 // the tiles the kernels skip included), between

@@ -118,6 +118,7 @@ __attribute__((always_inline)) inline void Attend(const AttentionTask& task) {
       }
     }
   }
+  SoftcapScores(task);
   MaskBeforeWindow(task);
   // Softmax weights per head: lane-wise max over the tiles, LaneTreeMax, then
   // e = Exp(score - max) with lane-wise sums over the tiles and LaneTreeSum.

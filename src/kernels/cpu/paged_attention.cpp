@@ -65,7 +65,8 @@ int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int6
 
 void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const AttentionSpan> spans,
                     int64_t n_head, const float* q, float* out, int64_t max_context, float* scratch,
-                    int64_t n_slots, int64_t queries_per_task, ThreadPool& pool, int64_t window) {
+                    int64_t n_slots, int64_t queries_per_task, ThreadPool& pool, int64_t window,
+                    float softcap) {
   const KvLayout& layout = kv.layout();
   const int64_t n_kv = layout.n_kv_head;
   const int64_t hd = layout.head_dim;
@@ -110,6 +111,7 @@ void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const Attent
         task.n_ctx = item.span->first_position + item.token + 1;
         task.n_queries = item.n_tokens;
         task.window = window;
+        task.softcap = softcap;
         task.n_head = n_head;
         task.q = q + row * n_head * hd;
         task.out = out + row * n_head * hd;

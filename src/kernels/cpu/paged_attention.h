@@ -65,10 +65,11 @@ int64_t PagedAttentionScratchFloats(const KvLayout& layout, int64_t n_head, int6
 // are taken that many per task. The results do not depend on queries_per_task.
 // `window` > 0 makes it sliding-window attention: a token at position p attends only positions
 // p - window + 1 .. p (the earlier positions' scores are -inf, so their weights are exactly 0;
-// their K/V must still be in the store).
+// their K/V must still be in the store). `softcap` > 0 soft-caps every score (Gemma 2):
+// s = softcap * tanh(s / softcap), with a tanh made of attention_lanes.h's Exp.
 void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const AttentionSpan> spans,
                     int64_t n_head, const float* q, float* out, int64_t max_context, float* scratch,
-                    int64_t n_slots, int64_t queries_per_task, ThreadPool& pool,
-                    int64_t window = 0);
+                    int64_t n_slots, int64_t queries_per_task, ThreadPool& pool, int64_t window = 0,
+                    float softcap = 0.0f);
 
 }  // namespace pier::kernels

@@ -115,6 +115,14 @@ void GeluMul(float* gate, const float* up, int64_t n) {
   PickGated(GeluMulAvx512, GeluMulAvx2, GeluMulScalar)(gate, up, n);
 }
 
+void Softcap(float cap, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = y[i] / cap;
+    const float e = attention::Exp(-2.0f * std::fabs(t));
+    y[i] = cap * std::copysign((1.0f - e) / (1.0f + e), t);
+  }
+}
+
 void Scale(float a, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }

@@ -30,6 +30,10 @@ void SiluMul(float* gate, const float* up, int64_t n);
 // 0.5 g (1 + tanh(u)); the sigmoid is SiluMul's. Same bit promise as SiluMul.
 void GeluMul(float* gate, const float* up, int64_t n);
 
+// y[i] = cap * tanh(y[i] / cap) for i < n (Gemma 2's logit soft-capping), with tanh made of
+// attention's Exp exactly as the attention kernels' score soft-capping (attention_kernel.h).
+void Softcap(float cap, int64_t n, float* y);
+
 // y[i] *= a for i < n.
 void Scale(float a, int64_t n, float* y);
 

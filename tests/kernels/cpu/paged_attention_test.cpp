@@ -237,7 +237,8 @@ std::vector<float> RandomQueries(std::mt19937& rng, int64_t n_rows, int64_t n_he
 
 std::vector<float> Attend(const Fixture& f, int64_t layer, const std::vector<AttentionSpan>& spans,
                           int64_t n_head, const std::vector<float>& q, int64_t n_slots,
-                          ThreadPool& pool, int64_t queries_per_task = 8, int64_t window = 0) {
+                          ThreadPool& pool, int64_t queries_per_task = 8, int64_t window = 0,
+                          float softcap = 0.0f) {
   int64_t max_context = 1, n_rows = 0;
   for (const AttentionSpan& s : spans) {
     max_context = std::max(max_context, s.first_position + s.n_tokens);
@@ -248,7 +249,7 @@ std::vector<float> Attend(const Fixture& f, int64_t layer, const std::vector<Att
   std::vector<float> scratch(static_cast<size_t>(
       PagedAttentionScratchFloats(f.layout(), n_head, max_context, n_slots, queries_per_task)));
   PagedAttention(f.store(), layer, spans, n_head, q.data(), out.data(), max_context, scratch.data(),
-                 n_slots, queries_per_task, pool, window);
+                 n_slots, queries_per_task, pool, window, softcap);
   return out;
 }
 
@@ -256,7 +257,7 @@ std::vector<float> Attend(const Fixture& f, int64_t layer, const std::vector<Att
 // [n_head][head_dim] at q), into ref: [n_head][head_dim]. window > 0: only the positions
 // pos - window + 1 .. pos.
 void Reference(const Fixture& f, int64_t layer, int64_t seq, int64_t pos, int64_t n_head,
-               const float* q, std::vector<double>& ref, int64_t window = 0) {
+               const float* q, std::vector<double>& ref, int64_t window = 0, double softcap = 0.0) {
   const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
   const int64_t hd = f.layout().head_dim, group = n_head / f.layout().n_kv_head;
   ref.assign(static_cast<size_t>(n_head * hd), 0.0);
@@ -269,6 +270,7 @@ void Reference(const Fixture& f, int64_t layer, int64_t seq, int64_t pos, int64_
       double dot = 0.0;
       for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[h * hd + d]) * k[d];
       w[p] = dot / std::sqrt(static_cast<double>(hd));
+      if (softcap > 0) w[p] = softcap * std::tanh(w[p] / softcap);
       mx = std::max(mx, w[p]);
     }
     double sum = 0.0;
@@ -466,9 +468,10 @@ TEST(PagedAttentionTest, WholePromptInOneSpanGivesEveryTokenItsBitsAlone) {
   }
 }
 
-// Sliding windows shorter than, across and longer than a tile of 16 and the block size: every
-// implementation matches the float64 reference of the window alone, and every token has the
-// bits it has attended alone (one query, one slot, the portable loops).
+// Sliding windows shorter than, across and longer than a tile of 16 and the block size, with and
+// without Gemma 2's score soft-capping: every implementation matches the float64 reference of
+// the window alone, and every token has the bits it has attended alone (one query, one slot,
+// the portable loops).
 TEST(PagedAttentionTest, SlidingWindowMatchesFloat64ReferenceAndEachTokensBitsAlone) {
   IsaGuard guard;
   const Case cases[] = {
@@ -479,7 +482,8 @@ TEST(PagedAttentionTest, SlidingWindowMatchesFloat64ReferenceAndEachTokensBitsAl
     const std::vector<AttentionSpan> batch = MixedBatch(f);
     const int64_t n_rows = batch.back().first_row + batch.back().n_tokens;
     const std::vector<float> q = RandomQueries(f.rng(), n_rows, n_head, c.head_dim);
-    for (int64_t window : {1, 7, 16, 33, 1000}) {
+    for (const auto& [window, softcap] : std::vector<std::pair<int64_t, float>>{
+             {1, 0.0f}, {7, 0.0f}, {16, 0.0f}, {33, 0.0f}, {1000, 0.0f}, {7, 2.5f}, {1000, 2.5f}}) {
       internal::SetActiveIsaForTesting(Isa::kScalar);
       ThreadPool single(1);
       std::vector<float> alone(static_cast<size_t>(n_rows * row_floats));
@@ -494,23 +498,25 @@ TEST(PagedAttentionTest, SlidingWindowMatchesFloat64ReferenceAndEachTokensBitsAl
                                   .first_position = batch[s].first_position + t,
                                   .n_tokens = 1,
                                   .first_row = 0};
-          const std::vector<float> out = Attend(f, 0, {one}, n_head, q_row, 1, single, 1, window);
+          const std::vector<float> out =
+              Attend(f, 0, {one}, n_head, q_row, 1, single, 1, window, softcap);
           std::copy(out.begin(), out.end(), alone.begin() + row * row_floats);
-          Reference(f, 0, s, one.first_position, n_head, q_row.data(), ref, window);
+          Reference(f, 0, s, one.first_position, n_head, q_row.data(), ref, window, softcap);
           for (int64_t i = 0; i < row_floats; ++i) {
             max_err = std::max(max_err, std::abs(out[i] - ref[i]));
           }
         }
       }
-      EXPECT_LE(max_err, 1e-5) << CaseName(c) << " window " << window;
+      EXPECT_LE(max_err, 1e-5) << CaseName(c) << " window " << window << " softcap " << softcap;
       for (Isa isa : Isas()) {
         internal::SetActiveIsaForTesting(isa);
         ThreadPool pool(2);
         for (int64_t queries : {1, 8}) {
-          const std::vector<float> out = Attend(f, 0, batch, n_head, q, 3, pool, queries, window);
+          const std::vector<float> out =
+              Attend(f, 0, batch, n_head, q, 3, pool, queries, window, softcap);
           EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0)
-              << CaseName(c) << " " << IsaName(isa) << " window " << window << " queries "
-              << queries;
+              << CaseName(c) << " " << IsaName(isa) << " window " << window << " softcap "
+              << softcap << " queries " << queries;
         }
       }
     }
