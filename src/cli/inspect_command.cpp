@@ -122,7 +122,14 @@ void PrintText(const model::GgufFile& file, const model::ModelInfo& info) {
              (info.architecture == "gemma3"
                   ? " on " + number(info.block_count - info.block_count / 6) + " of " +
                         number(info.block_count) + " layers (every 6th attends globally)"
-                  : ""));
+              : info.architecture == "gemma2"
+                  ? " on " + number(info.block_count - info.block_count / 2) + " of " +
+                        number(info.block_count) + " layers (every other)"
+                  : " on every layer"));
+  }
+  if (info.attn_logit_softcapping > 0 || info.final_logit_softcapping > 0) {
+    line("soft-capping", "attention " + real(info.attn_logit_softcapping) + ", logits " +
+                             real(info.final_logit_softcapping) + " (0: none)");
   }
   line("rms norm eps", real(info.rms_norm_eps));
   line("vocab size", number(info.vocab_size));
