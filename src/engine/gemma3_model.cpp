@@ -13,6 +13,26 @@
 
 namespace pier::engine {
 
+namespace {
+
+// What Gemma 2 and 3 share: NeoX RoPE, an RMSNorm on each block's output, embeddings times
+// sqrt(n_embd), GELU-tanh gating, and 1/sqrt(n_embd / n_head) as the query scale for the
+// largest model (`largest_layers` deep: 27B), 1/sqrt(head_dim) otherwise, as llama.cpp derives
+// query_pre_attn_scalar.
+LlamaVariant GemmaVariant(const model::ModelInfo& info, int64_t largest_layers) {
+  LlamaVariant variant;
+  variant.rope_style = kernels::ops::RopeStyle::kNeox;
+  variant.post_norms = true;
+  variant.scale_embeddings = true;
+  variant.activation = FfnActivation::kGeluTanh;
+  if (info.block_count == largest_layers) {
+    variant.attn_scalar = static_cast<double>(info.embedding_length / info.head_count);
+  }
+  return variant;
+}
+
+}  // namespace
+
 // Gemma 2: Gemma 3 without the Q/K norms; every other layer slides (layers 0, 2, ...), both
 // kinds rotating by rope.freq_base; attention scores and output logits soft-capped as the
 // file's attn_logit_softcapping / final_logit_softcapping say (Hugging Face's Gemma2Config:
@@ -20,33 +40,19 @@ namespace pier::engine {
 Result<std::unique_ptr<ModelRunner>> CreateGemma2Runner(const model::GgufFile& file,
                                                         const CpuRunnerOptions& options) {
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
-  LlamaVariant variant;
-  variant.rope_style = kernels::ops::RopeStyle::kNeox;
-  variant.post_norms = true;
-  variant.scale_embeddings = true;
-  variant.activation = FfnActivation::kGeluTanh;
+  LlamaVariant variant = GemmaVariant(info, 46);
   variant.swa_period = 2;
   variant.swa_rope_base = info.rope_freq_base;
-  if (info.block_count == 46) {
-    variant.attn_scalar = static_cast<double>(info.embedding_length / info.head_count);
-  }
   return CreateLlamaFamilyRunner(file, variant, options);
 }
 
 Result<std::unique_ptr<ModelRunner>> CreateGemma3Runner(const model::GgufFile& file,
                                                         const CpuRunnerOptions& options) {
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
-  LlamaVariant variant;
-  variant.rope_style = kernels::ops::RopeStyle::kNeox;
+  LlamaVariant variant = GemmaVariant(info, 62);
   variant.qk_norm = true;
-  variant.post_norms = true;
-  variant.scale_embeddings = true;
-  variant.activation = FfnActivation::kGeluTanh;
   variant.swa_period = 6;
   variant.swa_rope_base = 10000.0;
-  if (info.block_count == 62) {
-    variant.attn_scalar = static_cast<double>(info.embedding_length / info.head_count);
-  }
   return CreateLlamaFamilyRunner(file, variant, options);
 }
 
