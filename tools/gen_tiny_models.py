@@ -1,29 +1,34 @@
 #!/usr/bin/env python3
 """Tiny random-weight GGUFs of the families without a small real model here, and their fixtures.
 
-    PIER_ST_PYTHON=/path/to/venv/bin/python   # a virtual environment with torch and transformers
-    $PIER_ST_PYTHON tools/gen_tiny_models.py [--out tests/fixtures/engine/tiny]
+    .venv/bin/python tools/gen_tiny_models.py --gguf-only [--models models/tiny]
+        (what scripts/bootstrap runs: numpy and gguf only; checks each file's SHA-256 against
+        the one its committed fixture states)
+    $PIER_ST_PYTHON tools/gen_tiny_models.py [--models models/tiny] [--out tests/fixtures/engine/tiny]
+        (PIER_ST_PYTHON: a virtual environment with torch and transformers; rewrites the
+        fixtures)
 
 For each family (Llama 3 with its `llama3` RoPE scaling, Qwen 3, Phi-3, Gemma 2 with its
-soft-capping and alternating windows, Mistral with a sliding
-window) this script:
-  1. builds Hugging Face's own model class from a tiny config (vocab 256, 64 wide, 3 layers,
-     4 query heads over 2 K/V heads) with random weights of a seeded generator, scaled so that the
-     logits spread over several units (transformers' default init gives near-uniform ones);
-  2. writes it as a GGUF the way llama.cpp's converter lays such a model out (tensor names, the
-     Llama Q/K row permutation, Phi-3's fused qkv and gate|up, Llama 3's rope_freqs factors,
-     metadata keys), its matrices in Q8_0 and its norms in f32;
-  3. loads the Q8_0 values back into the Hugging Face model, so both sides hold the same weights,
-     and checks that transformers' logits (float64, but RoPE angles from float32 frequencies)
-     and the independent numpy reference of tools/gen_forward_fixture.py (float64, read from
-     the GGUF) agree to 1e-5 of the RMS logit;
-  4. writes the fixture (the numpy reference's, in gen_forward_fixture's format: one prompt of
-     40 random ids, every position's top ids and a subset's logits, 24 greedy tokens).
-torch is only in that environment, never in bootstrap's or CI's; the GGUFs (about 100 KB each)
-and fixtures are committed, and the C++ tests (tests/engine/forward_reference_test.cpp) read them.
+soft-capping and alternating windows, Mistral with a sliding window) this script:
+  1. draws random weights from numpy's seeded generator under Hugging Face's parameter names
+     for a tiny config (vocab 256, 64 wide, 3 layers, 4 query heads over 2 K/V heads), scaled
+     so that the logits spread over several units;
+  2. writes them as a GGUF the way llama.cpp's converter lays such a model out (tensor names,
+     the Llama Q/K row permutation, Phi-3's fused qkv and gate|up, Llama 3's rope_freqs
+     factors, Gemma's 1 + w norms, metadata keys), matrices in Q8_0 and norms in f32. The file
+     depends only on numpy and gguf (pinned in requirements.txt), so bootstrap makes it again
+     byte for byte: no model file is committed;
+  3. (without --gguf-only) loads the GGUF's values into Hugging Face's own model class, checks
+     that transformers' logits (float64, RoPE angles from float32 frequencies) and the
+     independent numpy reference of tools/gen_forward_fixture.py (float64, read from the GGUF)
+     agree to 1e-5 of the RMS logit, and writes the fixture (the numpy reference's, in
+     gen_forward_fixture's format, with the GGUF's SHA-256: one prompt of 40 random ids, every
+     position's top ids and a subset's logits, 24 greedy tokens).
 """
 
 import argparse
+import hashlib
+import json
 import os
 import sys
 
@@ -35,6 +40,7 @@ import gen_forward_fixture as ref  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "engine", "tiny")
+DEFAULT_MODELS = os.path.join(REPO, "models", "tiny")
 VOCAB, HIDDEN, FF, LAYERS, HEADS, KV_HEADS = 256, 64, 128, 3, 4, 2
 N_PROMPT, N_GREEDY = 40, 24
 
@@ -63,7 +69,51 @@ FAMILIES = {
 }
 
 
-def hf_model(name, spec):
+def random_weights(name, spec):
+    """Hugging Face-named float64 weights from numpy's generator seeded by the family's name:
+    norms 1 + 0.2 N(0, 1), embeddings N(0, 1), an untied head 4 N(0, 1) / sqrt(fan_in) (logits a
+    few units apart), other matrices 1.5 N(0, 1) / sqrt(fan_in) (every layer matters)."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    hd, arch = spec["head_dim"], spec["arch"]
+    q_dim, kv_dim = HEADS * hd, KV_HEADS * hd
+    sd = {}
+
+    def mat(key, rows, cols, gain=1.5):
+        sd[key] = rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)
+
+    def norm(key, n):
+        sd[key] = 1.0 + 0.2 * rng.standard_normal(n)
+
+    sd["model.embed_tokens.weight"] = rng.standard_normal((VOCAB, HIDDEN))
+    norm("model.norm.weight", HIDDEN)
+    if not spec["tie"]:
+        mat("lm_head.weight", VOCAB, HIDDEN, 4.0)
+    for il in range(LAYERS):
+        h = f"model.layers.{il}."
+        norm(h + "input_layernorm.weight", HIDDEN)
+        norm(h + "post_attention_layernorm.weight", HIDDEN)
+        if arch == "gemma2":
+            norm(h + "pre_feedforward_layernorm.weight", HIDDEN)
+            norm(h + "post_feedforward_layernorm.weight", HIDDEN)
+        if arch == "phi3":
+            mat(h + "self_attn.qkv_proj.weight", q_dim + 2 * kv_dim, HIDDEN)
+            mat(h + "mlp.gate_up_proj.weight", 2 * FF, HIDDEN)
+        else:
+            mat(h + "self_attn.q_proj.weight", q_dim, HIDDEN)
+            mat(h + "self_attn.k_proj.weight", kv_dim, HIDDEN)
+            mat(h + "self_attn.v_proj.weight", kv_dim, HIDDEN)
+            mat(h + "mlp.gate_proj.weight", FF, HIDDEN)
+            mat(h + "mlp.up_proj.weight", FF, HIDDEN)
+        if arch == "qwen3":
+            norm(h + "self_attn.q_norm.weight", hd)
+            norm(h + "self_attn.k_norm.weight", hd)
+        mat(h + "self_attn.o_proj.weight", HIDDEN, q_dim)
+        mat(h + "mlp.down_proj.weight", HIDDEN, FF)
+    return sd
+
+
+def hf_model(spec, loaded):
+    """Hugging Face's own class for the family, holding exactly the GGUF's values."""
     import torch
     import transformers
     config_cls = getattr(transformers, spec["cls"].replace("ForCausalLM", "Config"))
@@ -74,19 +124,12 @@ def hf_model(name, spec):
                         tie_word_embeddings=spec["tie"], attn_implementation="eager",
                         pad_token_id=0, bos_token_id=1, eos_token_id=2,
                         **spec["extra"])
-    torch.manual_seed(sum(map(ord, name)))
     model = getattr(transformers, spec["cls"])(config).to(torch.float64).eval()
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if pname.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            elif "embed_tokens" in pname:
-                p.copy_(torch.randn_like(p))
-            elif "lm_head" in pname:  # logits a few units apart
-                p.copy_(torch.randn_like(p) * 4.0 / np.sqrt(p.shape[1]))
-            else:  # matrices: unit gain, so every layer matters to the logits
-                p.copy_(torch.randn_like(p) * 1.5 / np.sqrt(p.shape[1]))
-    return model, config
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in loaded.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert set(missing) <= {"lm_head.weight"}, missing  # tied
+    return model
 
 
 def q8_round_trip(a):
@@ -100,11 +143,9 @@ def permute(m, n_heads):
             .reshape(m.shape)
 
 
-def llama3_factors(config, head_dim):
+def llama3_factors(extra, head_dim):
     # llama.cpp's converter (LlamaModel.generate_extra_tensors) for rope_type llama3.
-    s = config.rope_scaling if getattr(config, "rope_scaling", None) else \
-        config.rope_parameters
-    base = s.get("rope_theta", getattr(config, "rope_theta", None))
+    s, base = extra["rope_scaling"], extra["rope_theta"]
     factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
     old = s["original_max_position_embeddings"]
     freqs = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
@@ -122,11 +163,10 @@ def llama3_factors(config, head_dim):
     return np.asarray(out, dtype=np.float32), base
 
 
-def write_gguf(path, name, spec, model, config):
-    """Writes the GGUF; returns the state dict with every matrix replaced by its Q8_0 values."""
-    import torch
+def write_gguf(path, name, spec, sd):
+    """Writes the GGUF of the weights `sd`; returns them as the file holds them (matrices after
+    their Q8_0 round trip, norms rounded to f32), under Hugging Face's names."""
     arch, hd = spec["arch"], spec["head_dim"]
-    sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     w = gguf.GGUFWriter(path, arch)
     w.add_name(f"tiny-{name}")
     w.add_context_length(256)
@@ -169,7 +209,7 @@ def write_gguf(path, name, spec, model, config):
     if not spec["tie"]:
         matrix("output.weight", "lm_head.weight")
     if name == "llama3":
-        factors, _ = llama3_factors(config, hd)
+        factors, _ = llama3_factors(spec["extra"], hd)
         w.add_tensor("rope_freqs.weight", factors)
     for il in range(LAYERS):
         p, h = f"blk.{il}.", f"model.layers.{il}."
@@ -207,24 +247,39 @@ def write_gguf(path, name, spec, model, config):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    with torch.no_grad():
-        state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in loaded.items()
-                 if v is not None}
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        assert not unexpected, unexpected
-        assert set(missing) <= {"lm_head.weight"} | {k for k in sd if "rotary" in k}, missing
+    return loaded
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--models", default=DEFAULT_MODELS, help="where the GGUFs go")
+    ap.add_argument("--out", default=DEFAULT_OUT, help="where the fixtures go (and are read)")
+    ap.add_argument("--gguf-only", action="store_true",
+                    help="write the GGUFs and check them against the fixtures' SHA-256 only")
     args = ap.parse_args()
-    import torch
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.models, exist_ok=True)
     for name, spec in FAMILIES.items():
-        path = os.path.join(args.out, f"{name}.gguf")
-        model, config = hf_model(name, spec)
-        write_gguf(path, name, spec, model, config)
+        path = os.path.join(args.models, f"{name}.gguf")
+        fixture_path = os.path.join(args.out, f"{name}_reference.json")
+        loaded = write_gguf(path + ".part", name, spec, random_weights(name, spec))
+        os.replace(path + ".part", path)
+        if args.gguf_only:
+            with open(fixture_path) as f:
+                want = json.load(f)["model_sha256"]
+            got = sha256(path)
+            if got != want:
+                os.remove(path)
+                sys.exit(f"gen_tiny_models: {path} came out with SHA-256 {got}, but "
+                         f"{fixture_path} was made from {want} (another numpy or gguf than "
+                         f"requirements.txt pins?)")
+            continue
+        import torch
+        model = hf_model(spec, loaded)
         ids = [int(i) for i in np.random.default_rng(len(name)).integers(0, VOCAB, N_PROMPT)]
         with torch.no_grad():
             theirs = model(torch.tensor([ids])).logits[0].numpy()
@@ -246,6 +301,7 @@ def main():
         fixture = {
             "generator": "tools/gen_tiny_models.py",
             "model_file": os.path.basename(path),
+            "model_sha256": sha256(path),
             "family": name,
             "compute": ("float64 numpy (tools/gen_forward_fixture.py), equal to transformers' "
                         f"{spec['cls']} on the same weights to {err:.1e}"),
@@ -255,8 +311,8 @@ def main():
                          "positions": [ref.position_record(r, subset) for r in logits],
                          "greedy": steps}],
         }
-        ref.write_fixture(os.path.join(args.out, f"{name}_reference.json"), fixture)
-        print(f"  wrote {path} ({os.path.getsize(path)} bytes) and its fixture; smallest "
+        ref.write_fixture(fixture_path, fixture)
+        print(f"  wrote {path} ({os.path.getsize(path)} bytes) and {fixture_path}; smallest "
               f"greedy gap {min(s['gap'] for s in steps):.3f}")
 
 

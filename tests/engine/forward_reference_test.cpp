@@ -59,20 +59,25 @@ struct ReferenceModel {
   bool has_tokenizer;  // real models: their prompts are texts
 };
 
-// The tiny random-weight models of tools/gen_tiny_models.py (committed with their fixtures).
+// The tiny random-weight models of tools/gen_tiny_models.py: bootstrap makes them in
+// models/tiny/; their fixtures are committed.
 std::string Tiny(const char* family) {
-  return std::string(PIER_SOURCE_DIR) + "/tests/fixtures/engine/tiny/" + family + ".gguf";
+  return std::string(PIER_MODELS_DIR) + "/tiny/" + family + ".gguf";
 }
 
 const ReferenceModel kModels[] = {
     {"SmolLM2", PIER_DEFAULT_MODEL_PATH, "forward_reference.json", 3, 0.6, 0.15, 0.25, true},
     {"Gemma3", std::string(PIER_MODELS_DIR) + "/gemma-3-270m-q4_k_m.gguf",
      "gemma3_forward_reference.json", 3, 0.6, 0.15, 0.25, true},
-    {"TinyLlama3", Tiny("llama3"), "tiny/llama3_reference.json", 1, 0.6, 0.15, 0.25, false},
-    {"TinyQwen3", Tiny("qwen3"), "tiny/qwen3_reference.json", 1, 0.6, 0.15, 0.25, false},
-    {"TinyPhi3", Tiny("phi3"), "tiny/phi3_reference.json", 1, 0.6, 0.15, 0.25, false},
-    {"TinyMistral", Tiny("mistral"), "tiny/mistral_reference.json", 1, 0.6, 0.15, 0.25, false},
-    {"TinyGemma2", Tiny("gemma2"), "tiny/gemma2_reference.json", 1, 0.6, 0.15, 0.25, false},
+    // Random weights round worse to 8-bit activations than trained ones: per-position errors up
+    // to 0.26 RMS logits (about 1.1 logits at their RMS of 4-8), and argmax flips seen at
+    // reference gaps up to 0.34; the tie gap is 0.6 logits there (a wrong layer moves these
+    // logits by 13-21, tools/gen_tiny_models.py).
+    {"TinyLlama3", Tiny("llama3"), "tiny/llama3_reference.json", 1, 0.6, 0.15, 0.6, false},
+    {"TinyQwen3", Tiny("qwen3"), "tiny/qwen3_reference.json", 1, 0.6, 0.15, 0.6, false},
+    {"TinyPhi3", Tiny("phi3"), "tiny/phi3_reference.json", 1, 0.6, 0.15, 0.6, false},
+    {"TinyMistral", Tiny("mistral"), "tiny/mistral_reference.json", 1, 0.6, 0.15, 0.6, false},
+    {"TinyGemma2", Tiny("gemma2"), "tiny/gemma2_reference.json", 1, 0.6, 0.15, 0.6, false},
 };
 
 int64_t ArgMax(std::span<const float> row) {
