@@ -12,7 +12,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -161,16 +160,8 @@ class AttentionRowWalker {
   int64_t next_rows_ = 0;
 };
 
-// cap * tanh(s / cap) from attention_lanes.h's Exp: tanh(|t|) = (1 - e) / (1 + e) with
-// e = Exp(-2|t|) <= 1, the sign put back; plain IEEE operations, so the same bits everywhere.
-inline float SoftcapScore(float s, float cap) {
-  const float t = s / cap;
-  const float e = attention::Exp(-2.0f * std::fabs(t));
-  return cap * std::copysign((1.0f - e) / (1.0f + e), t);
-}
-
 // Soft-capping: every attended score of each query (its tiles from FirstAttendedTile on, up to
-// its own position) through SoftcapScore, between the score pass and MaskBeforeWindow; the
+// its own position) through attention::Softcap, between the score pass and MaskBeforeWindow; the
 // scores past a query's position stay -inf.
 inline void SoftcapScores(const AttentionTask& task) {
   if (task.softcap <= 0.0f) return;
@@ -179,7 +170,7 @@ inline void SoftcapScores(const AttentionTask& task) {
     const int64_t n_ctx_i = task.n_ctx - (task.n_queries - 1 - i);
     for (int64_t h = 0; h < task.n_head; ++h) {
       float* s = task.scores + (i * task.n_head + h) * task.score_stride;
-      for (int64_t p = first; p < n_ctx_i; ++p) s[p] = SoftcapScore(s[p], task.softcap);
+      for (int64_t p = first; p < n_ctx_i; ++p) s[p] = attention::Softcap(s[p], task.softcap);
     }
   }
 }

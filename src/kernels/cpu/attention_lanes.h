@@ -11,6 +11,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace pier::kernels::attention {
@@ -76,6 +77,15 @@ inline float Exp(float x) {
   const float two_n = std::bit_cast<float>((n_bits + 127u) << 23);
   const float e = y * two_n;
   return x < kExpMin ? 0.0f : e;
+}
+
+// cap * tanh(s / cap) (Gemma 2's soft-capping of attention scores and of logits): tanh(|t|) =
+// (1 - e) / (1 + e) with e = Exp(-2|t|) <= 1, the sign put back. Plain IEEE operations, so the
+// same bits wherever it is compiled (the kernels build without contraction).
+inline float Softcap(float s, float cap) {
+  const float t = s / cap;
+  const float e = Exp(-2.0f * std::fabs(t));
+  return cap * std::copysign((1.0f - e) / (1.0f + e), t);
 }
 
 }  // namespace pier::kernels::attention

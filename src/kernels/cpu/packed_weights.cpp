@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/kv_convert.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "tensor/dequantize.h"
 #include "tensor/float16.h"
@@ -201,23 +202,11 @@ void PackGroup(const PackedGeometry& g, const uint8_t* src, size_t row_bytes, in
 
 namespace {
 
-// One GGUF Q8_0 (34 bytes) or Q4_0 (18 bytes) block from 32 floats, as ggml's reference
-// quantizers make them.
-void QuantizeBlock(DType target, const float* x, uint8_t* out) {
-  if (target == DType::kQ8_0) {
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = Fp32ToFp16(d);
-    std::memcpy(out, &dh, 2);
-    for (int i = 0; i < 32; ++i) {
-      const auto q = static_cast<int8_t>(std::roundf(x[i] * id));  // |x * id| <= 127
-      std::memcpy(out + 2 + i, &q, 1);
-    }
-    return;
-  }
-  float amax = 0.0f, max = 0.0f;  // Q4_0: the value of largest magnitude, with its sign
+// One GGUF Q4_0 block (18 bytes) from 32 floats, as ggml's quantize_row_q4_0_ref makes it
+// (Q8_0 rows: kv_convert.h's ConvertF32ToQ8_0, the same as ggml's quantize_row_q8_0_ref). A
+// NaN or infinite weight, which that reference leaves undefined, becomes 8: the value 0.
+void QuantizeBlockQ4_0(const float* x, uint8_t* out) {
+  float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, with its sign
   for (int i = 0; i < 32; ++i) {
     if (amax < std::fabs(x[i])) {
       amax = std::fabs(x[i]);
@@ -228,11 +217,14 @@ void QuantizeBlock(DType target, const float* x, uint8_t* out) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   const uint16_t dh = Fp32ToFp16(d);
   std::memcpy(out, &dh, 2);
-  for (int i = 0; i < 16; ++i) {
-    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[i] * id + 8.5f)));
-    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[16 + i] * id + 8.5f)));
-    out[2 + i] = static_cast<uint8_t>(lo | hi << 4);
-  }
+  auto quant = [id](float v) {
+    const float shifted = v * id + 8.5f;  // 0.5 .. 16.5 for finite weights
+    return shifted >= 0.0f && shifted <= 16.5f
+               ? std::min(15, static_cast<int>(static_cast<int8_t>(shifted)))
+               : 8;
+  };
+  for (int i = 0; i < 16; ++i)
+    out[2 + i] = static_cast<uint8_t>(quant(x[i]) | quant(x[16 + i]) << 4);
 }
 
 }  // namespace
@@ -269,10 +261,13 @@ Result<WeightMatrix> QuantizeToPackedImpl(const WeightMatrix& w, DType target,
     for (int64_t i = 0; i < n_valid; ++i) {
       PIER_RETURN_IF_ERROR(DequantizeRow(w.type, w.data + (r0 + i) * w.row_bytes, row.data(),
                                          w.n_cols));  // exact for float types
-      for (int64_t b = 0; b < w.n_cols / kBlock; ++b) {
-        QuantizeBlock(
-            target, row.data() + b * kBlock,
-            rows.data() + i * as_target.row_bytes + b * (target == DType::kQ8_0 ? 34 : 18));
+      uint8_t* out_row = rows.data() + i * as_target.row_bytes;
+      if (target == DType::kQ8_0) {
+        ConvertF32ToQ8_0(row.data(), w.n_cols, reinterpret_cast<std::byte*>(out_row));
+      } else {
+        for (int64_t b = 0; b < w.n_cols / kBlock; ++b) {
+          QuantizeBlockQ4_0(row.data() + b * kBlock, out_row + b * 18);
+        }
       }
     }
     PackGroup(g, rows.data(), as_target.row_bytes, n_valid,

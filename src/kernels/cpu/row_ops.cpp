@@ -116,11 +116,7 @@ void GeluMul(float* gate, const float* up, int64_t n) {
 }
 
 void Softcap(float cap, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float t = y[i] / cap;
-    const float e = attention::Exp(-2.0f * std::fabs(t));
-    y[i] = cap * std::copysign((1.0f - e) / (1.0f + e), t);
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = attention::Softcap(y[i], cap);
 }
 
 void Scale(float a, int64_t n, float* y) {

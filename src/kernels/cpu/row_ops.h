@@ -31,7 +31,7 @@ void SiluMul(float* gate, const float* up, int64_t n);
 void GeluMul(float* gate, const float* up, int64_t n);
 
 // y[i] = cap * tanh(y[i] / cap) for i < n (Gemma 2's logit soft-capping), with tanh made of
-// attention's Exp exactly as the attention kernels' score soft-capping (attention_kernel.h).
+// attention's Exp: attention_lanes.h's Softcap, which the attention kernels use for scores.
 void Softcap(float cap, int64_t n, float* y);
 
 // y[i] *= a for i < n.
