@@ -8,11 +8,25 @@
 
 namespace pier::engine {
 
+Result<KvGroups> KvGroupsFor(const model::GgufFile& file) {
+  PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
+  if (info.block_count < 1) return InvalidArgumentError(file.path() + ": no layers");
+  const int64_t period = SlidingWindowPeriod(info.architecture);
+  std::vector<int64_t> windows;
+  for (int64_t il = 0; il < info.block_count; ++il) {
+    const int64_t window = LayerWindow(period, info.sliding_window, il);
+    // A window as long as the context frees nothing: such a layer keeps every position.
+    windows.push_back(window < info.context_length ? window : 0);
+  }
+  return GroupLayersByWindow(windows);
+}
+
 Result<KvLayout> KvLayoutFor(const model::GgufFile& file, int64_t block_size) {
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
   if (block_size < 1) return InvalidArgumentError("KV block size must be positive");
+  PIER_ASSIGN_OR_RETURN(const KvGroups groups, KvGroupsFor(file));
   KvLayout layout;
-  layout.n_layer = info.block_count;
+  layout.n_layer = groups.layers_per_block;
   layout.block_size = block_size;
   layout.n_kv_head = info.head_count_kv;
   layout.head_dim = info.head_dim;

@@ -40,8 +40,12 @@ struct CpuRunnerOptions {
   std::optional<DType> weights_dtype;
 };
 
-// The KV layout a model needs, with `block_size` positions per block. Errors as
-// ReadModelInfo's.
+// How the model's layers share KV blocks (kv_groups.h): grouped by the window each attends.
+// Errors as ReadModelInfo's.
+[[nodiscard]] Result<KvGroups> KvGroupsFor(const model::GgufFile& file);
+
+// The KV layout a model needs, with `block_size` positions per block: one KvGroupsFor group of
+// layers per block. Errors as ReadModelInfo's.
 [[nodiscard]] Result<KvLayout> KvLayoutFor(const model::GgufFile& file, int64_t block_size);
 
 // Whether the CPU runner keeps a packed copy of `tensor` rather than reading it from the

@@ -41,7 +41,7 @@ Result<std::unique_ptr<ModelRunner>> CreateGemma2Runner(const model::GgufFile& f
                                                         const CpuRunnerOptions& options) {
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
   LlamaVariant variant = GemmaVariant(info, 46);
-  variant.swa_period = 2;
+  variant.swa_period = SlidingWindowPeriod("gemma2");
   variant.swa_rope_base = info.rope_freq_base;
   return CreateLlamaFamilyRunner(file, variant, options);
 }
@@ -51,7 +51,7 @@ Result<std::unique_ptr<ModelRunner>> CreateGemma3Runner(const model::GgufFile& f
   PIER_ASSIGN_OR_RETURN(model::ModelInfo info, model::ReadModelInfo(file));
   LlamaVariant variant = GemmaVariant(info, 62);
   variant.qk_norm = true;
-  variant.swa_period = 6;
+  variant.swa_period = SlidingWindowPeriod("gemma3");
   variant.swa_rope_base = 10000.0;
   return CreateLlamaFamilyRunner(file, variant, options);
 }

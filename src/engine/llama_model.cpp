@@ -299,12 +299,8 @@ Status LlamaRunner::Init() {
           vec(p + "post_attention_norm.weight", hp_.n_embd, true, &l.post_attn_norm));
       PIER_RETURN_IF_ERROR(vec(p + "post_ffw_norm.weight", hp_.n_embd, true, &l.post_ffw_norm));
     }
-    if (variant_.swa_period > 0 && (il + 1) % variant_.swa_period != 0) {
-      l.window = info.sliding_window;
-      l.rope_table = 1;
-    } else if (variant_.swa_period == 0) {
-      l.window = info.sliding_window;  // Mistral-style: every layer, when the file sets one
-    }
+    l.window = LayerWindow(variant_.swa_period, info.sliding_window, il);
+    if (variant_.swa_period > 0 && l.window > 0) l.rope_table = 1;
     if (variant_.fused_projections) {
       // One matrix each for Q|K|V and gate|up (rows in that order), multiplied as one.
       PIER_ASSIGN_OR_RETURN(l.qkv, Matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, hp_.n_embd));
@@ -373,15 +369,16 @@ Status LlamaRunner::Init() {
   shape_.n_vocab = hp_.n_vocab;
   shape_.n_embd = hp_.n_embd;
   shape_.context_length = hp_.n_ctx;
-  shape_.kv.n_layer = hp_.n_layer;
+  PIER_ASSIGN_OR_RETURN(shape_.kv_groups, KvGroupsFor(file_));
+  shape_.kv.n_layer = shape_.kv_groups.layers_per_block;
   shape_.kv.n_kv_head = hp_.n_kv;
   shape_.kv.head_dim = hp_.hd;
   shape_.kv.block_size = options_.kv->layout().block_size;
   shape_.kv.dtype = options_.kv->layout().dtype;  // any dtype the store offers
   if (!(options_.kv->layout() == shape_.kv)) {
     return InvalidArgumentError(file_.path() +
-                                ": the KV store's layout does not match the model (layers, "
-                                "K/V heads, head size)");
+                                ": the KV store's layout does not match the model (layers per "
+                                "block, K/V heads, head size)");
   }
   step_dims_.n_embd = hp_.n_embd;
   step_dims_.n_head = hp_.n_head;
@@ -419,15 +416,20 @@ Status LlamaRunner::ValidateBatch(const Batch& batch, int64_t* n_tokens,
                                     " is outside the vocabulary of " + std::to_string(hp_.n_vocab));
       }
     }
-    const int64_t blocks_needed = (end + bs - 1) / bs;
+    const KvGroups& groups = shape_.kv_groups;
+    const int64_t G = groups.n_groups();
+    const int64_t blocks_needed = (end + bs - 1) / bs * G;
     if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
       return InvalidArgumentError(where + "block table has " +
-                                  std::to_string(seq.block_table.size()) + " blocks, needs " +
+                                  std::to_string(seq.block_table.size()) + " entries, needs " +
                                   std::to_string(blocks_needed));
     }
-    for (int64_t i = 0; i < blocks_needed; ++i) {
-      if (seq.block_table[i] < 0 || seq.block_table[i] >= n_blocks) {
-        return InvalidArgumentError(where + "block id " + std::to_string(seq.block_table[i]) +
+    for (int64_t e = 0; e < blocks_needed; ++e) {
+      const int32_t block = seq.block_table[e];
+      // A sliding group may have released the blocks its window no longer reaches.
+      if (block == kNoBlock && e / G < groups.BlocksBefore(e % G, seq.first_position, bs)) continue;
+      if (block < 0 || block >= n_blocks) {
+        return InvalidArgumentError(where + "block id " + std::to_string(block) +
                                     " is not in the KV store of " + std::to_string(n_blocks) +
                                     " blocks");
       }
@@ -482,12 +484,27 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   std::vector<int64_t> positions(n_tok);  // [T]
   std::vector<int32_t> ids(n_tok);        // [T]
   std::vector<AttentionSpan> spans(batch.sequences.size());
+  // Each KV group's view of the block tables (kv_groups.h): entry i * G + g of a sequence's
+  // table is group g's block i.
+  const KvGroups& groups = shape_.kv_groups;
+  const int64_t G = groups.n_groups();
+  std::vector<std::vector<int32_t>> group_tables(G > 1 ? G * batch.sequences.size() : 0);
+  std::vector<std::vector<AttentionSpan>> group_spans(static_cast<size_t>(G));
   std::vector<int64_t> logit_rows;  // [R] rows of x whose logits are wanted
   int64_t row = 0;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const SequenceSpan& seq = batch.sequences[s];
     const int64_t n = static_cast<int64_t>(seq.tokens.size());
     spans[s] = {seq.block_table.data(), seq.first_position, n, row};
+    if (G > 1) {
+      const int64_t n_blocks =
+          (seq.first_position + n + shape_.kv.block_size - 1) / shape_.kv.block_size;
+      for (int64_t g = 0; g < G; ++g) {
+        std::vector<int32_t>& table = group_tables[g * batch.sequences.size() + s];
+        for (int64_t i = 0; i < n_blocks; ++i) table.push_back(seq.block_table[i * G + g]);
+        group_spans[g].push_back({table.data(), seq.first_position, n, row});
+      }
+    }
     for (int64_t i = 0; i < n; ++i) {
       positions[row + i] = seq.first_position + i;
       ids[row + i] = seq.tokens[i];
@@ -499,6 +516,7 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
     row += n;
   }
   const int64_t n_out = static_cast<int64_t>(logit_rows.size());
+  if (G == 1) group_spans[0] = spans;
 
   const int64_t E = hp_.n_embd, q_dim = hp_.n_head * hp_.hd, kv_dim = hp_.n_kv * hp_.hd;
   const int64_t half_rot = hp_.n_rot / 2;
@@ -573,6 +591,9 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   const size_t kv_row_bytes = shape_.kv.row_bytes();
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
     const LayerWeights& l = layers_[il];
+    // This layer's K/V: plane `slot` of its group's blocks.
+    const std::vector<AttentionSpan>& layer_spans = group_spans[groups.group_of_layer[il]];
+    const int64_t slot = groups.slot_of_layer[il];
     // Attention block.
     ForEachRow(n_tok, E,
                [&](int64_t t) { ops::RmsNorm(x + t * E, l.attn_norm, E, hp_.eps, h + t * E); });
@@ -607,15 +628,15 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
     });
     // K/V of this step's tokens into their blocks, before any token attends: copied for
     // f32, rounded to nearest even for f16 (the same bits whichever path converts).
-    for (const AttentionSpan& span : spans) {
+    for (const AttentionSpan& span : layer_spans) {
       for (int64_t i = 0; i < span.n_tokens; ++i) {
         const int64_t pos = span.first_position + i;
         const int32_t block = span.block_table[pos / bs];
         const size_t offset = static_cast<size_t>(pos % bs) * kv_row_bytes;
         const float* k_row = k + (span.first_row + i) * kv_dim;  // [n_kv, hd]
         const float* v_row = v + (span.first_row + i) * kv_dim;  // [n_kv, hd]
-        std::byte* k_dst = kv.KeyPlane(il, block) + offset;
-        std::byte* v_dst = kv.ValuePlane(il, block) + offset;
+        std::byte* k_dst = kv.KeyPlane(slot, block) + offset;
+        std::byte* v_dst = kv.ValuePlane(slot, block) + offset;
         switch (kv_dtype) {
           case KvDtype::kF16:
             ConvertF32ToF16(k_row, kv_dim, reinterpret_cast<uint16_t*>(k_dst));
@@ -632,8 +653,8 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
         }
       }
     }
-    PagedAttention(kv.View(), il, spans, hp_.n_head, q, attn, max_context, att_scratch, b.att_slots,
-                   b.att_queries, *options_.pool, l.window, attn_softcap_);
+    PagedAttention(kv.View(), slot, layer_spans, hp_.n_head, q, attn, max_context, att_scratch,
+                   b.att_slots, b.att_queries, *options_.pool, l.window, attn_softcap_);
     PIER_RETURN_IF_ERROR(MatMul(l.wo, attn, n_tok, h, b));
     AddToResidual(n_tok, l.post_attn_norm, h, x);
 
@@ -674,6 +695,17 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
 }
 
 }  // namespace
+
+int64_t SlidingWindowPeriod(std::string_view arch) {
+  if (arch == "gemma2") return 2;
+  if (arch == "gemma3") return 6;
+  return 0;
+}
+
+int64_t LayerWindow(int64_t swa_period, int64_t sliding_window, int64_t il) {
+  if (swa_period > 0) return (il + 1) % swa_period != 0 ? sliding_window : 0;
+  return sliding_window;  // Mistral-style: every layer, when the file sets one
+}
 
 Result<std::unique_ptr<ModelRunner>> CreateLlamaFamilyRunner(const model::GgufFile& file,
                                                              const LlamaVariant& variant,

@@ -54,6 +54,13 @@ struct LlamaVariant {
 // A file's <arch>.attention.sliding_window, when the variant has no swa_period, makes every
 // layer attend only that many positions (Mistral-style).
 
+// The swa_period of `general.architecture` `arch`: gemma2 2 (layers 0, 2, ... slide), gemma3 6
+// (all but layers 5, 11, ...); 0 for the others.
+int64_t SlidingWindowPeriod(std::string_view arch);
+// The positions layer il attends (0: all of them), for a variant's swa_period and the file's
+// sliding_window (0: none).
+int64_t LayerWindow(int64_t swa_period, int64_t sliding_window, int64_t il);
+
 // `general.architecture` llama: no biases, adjacent-pair RoPE on GGUF's permuted Q/K rows.
 [[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateLlamaRunner(
     const model::GgufFile& file, const CpuRunnerOptions& options);

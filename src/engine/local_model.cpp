@@ -152,6 +152,10 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
   PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(file, options.block_size));
   layout.dtype = options.kv_dtype;
   PIER_RETURN_IF_ERROR(ValidateKvLayout(layout).WithContext(file.path()));
+  PIER_ASSIGN_OR_RETURN(const KvGroups groups, KvGroupsFor(file));
+  // The K/V of block_size positions of every layer: one block of each group.
+  const uint64_t position_block_bytes =
+      layout.bytes_per_block() * static_cast<uint64_t>(groups.n_groups());
   const CachingAllocatorOptions pool = GovernorOptions{}.pool;
 
   MemoryEstimate e;
@@ -173,11 +177,11 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
       PoolFootprint(static_cast<uint64_t>(std::max<int64_t>(small_floats, 1)) * 4, pool);
 
   e.kv_dtype = options.kv_dtype;
-  e.kv_bytes_per_token = layout.bytes_per_block() / static_cast<uint64_t>(options.block_size);
+  e.kv_bytes_per_token = position_block_bytes / static_cast<uint64_t>(options.block_size);
   PIER_ASSIGN_OR_RETURN(const KvBounds bounds, ResolveKvBounds(options, e.kv_bytes_per_token));
   const int64_t n_blocks = (bounds.capacity_tokens + options.block_size - 1) / options.block_size;
   e.kv_tokens = n_blocks * options.block_size;
-  e.kv_bytes = PoolFootprint(layout.bytes_per_block() * static_cast<uint64_t>(n_blocks), pool);
+  e.kv_bytes = PoolFootprint(position_block_bytes * static_cast<uint64_t>(n_blocks), pool);
   if (options.kv_policy == KvPolicy::kElastic) {
     if (options.kv_chunk_tokens < options.block_size) {
       return InvalidArgumentError("elastic KV: a chunk holds at least one block");
@@ -187,7 +191,7 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
     e.kv_elastic = true;
     e.kv_min_tokens = std::min(min_chunks * chunk, e.kv_tokens);
     e.kv_min_bytes = static_cast<uint64_t>(min_chunks * ElasticChunkBlocks(options, n_blocks)) *
-                     layout.bytes_per_block();
+                     position_block_bytes;
   }
 
   // The largest step: max_step_tokens tokens attending over the whole context.
@@ -310,11 +314,14 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   m->pool_ = std::make_unique<ThreadPool>(options.threads);
   PIER_ASSIGN_OR_RETURN(KvLayout layout, KvLayoutFor(*m->file_, options.block_size));
   layout.dtype = options.kv_dtype;
-  const int64_t n_blocks = e.kv_tokens / options.block_size;
+  const int64_t n_blocks = e.kv_tokens / options.block_size;  // of block_size positions
+  // Each block_size positions take one block of each group of layers (kv_groups.h).
+  PIER_ASSIGN_OR_RETURN(const KvGroups groups, KvGroupsFor(*m->file_));
+  const int64_t n_groups = groups.n_groups();
   if (e.kv_elastic) {
     LeasedKvOptions lease;
     lease.name = name + "/kv";
-    lease.blocks_per_chunk = ElasticChunkBlocks(options, n_blocks);
+    lease.blocks_per_chunk = ElasticChunkBlocks(options, n_blocks) * n_groups;
     lease.max_chunks = static_cast<size_t>(ElasticMaxChunks(options, n_blocks));
     PIER_ASSIGN_OR_RETURN(const KvBounds bounds, ResolveKvBounds(options, e.kv_bytes_per_token));
     lease.min_chunks = static_cast<size_t>(ElasticMinChunks(options, n_blocks, bounds.min_tokens));
@@ -324,7 +331,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
     if (!store.ok()) return refuse(" (" + store.status().message() + ")");
     m->kv_ = std::move(store).value();
   } else {
-    PIER_ASSIGN_OR_RETURN(m->kv_, PooledKvStore::Create(layout, n_blocks, *m->governor_, kv_owner));
+    PIER_ASSIGN_OR_RETURN(
+        m->kv_, PooledKvStore::Create(layout, n_blocks * n_groups, *m->governor_, kv_owner));
   }
 
   CpuRunnerOptions runner_options;

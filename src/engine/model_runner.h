@@ -22,6 +22,7 @@
 
 #include "common/status.h"
 #include "engine/batch.h"
+#include "engine/kv_groups.h"
 #include "engine/kv_store.h"
 
 namespace pier::engine {
@@ -31,7 +32,8 @@ struct ModelShape {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t context_length = 0;  // largest position + 1 a sequence may reach
-  KvLayout kv;                 // what one KV block holds
+  KvLayout kv;                 // what one KV block holds (n_layer: the layers of one group)
+  KvGroups kv_groups;          // which group holds each layer's K/V (default: one group)
 };
 
 class ModelRunner {

@@ -20,6 +20,12 @@ void ExtendBlockHashes(std::span<const int32_t> tokens, int64_t block_size, int6
   }
 }
 
+BlockHash GroupBlockHash(BlockHash hash, int64_t group) {
+  if (group == 0) return hash;
+  const BlockHash words[2] = {hash, static_cast<BlockHash>(group)};
+  return XXH3_64bits(words, sizeof(words));
+}
+
 BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, int64_t capacity)
     : block_size_(block_size),
       capacity_(capacity < 0 ? num_blocks : capacity),
@@ -67,6 +73,12 @@ std::vector<int32_t> BlockManager::MatchPrefix(std::span<const BlockHash> hashes
   return blocks;
 }
 
+std::optional<int32_t> BlockManager::Find(BlockHash hash) const {
+  auto it = index_.find(hash);
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
 void BlockManager::Acquire(int32_t block) {
   PIER_CHECK(block >= 0 && block < capacity_, "block id out of range");
   if (ref_counts_[block] == 0) {
@@ -111,7 +123,9 @@ void BlockManager::Release(int32_t block) {
 void BlockManager::ReleaseAll(std::span<const int32_t> blocks) {
   // Last block first: the tail of a sequence is the least likely to be shared, so the
   // prefix's blocks are released last and are evicted last.
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) Release(*it);
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    if (*it != kNoBlock) Release(*it);
+  }
 }
 
 void BlockManager::Register(int32_t block, BlockHash hash) {
@@ -122,7 +136,9 @@ void BlockManager::Register(int32_t block, BlockHash hash) {
 }
 
 void BlockManager::Fork(std::span<const int32_t> table) {
-  for (int32_t block : table) Acquire(block);
+  for (int32_t block : table) {
+    if (block != kNoBlock) Acquire(block);
+  }
 }
 
 Result<CopyOnWrite> BlockManager::PrepareWrite(int32_t block) {

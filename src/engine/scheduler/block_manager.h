@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv_groups.h"
 
 namespace pier::engine {
 
@@ -49,6 +50,10 @@ BlockHash ChainBlockHash(BlockHash parent, std::span<const int32_t> tokens);
 // tokens.size()), appended to *hashes after the ones already there (which must be a prefix).
 void ExtendBlockHashes(std::span<const int32_t> tokens, int64_t block_size, int64_t n_blocks,
                        std::vector<BlockHash>* hashes);
+
+// The name of group `group`'s block for the positions `hash` names (kv_groups.h: a model with
+// sliding layers keeps one block per group of layers). Group 0's is `hash` itself.
+BlockHash GroupBlockHash(BlockHash hash, int64_t group);
 
 struct CopyOnWrite {
   int32_t block = -1;      // the block to write (maybe the same as before)
@@ -77,6 +82,8 @@ class BlockManager {
   // `max_blocks`). Read-only.
   std::vector<int32_t> MatchPrefix(std::span<const BlockHash> hashes, int64_t max_blocks) const;
 
+  // The indexed block named `hash`, if any. Read-only.
+  std::optional<int32_t> Find(BlockHash hash) const;
   // Takes a reference on a used or cached block (a cached one becomes used).
   void Acquire(int32_t block);
   // A fresh block with ref_count 1: a free one, else the least recently released cached one
@@ -84,6 +91,7 @@ class BlockManager {
   [[nodiscard]] Result<int32_t> Allocate();
   // Drops one reference; at zero the block becomes cached (if indexed) or free.
   void Release(int32_t block);
+  // Entries kNoBlock (released before, see kv_groups.h) are skipped, here and in Fork.
   void ReleaseAll(std::span<const int32_t> blocks);
   // Names a used, fully written block by its chained hash. No-op when the hash is already
   // indexed (another block holds the same prefix) or the block already has a name.

@@ -56,6 +56,11 @@ class HostSwapSpace final : public SwapSpace {
   PinnedBuffer buffer_;  // [n_slots][bytes_per_block]
 };
 
+SchedulerOptions WithKvGroups(SchedulerOptions options, const KvGroups& groups) {
+  options.kv_groups = groups;
+  return options;
+}
+
 class KvBlockCopier final : public BlockCopier {
  public:
   explicit KvBlockCopier(KvStore* kv) : kv_(kv) {}
@@ -77,14 +82,17 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       elastic_(dynamic_cast<LeasedKvStore*>(kv)),
       tokenizer_(tokenizer),
       max_request_tokens_(
-          std::min({runner->shape().context_length, kv->num_blocks() * kv->layout().block_size,
+          std::min({runner->shape().context_length,
+                    runner->shape().kv_groups.MaxTokensIn(kv->num_blocks(), kv->layout().block_size,
+                                                          options.scheduler.max_batched_tokens),
                     options.max_request_tokens > 0 ? options.max_request_tokens
                                                    : std::numeric_limits<int64_t>::max()})),
       swap_(std::move(swap)),
       copier_(std::make_unique<KvBlockCopier>(kv)),
       blocks_(kv->num_blocks(), kv->layout().block_size,
               elastic_ != nullptr ? elastic_->usable_blocks() : -1),
-      scheduler_(options.scheduler, &blocks_, swap_.get(), copier_.get()),
+      scheduler_(WithKvGroups(options.scheduler, runner->shape().kv_groups), &blocks_, swap_.get(),
+                 copier_.get()),
       logits_scratch_(static_cast<size_t>(runner->shape().n_vocab)) {
   stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_max = blocks_.num_blocks();
@@ -674,8 +682,12 @@ int64_t Engine::CountKvTokensUsed() const {
     if (!scheduler_.Contains(id) || !scheduler_.IsRunning(id)) continue;
     const int64_t computed = scheduler_.NumComputed(id);
     const std::span<const int32_t> table = scheduler_.BlockTable(id);
+    const auto G =
+        static_cast<size_t>(std::max<int64_t>(1, scheduler_.options().kv_groups.n_groups()));
     for (size_t i = 0; i < table.size(); ++i) {
-      const int64_t filled = std::clamp<int64_t>(computed - static_cast<int64_t>(i) * bs, 0, bs);
+      if (table[i] == kNoBlock) continue;  // a sliding group's block before its window
+      const int64_t filled =
+          std::clamp<int64_t>(computed - static_cast<int64_t>(i / G) * bs, 0, bs);
       if (blocks_.ref_count(table[i]) > 1) {
         int64_t& f = shared[table[i]];
         f = std::max(f, filled);

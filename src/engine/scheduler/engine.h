@@ -109,9 +109,10 @@ struct EngineStats {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_cached = 0;  // free but holding a reusable prefix
   int64_t kv_block_size = 0;
-  // Positions whose K/V the running sequences' blocks hold (a block shared by forked sequences
-  // counted once). kv_blocks_used * kv_block_size - kv_tokens_used slots are allocated but
-  // empty (KV waste: mostly the unfilled tail of each sequence's last block).
+  // Block slots (one position of one block) holding K/V of the running sequences (a block
+  // shared by forked sequences counted once); with KV groups (kv_groups.h) a position counts
+  // once per group block holding it. kv_blocks_used * kv_block_size - kv_tokens_used slots are
+  // allocated but empty (KV waste: mostly the unfilled tail of each sequence's last block).
   int64_t kv_tokens_used = 0;
   int64_t kv_blocks_max = 0;   // with an elastic KV arena: its largest size
   int64_t kv_grows = 0;        // chunks added to the elastic arena

@@ -24,13 +24,13 @@ class SimulatedBlocks {
   }
   void ReleaseAll(std::span<const int32_t> table) {
     for (int32_t b : table) {
-      if (--delta_[b] + blocks_.ref_count(b) == 0) ++available_;
+      if (b != kNoBlock && --delta_[b] + blocks_.ref_count(b) == 0) ++available_;
     }
   }
   // Blocks of `table` that acquiring would take out of the available ones.
   int64_t AcquireCost(std::span<const int32_t> table) const {
     int64_t cost = 0;
-    for (int32_t b : table) cost += Ref(b) == 0 ? 1 : 0;
+    for (int32_t b : table) cost += b != kNoBlock && Ref(b) == 0 ? 1 : 0;
     return cost;
   }
   // A holder gives up its reference without freeing the block (copy-on-write).
@@ -38,6 +38,7 @@ class SimulatedBlocks {
   int32_t RefNow(int32_t b) const { return Ref(b); }
   void AcquireAll(std::span<const int32_t> table) {
     for (int32_t b : table) {
+      if (b == kNoBlock) continue;
       if (Ref(b) == 0) --available_;
       ++delta_[b];
     }
@@ -116,7 +117,9 @@ void Scheduler::Remove(int64_t id) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return;
   blocks_->ReleaseAll(it->second.block_table);
-  for (int64_t slot : it->second.host_slots) free_slots_.push_back(slot);
+  for (int64_t slot : it->second.host_slots) {
+    if (slot >= 0) free_slots_.push_back(slot);
+  }
   ledger_->Leave(it->second.spec.priority, it->second.spec.tenant);
   sequences_.erase(it);
 }
@@ -169,7 +172,78 @@ Scheduler::Reserve Scheduler::ReserveNow() const {
 
 int64_t Scheduler::BlocksFor(int64_t n_tokens) const {
   const int64_t bs = blocks_->block_size();
-  return (n_tokens + bs - 1) / bs;
+  return (n_tokens + bs - 1) / bs * n_groups();
+}
+
+int64_t Scheduler::SwapInBlocks(const Sequence& s, int64_t end) const {
+  const auto held = static_cast<int64_t>(
+      std::count_if(s.host_slots.begin(), s.host_slots.end(), [](int64_t h) { return h >= 0; }));
+  return held + std::max<int64_t>(0, BlocksFor(end) - static_cast<int64_t>(s.host_slots.size()));
+}
+
+std::vector<int32_t> Scheduler::MatchCachedPrefix(const Sequence& s, int64_t max_blocks) const {
+  const KvGroups& groups = options_.kv_groups;
+  if (!groups.any_window() && n_groups() == 1) return blocks_->MatchPrefix(s.hashes, max_blocks);
+  const int64_t bs = blocks_->block_size();
+  const int64_t G = n_groups();
+  int64_t k = std::min<int64_t>(max_blocks, static_cast<int64_t>(s.hashes.size()));
+  // found[g][i]: group g's block of positions [i bs, (i + 1) bs), when indexed.
+  std::vector<std::vector<std::optional<int32_t>>> found(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t i = 0; i < k; ++i) {
+      found[g].push_back(blocks_->Find(GroupBlockHash(s.hashes[i], g)));
+    }
+  }
+  // Full groups need every block up to the resume point; a sliding group only the ones it
+  // reads from there (an unbroken run ending there).
+  for (int64_t g = 0; g < G; ++g) {
+    if (groups.windows[g] > 0) continue;
+    for (int64_t i = 0; i < k; ++i) {
+      if (!found[g][i]) {
+        k = i;
+        break;
+      }
+    }
+  }
+  for (; k > 0; --k) {
+    bool resumable = true;
+    for (int64_t g = 0; g < G && resumable; ++g) {
+      if (groups.windows[g] <= 0) continue;
+      for (int64_t i = groups.BlocksBefore(g, k * bs, bs); i < k && resumable; ++i) {
+        resumable = found[g][i].has_value();
+      }
+    }
+    if (resumable) break;
+  }
+  std::vector<int32_t> table;
+  table.reserve(static_cast<size_t>(k * G));
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t g = 0; g < G; ++g) {
+      const bool read = groups.windows[g] <= 0 || i >= groups.BlocksBefore(g, k * bs, bs);
+      table.push_back(read ? *found[g][i] : kNoBlock);
+    }
+  }
+  return table;
+}
+
+void Scheduler::TrimToWindows(Sequence& s) {
+  const KvGroups& groups = options_.kv_groups;
+  if (!groups.any_window()) return;
+  const int64_t bs = blocks_->block_size();
+  const int64_t G = n_groups();
+  int64_t trimmed = std::numeric_limits<int64_t>::max();
+  for (int64_t g = 0; g < G; ++g) {
+    if (groups.windows[g] <= 0) continue;
+    const int64_t before = groups.BlocksBefore(g, s.num_computed, bs);
+    for (int64_t i = s.num_trimmed; i < before; ++i) {
+      int32_t& entry = s.block_table[static_cast<size_t>(i * G + g)];
+      if (entry == kNoBlock) continue;
+      blocks_->Release(entry);
+      entry = kNoBlock;
+    }
+    trimmed = std::min(trimmed, before);
+  }
+  s.num_trimmed = std::max(s.num_trimmed, trimmed);
 }
 
 StepPlan Scheduler::Plan() const {
@@ -211,7 +285,8 @@ StepPlan Scheduler::Plan() const {
     victim[k] = true;
     sim.ReleaseAll(v.block_table);
     --running;
-    const auto n_blocks = static_cast<int64_t>(v.block_table.size());
+    const auto n_blocks = static_cast<int64_t>(std::count_if(
+        v.block_table.begin(), v.block_table.end(), [](int32_t b) { return b != kNoBlock; }));
     if (swap_ != nullptr && n_blocks > 0 && n_blocks <= host_free) {
       host_free -= n_blocks;
       plan.swapped_out.push_back(v.spec.id);
@@ -274,9 +349,9 @@ StepPlan Scheduler::Plan() const {
       // Shared blocks this step writes are copied first: one new block each.
       int64_t cow = 0;
       const auto table_size = static_cast<int64_t>(s.block_table.size());
-      for (int64_t i = s.num_computed / bs; i <= (s.num_computed + n - 1) / bs && i < table_size;
-           ++i) {
-        if (sim.RefNow(s.block_table[i]) > 1) {
+      for (int64_t i = s.num_computed / bs * n_groups();
+           i < BlocksFor(s.num_computed + n) && i < table_size; ++i) {
+        if (s.block_table[i] != kNoBlock && sim.RefNow(s.block_table[i]) > 1) {
           sim.Drop(s.block_table[i]);
           ++cow;
         }
@@ -316,10 +391,12 @@ StepPlan Scheduler::Plan() const {
     const bool swap_in = !s.host_slots.empty();
     std::vector<int32_t> cached;
     if (options_.enable_prefix_caching && !s.spec.prompt_logits && !swap_in)
-      cached = blocks_->MatchPrefix(s.hashes, (len - 1) / bs);
-    const int64_t start = swap_in ? s.num_computed : static_cast<int64_t>(cached.size()) * bs;
+      cached = MatchCachedPrefix(s, (len - 1) / bs);
+    const int64_t start =
+        swap_in ? s.num_computed : static_cast<int64_t>(cached.size()) / n_groups() * bs;
     const int64_t n = chunk(len - start, usable_budget, top(s));
-    const int64_t need = BlocksFor(start + n) - static_cast<int64_t>(cached.size());
+    const int64_t need = swap_in ? SwapInBlocks(s, start + n)
+                                 : BlocksFor(start + n) - static_cast<int64_t>(cached.size());
     while (sim.available() < need + sim.AcquireCost(cached) + kept_blocks &&
            preempt_one(pos, cls)) {
     }
@@ -348,8 +425,13 @@ StepPlan Scheduler::Plan() const {
 }
 
 void Scheduler::SwapOut(Sequence& s) {
-  PIER_CHECK(swap_ != nullptr && free_slots_.size() >= s.block_table.size(), "no swap room");
+  PIER_CHECK(swap_ != nullptr, "no swap room");
   for (int32_t block : s.block_table) {
+    if (block == kNoBlock) {
+      s.host_slots.push_back(-1);
+      continue;
+    }
+    PIER_CHECK(!free_slots_.empty(), "no swap room");
     const int64_t slot = free_slots_.back();
     free_slots_.pop_back();
     swap_->CopyOut(block, slot);
@@ -368,6 +450,7 @@ void Scheduler::Preempt(Sequence& s) {
   s.block_table.clear();
   s.num_computed = 0;
   s.num_registered = 0;
+  s.num_trimmed = 0;
   s.running = false;
   ++preemptions_;
 }
@@ -386,11 +469,12 @@ Batch Scheduler::Apply(const StepPlan& plan) {
     }
     if (!s.ever_admitted) ++admissions_;
     s.ever_admitted = true;
-    s.demoted = false;  // delayed past its deadline, it now runs as its class again
-    for (int32_t b : ss.cached_blocks) blocks_->Acquire(b);
+    s.demoted = false;                // delayed past its deadline, it now runs as its class again
+    blocks_->Fork(ss.cached_blocks);  // a reference on each (kNoBlock entries skipped)
     s.block_table = ss.cached_blocks;
-    s.num_registered = static_cast<int64_t>(ss.cached_blocks.size());
+    s.num_registered = static_cast<int64_t>(ss.cached_blocks.size()) / n_groups();
     s.num_computed = s.num_registered * blocks_->block_size();
+    s.num_trimmed = 0;
     s.cached_tokens = s.num_computed;
     s.running = true;
     prompt_tokens_admitted_ += static_cast<int64_t>(s.tokens.size());
@@ -400,30 +484,40 @@ Batch Scheduler::Apply(const StepPlan& plan) {
   batch.sequences.reserve(plan.sequences.size());
   for (const ScheduledSequence& ss : plan.sequences) {
     Sequence& s = Get(ss.id);
+    int64_t new_blocks = ss.new_blocks;
+    if (ss.swap_in) {
+      // Back from the host slots, released entries staying released.
+      PIER_CHECK(s.block_table.empty(), "swap-in without room");
+      for (const int64_t slot : s.host_slots) {
+        if (slot < 0) {
+          s.block_table.push_back(kNoBlock);
+          continue;
+        }
+        Result<int32_t> block = blocks_->Allocate();
+        PIER_CHECK(block.ok(), "the plan promised a block");
+        swap_->CopyIn(slot, *block);
+        free_slots_.push_back(slot);
+        s.block_table.push_back(*block);
+        --new_blocks;
+      }
+      s.host_slots.clear();
+    }
     const auto table_size = static_cast<int64_t>(s.block_table.size());
     const int64_t bs = blocks_->block_size();
-    for (int64_t i = s.num_computed / bs;
-         i <= (s.num_computed + ss.n_tokens - 1) / bs && i < table_size; ++i) {
+    for (int64_t i = s.num_computed / bs * n_groups();
+         i < BlocksFor(s.num_computed + ss.n_tokens) && i < table_size; ++i) {
       int32_t& block = s.block_table[static_cast<size_t>(i)];
-      if (blocks_->ref_count(block) == 1) continue;
+      if (block == kNoBlock || blocks_->ref_count(block) == 1) continue;
       Result<CopyOnWrite> w = blocks_->PrepareWrite(block);
       PIER_CHECK(w.ok() && w->copy_from >= 0 && copier_ != nullptr, "the plan promised a block");
       copier_->CopyBlock(w->copy_from, w->block);
       block = w->block;
       ++cow_copies_;
     }
-    for (int64_t i = 0; i < ss.new_blocks; ++i) {
+    for (int64_t i = 0; i < new_blocks; ++i) {
       Result<int32_t> block = blocks_->Allocate();
       PIER_CHECK(block.ok(), "the plan promised a block");
       s.block_table.push_back(*block);
-    }
-    if (ss.swap_in) {
-      PIER_CHECK(s.block_table.size() >= s.host_slots.size(), "swap-in without room");
-      for (size_t i = 0; i < s.host_slots.size(); ++i) {
-        swap_->CopyIn(s.host_slots[i], s.block_table[i]);
-        free_slots_.push_back(s.host_slots[i]);
-      }
-      s.host_slots.clear();
     }
     SequenceSpan span;
     span.sequence_id = ss.id;
@@ -451,9 +545,15 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     s.num_computed += ss.n_tokens;
     ledger_->Charge(s.spec.priority, s.spec.tenant, ss.n_tokens);
     const int64_t full = s.num_computed / bs;
+    const int64_t G = n_groups();
     for (; s.num_registered < full; ++s.num_registered) {
-      blocks_->Register(s.block_table[s.num_registered], s.hashes[s.num_registered]);
+      for (int64_t g = 0; g < G; ++g) {
+        const int32_t block = s.block_table[static_cast<size_t>(s.num_registered * G + g)];
+        if (block == kNoBlock) continue;
+        blocks_->Register(block, GroupBlockHash(s.hashes[s.num_registered], g));
+      }
     }
+    TrimToWindows(s);
     results.push_back(
         {.id = ss.id, .samples = s.num_computed == static_cast<int64_t>(s.tokens.size())});
   }

@@ -40,6 +40,7 @@
 // thread owns it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -99,6 +100,10 @@ struct SchedulerOptions {
   // The device's fair-share ledger, shared with the other models on the device (fair_share.h);
   // null: this scheduler keeps its own.
   std::shared_ptr<FairShareLedger> fair_share_ledger = nullptr;
+  // The model's KV groups (kv_groups.h): block tables hold one entry per group for each
+  // block_size positions, and a sliding group's entries wholly before its window are
+  // released (kNoBlock) once the sequence has moved past them. Empty: the plain table.
+  KvGroups kv_groups = {};
 };
 
 struct SequenceSpec {
@@ -237,11 +242,14 @@ class Scheduler {
     int64_t arrival_step = 0;
     int64_t num_computed = 0;
     bool running = false;
+    // n_groups entries per block_size positions (kv_groups.h), kNoBlock where released.
     std::vector<int32_t> block_table;
     std::vector<BlockHash> hashes;  // chained hashes of the full blocks of tokens
-    int64_t num_registered = 0;     // leading blocks of block_table named in the index
+    int64_t num_registered = 0;     // leading block_size-position blocks named in the index
+    int64_t num_trimmed = 0;        // leading ones whose sliding groups' entries are released
     int64_t cached_tokens = 0;
-    std::vector<int64_t> host_slots;  // swapped out: block i of the table is in host_slots[i]
+    // Swapped out: entry i of the table is in host_slots[i] (-1 for a released entry).
+    std::vector<int64_t> host_slots;
     bool ever_admitted = false;
     bool demoted = false;
   };
@@ -262,7 +270,17 @@ class Scheduler {
   Reserve ReserveNow() const;
   RankKey Rank(const Sequence& s) const;
   int EffectiveClass(const Sequence& s) const;
+  // Table entries (all groups) of a sequence's first n_tokens positions, released or not.
   int64_t BlocksFor(int64_t n_tokens) const;
+  // Blocks a swapped-out sequence takes back to compute up to `end`.
+  int64_t SwapInBlocks(const Sequence& s, int64_t end) const;
+  // The table of the longest cached prefix of s (at most max_blocks of block_size positions)
+  // every group can resume from: a full group's blocks from position 0, a sliding group's
+  // from its window on (kNoBlock before).
+  std::vector<int32_t> MatchCachedPrefix(const Sequence& s, int64_t max_blocks) const;
+  // Releases the sliding groups' entries that a sequence at num_computed no longer reads.
+  void TrimToWindows(Sequence& s);
+  int64_t n_groups() const { return std::max<int64_t>(1, options_.kv_groups.n_groups()); }
   Sequence& Get(int64_t id);
   const Sequence& Get(int64_t id) const;
   void Preempt(Sequence& s);

@@ -88,9 +88,10 @@ class AttentionRowWalker {
         next_n_ctx_(t.next_n_ctx),
         block_size_(t.kv->layout().block_size),
         row_bytes_(static_cast<int64_t>(t.kv->layout().row_bytes())),
-        n_blocks_((t.n_ctx + block_size_ - 1) / block_size_),
+        first_block_(FirstAttendedTile(t) / block_size_),
+        n_blocks_((t.n_ctx + block_size_ - 1) / block_size_ - first_block_),
         n_planes_(2 * n_blocks_ + std::min(kAhead, (t.next_n_ctx + block_size_ - 1) / block_size_)),
-        plane_index_((values ? n_blocks_ : 0) + FirstAttendedTile(t) / block_size_),
+        plane_index_(values ? n_blocks_ : 0),
         prefetch_(t.prefetch) {
     Enter(plane_index_);
     offset_ = FirstAttendedTile(t) % block_size_;
@@ -122,16 +123,20 @@ class AttentionRowWalker {
   // PREFETCHT0, which stalls on the few L1 miss buffers.
   static constexpr int64_t kAhead = 2;
 
-  // Plane `index`: K of block `index` for index < n_blocks_, V of block index - n_blocks_
-  // below 2 n_blocks_, then the next task's first K planes.
+  // Plane `index` of the blocks read (from first_block_ on: a sliding window's earlier blocks
+  // are never touched, and may have been released): K of block first_block_ + index for
+  // index < n_blocks_, V of block first_block_ + index - n_blocks_ below 2 n_blocks_, then the
+  // next task's first K planes.
   const std::byte* Plane(int64_t index) const {
-    if (index < n_blocks_) return kv_.KeyPlane(layer_, table_[index]);
-    if (index < 2 * n_blocks_) return kv_.ValuePlane(layer_, table_[index - n_blocks_]);
+    if (index < n_blocks_) return kv_.KeyPlane(layer_, table_[first_block_ + index]);
+    if (index < 2 * n_blocks_) {
+      return kv_.ValuePlane(layer_, table_[first_block_ + index - n_blocks_]);
+    }
     return kv_.KeyPlane(layer_, next_table_[index - 2 * n_blocks_]);
   }
   int64_t RowsOf(int64_t index) const {
     if (index < 2 * n_blocks_) {
-      return std::min(block_size_, n_ctx_ - index % n_blocks_ * block_size_);
+      return std::min(block_size_, n_ctx_ - (first_block_ + index % n_blocks_) * block_size_);
     }
     return std::min(block_size_, next_n_ctx_ - (index - 2 * n_blocks_) * block_size_);
   }
@@ -151,7 +156,10 @@ class AttentionRowWalker {
   int64_t layer_;
   const int32_t* table_;
   const int32_t* next_table_;
-  int64_t n_ctx_, next_n_ctx_, block_size_, row_bytes_, n_blocks_, n_planes_;
+  int64_t n_ctx_, next_n_ctx_, block_size_, row_bytes_;
+  int64_t first_block_;  // the first block read: FirstAttendedTile's
+  int64_t n_blocks_;     // blocks read
+  int64_t n_planes_;
   int64_t plane_index_;
   bool prefetch_;
   const std::byte* plane_ = nullptr;

@@ -123,7 +123,8 @@ void PagedAttention(const PagedKvView& kv, int64_t layer, std::span<const Attent
         // prefill group's have likely left the core's caches since the group before read them
         // (512-token prefill, 2 threads: 174 -> 131 ms).
         task.prefetch = true;
-        if (i + n_slots < n_items) {
+        // A sliding window's next task requests its own first planes (they are not block 0's).
+        if (window <= 0 && i + n_slots < n_items) {
           const Item& next = items[i + n_slots];
           if (next.token == next.span->n_tokens - 1) {
             task.next_block_table = next.span->block_table;
