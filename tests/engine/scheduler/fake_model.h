@@ -9,6 +9,11 @@
 // deterministic, instant, independent of what else is in the batch. It also checks that no two
 // spans of a step write the same (block, slot) and records each step's composition.
 //
+// With KV groups (kv_groups.h) it plays a model with sliding-window layers: each group's K/V
+// go to that group's entries of the table, and a row's logits hash every group's positions it
+// attends (the last `attended[g]` positions, or all for 0). Reading a released entry (kNoBlock)
+// is an error, so a scheduler that frees a block still attended fails the step.
+//
 // FakeTokenizer maps token t to one byte 'a' + t % 26 (tokens >= 26 map to upper-case
 // letters, then digits), so texts are easy to predict. Thread-safety: none (tests).
 #pragma once
@@ -17,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -71,6 +77,15 @@ class FakeRunner final : public ModelRunner {
     shape_.context_length = context_length;
     shape_.kv = kv->layout();
   }
+  // A model whose K/V live in `groups` (one layer per group) and whose group g attends the
+  // last attended[g] positions (0: all): `groups` may have no windows (nothing is released)
+  // while `attended` does, for a reference run.
+  FakeRunner(KvStore* kv, int64_t n_vocab, int64_t context_length, KvGroups groups,
+             std::vector<int64_t> attended)
+      : FakeRunner(kv, n_vocab, context_length) {
+    shape_.kv_groups = std::move(groups);
+    attended_ = std::move(attended);
+  }
   const ModelShape& shape() const override { return shape_; }
 
   // Each step sleeps this long first, as a real model takes time (drain-rate tests).
@@ -79,23 +94,39 @@ class FakeRunner final : public ModelRunner {
   Result<StepOutput> Step(const Batch& batch) override {
     if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
     const int64_t bs = shape_.kv.block_size;
+    const int64_t G = n_groups();
     StepRecord record;
     std::set<std::pair<int32_t, int64_t>> written;
     for (const SequenceSpan& span : batch.sequences) {
       if (span.tokens.empty()) return InvalidArgumentError("empty span");
       const int64_t last = span.first_position + static_cast<int64_t>(span.tokens.size()) - 1;
       if (last >= shape_.context_length) return InvalidArgumentError("past the context");
-      if (static_cast<int64_t>(span.block_table.size()) * bs <= last) {
+      if (static_cast<int64_t>(span.block_table.size()) / G * bs <= last) {
         return InvalidArgumentError("block table too short");
       }
       for (int32_t b : span.block_table) {
+        if (b == kNoBlock && G > 1) continue;  // checked where read
         if (b < 0 || b >= kv_->num_blocks()) return InvalidArgumentError("bad block id");
+      }
+      // What the real attention kernels read: whole tiles from the span's first query's
+      // window on (KvGroups::FirstReadPosition).
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t window = attended_.empty() ? 0 : attended_[static_cast<size_t>(g)];
+        const int64_t first = KvGroups::FirstReadPosition(span.first_position, window);
+        for (int64_t b = first / bs; b <= last / bs; ++b) {
+          if (span.block_table[b * G + g] == kNoBlock) {
+            return InternalError("a block the attention reads was released");
+          }
+        }
       }
       for (size_t i = 0; i < span.tokens.size(); ++i) {
         const int64_t p = span.first_position + static_cast<int64_t>(i);
-        const int32_t block = span.block_table[p / bs];
-        if (!written.insert({block, p % bs}).second) {
-          return InternalError("two spans write the same KV slot");
+        for (int64_t g = 0; g < G; ++g) {
+          const int32_t block = span.block_table[p / bs * G + g];
+          if (block == kNoBlock) return InternalError("writing a released block");
+          if (!written.insert({block, p % bs}).second) {
+            return InternalError("two spans write the same KV slot");
+          }
         }
       }
       record.spans.emplace_back(span.sequence_id, static_cast<int64_t>(span.tokens.size()),
@@ -105,9 +136,11 @@ class FakeRunner final : public ModelRunner {
     for (const SequenceSpan& span : batch.sequences) {
       for (size_t i = 0; i < span.tokens.size(); ++i) {
         const int64_t p = span.first_position + static_cast<int64_t>(i);
-        const int32_t block = span.block_table[p / bs];
-        kv_->Keys(0, block)[p % bs] = static_cast<float>(span.tokens[i]);
-        kv_->Values(0, block)[p % bs] = static_cast<float>(p);
+        for (int64_t g = 0; g < G; ++g) {
+          const int32_t block = span.block_table[p / bs * G + g];
+          kv_->Keys(0, block)[p % bs] = static_cast<float>(span.tokens[i]);
+          kv_->Values(0, block)[p % bs] = static_cast<float>(p);
+        }
       }
     }
     StepOutput out;
@@ -120,9 +153,10 @@ class FakeRunner final : public ModelRunner {
       const int64_t from = span.logits == LogitsWanted::kAll ? span.first_position : last;
       for (int64_t p = from; p <= last; ++p) {
         out.rows.push_back({.sequence_index = static_cast<int32_t>(si), .position = p});
-        const uint64_t h = PrefixHash(span.block_table, p);
+        const std::optional<uint64_t> h = PrefixHash(span.block_table, p);
+        if (!h) return InternalError("reading a released block");
         for (int64_t v = 0; v < shape_.n_vocab; ++v) {
-          logits_.push_back(static_cast<float>(Mix(h, static_cast<uint64_t>(v)) % 1000) / 100.0f);
+          logits_.push_back(static_cast<float>(Mix(*h, static_cast<uint64_t>(v)) % 1000) / 100.0f);
         }
       }
     }
@@ -140,22 +174,30 @@ class FakeRunner final : public ModelRunner {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
   }
-  // Hash of the (K, V) read back for positions 0..p; PIER-style check that V == position.
-  uint64_t PrefixHash(const std::vector<int32_t>& table, int64_t p) const {
+  int64_t n_groups() const { return std::max<int64_t>(1, shape_.kv_groups.n_groups()); }
+  // Hash of the (K, V) read back for the positions each group attends at p; PIER-style check
+  // that V == position. nullopt when one of them is in a released entry.
+  std::optional<uint64_t> PrefixHash(const std::vector<int32_t>& table, int64_t p) const {
     const int64_t bs = shape_.kv.block_size;
+    const int64_t G = n_groups();
     uint64_t h = 1;
-    for (int64_t q = 0; q <= p; ++q) {
-      const int32_t block = table[q / bs];
-      const float k = kv_->Keys(0, block)[q % bs];
-      const float v = kv_->Values(0, block)[q % bs];
-      h = Mix(h, static_cast<uint64_t>(k) * 1000003u + (v == static_cast<float>(q) ? 0 : 77));
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t window = attended_.empty() ? 0 : attended_[static_cast<size_t>(g)];
+      for (int64_t q = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0; q <= p; ++q) {
+        const int32_t block = table[q / bs * G + g];
+        if (block == kNoBlock) return std::nullopt;
+        const float k = kv_->Keys(0, block)[q % bs];
+        const float v = kv_->Values(0, block)[q % bs];
+        h = Mix(h, static_cast<uint64_t>(k) * 1000003u + (v == static_cast<float>(q) ? 0 : 77));
+      }
     }
     return h;
   }
 
   KvStore* kv_;
   ModelShape shape_;
-  std::vector<float> logits_;  // [rows, n_vocab]
+  std::vector<int64_t> attended_;  // [n_groups] positions each group reads (0: all)
+  std::vector<float> logits_;      // [rows, n_vocab]
   std::vector<StepRecord> steps_;
   std::chrono::microseconds step_delay_{0};
 };
