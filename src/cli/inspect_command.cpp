@@ -157,6 +157,10 @@ nlohmann::json MemoryJson(const model::GgufFile& file, const engine::MemoryEstim
           {"kv_dtype", engine::KvDtypeName(e.kv_dtype)},
           {"kv_bytes_per_token", e.kv_bytes_per_token},
           {"kv_bytes", e.kv_bytes},
+          {"kv_layers", e.kv_layers},
+          {"kv_sliding_layers", e.kv_sliding_layers},
+          {"kv_window", e.kv_window},
+          {"kv_sequence_bytes", e.kv_sequence_bytes},
           {"workspace_step_bytes", e.workspace_step_bytes},
           {"workspace_bytes", e.workspace_bytes},
           {"total_bytes", e.total_bytes()}};
@@ -177,6 +181,18 @@ void PrintMemory(const model::GgufFile& file, const engine::MemoryEstimate& e) {
   line("KV cache per token", e.kv_bytes_per_token,
        ", " + std::string(engine::KvDtypeName(e.kv_dtype)) + " K and V, all layers");
   line("KV cache for " + std::to_string(e.kv_tokens) + " tokens", e.kv_bytes);
+  if (e.kv_sliding_layers > 0) {
+    // What releasing the sliding layers' blocks behind their window buys.
+    const double share = static_cast<double>(e.kv_sequence_bytes) /
+                         static_cast<double>(std::max<uint64_t>(1, e.kv_bytes));
+    char note[160];
+    std::snprintf(note, sizeof(note),
+                  ", %lld of %lld layers attend the last %lld positions and release the blocks "
+                  "behind them: %.0f%% of the cache",
+                  static_cast<long long>(e.kv_sliding_layers), static_cast<long long>(e.kv_layers),
+                  static_cast<long long>(e.kv_window), 100.0 * share);
+    line("one " + std::to_string(e.kv_tokens) + "-token sequence", e.kv_sequence_bytes, note);
+  }
   line("workspace", e.workspace_bytes,
        ", pool segment for a step of " + std::to_string(e.workspace_step_bytes) + " bytes");
   line("total", e.total_bytes(), ", reserved before loading");

@@ -37,23 +37,6 @@ int64_t KvGroups::MaxBlocksHeld(int64_t n_tokens, int64_t block_size, int64_t ma
   return held;
 }
 
-int64_t KvGroups::MaxTokensIn(int64_t n_blocks, int64_t block_size, int64_t max_chunk) const {
-  // MaxBlocksHeld grows with n_tokens: the largest n with MaxBlocksHeld(n) <= n_blocks.
-  if (MaxBlocksHeld(1, block_size, max_chunk) > n_blocks) return 0;
-  int64_t lo = 1, hi = 1;
-  while (hi < (int64_t{1} << 40) && MaxBlocksHeld(hi * 2, block_size, max_chunk) <= n_blocks) {
-    hi *= 2;
-  }
-  lo = hi;
-  hi = hi * 2;
-  if (MaxBlocksHeld(hi, block_size, max_chunk) <= n_blocks) return hi;  // unbounded: 2^41
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (MaxBlocksHeld(mid, block_size, max_chunk) <= n_blocks ? lo : hi) = mid;
-  }
-  return lo;
-}
-
 KvGroups GroupLayersByWindow(std::span<const int64_t> layer_windows) {
   PIER_CHECK(!layer_windows.empty(), "a model without layers");
   // Layers per window, in order of first appearance (so a model whose first layer attends

@@ -47,8 +47,6 @@ struct KvGroups {
   // Blocks one sequence holds at most while computing positions 0 .. n_tokens - 1 in chunks of
   // at most `max_chunk` tokens.
   int64_t MaxBlocksHeld(int64_t n_tokens, int64_t block_size, int64_t max_chunk) const;
-  // The longest sequence whose blocks (MaxBlocksHeld) fit in `n_blocks`.
-  int64_t MaxTokensIn(int64_t n_blocks, int64_t block_size, int64_t max_chunk) const;
 };
 
 // Groups layers by window (`layer_windows[il]`: the positions layer il attends, 0 for all).

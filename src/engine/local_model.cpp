@@ -194,6 +194,17 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
                      position_block_bytes;
   }
 
+  e.kv_layers = info.block_count;
+  for (int64_t g = 0; g < groups.n_groups(); ++g) {
+    if (groups.windows[g] <= 0) continue;
+    e.kv_sliding_layers += groups.layers_per_block;
+    e.kv_window = std::max(e.kv_window, groups.windows[g]);
+  }
+  e.kv_sequence_bytes =
+      layout.bytes_per_block() *
+      static_cast<uint64_t>(groups.MaxBlocksHeld(e.kv_tokens, options.block_size,
+                                                 std::min(options.max_step_tokens, e.kv_tokens)));
+
   // The largest step: max_step_tokens tokens attending over the whole context.
   const int64_t n_tok = std::min(options.max_step_tokens, e.kv_tokens);
   const int64_t n_out = std::min(options.max_logit_rows, n_tok);

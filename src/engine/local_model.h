@@ -95,6 +95,13 @@ struct MemoryEstimate {
   bool kv_elastic = false;
   int64_t kv_min_tokens = 0;
   uint64_t kv_min_bytes = 0;
+  // Sliding-window layers (kv_groups.h): how many of the kv_layers layers attend only the last
+  // kv_window positions; their blocks are released behind the window, so one sequence of
+  // kv_tokens positions holds at most kv_sequence_bytes (kv_bytes without such layers).
+  int64_t kv_layers = 0;
+  int64_t kv_sliding_layers = 0;
+  int64_t kv_window = 0;
+  uint64_t kv_sequence_bytes = 0;
   uint64_t workspace_step_bytes = 0;  // the largest step's buffers, as the runner lays them out
   uint64_t workspace_bytes = 0;       // the pool segment holding them
   int64_t max_step_tokens = 0;

@@ -83,8 +83,11 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       tokenizer_(tokenizer),
       max_request_tokens_(
           std::min({runner->shape().context_length,
-                    runner->shape().kv_groups.MaxTokensIn(kv->num_blocks(), kv->layout().block_size,
-                                                          options.scheduler.max_batched_tokens),
+                    // Positions with every group's block: the longest sequence stays what
+                    // the KV store holds without releases (the step workspace is sized for
+                    // it); released sliding blocks make room for more sequences at once.
+                    kv->num_blocks() / std::max<int64_t>(1, runner->shape().kv_groups.n_groups()) *
+                        kv->layout().block_size,
                     options.max_request_tokens > 0 ? options.max_request_tokens
                                                    : std::numeric_limits<int64_t>::max()})),
       swap_(std::move(swap)),

@@ -75,15 +75,12 @@ TEST(KvGroupsTest, BlocksHeldByOneSequence) {
   // positions, each sliding one at most (32 + 14 + 16) / 4 + 2 = 17.
   EXPECT_EQ(g.MaxBlocksHeld(100, 4, 16), 25 + 2 * 17);
   EXPECT_EQ(g.MaxBlocksHeld(20, 4, 16), 3 * 5);  // shorter than the window: everything
-  EXPECT_EQ(g.MaxTokensIn(59, 4, 16), 100);
-  EXPECT_EQ(g.MaxTokensIn(14, 4, 16), 16);
-  // The plain table (a default KvGroups too): n_blocks * block_size.
-  EXPECT_EQ(KvGroups{}.MaxTokensIn(59, 4, 16), 236);
-  EXPECT_EQ(GroupLayersByWindow(std::vector<int64_t>{0, 0}).MaxTokensIn(59, 4, 16), 236);
+  // The plain table (a default KvGroups too): every block.
+  EXPECT_EQ(KvGroups{}.MaxBlocksHeld(100, 4, 16), 25);
+  EXPECT_EQ(GroupLayersByWindow(std::vector<int64_t>{0, 0}).MaxBlocksHeld(100, 4, 16), 25);
   // A sliding window alone: a sequence of any length holds a bounded number of blocks.
   const KvGroups all_sliding = GroupLayersByWindow(std::vector<int64_t>{32});
   EXPECT_EQ(all_sliding.MaxBlocksHeld(100000, 4, 16), 17);
-  EXPECT_GT(all_sliding.MaxTokensIn(17, 4, 16), int64_t{1} << 30);
   // Released entries: those wholly before the first 16-position tile a token reads.
   EXPECT_EQ(KvGroups::FirstReadPosition(40, 32), 0);  // 40 - 31 = 9, tile 0
   EXPECT_EQ(KvGroups::FirstReadPosition(80, 32), 48);
@@ -207,24 +204,31 @@ TEST(KvWindowEngineTest, ChunkedPrefillHoldsOnlyTheWindow) {
   EXPECT_LE(peak, 80 + 2 * ((kWindow + 14 + 16) / kBs + 2));
 }
 
-TEST(KvWindowEngineTest, ARequestTooLongForThePlainTableFits) {
-  // 60 blocks; chunks of 16. Kept, 100 positions need 3 x 25 = 75 blocks; released, 25 + 2 x 17.
+TEST(KvWindowEngineTest, MoreLongSequencesRunAtOnce) {
+  // 150 blocks; chunks of 16. Kept, a 160-position sequence holds 3 x 40 = 120 blocks, so two
+  // cannot both finish without one preempting the other; released, about 40 + 2 x 14 each,
+  // so they run side by side to the end.
   SchedulerOptions chunked{.max_batched_tokens = 16, .max_seqs = 4};
-  const Request r = Greedy("fits", Prompt(90, 3), 10);
-  Rig keep(60, false, chunked);
-  auto refused = keep.engine->Submit(r);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("holds at most"), std::string::npos)
-      << refused.status().message();
-  Rig release(60, true, chunked);
-  EXPECT_EQ(keep.engine->Stats().max_request_tokens, 80);
-  EXPECT_EQ(release.engine->Stats().max_request_tokens, 104);  // 26 + 2 x 17 = 60 blocks
-  auto h = release.engine->Submit(r);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
-  release.RunToIdle();
-  const Output out = Collect((*h)->Drain());
-  EXPECT_EQ(out.finish, FinishReason::kLength);
-  EXPECT_EQ(out.tokens, RunAlone(r, false).tokens);
+  const std::vector<Request> requests = {Greedy("x", Prompt(150, 3), 10),
+                                         Greedy("y", Prompt(150, 5), 10)};
+  for (bool release : {false, true}) {
+    SCOPED_TRACE(release ? "released" : "kept");
+    Rig rig(150, release, chunked);
+    EXPECT_EQ(rig.engine->Stats().max_request_tokens, 200);  // 150 / 3 blocks of 4
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (const Request& r : requests) handles.push_back(*rig.engine->Submit(r));
+    int64_t most_running = 0;
+    for (int i = 0; i < 100000 && rig.engine->RunStep(); ++i) {
+      most_running = std::max(most_running, rig.engine->Stats().running);
+    }
+    EXPECT_EQ(most_running, 2);
+    EXPECT_EQ(rig.engine->Stats().preemptions > 0, !release);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Output out = Collect(handles[i]->Drain());
+      EXPECT_EQ(out.finish, FinishReason::kLength);
+      EXPECT_EQ(out.tokens, RunAlone(requests[i], false).tokens);
+    }
+  }
 }
 
 TEST(KvWindowEngineTest, PrefixCacheResumesPastTheWindow) {
@@ -261,7 +265,7 @@ TEST(KvWindowEngineTest, PressurePreemptionAndSamplesMatchRunningAlone) {
       }
       requests.push_back(std::move(r));
     }
-    Rig rig(150, true, {.max_batched_tokens = 32, .max_seqs = 6, .preempt_by_swap = swap},
+    Rig rig(240, true, {.max_batched_tokens = 32, .max_seqs = 6, .preempt_by_swap = swap},
             swap ? 64 : 0);
     std::vector<std::shared_ptr<RequestHandle>> handles;
     for (const Request& r : requests) {
