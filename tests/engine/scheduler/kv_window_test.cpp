@@ -255,7 +255,8 @@ TEST(KvWindowEngineTest, PressurePreemptionAndSamplesMatchRunningAlone) {
     const std::vector<int32_t> shared = Prompt(70, 9);
     std::vector<Request> requests;
     for (int i = 0; i < 10; ++i) {
-      std::vector<int32_t> prompt = Prompt(20 + rng() % 120, rng());
+      const int64_t length = 20 + rng() % 120;  // two statements: a fixed order of draws
+      std::vector<int32_t> prompt = Prompt(length, rng());
       if (i % 3 == 0) prompt.insert(prompt.begin(), shared.begin(), shared.end());
       Request r = Greedy("r" + std::to_string(i), prompt, 5 + static_cast<int32_t>(rng() % 30));
       if (i % 4 == 1) {  // parallel samples share the prompt's blocks (copy-on-write)
@@ -265,7 +266,7 @@ TEST(KvWindowEngineTest, PressurePreemptionAndSamplesMatchRunningAlone) {
       }
       requests.push_back(std::move(r));
     }
-    Rig rig(240, true, {.max_batched_tokens = 32, .max_seqs = 6, .preempt_by_swap = swap},
+    Rig rig(190, true, {.max_batched_tokens = 32, .max_seqs = 6, .preempt_by_swap = swap},
             swap ? 64 : 0);
     std::vector<std::shared_ptr<RequestHandle>> handles;
     for (const Request& r : requests) {
