@@ -98,6 +98,60 @@ int32_t Argmax(std::span<const float> logits) {
   return 0;  // not reached: max is one of the values
 }
 
+// CheckLogits and Argmax in one pass less: the checks' counts ride along Argmax's pass for the
+// maximum (a NaN makes the maximum meaningless, but then the row is refused anyway).
+Result<int32_t> CheckedArgmax(std::span<const float> logits) {
+  const float* p = logits.data();
+  const size_t n = logits.size();
+  size_t i = 0;
+  float max = p[0];
+  size_t below_inf = 0, above_minus_inf = 0;
+#if defined(__SSE2__)
+  if (n >= 8) {
+    const __m128 inf = _mm_set1_ps(std::numeric_limits<float>::infinity());
+    const __m128 minus_inf = _mm_set1_ps(-std::numeric_limits<float>::infinity());
+    __m128 m = _mm_loadu_ps(p);
+    __m128i below = _mm_setzero_si128(), above = _mm_setzero_si128();  // lane counts, negated
+    for (i = 0; i + 4 <= n; i += 4) {
+      const __m128 v = _mm_loadu_ps(p + i);
+      m = _mm_max_ps(m, v);
+      below = _mm_add_epi32(below, _mm_castps_si128(_mm_cmplt_ps(v, inf)));
+      above = _mm_add_epi32(above, _mm_castps_si128(_mm_cmpgt_ps(v, minus_inf)));
+    }
+    m = _mm_max_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm_max_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    max = _mm_cvtss_f32(m);
+    int32_t lanes[8];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lanes), below);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lanes + 4), above);
+    for (int l = 0; l < 4; ++l) {
+      below_inf += static_cast<size_t>(-static_cast<int64_t>(lanes[l]));
+      above_minus_inf += static_cast<size_t>(-static_cast<int64_t>(lanes[4 + l]));
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    max = p[i] > max ? p[i] : max;
+    below_inf += p[i] < std::numeric_limits<float>::infinity() ? 1 : 0;
+    above_minus_inf += p[i] > -std::numeric_limits<float>::infinity() ? 1 : 0;
+  }
+  if (below_inf != n || above_minus_inf == 0) {
+    PIER_RETURN_IF_ERROR(CheckLogits(logits));  // names the offender
+  }
+  i = 0;
+#if defined(__SSE2__)
+  const __m128 target = _mm_set1_ps(max);
+  for (; i + 4 <= n; i += 4) {
+    const int hit = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i), target));
+    if (hit != 0) return static_cast<int32_t>(i + static_cast<size_t>(__builtin_ctz(hit)));
+  }
+#endif
+  for (; i < n; ++i) {
+    if (p[i] == max) return static_cast<int32_t>(i);
+  }
+  return 0;  // not reached: max is one of the values
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
@@ -283,9 +337,29 @@ Result<SampleResult> Sampler::Sample(std::span<float> logits) {
              "Sample() got a logits row whose size is not the vocabulary size");
   PIER_RETURN_IF_ERROR(CheckLogits(logits));
   ApplyPenalties(logits);
+  return Pick(logits, params_.temperature == 0.0f ? Argmax(logits) : -1);
+}
 
+bool Sampler::ModifiesLogits() const {
+  return params_.repetition_penalty != 1.0 || params_.presence_penalty != 0.0 ||
+         params_.frequency_penalty != 0.0 || !params_.logit_bias.empty();
+}
+
+Result<SampleResult> Sampler::SampleReadOnly(std::span<const float> logits) {
+  PIER_CHECK(logits.size() == static_cast<size_t>(vocab_size_),
+             "Sample() got a logits row whose size is not the vocabulary size");
+  PIER_CHECK(!ModifiesLogits(), "SampleReadOnly with penalties to apply");
+  if (params_.temperature == 0.0f) {
+    PIER_ASSIGN_OR_RETURN(const int32_t best, CheckedArgmax(logits));
+    return Pick(logits, best);
+  }
+  PIER_RETURN_IF_ERROR(CheckLogits(logits));
+  return Pick(logits, -1);
+}
+
+SampleResult Sampler::Pick(std::span<const float> logits, int32_t greedy_token) {
   SampleResult result;
-  result.token = params_.temperature == 0.0f ? Argmax(logits) : SampleWithTemperature(logits);
+  result.token = greedy_token >= 0 ? greedy_token : SampleWithTemperature(logits);
   ++output_counts_[result.token];
 
   if (params_.logprobs.has_value()) {

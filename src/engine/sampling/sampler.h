@@ -76,6 +76,13 @@ class Sampler {
   // On return the logits hold the penalized values (temperature is not applied in place).
   // INTERNAL when a logit is NaN or +inf, or every logit is -inf (a broken model or kernel).
   Result<SampleResult> Sample(std::span<float> logits);
+  // Whether Sample changes the logits (repetition, presence or frequency penalties, logit
+  // bias). When it
+  // does not, SampleReadOnly samples the same token from a row the caller may not write (the
+  // runner's, shared by a request's n choices), sparing a copy of the row; greedy then checks
+  // and takes the maximum in one pass. PIER_CHECK: !ModifiesLogits().
+  bool ModifiesLogits() const;
+  Result<SampleResult> SampleReadOnly(std::span<const float> logits);
 
   const SamplingParams& params() const { return params_; }
   int32_t vocab_size() const { return vocab_size_; }
@@ -86,6 +93,9 @@ class Sampler {
   Sampler(const SamplingParams& params, int32_t vocab_size);
 
   void ApplyPenalties(std::span<float> logits) const;
+  // The token (greedy_token when >= 0, else drawn at the temperature), recorded, with its
+  // logprobs when asked for.
+  SampleResult Pick(std::span<const float> logits, int32_t greedy_token);
   int32_t SampleWithTemperature(std::span<const float> logits);
 
   SamplingParams params_;

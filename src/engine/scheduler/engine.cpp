@@ -619,20 +619,26 @@ void Engine::HandleToken(Live& live, Choice& c, std::span<const float> logits) {
 }
 
 void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
-  std::copy(row.begin(), row.end(), logits_scratch_.begin());
-  std::span<float> logits(logits_scratch_);
   auto fail = [&](const Status& status, bool request_fault) {
     Event e;
     e.error = status.ToString();
     e.request_fault = request_fault;
     FinishChoice(live, c, std::move(e), FinishReason::kError);
   };
+  // The row is the runner's (and the other choices'): copied only when masked or penalized.
+  const bool writes = c.constraint.has_value() || c.sampler.ModifiesLogits();
+  std::span<float> logits;
+  if (writes) {
+    std::copy(row.begin(), row.end(), logits_scratch_.begin());
+    logits = logits_scratch_;
+  }
   if (c.constraint.has_value()) {
     if (Status masked = c.constraint->MaskLogits(logits); !masked.ok()) {
       return fail(Status(masked.code(), "the output constraint: " + masked.message()), true);
     }
   }
-  Result<sampling::SampleResult> sampled = c.sampler.Sample(logits);
+  Result<sampling::SampleResult> sampled =
+      writes ? c.sampler.Sample(logits) : c.sampler.SampleReadOnly(row);
   if (!sampled.ok()) return fail(sampled.status(), false);
   if (c.constraint.has_value()) {
     if (Status accepted = c.constraint->Accept(sampled->token); !accepted.ok()) {

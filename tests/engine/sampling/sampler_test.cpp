@@ -325,5 +325,72 @@ TEST(SamplerTest, ReportsBrokenLogitsInsteadOfSampling) {
   EXPECT_FALSE(sampler.Sample(masked_row).ok());
 }
 
+// SampleReadOnly (the engine's path when nothing modifies the row): the same tokens, logprobs
+// and errors as Sample, greedy (one fused check-and-maximum pass) or drawn, on rows with ties,
+// -0 and +0, masked tokens and a tail past the vector width; a row with penalties or a bias
+// goes through Sample.
+TEST(SamplerTest, ReadOnlySamplingMatchesSample) {
+  for (int vocab : {3, 17, 1000, 262147}) {
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      std::vector<float> logits = RandomLogits(seed, vocab);
+      Xoshiro256StarStar rng(seed * 7);
+      for (int t = 0; t < static_cast<int>(seed % 3) + 1; ++t) logits[rng.Next() % vocab] = 6.0f;
+      if (seed == 2) logits[vocab - 1] = 9.0f;  // in the tail
+      if (seed == 3) {
+        std::fill(logits.begin(), logits.end(), -0.0f);
+        logits[vocab / 2] = 0.0f;  // +0 == -0: the lowest id wins
+      }
+      if (seed == 4) std::fill(logits.begin(), logits.end() - 1, -INFINITY);
+      for (float temperature : {0.0f, 0.7f}) {
+        SamplingParams params;
+        params.temperature = temperature;
+        params.seed = seed;
+        params.logprobs = 2;
+        Sampler a = MakeSampler(params, vocab), b = MakeSampler(params, vocab);
+        ASSERT_FALSE(a.ModifiesLogits());
+        for (int step = 0; step < 3; ++step) {
+          std::vector<float> copy = logits;
+          const SampleResult want = SampleOk(a, copy);
+          auto got = b.SampleReadOnly(logits);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          EXPECT_EQ(got->token, want.token) << vocab << " " << seed << " " << temperature;
+          EXPECT_EQ(got->logprob, want.logprob);
+          EXPECT_EQ(got->top_logprobs.size(), want.top_logprobs.size());
+        }
+      }
+    }
+  }
+  SamplingParams penalized;
+  penalized.repetition_penalty = 1.1;
+  EXPECT_TRUE(MakeSampler(penalized, 4).ModifiesLogits());
+  SamplingParams biased;
+  biased.logit_bias = {{1, 2.0f}};
+  EXPECT_TRUE(MakeSampler(biased, 4).ModifiesLogits());
+}
+
+TEST(SamplerTest, ReadOnlySamplingReportsBrokenLogits) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingParams params;
+    params.temperature = temperature;
+    Sampler sampler = MakeSampler(params, 20);
+    std::vector<float> row(20, 0.5f);
+    row[13] = std::numeric_limits<float>::quiet_NaN();
+    auto r = sampler.SampleReadOnly(row);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+    EXPECT_NE(r.status().message().find("token 13 is NaN"), std::string::npos);
+    row[13] = 0.5f;
+    row[18] = kInf;  // in the tail of the vector loop
+    r = sampler.SampleReadOnly(row);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("token 18 is +inf"), std::string::npos);
+    std::fill(row.begin(), row.end(), -kInf);
+    r = sampler.SampleReadOnly(row);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("every logit is -inf"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace pier::sampling
