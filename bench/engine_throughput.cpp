@@ -90,6 +90,7 @@ struct Options {
   int64_t block_size = 16;
   int64_t kv_tokens = 0;  // 0: concurrency * largest request, whole blocks
   std::string kv_dtype = "f16";
+  bool keep_sliding_blocks = false;
   uint64_t seed = 1;
   double time_limit_s = 600;
   pier::grammar::OutputConstraint constraint;  // --json-schema / --json-object
@@ -317,6 +318,7 @@ pier::Result<std::unique_ptr<ModelHost>> OpenInstance(const Options& options, in
                            : concurrency * RoundUp(max_request_tokens, options.block_size);
   mi.engine.scheduler.max_seqs = concurrency;
   mi.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
+  mi.engine.release_sliding_blocks = !options.keep_sliding_blocks;
   // One device set for the process, as `pier serve` has; each run's host adds its owners to
   // the CPU governor and removes them when it ends.
   static pier::serving::DeviceSet* const devices = [] {
@@ -467,6 +469,8 @@ int main(int argc, char** argv) {
                  "KV capacity in positions (0: concurrency x largest request)");
   app.add_option("--kv-dtype", options.kv_dtype, "KV cache element type (f16, f32)")
       ->capture_default_str();
+  app.add_flag("--keep-sliding-blocks", options.keep_sliding_blocks,
+               "keep sliding-window layers' K/V blocks behind their window (as before KV groups)");
   app.add_option("--seed", options.seed, "seed of prompt and length draws");
   app.add_option("--time-limit-s", options.time_limit_s, "cap per run in seconds");
   std::string json_schema;

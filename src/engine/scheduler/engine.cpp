@@ -56,8 +56,9 @@ class HostSwapSpace final : public SwapSpace {
   PinnedBuffer buffer_;  // [n_slots][bytes_per_block]
 };
 
-SchedulerOptions WithKvGroups(SchedulerOptions options, const KvGroups& groups) {
+SchedulerOptions WithKvGroups(SchedulerOptions options, const KvGroups& groups, bool release) {
   options.kv_groups = groups;
+  if (!release) std::fill(options.kv_groups.windows.begin(), options.kv_groups.windows.end(), 0);
   return options;
 }
 
@@ -94,8 +95,9 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       copier_(std::make_unique<KvBlockCopier>(kv)),
       blocks_(kv->num_blocks(), kv->layout().block_size,
               elastic_ != nullptr ? elastic_->usable_blocks() : -1),
-      scheduler_(WithKvGroups(options.scheduler, runner->shape().kv_groups), &blocks_, swap_.get(),
-                 copier_.get()),
+      scheduler_(WithKvGroups(options.scheduler, runner->shape().kv_groups,
+                              options.release_sliding_blocks),
+                 &blocks_, swap_.get(), copier_.get()),
       logits_scratch_(static_cast<size_t>(runner->shape().n_vocab)) {
   stats_.kv_blocks_total = blocks_.capacity();
   stats_.kv_blocks_max = blocks_.num_blocks();

@@ -97,6 +97,9 @@ struct EngineOptions {
   // Largest prompt + max_tokens of one request, below the model's context and the KV capacity
   // (a server's `ctx` when its KV cache is sized apart, by kv_max); 0: no further limit.
   int64_t max_request_tokens = 0;
+  // Release a sliding-window layer's K/V blocks once behind its window (kv_groups.h); false
+  // keeps every block as full attention would (the A/B of the benchmarks).
+  bool release_sliding_blocks = true;
 };
 
 struct EngineStats {

@@ -115,9 +115,13 @@ KvGroups Groups(bool release) {
 }
 
 struct Rig {
-  Rig(int64_t n_blocks, bool release, SchedulerOptions sched = {}, int64_t swap_blocks = 0)
+  // `engine_releases`: EngineOptions::release_sliding_blocks (with release, the model's groups
+  // have windows but the engine may still keep every block).
+  Rig(int64_t n_blocks, bool release, SchedulerOptions sched = {}, int64_t swap_blocks = 0,
+      bool engine_releases = true)
       : kv(FakeLayout(kBs), n_blocks), runner(&kv, kVocab, 4096, Groups(release), kAttended) {
     EngineOptions options;
+    options.release_sliding_blocks = engine_releases;
     options.scheduler = sched;
     options.start_thread = false;
     options.swap_blocks = swap_blocks;
@@ -189,6 +193,12 @@ TEST(KvWindowEngineTest, ReleasedBlocksLeaveTheTokensAsTheyWere) {
   EXPECT_EQ(peak_keep, 3 * 47);
   EXPECT_LT(peak_release, peak_keep);
   EXPECT_EQ(release.engine->Stats().kv_blocks_used, 0);
+  // The engine told to keep them: the windowed model holds what full attention would.
+  Rig told_to_keep(2048, true, {}, 0, /*engine_releases=*/false);
+  auto ht = told_to_keep.engine->Submit(r);
+  ASSERT_TRUE(ht.ok());
+  EXPECT_EQ(told_to_keep.RunToIdle(), peak_keep);
+  EXPECT_EQ(Collect((*ht)->Drain()).tokens, a.tokens);
 }
 
 TEST(KvWindowEngineTest, ChunkedPrefillHoldsOnlyTheWindow) {
