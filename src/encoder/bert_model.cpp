@@ -98,11 +98,6 @@ struct BertModel::Impl {
 
 Status BertModel::Impl::Init() {
   PIER_ASSIGN_OR_RETURN(info, ReadEncoderInfo(file));
-  if (info.pooling == Pooling::kNone) {
-    return UnsupportedError(file.path() +
-                            ": bert.pooling_type = 0 (none) gives one vector per token; Pier "
-                            "serves one vector per text (mean, cls or last pooling)");
-  }
   const int64_t d = info.embedding_length, ff = info.feed_forward_length;
   auto table = [&](const std::string& name, int64_t min_rows,
                    bool required) -> Result<const model::GgufTensorInfo*> {
@@ -416,6 +411,9 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
     const int64_t n = starts[static_cast<size_t>(s) + 1] - first;
     float* o = out + s * d;
     switch (info.pooling) {
+      case Pooling::kNone:  // every token's state, rows in the batch's token order
+        std::copy(x + first * d, x + (first + n) * d, out + first * d);
+        break;
       case Pooling::kMean: {
         std::fill(o, o + d, 0.0f);
         for (int64_t t = first; t < first + n; ++t) AddBias(x + t * d, d, o);
@@ -427,7 +425,6 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
         std::copy(x + first * d, x + (first + 1) * d, o);
         break;
       case Pooling::kLast:
-      case Pooling::kNone:
         std::copy(x + (first + n - 1) * d, x + (first + n) * d, o);
         break;
     }

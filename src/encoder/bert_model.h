@@ -8,9 +8,9 @@
 // text. Per token: word + position + token-type embedding, LayerNorm; per layer Q/K/V,
 // bidirectional multi-head attention, output projection, residual + LayerNorm, GELU
 // feed-forward, residual + LayerNorm; then each text's states are pooled (mean, cls or last,
-// as the file says). A text's vector is bitwise identical whatever batch it is computed in:
-// matrix products reduce each token alone (kernels/cpu/matmul.h), attention and pooling stay
-// inside one text, and nothing is reduced across threads.
+// as the file says; none: every token's state is the output). A text's vector is bitwise identical
+// whatever batch it is computed in: matrix products reduce each token alone (kernels/cpu/matmul.h),
+// attention and pooling stay inside one text, and nothing is reduced across threads.
 //
 // Memory: Q8_0 / Q4_x matrices are packed into a governor block of the weights owner (the
 // file's pages released); f16/bf16/f32 matrices are widened to f32 in a weights block for the
@@ -69,7 +69,8 @@ class BertModel {
   [[nodiscard]] static Result<uint64_t> EstimateBytes(const model::GgufFile& file,
                                                       int64_t max_batch_tokens, int threads);
 
-  // out: [inputs.size(), n_embd], each row the pooled (not normalized) vector of one input.
+  // out: [inputs.size(), n_embd], each row the pooled (not normalized) vector of one input;
+  // with pooling none, [total tokens, n_embd], every token's final state, input after input.
   // INVALID_ARGUMENT for an empty input, one longer than the context, ids or type ids out of
   // range, or more tokens in all than max_batch_tokens.
   [[nodiscard]] Status Embed(std::span<const EncoderInput> inputs, float* out);

@@ -36,6 +36,7 @@ struct Pending {
   EmbedResult result;
   int64_t remaining = 0;
   bool failed = false;
+  std::vector<size_t> first_row = {};  // per-token vectors: each text's first row in result
 };
 
 // One text waiting for a batch.
@@ -130,6 +131,7 @@ struct EmbeddingBatcher::Impl {
   BertModel& model;
   const BatcherOptions options;
   const int64_t dim;
+  const bool per_token;  // pooling none: a vector per token, not per text
 
   Mutex mutex;
   std::condition_variable wake;
@@ -142,7 +144,11 @@ struct EmbeddingBatcher::Impl {
   std::thread thread;
 
   Impl(BertModel& m, BatcherOptions o)
-      : model(m), options(o), dim(m.info().embedding_length), window(o.max_queue_delay) {
+      : model(m),
+        options(o),
+        dim(m.info().embedding_length),
+        per_token(m.info().pooling == Pooling::kNone),
+        window(o.max_queue_delay) {
     stats.batch_texts = MakeBuckets(kTextsBounds);
     stats.batch_tokens = MakeBuckets(kTokensBounds);
     stats.queue_seconds = MakeBuckets(kSecondsBounds);
@@ -226,12 +232,16 @@ struct EmbeddingBatcher::Impl {
         inputs.push_back({.ids = item.owner->request.texts[item.index]});
         tokens += item.length;
       }
-      std::vector<float> out(run.size() * static_cast<size_t>(dim));
+      std::vector<float> out((per_token ? static_cast<size_t>(tokens) : run.size()) *
+                             static_cast<size_t>(dim));
       const Clock::time_point start = Clock::now();
       Status status = run.empty() ? Status::Ok() : model.Embed(inputs, out.data());
       const double compute = std::chrono::duration<double>(Clock::now() - start).count();
       std::vector<double> waits;
+      size_t out_row = 0;  // the batch's first output row of run[i]
       for (size_t i = 0; i < run.size(); ++i) {
+        const size_t rows = per_token ? static_cast<size_t>(run[i].length) : 1;
+        out_row += rows;
         Pending& p = *run[i].owner;
         const double waited = std::chrono::duration<double>(start - run[i].queued).count();
         waits.push_back(waited);
@@ -243,9 +253,13 @@ struct EmbeddingBatcher::Impl {
             finished.push_back(run[i].owner);
             continue;
           }
-          float* dst = p.result.vectors.data() + run[i].index * static_cast<size_t>(dim);
-          std::copy(out.data() + i * dim, out.data() + (i + 1) * dim, dst);
-          if (p.request.normalize) NormalizeL2(dst, dim);
+          const size_t first = per_token ? p.first_row[run[i].index] : run[i].index;
+          for (size_t r = 0; r < rows; ++r) {
+            float* dst = p.result.vectors.data() + (first + r) * static_cast<size_t>(dim);
+            const float* src = out.data() + (out_row - rows + r) * static_cast<size_t>(dim);
+            std::copy(src, src + dim, dst);
+            if (p.request.normalize) NormalizeL2(dst, dim);
+          }
         }
         // Each request's compute time counts each batch once.
         if (i == 0 || run[i - 1].owner != run[i].owner) p.result.compute_seconds += compute;
@@ -386,7 +400,16 @@ Status EmbeddingBatcher::Submit(EmbedRequest request, std::function<void(EmbedRe
       }
     }
     // Sized once the request is known to be queued: a refused one allocates nothing.
-    pending->result.vectors.resize(pending->request.texts.size() * static_cast<size_t>(impl_->dim));
+    size_t rows = pending->request.texts.size();
+    if (impl_->per_token) {
+      rows = 0;
+      for (const auto& text : pending->request.texts) {
+        pending->first_row.push_back(rows);
+        pending->result.tokens_per_text.push_back(static_cast<int64_t>(text.size()));
+        rows += text.size();
+      }
+    }
+    pending->result.vectors.resize(rows * static_cast<size_t>(impl_->dim));
     const Clock::time_point now = Clock::now();
     for (size_t i = 0; i < pending->request.texts.size(); ++i) {
       impl_->queue.push_back(
@@ -405,6 +428,24 @@ BatcherStats EmbeddingBatcher::Stats() const {
   stats.queued_texts = static_cast<int64_t>(impl_->queue.size());
   stats.window_seconds = std::chrono::duration<double>(impl_->window).count();
   return stats;
+}
+
+std::vector<float> PaddedTokenVectors(const EmbedResult& result, int64_t* longest) {
+  *longest = 0;
+  for (const int64_t n : result.tokens_per_text) *longest = std::max(*longest, n);
+  const auto dim = static_cast<size_t>(result.dim);
+  std::vector<float> padded(result.tokens_per_text.size() * static_cast<size_t>(*longest) * dim,
+                            0.0f);
+  size_t row = 0;
+  for (size_t t = 0; t < result.tokens_per_text.size(); ++t) {
+    const auto n = static_cast<size_t>(result.tokens_per_text[t]);
+    std::copy(
+        result.vectors.begin() + static_cast<std::ptrdiff_t>(row * dim),
+        result.vectors.begin() + static_cast<std::ptrdiff_t>((row + n) * dim),
+        padded.begin() + static_cast<std::ptrdiff_t>(t * static_cast<size_t>(*longest) * dim));
+    row += n;
+  }
+  return padded;
 }
 
 }  // namespace pier::encoder

@@ -57,11 +57,18 @@ struct EmbedRequest {
 struct EmbedResult {
   Status status = Status::Ok();
   std::vector<float> vectors = {};  // [texts, dim] when ok
+  // A model with pooling none: a vector per token, `vectors` is [total tokens, dim], text after
+  // text, and this holds each text's token count; empty for one vector per text.
+  std::vector<int64_t> tokens_per_text = {};
   int64_t dim = 0;
   int64_t prompt_tokens = 0;
   double queue_seconds = 0;    // longest wait of its texts
   double compute_seconds = 0;  // sum over the batches its texts ran in
 };
+
+// Per-token vectors (result.tokens_per_text not empty) as one rectangular tensor, [texts,
+// *longest, dim]: each text's rows, then zero vectors up to the longest text's count.
+std::vector<float> PaddedTokenVectors(const EmbedResult& result, int64_t* longest);
 
 // A histogram's buckets: counts[i] values <= bounds[i] (and above bounds[i - 1]); the last
 // count is above every bound. Not cumulative.

@@ -174,6 +174,7 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
       output->set_name("embedding");
       output->set_datatype("FP32");
       output->add_shape(-1);
+      if (model->per_token_embeddings) output->add_shape(-1);  // tokens
       output->add_shape(model->embedding_dim);
     } else {
       input->set_name("text_input");
@@ -341,7 +342,14 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     auto* output = response->add_outputs();
     output->set_name("embedding");
     output->set_datatype("FP32");
-    output->add_shape(static_cast<int64_t>(result.vectors.size()) / result.dim);
+    // Pooling none: [texts, longest, dim], shorter texts padded with zero vectors.
+    int64_t longest = 0;
+    if (!result.tokens_per_text.empty()) {
+      result.vectors = encoder::PaddedTokenVectors(result, &longest);
+    }
+    output->add_shape(static_cast<int64_t>(result.vectors.size()) / result.dim /
+                      std::max<int64_t>(1, longest));
+    if (longest > 0) output->add_shape(longest);
     output->add_shape(result.dim);
     std::string* raw = response->add_raw_output_contents();
     raw->resize(result.vectors.size() * sizeof(float));

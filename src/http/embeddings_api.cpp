@@ -280,6 +280,14 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
                              " model (an LLM); it cannot embed: name an embedding model",
                          "model", "model_kind");
   }
+  if (model.per_token_embeddings) {
+    return ErrorResponse(400,
+                         "model '" + model.id +
+                             "' pools none: it gives a vector per token, and this API one per "
+                             "input; ask KServe v2 (POST /v2/models/" +
+                             model.id + "/infer) for the [texts, tokens, dim] tensor",
+                         "model", "pooling_none");
+  }
   const int64_t dim = model.embedding_dim;
   if (r.dimensions > dim) {
     return ErrorResponse(400,

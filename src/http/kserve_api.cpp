@@ -78,8 +78,10 @@ Json ModelMetadata(const serving::ServedModel& model) {
   Json metadata{{"name", model.id}, {"versions", {"1"}}, {"platform", "pier"}};
   if (model.kind == serving::ModelKind::kEmbed) {
     metadata["inputs"] = {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}}};
-    metadata["outputs"] = {
-        {{"name", kOutputName}, {"datatype", "FP32"}, {"shape", {-1, model.embedding_dim}}}};
+    metadata["outputs"] = {{{"name", kOutputName},
+                            {"datatype", "FP32"},
+                            {"shape", model.per_token_embeddings ? Json{-1, -1, model.embedding_dim}
+                                                                 : Json{-1, model.embedding_dim}}}};
   } else {
     metadata["inputs"] = {{{"name", "text_input"}, {"datatype", "BYTES"}, {"shape", {1}}}};
     metadata["outputs"] = {{{"name", "text_output"}, {"datatype", "BYTES"}, {"shape", {1}}}};
@@ -389,8 +391,16 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
           pending->Resolve(std::move(response));
           return;
         }
-        const auto n = static_cast<int64_t>(result.vectors.size()) / dim;
-        Json output{{"name", kOutputName}, {"datatype", "FP32"}, {"shape", {n, dim}}};
+        // Pooling none: [texts, longest, dim], shorter texts padded with zero vectors.
+        int64_t longest = 0;
+        if (!result.tokens_per_text.empty()) {
+          result.vectors = encoder::PaddedTokenVectors(result, &longest);
+        }
+        const auto n =
+            static_cast<int64_t>(result.vectors.size()) / dim / std::max<int64_t>(1, longest);
+        Json output{{"name", kOutputName},
+                    {"datatype", "FP32"},
+                    {"shape", longest > 0 ? Json{n, longest, dim} : Json{n, dim}}};
         Json body{{"model_name", model_id}, {"model_version", "1"}};
         if (!id.empty()) body["id"] = id;
         HttpResponse response;

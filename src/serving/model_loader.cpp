@@ -180,6 +180,7 @@ Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& de
   model->kind = ModelKind::kEmbed;
   model->embedder = &host.batcher();
   model->embedding_dim = host.info().embedding_length;
+  model->per_token_embeddings = host.info().pooling == encoder::Pooling::kNone;
   model->max_request_tokens = host.max_text_tokens();
   model->client = &host.client();
   model->instances = {&host.client()};

@@ -71,6 +71,9 @@ struct ServedModel {
   // generation and reports the batcher's queue.
   encoder::EmbeddingBatcher* embedder = nullptr;
   int64_t embedding_dim = 0;  // kEmbed: the vectors' length
+  // kEmbed with pooling none: a vector per token (KServe's output is [texts, tokens, dim]; the
+  // OpenAI API, one vector per input, refuses it).
+  bool per_token_embeddings = false;
   engine::EngineClient* client = nullptr;
   // Its instances' clients (one engine each); `client` spreads requests over them.
   std::vector<engine::EngineClient*> instances = {};
