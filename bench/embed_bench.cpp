@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i + 2 < tokens; ++i) t.push_back(word(rng));
     t.push_back(102);
   }
-  std::vector<float> out(batch * d);
+  // A row per token: enough for a model that pools none too (BertModel::Embed).
+  std::vector<float> out(batch * tokens * d);
   auto run_all = [&]() {
     for (int64_t first = 0; first < texts; first += batch) {
       std::vector<encoder::EncoderInput> inputs;

@@ -361,6 +361,20 @@ Status EmbeddingBatcher::Submit(EmbedRequest request, std::function<void(EmbedRe
     }
     tokens += static_cast<int64_t>(ids.size());
   }
+  if (impl_->per_token) {
+    // A vector per token, and front ends pad texts to the longest: the answer is bounded.
+    size_t longest = 0;
+    for (const auto& text : request.texts) longest = std::max(longest, text.size());
+    const size_t bytes = std::max(static_cast<size_t>(tokens), request.texts.size() * longest) *
+                         static_cast<size_t>(impl_->dim) * sizeof(float);
+    if (bytes > kMaxPerTokenOutputBytes) {
+      return InvalidArgumentError("a vector per token for " + std::to_string(request.texts.size()) +
+                                  " inputs of up to " + std::to_string(longest) + " tokens is " +
+                                  std::to_string(bytes >> 20) + " MiB; the model answers at most " +
+                                  std::to_string(kMaxPerTokenOutputBytes >> 20) +
+                                  " MiB per request: send fewer inputs");
+    }
+  }
   if (static_cast<int64_t>(request.texts.size()) > impl_->options.max_queued_texts) {
     return InvalidArgumentError(std::to_string(request.texts.size()) +
                                 " inputs in one request; the model queues at most " +

@@ -66,6 +66,10 @@ struct EmbedResult {
   double compute_seconds = 0;  // sum over the batches its texts ran in
 };
 
+// The largest answer a pooling-none model gives one request: its texts' vectors, one per
+// token, padded to the longest text (Submit refuses more with INVALID_ARGUMENT).
+inline constexpr size_t kMaxPerTokenOutputBytes = size_t{64} << 20;
+
 // Per-token vectors (result.tokens_per_text not empty) as one rectangular tensor, [texts,
 // *longest, dim]: each text's rows, then zero vectors up to the longest text's count.
 std::vector<float> PaddedTokenVectors(const EmbedResult& result, int64_t* longest);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "common/check.h"
+#include "kernels/cpu/paged_kv.h"
 
 namespace pier::engine {
 
@@ -14,7 +15,8 @@ bool KvGroups::any_window() const {
 
 int64_t KvGroups::FirstReadPosition(int64_t position, int64_t window) {
   if (window <= 0) return 0;
-  return std::max<int64_t>(0, position - window + 1) / 16 * 16;
+  constexpr int64_t kTile = kernels::kAttentionTilePositions;
+  return std::max<int64_t>(0, position - window + 1) / kTile * kTile;
 }
 
 int64_t KvGroups::BlocksBefore(int64_t group, int64_t position, int64_t block_size) const {

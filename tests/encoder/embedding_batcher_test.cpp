@@ -16,6 +16,7 @@
 #include "common/thread_pool.h"
 #include "device/cpu/cpu_device.h"
 #include "memory/memory_governor.h"
+#include "synthetic_text.h"
 
 namespace pier::encoder {
 namespace {
@@ -40,10 +41,7 @@ class EmbeddingBatcherTest : public ::testing::Test {
   }
 
   static std::vector<int32_t> Text(int32_t seed, int length) {
-    std::vector<int32_t> ids = {101};
-    for (int i = 0; i + 2 < length; ++i) ids.push_back(2000 + (seed * 131 + i * 17) % 20000);
-    ids.push_back(102);
-    return ids;
+    return testing::SyntheticText(seed, length);
   }
 
   ThreadPool pool_{2};

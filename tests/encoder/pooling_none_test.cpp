@@ -19,6 +19,7 @@
 #include "encoder/bert_model.h"
 #include "encoder/embedding_batcher.h"
 #include "memory/memory_governor.h"
+#include "synthetic_text.h"
 
 namespace pier::encoder {
 namespace {
@@ -69,10 +70,7 @@ class PoolingNoneTest : public ::testing::Test {
     return model.ok() ? std::move(model).value() : nullptr;
   }
   static std::vector<int32_t> Text(int32_t seed, int length) {
-    std::vector<int32_t> ids = {101};
-    for (int i = 0; i + 2 < length; ++i) ids.push_back(2000 + (seed * 131 + i * 17) % 20000);
-    ids.push_back(102);
-    return ids;
+    return testing::SyntheticText(seed, length);
   }
 
   ThreadPool pool_{2};
@@ -157,6 +155,23 @@ TEST_F(PoolingNoneTest, TheBatcherReturnsEveryTokensVectorNormalized) {
   EXPECT_EQ(std::memcmp(padded.data() + 30 * d, ra.vectors.data() + 9 * d, 3 * d * sizeof(float)),
             0);
   for (int64_t i = 33 * d; i < 60 * d; ++i) ASSERT_EQ(padded[i], 0.0f) << i;
+}
+
+TEST_F(PoolingNoneTest, AnAnswerPastItsCapIsRefused) {
+  ASSERT_NE(none_, nullptr);
+  EmbeddingBatcher batcher(*none_, {});
+  // 200 texts of 250 tokens: 50,000 vectors of 384 floats, past 64 MiB.
+  EmbedRequest big;
+  for (int i = 0; i < 200; ++i) big.texts.push_back(Text(i, 250));
+  const Status refused = batcher.Submit(std::move(big), [](EmbedResult) {});
+  ASSERT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("send fewer inputs"), std::string::npos) << refused.message();
+  // One long text among short ones counts as padded: 181 texts padded to 250 tokens (45,250).
+  EmbedRequest padded;
+  padded.texts.push_back(Text(1, 250));
+  for (int i = 0; i < 180; ++i) padded.texts.push_back(Text(i, 3));
+  EXPECT_EQ(batcher.Submit(std::move(padded), [](EmbedResult) {}).code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -66,6 +66,22 @@ Status CheckLogits(std::span<const float> logits) {
   return Status::Ok();
 }
 
+// The first i with p[i] == value (one of the n values is).
+int32_t FirstIndexOf(const float* p, size_t n, float value) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128 target = _mm_set1_ps(value);
+  for (; i + 4 <= n; i += 4) {
+    const int hit = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i), target));
+    if (hit != 0) return static_cast<int32_t>(i + static_cast<size_t>(__builtin_ctz(hit)));
+  }
+#endif
+  for (; i < n; ++i) {
+    if (p[i] == value) return static_cast<int32_t>(i);
+  }
+  return 0;  // not reached: the value is one of them
+}
+
 // Lowest id among the largest logits (no NaN: CheckLogits ran): the largest value (vector
 // maxima, exact), then the first id holding it. Equal values, -0 and +0 included, compare
 // equal, so the lowest id among them wins, as a scan keeping the first strictly larger one.
@@ -84,18 +100,7 @@ int32_t Argmax(std::span<const float> logits) {
   }
 #endif
   for (; i < n; ++i) max = p[i] > max ? p[i] : max;
-  i = 0;
-#if defined(__SSE2__)
-  const __m128 target = _mm_set1_ps(max);
-  for (; i + 4 <= n; i += 4) {
-    const int hit = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i), target));
-    if (hit != 0) return static_cast<int32_t>(i + static_cast<size_t>(__builtin_ctz(hit)));
-  }
-#endif
-  for (; i < n; ++i) {
-    if (p[i] == max) return static_cast<int32_t>(i);
-  }
-  return 0;  // not reached: max is one of the values
+  return FirstIndexOf(p, n, max);
 }
 
 // CheckLogits and Argmax in one pass less: the checks' counts ride along Argmax's pass for the
@@ -138,18 +143,7 @@ Result<int32_t> CheckedArgmax(std::span<const float> logits) {
   if (below_inf != n || above_minus_inf == 0) {
     PIER_RETURN_IF_ERROR(CheckLogits(logits));  // names the offender
   }
-  i = 0;
-#if defined(__SSE2__)
-  const __m128 target = _mm_set1_ps(max);
-  for (; i + 4 <= n; i += 4) {
-    const int hit = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i), target));
-    if (hit != 0) return static_cast<int32_t>(i + static_cast<size_t>(__builtin_ctz(hit)));
-  }
-#endif
-  for (; i < n; ++i) {
-    if (p[i] == max) return static_cast<int32_t>(i);
-  }
-  return 0;  // not reached: max is one of the values
+  return FirstIndexOf(p, n, max);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -85,8 +85,8 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
       max_request_tokens_(
           std::min({runner->shape().context_length,
                     // Positions with every group's block: the longest sequence stays what
-                    // the KV store holds without releases (the step workspace is sized for
-                    // it); released sliding blocks make room for more sequences at once.
+                    // the KV store holds without releases; released sliding blocks make room
+                    // for more sequences at once, not for longer ones.
                     kv->num_blocks() / std::max<int64_t>(1, runner->shape().kv_groups.n_groups()) *
                         kv->layout().block_size,
                     options.max_request_tokens > 0 ? options.max_request_tokens

@@ -187,40 +187,46 @@ std::vector<int32_t> Scheduler::MatchCachedPrefix(const Sequence& s, int64_t max
   const int64_t bs = blocks_->block_size();
   const int64_t G = n_groups();
   int64_t k = std::min<int64_t>(max_blocks, static_cast<int64_t>(s.hashes.size()));
-  // found[g][i]: group g's block of positions [i bs, (i + 1) bs), when indexed.
-  std::vector<std::vector<std::optional<int32_t>>> found(static_cast<size_t>(G));
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t i = 0; i < k; ++i) {
-      found[g].push_back(blocks_->Find(GroupBlockHash(s.hashes[i], g)));
-    }
-  }
-  // Full groups need every block up to the resume point; a sliding group only the ones it
-  // reads from there (an unbroken run ending there).
+  // Group g's indexed block of positions [i bs, (i + 1) bs), looked up once (a cold cache
+  // costs one lookup per group).
+  std::vector<std::vector<std::optional<std::optional<int32_t>>>> memo(
+      static_cast<size_t>(G), std::vector<std::optional<std::optional<int32_t>>>(k));
+  auto find = [&](int64_t g, int64_t i) {
+    auto& slot = memo[g][i];
+    if (!slot) slot = blocks_->Find(GroupBlockHash(s.hashes[i], g));
+    return *slot;
+  };
+  // Full groups need every block up to the resume point.
   for (int64_t g = 0; g < G; ++g) {
     if (groups.windows[g] > 0) continue;
     for (int64_t i = 0; i < k; ++i) {
-      if (!found[g][i]) {
+      if (!find(g, i)) {
         k = i;
         break;
       }
     }
   }
-  for (; k > 0; --k) {
-    bool resumable = true;
+  // A sliding group only the ones it reads from there. A block missing at i rules out every
+  // resume point past it whose window reaches back to i: the next to try is i.
+  for (bool resumable = false; k > 0 && !resumable;) {
+    resumable = true;
     for (int64_t g = 0; g < G && resumable; ++g) {
       if (groups.windows[g] <= 0) continue;
-      for (int64_t i = groups.BlocksBefore(g, k * bs, bs); i < k && resumable; ++i) {
-        resumable = found[g][i].has_value();
+      for (int64_t i = k - 1; i >= groups.BlocksBefore(g, k * bs, bs); --i) {
+        if (!find(g, i)) {
+          k = i;
+          resumable = false;
+          break;
+        }
       }
     }
-    if (resumable) break;
   }
   std::vector<int32_t> table;
   table.reserve(static_cast<size_t>(k * G));
   for (int64_t i = 0; i < k; ++i) {
     for (int64_t g = 0; g < G; ++g) {
       const bool read = groups.windows[g] <= 0 || i >= groups.BlocksBefore(g, k * bs, bs);
-      table.push_back(read ? *found[g][i] : kNoBlock);
+      table.push_back(read ? *find(g, i) : kNoBlock);
     }
   }
   return table;

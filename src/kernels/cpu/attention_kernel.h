@@ -73,7 +73,8 @@ struct AttentionTask {
 inline int64_t FirstAttendedTile(const AttentionTask& task) {
   if (task.window <= 0) return 0;
   const int64_t first_query = task.n_ctx - task.n_queries;
-  return std::max<int64_t>(0, first_query - task.window + 1) / 16 * 16;
+  return std::max<int64_t>(0, first_query - task.window + 1) / kAttentionTilePositions *
+         kAttentionTilePositions;
 }
 
 class AttentionRowWalker {

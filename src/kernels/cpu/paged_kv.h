@@ -14,6 +14,11 @@
 
 namespace pier::kernels {
 
+// Positions per tile of the attention kernels: a sliding window's first tile starts at a
+// multiple of it, and the tiles wholly before it are never read (attention_kernel.h,
+// FirstAttendedTile; the engine releases those blocks, engine/kv_groups.h).
+inline constexpr int64_t kAttentionTilePositions = 16;
+
 // The element type of stored K/V values.
 enum class KvDtype : uint8_t {
   kF32,   // exact copies of the runner's f32 K/V

@@ -14,6 +14,7 @@
 
 #include "device/cpu/cpu_device.h"
 #include "engine/scheduler/fake_model.h"
+#include "engine/scheduler/swap_pool.h"
 
 namespace pier::engine {
 namespace {
@@ -21,24 +22,13 @@ namespace {
 using testing::FakeLayout;
 using testing::FakeRunner;
 using testing::FakeTokenizer;
+using testing::SwapPool;
 using testing::TokensOf;
 using testing::VectorKvStore;
 
 constexpr int64_t kVocab = 40;
 
 // A fake model and an engine over it, driven with RunStep() (no engine thread).
-// The host pool swap space comes from (one per test binary, never destroyed: engines in
-// statics may outlive other statics).
-PinnedHostPool* SwapPool() {
-  static PinnedHostPool* const pool = [] {
-    CpuDeviceOptions device;
-    device.capacity_bytes = uint64_t{1} << 30;
-    CpuDevice* cpu = std::move(CpuDevice::Create(device)).value().release();
-    return new PinnedHostPool(cpu, {.limit_bytes = uint64_t{64} << 20});
-  }();
-  return pool;
-}
-
 struct Rig {
   Rig(int64_t n_blocks, int64_t block_size, SchedulerOptions sched = {},
       const tokenizer::Tokenizer* tok = nullptr, int64_t context = 4096, int64_t swap_blocks = 0)

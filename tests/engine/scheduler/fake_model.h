@@ -105,7 +105,7 @@ class FakeRunner final : public ModelRunner {
         return InvalidArgumentError("block table too short");
       }
       for (int32_t b : span.block_table) {
-        if (b == kNoBlock && G > 1) continue;  // checked where read
+        if (b == kNoBlock && !attended_.empty()) continue;  // checked where read or written
         if (b < 0 || b >= kv_->num_blocks()) return InvalidArgumentError("bad block id");
       }
       // What the real attention kernels read: whole tiles from the span's first query's

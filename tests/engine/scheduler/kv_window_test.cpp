@@ -15,12 +15,14 @@
 #include "engine/llama_model.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/fake_model.h"
+#include "engine/scheduler/swap_pool.h"
 
 namespace pier::engine {
 namespace {
 
 using testing::FakeLayout;
 using testing::FakeRunner;
+using testing::SwapPool;
 using testing::VectorKvStore;
 
 TEST(KvGroupsTest, Gemma3MakesOneGlobalAndFiveSlidingGroupsOfThreeLayers) {
@@ -92,16 +94,6 @@ constexpr int64_t kVocab = 40;
 constexpr int64_t kBs = 4;
 constexpr int64_t kWindow = 32;
 const std::vector<int64_t> kAttended = {0, kWindow, kWindow};
-
-PinnedHostPool* SwapPool() {
-  static PinnedHostPool* const pool = [] {
-    CpuDeviceOptions device;
-    device.capacity_bytes = uint64_t{1} << 30;
-    CpuDevice* cpu = std::move(CpuDevice::Create(device)).value().release();
-    return new PinnedHostPool(cpu, {.limit_bytes = uint64_t{64} << 20});
-  }();
-  return pool;
-}
 
 // One full and two sliding groups of one layer. `release`: the scheduler knows the windows
 // and releases blocks; otherwise three groups without windows keep every block (the
@@ -239,6 +231,37 @@ TEST(KvWindowEngineTest, MoreLongSequencesRunAtOnce) {
       EXPECT_EQ(out.tokens, RunAlone(requests[i], false).tokens);
     }
   }
+}
+
+// Every layer sliding (Mistral-style: one group, with a window): the plain table, its entries
+// released behind the window.
+TEST(KvWindowEngineTest, OneSlidingGroupReleasesItsBlocks) {
+  const Request r = Greedy("all-sliding", Prompt(200, 6), 30);
+  std::vector<int32_t> tokens[2];
+  int64_t peak[2] = {0, 0};
+  for (int release = 0; release < 2; ++release) {
+    VectorKvStore kv(FakeLayout(kBs), 2048);
+    const KvGroups groups = GroupLayersByWindow(std::vector<int64_t>{release ? kWindow : 0});
+    FakeRunner runner(&kv, kVocab, 4096, groups, {kWindow});
+    EngineOptions options;
+    options.start_thread = false;
+    options.scheduler = {.max_batched_tokens = 32, .max_seqs = 4};
+    auto engine = Engine::Create(options, &runner, &kv, nullptr);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto h = (*engine)->Submit(r);
+    ASSERT_TRUE(h.ok());
+    for (int i = 0; i < 100000 && (*engine)->RunStep(); ++i) {
+      ASSERT_TRUE((*engine)->CheckConsistency().ok());
+      peak[release] = std::max(peak[release], (*engine)->Stats().kv_blocks_used);
+    }
+    const Output out = Collect((*h)->Drain());
+    EXPECT_EQ(out.finish, FinishReason::kLength);
+    tokens[release] = out.tokens;
+  }
+  EXPECT_EQ(tokens[0].size(), 30u);
+  EXPECT_EQ(tokens[0], tokens[1]);
+  EXPECT_EQ(peak[0], 57);  // 228 positions computed before the last step
+  EXPECT_LE(peak[1], (kWindow + 14 + 32) / kBs + 2);
 }
 
 TEST(KvWindowEngineTest, PrefixCacheResumesPastTheWindow) {
