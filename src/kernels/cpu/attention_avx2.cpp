@@ -213,7 +213,7 @@ PIER_AVX2 void WeightRows(const Shape& s, const TileRows& v, int n_valid, const 
 // The rows of the next tile of up to 16 positions; returns how many exist.
 inline int NextTile(AttentionRowWalker& walker, int64_t p0, int64_t n_ctx, const std::byte** rows) {
   const int n_valid = static_cast<int>(std::min<int64_t>(kLanes, n_ctx - p0));
-  for (int i = 0; i < n_valid; ++i) rows[i] = walker.Next();
+  walker.NextRows(n_valid, rows);
   return n_valid;
 }
 

@@ -293,7 +293,8 @@ PIER_AVX512 void ForHeadBlocks(int64_t group, const Fn& fn) {
 // The rows of the next tile of up to 16 positions (nullptr past n_ctx); returns how many exist.
 inline int NextTile(AttentionRowWalker& walker, int64_t p0, int64_t n_ctx, const std::byte** rows) {
   const int n_valid = static_cast<int>(std::min<int64_t>(kLanes, n_ctx - p0));
-  for (int i = 0; i < kLanes; ++i) rows[i] = i < n_valid ? walker.Next() : nullptr;
+  walker.NextRows(n_valid, rows);
+  for (int i = n_valid; i < kLanes; ++i) rows[i] = nullptr;
   return n_valid;
 }
 
