@@ -527,7 +527,7 @@ void Engine::Step() {
       auto it = by_sequence_.find(span.sequence_id);
       if (it != by_sequence_.end()) ids.insert(it->second.first->request.id);
     }
-    (void)scheduler_.Commit(plan);
+    scheduler_.CommitFailed(plan);  // nothing computed, nothing named for reuse
     for (const std::string& id : ids) {
       Live& live = *live_.at(id);
       for (Choice& c : live.choices) {

@@ -539,6 +539,20 @@ Batch Scheduler::Apply(const StepPlan& plan) {
   return batch;
 }
 
+void Scheduler::CommitFailed(const StepPlan& plan) {
+  PIER_CHECK(plan.step == step_, "committing a stale plan");
+  EndStep();
+}
+
+void Scheduler::EndStep() {
+  FairShareLedger::Backlog backlogged;
+  for (const auto& [id, s] : sequences_) {
+    if (!s.running) backlogged[static_cast<size_t>(s.spec.priority)].insert(s.spec.tenant);
+  }
+  ledger_->AdvanceClocks(ledger_id_, backlogged);
+  ++step_;
+}
+
 std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
   PIER_CHECK(plan.step == step_, "committing a stale plan");
   std::vector<StepResult> results;
@@ -563,12 +577,7 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
     results.push_back(
         {.id = ss.id, .samples = s.num_computed == static_cast<int64_t>(s.tokens.size())});
   }
-  FairShareLedger::Backlog backlogged;
-  for (const auto& [id, s] : sequences_) {
-    if (!s.running) backlogged[static_cast<size_t>(s.spec.priority)].insert(s.spec.tenant);
-  }
-  ledger_->AdvanceClocks(ledger_id_, backlogged);
-  ++step_;
+  EndStep();
   return results;
 }
 

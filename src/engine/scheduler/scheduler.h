@@ -189,6 +189,10 @@ class Scheduler {
   [[nodiscard]] Batch Apply(const StepPlan& plan);
   // The runner computed `plan`'s batch.
   std::vector<StepResult> Commit(const StepPlan& plan);
+  // The runner failed `plan`'s batch: the step ends with no position computed and no block
+  // named in the prefix index (their K/V may never have been written; a later prompt must not
+  // reuse them). The caller then removes or retries the sequences.
+  void CommitFailed(const StepPlan& plan);
   // Between steps: preempts (by recompute) every running sequence holding a block with id >=
   // first_block, so a KV arena can drop its last chunks. Returns their ids.
   std::vector<int64_t> PreemptHoldingBlocksFrom(int32_t first_block);
@@ -280,6 +284,8 @@ class Scheduler {
   std::vector<int32_t> MatchCachedPrefix(const Sequence& s, int64_t max_blocks) const;
   // Releases the sliding groups' entries that a sequence at num_computed no longer reads.
   void TrimToWindows(Sequence& s);
+  // The end of every step: the fair-share clocks advance over the backlogged tenants.
+  void EndStep();
   int64_t n_groups() const { return std::max<int64_t>(1, options_.kv_groups.n_groups()); }
   Sequence& Get(int64_t id);
   const Sequence& Get(int64_t id) const;

@@ -171,6 +171,31 @@ TEST(EngineTest, ConcurrentRequestsProduceTheSameTokensAsAlone) {
   EXPECT_EQ(rig.engine->Stats().kv_blocks_used, 0);
 }
 
+// A step the runner fails computes nothing: its requests end with the runner's error, and the
+// blocks it was to fill are not named in the prefix cache (a later request with the same prompt
+// would read K/V never written).
+TEST(EngineTest, AFailedStepLeavesNothingInThePrefixCache) {
+  Rig rig(64, 4);
+  const Request first = Greedy("failed", Prompt(20, 77), 4);
+  rig.runner.FailNextStep();
+  auto h1 = rig.engine->Submit(first);
+  ASSERT_TRUE(h1.ok());
+  rig.RunToIdle();
+  const Output failed = Collect((*h1)->Drain());
+  ASSERT_TRUE(failed.last.has_value());
+  EXPECT_EQ(*failed.last->finish, FinishReason::kError);
+  EXPECT_NE(failed.last->error.find("workspace was refused"), std::string::npos);
+  EXPECT_EQ(rig.engine->Stats().kv_blocks_cached, 0);
+  Request again = first;
+  again.id = "again";
+  auto h2 = rig.engine->Submit(again);
+  ASSERT_TRUE(h2.ok());
+  rig.RunToIdle();
+  EXPECT_EQ(rig.engine->Stats().prompt_tokens_cached, 0);
+  EXPECT_EQ(Collect((*h2)->Drain()).tokens, RunAlone(first));
+  EXPECT_TRUE(rig.engine->CheckConsistency().ok());
+}
+
 TEST(EngineTest, PreemptedRequestsResumeWithExactlyTheirTokens) {
   for (bool swap : {false, true}) {
     SCOPED_TRACE(swap ? "swap" : "recompute");

@@ -88,11 +88,17 @@ class FakeRunner final : public ModelRunner {
   }
   const ModelShape& shape() const override { return shape_; }
 
+  // The next step fails before writing anything.
+  void FailNextStep() { fail_next_step_ = true; }
   // Each step sleeps this long first, as a real model takes time (drain-rate tests).
   void set_step_delay(std::chrono::microseconds delay) { step_delay_ = delay; }
 
   Result<StepOutput> Step(const Batch& batch) override {
     if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
+    if (fail_next_step_) {  // as a runner refused its workspace: nothing written
+      fail_next_step_ = false;
+      return ResourceExhaustedError("fake runner: the step's workspace was refused");
+    }
     const int64_t bs = shape_.kv.block_size;
     const int64_t G = n_groups();
     StepRecord record;
@@ -200,6 +206,7 @@ class FakeRunner final : public ModelRunner {
   std::vector<float> logits_;      // [rows, n_vocab]
   std::vector<StepRecord> steps_;
   std::chrono::microseconds step_delay_{0};
+  bool fail_next_step_ = false;
 };
 
 class FakeTokenizer final : public tokenizer::Tokenizer {
