@@ -161,6 +161,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"qos", "on|off",
      "off: first come, first served -- priority classes, tenants' fair share and the reserve "
      "are ignored (the QoS-off baseline; default on)"},
+    {"qos_stop_steps", "on|off",
+     "A critical request arriving while a step reads other classes' prompts stops that step "
+     "between layers and goes first; the step is redone after it (default on)"},
     {"adaptive_batch_window", "on|off",
      "Embedding models: shrink the batching window while requests come alone, grow it back under "
      "load (default on; off: a fixed window of max_queue_delay_ms)"},
@@ -278,6 +281,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.max_seqs = settings.max_seqs;
     load.qos_reserve = settings.qos_reserve;
     load.qos = settings.qos;
+    load.qos_stop_steps = settings.qos_stop_steps;
     load.adaptive_batching = settings.adaptive_batching;
     load.min_batched_tokens = settings.min_batched_tokens;
     load.max_prefill_chunk = settings.max_prefill_chunk;

@@ -165,6 +165,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "class_tpot_ms",
                                                        "qos_reserve",
                                                        "qos",
+                                                       "qos_stop_steps",
                                                        "adaptive_batching",
                                                        "min_batched_tokens",
                                                        "max_prefill_chunk",
@@ -321,6 +322,8 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     o->qos_reserve = share;
   } else if (name == "qos") {
     PIER_ASSIGN_OR_RETURN(o->qos, ParseOnOff(value, source));
+  } else if (name == "qos_stop_steps") {
+    PIER_ASSIGN_OR_RETURN(o->qos_stop_steps, ParseOnOff(value, source));
   } else if (name == "adaptive_batching") {
     PIER_ASSIGN_OR_RETURN(o->adaptive_batching, ParseOnOff(value, source));
   } else if (name == "min_batched_tokens") {

@@ -79,8 +79,9 @@ struct ServeOptions {
   // (serving/request_policy.h); none by default.
   serving::ClassQueueLimits class_max_queue;
   serving::ClassSloTargets class_slo;
-  double qos_reserve = 0.05;  // share of each engine's slots, tokens and KV kept for critical
-  bool qos = true;            // off: first come, first served (classes, tenants, reserve off)
+  double qos_reserve = 0.05;   // share of each engine's slots, tokens and KV kept for critical
+  bool qos = true;             // off: first come, first served (classes, tenants, reserve off)
+  bool qos_stop_steps = true;  // EngineOptions::stop_steps_for_critical
   // Adaptive batching (serving/model_loader.h): on by default; its latency-leaning budget and
   // throughput-leaning prompt chunk (0: half of max_batched_tokens, 4 x the chunk).
   bool adaptive_batching = true;

@@ -11,6 +11,7 @@
 // Thread-safety: plain values.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -38,6 +39,10 @@ struct Batch {
   // Two spans may read the same blocks (a shared prefix) but must never write the same
   // (block, slot): the runner writes each span's K/V before any attention of the layer.
   std::vector<SequenceSpan> sequences;
+  // Set while the step runs, it asks the runner to stop between layers (StepOutput::
+  // stopped_early): the engine stops a step of other classes' prompts when a critical request
+  // arrives, so the request waits for a layer instead of the whole step. Null: run to the end.
+  const std::atomic<bool>* stop_early = nullptr;
 };
 
 // Where one row of StepOutput::logits comes from.
@@ -53,6 +58,9 @@ struct StepOutput {
   // [rows.size(), n_vocab] f32, row-major. Points into the runner's workspace: valid until
   // the runner's next Step (copy what must outlive it).
   std::span<const float> logits;
+  // The runner stopped between layers at Batch::stop_early's request: no rows, and the step
+  // counts as never run (some of its K/V may be written; nothing may read them as computed).
+  bool stopped_early = false;
 
   std::span<const float> Row(size_t i) const {
     return logits.subspan(i * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab));

@@ -589,7 +589,17 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   KvStore& kv = *options_.kv;
   const KvDtype kv_dtype = shape_.kv.dtype;
   const size_t kv_row_bytes = shape_.kv.row_bytes();
+  // Stopping is worth it only while most of the step is still ahead: past three quarters of
+  // the layers, finishing costs the waiting request less than the step's redo costs the rest.
+  const int64_t last_stop_layer = hp_.n_layer * 3 / 4;
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
+    if (batch.stop_early != nullptr && il > 0 && il <= last_stop_layer &&
+        batch.stop_early->load(std::memory_order_relaxed)) {
+      StepOutput stopped;
+      stopped.n_vocab = hp_.n_vocab;
+      stopped.stopped_early = true;
+      return stopped;
+    }
     const LayerWeights& l = layers_[il];
     // This layer's K/V: plane `slot` of its group's blocks.
     const std::vector<AttentionSpan>& layer_spans = group_spans[groups.group_of_layer[il]];

@@ -58,6 +58,7 @@ Json ModelQos(const engine::EngineStats& s) {
           {"admissions_per_s", s.admissions_per_s},
           {"queue_expired", s.queue_expired},
           {"queue_delayed", s.queue_delayed},
+          {"steps_stopped_early", s.steps_stopped_early},
           {"reserve",
            {{"slots", s.reserved_seqs},
             {"tokens", s.reserved_tokens},

@@ -202,6 +202,7 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
   out->set_admissions(s.admissions);
   out->set_queue_expired(s.queue_expired);
   out->set_queue_delayed(s.queue_delayed);
+  out->set_steps_stopped_early(s.steps_stopped_early);
   out->set_running_critical(s.running_critical);
   out->set_reserved_seqs(s.reserved_seqs);
   out->set_reserved_tokens(s.reserved_tokens);
@@ -255,6 +256,7 @@ engine::EngineStats FromProto(const proto::Stats& in) {
   s.admissions = in.admissions();
   s.queue_expired = in.queue_expired();
   s.queue_delayed = in.queue_delayed();
+  s.steps_stopped_early = in.steps_stopped_early();
   s.running_critical = in.running_critical();
   s.reserved_seqs = in.reserved_seqs();
   s.reserved_tokens = in.reserved_tokens();

@@ -79,6 +79,7 @@ engine::EngineStats InstancePoolClient::Stats() const {
     sum.admissions += s.admissions;
     sum.queue_expired += s.queue_expired;
     sum.queue_delayed += s.queue_delayed;
+    sum.steps_stopped_early += s.steps_stopped_early;
     sum.running_critical += s.running_critical;
     sum.reserved_seqs += s.reserved_seqs;
     sum.reserved_tokens += s.reserved_tokens;

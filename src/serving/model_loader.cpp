@@ -120,6 +120,7 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.engine.scheduler.max_seqs = options.max_seqs;
   host_options.engine.scheduler.reserved_share = options.qos_reserve;
   host_options.engine.scheduler.qos = options.qos;
+  host_options.engine.stop_steps_for_critical = options.qos_stop_steps;
   host_options.engine.adaptive = {
       .enabled = options.adaptive_batching,
       .min_batched_tokens = options.min_batched_tokens,

@@ -49,6 +49,7 @@ struct ModelLoadOptions {
   // class (0..0.5), and false for first come, first served (SchedulerOptions).
   double qos_reserve = 0.05;
   bool qos = true;
+  bool qos_stop_steps = true;  // EngineOptions::stop_steps_for_critical
   // Adaptive batching (engine::AdaptiveBatching): the step's token budget and prompt chunk
   // beside decodes move between min_batched_tokens / prefill_chunk_while_decoding and
   // max_batched_tokens / max_prefill_chunk with the queue's depth (0: the running decodes plus

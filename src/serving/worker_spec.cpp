@@ -26,6 +26,7 @@ ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_
   spec.set_max_seqs(o.max_seqs);
   spec.set_qos_reserve(o.qos_reserve);
   spec.set_qos_off(!o.qos);
+  spec.set_qos_steps_run_to_end(!o.qos_stop_steps);
   spec.set_adaptive_batching(o.adaptive_batching);
   spec.set_min_batched_tokens(o.min_batched_tokens);
   spec.set_max_prefill_chunk(o.max_prefill_chunk);
@@ -61,6 +62,7 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
                                 " is not a share in [0, 0.5]");
   }
   o.qos = !spec.qos_off();
+  o.qos_stop_steps = !spec.qos_steps_run_to_end();
   o.adaptive_batching = spec.adaptive_batching();
   o.min_batched_tokens = spec.min_batched_tokens();
   o.max_prefill_chunk = spec.max_prefill_chunk();

@@ -87,6 +87,7 @@ class_ttft_ms: "critical=500"
 class_tpot_ms: "critical=100,high=200"
 qos_reserve: 0.1
 qos: off
+qos_stop_steps: off
 adaptive_batching: off
 min_batched_tokens: 128
 max_prefill_chunk: 192
@@ -148,6 +149,7 @@ gpu_telemetry_max_period: 20
   EXPECT_EQ(o.class_slo.tpot_ms[1], 200);
   EXPECT_DOUBLE_EQ(o.qos_reserve, 0.1);
   EXPECT_FALSE(o.qos);
+  EXPECT_FALSE(o.qos_stop_steps);
   EXPECT_FALSE(o.adaptive_batching);
   EXPECT_EQ(o.min_batched_tokens, 128);
   EXPECT_EQ(o.max_prefill_chunk, 192);
@@ -170,7 +172,7 @@ gpu_telemetry_max_period: 20
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_min_period_seconds, 0.5);
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_max_period_seconds, 20);
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 55u);
+  EXPECT_EQ(ServeSettingNames().size(), 56u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -297,6 +299,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"qos_reserve", "0.9"}}, "--qos-reserve");
   ExpectBad({{"qos_reserve", "-0.1"}}, "--qos-reserve");
   ExpectBad({{"qos", "maybe"}}, "expected on or off");
+  ExpectBad({{"qos_stop_steps", "1"}}, "expected on or off");
 }
 
 TEST_F(ServeConfigTest, BadFileValuesNameTheFileAndKey) {

@@ -4,6 +4,7 @@
 // quantized weights), bitwise batch invariance, bad batches and bad files.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -366,6 +367,34 @@ TEST(LlamaModelTest, LogitsOnlyForRequestedPositions) {
   auto empty = run.model->runner().Step(Batch{});
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->rows.empty());
+}
+
+TEST(LlamaModelTest, AStepAskedToStopEarlyReturnsNoRowsAndItsRedoIsExact) {
+  TinyModelSpec spec;
+  spec.n_layer = 4;
+  TinyRun run = OpenTiny(spec);
+  ASSERT_NE(run.model, nullptr);
+  const std::vector<int32_t> tokens = RandomTokens(12, spec.n_vocab, 5);
+  std::atomic<bool> stop = true;
+  Batch batch{{Span(tokens, 0, {0})}};
+  batch.stop_early = &stop;
+  auto stopped = run.model->runner().Step(batch);
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  EXPECT_TRUE(stopped->stopped_early);
+  EXPECT_TRUE(stopped->rows.empty());
+  // Run again over the K/V the stopped step left half written: the same bits as a model that
+  // never stopped.
+  stop = false;
+  auto redone = run.model->runner().Step(batch);
+  ASSERT_TRUE(redone.ok());
+  EXPECT_FALSE(redone->stopped_early);
+  TinyRun fresh = OpenTiny(spec);
+  auto reference = fresh.model->runner().Step(Batch{{Span(tokens, 0, {0})}});
+  ASSERT_TRUE(reference.ok());
+  ASSERT_EQ(redone->logits.size(), reference->logits.size());
+  EXPECT_EQ(std::memcmp(redone->logits.data(), reference->logits.data(),
+                        redone->logits.size() * sizeof(float)),
+            0);
 }
 
 // ---- memory ------------------------------------------------------------------------------

@@ -3,8 +3,9 @@ tenants share the engine by weighted fair share (and do not with --qos off), a r
 waiting at its queue deadline gets 429 naming it, a request whose predicted wait is already past
 its deadline is refused at once with Retry-After, the critical class's reserve lets it start
 while low requests hold every other slot (no preemption), and GET /admin/qos and /metrics show
-the state, and a model loaded past its threshold sends requests to its fallback model and takes
-them back once the load falls. The fake-runner unit tests (tests/engine/scheduler/qos_scheduler_test.cpp,
+the state, a model loaded past its threshold sends requests to its fallback model and takes
+them back once the load falls, and critical requests stop the steps of a long prompt they land
+in without changing any answer. The fake-runner unit tests (tests/engine/scheduler/qos_scheduler_test.cpp,
 engine_qos_test.cpp) measure shares and start steps exactly; these check the whole path."""
 
 import re
@@ -254,3 +255,59 @@ models:
         stream.close()
     finally:
         server.stop_and_check()
+
+
+# A prompt long enough that its prefill takes several steps of the whole budget on 2 cores.
+LONG_PROMPT = "Summarize these notes: " + " ".join(f"note {i} says the pier is open;" for i in range(150))
+
+
+def stopped_steps(server):
+    found = re.search(r'^pier_qos_steps_stopped_early_total\{model="[^"]+"\} (\d+)$',
+                      metrics_text(server), re.M)
+    assert found, "no pier_qos_steps_stopped_early_total"
+    return int(found.group(1))
+
+
+def test_a_critical_request_stops_a_long_prefill_and_every_answer_is_unchanged():
+    """Critical requests arrive while a long normal prompt is being read: the steps they land
+    in stop between layers and the critical prompts go first; the long request's answer and
+    each critical answer are the same text as on a server that never stops a step."""
+    criticals = [f"Critical question {i}: what is {i} plus {i}?" for i in range(4)]
+
+    def greedy(c, server, prompt, priority, max_tokens):
+        return c.completions.create(model=server.model_id, prompt=prompt, max_tokens=max_tokens,
+                                    temperature=0, extra_body={"priority": priority,
+                                                               "ignore_eos": True})
+
+    server = PierServer(["--max-seqs", "4", "--qos-reserve", "0.25"])
+    try:
+        c = client(server)
+        answers = {}
+
+        def long_normal():
+            answers["long"] = greedy(c, server, LONG_PROMPT, "normal", 8).choices[0].text
+
+        holder = threading.Thread(target=long_normal)
+        holder.start()
+        # One critical request every 150 ms while the long prompt is read (its steps are the
+        # ones that may stop), each waiting for its answer.
+        sent = 0
+        while holder.is_alive() and sent < len(criticals):
+            time.sleep(0.15)
+            answers[sent] = greedy(c, server, criticals[sent], "critical", 4).choices[0].text
+            sent += 1
+        holder.join()
+        stopped = stopped_steps(server)
+        assert stopped >= 1, f"no step stopped for {sent} critical requests"
+    finally:
+        server.stop_and_check()
+
+    reference = PierServer(["--max-seqs", "4", "--qos-stop-steps", "off"])
+    try:
+        c = client(reference)
+        assert greedy(c, reference, LONG_PROMPT, "normal", 8).choices[0].text == answers["long"]
+        for i in range(sent):
+            assert greedy(c, reference, criticals[i], "critical", 4).choices[0].text == answers[i]
+        assert stopped_steps(reference) == 0
+    finally:
+        reference.stop_and_check()

@@ -296,12 +296,15 @@ TEST(WorkerSpecTest, TheSchedulerSettingsReachTheWorker) {
   EXPECT_EQ(back->max_batched_tokens, 64);
   EXPECT_EQ(back->max_queued, 9);
   EXPECT_FALSE(back->weights_dtype.has_value());
+  EXPECT_TRUE(back->qos_stop_steps);
   load.prefill_chunk_while_decoding = 48;
+  load.qos_stop_steps = false;
   load.weights_dtype = DType::kQ4_0;
   back = FromLoadSpec(ToLoadSpec(load, 1, 1));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->prefill_chunk_while_decoding, 48);
   EXPECT_EQ(back->weights_dtype, DType::kQ4_0);
+  EXPECT_FALSE(back->qos_stop_steps);
 }
 
 TEST(WorkerMainTest, AnotherProtocolVersionIsRefusedNamingBoth) {

@@ -228,6 +228,9 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
     }
     unpublished_sequences_ += request.n;
     unpublished_by_class_[static_cast<size_t>(request.priority)] += request.n;
+    if (options_.scheduler.qos && request.priority == Priority::kCritical) {
+      critical_arrived_.store(true, std::memory_order_relaxed);
+    }
     inbox_.emplace_back(std::move(request), handle);
   }
   cv_.notify_all();
@@ -349,6 +352,7 @@ void Engine::TakeInbox() {
   {
     MutexLock lock(mutex_);
     inbox.swap(inbox_);
+    critical_arrived_.store(false, std::memory_order_relaxed);  // taken: the next plan has it
     aborts.swap(aborts_);
     abort_all.swap(abort_all_reason_);
   }
@@ -511,7 +515,12 @@ void Engine::Step() {
   for (int tries = 0; tries < 4 && TryGrowKv(plan); ++tries) {
     plan = scheduler_.Plan();
   }
-  const Batch batch = scheduler_.Apply(plan);
+  Batch batch = scheduler_.Apply(plan);
+  // A step that reads other classes' prompts may stop for a critical request arriving during
+  // it: the request then waits for one layer instead of the whole step.
+  if (options_.stop_steps_for_critical && scheduler_.MayStopForTopClass(plan)) {
+    batch.stop_early = &critical_arrived_;
+  }
   if (batch.sequences.empty()) {
     // Everything was preempted or nothing fits this step; Commit advances the step counter.
     (void)scheduler_.Commit(plan);
@@ -538,6 +547,14 @@ void Engine::Step() {
       }
       FinishRequestIfDone(id);
     }
+    PublishStats(0, NowUs() - start);
+    return;
+  }
+  if (output->stopped_early) {
+    // As if never run: the next step puts the critical prompt first and redoes the rest
+    // (batch invariance gives the same tokens whatever the new batch).
+    scheduler_.CommitFailed(plan);
+    ++steps_stopped_early_;
     PublishStats(0, NowUs() - start);
     return;
   }
@@ -740,6 +757,7 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   admissions_published_ = s.admissions;
   stats_.queue_expired = queue_expired_;
   stats_.queue_delayed = queue_delayed_;
+  stats_.steps_stopped_early = steps_stopped_early_;
   stats_.running_critical = s.running_critical;
   stats_.reserved_seqs = s.reserved_seqs;
   stats_.reserved_tokens = s.reserved_tokens;

@@ -1,7 +1,8 @@
 // The engine's QoS on the fake model runner (issue #16): a request still waiting when its queue
 // deadline passes ends with queue_expired (or, with the delay action, waits behind the rest);
 // nothing that has started expires; tenants share generated tokens by weight; the stats carry
-// the queue per class, the drain rate and the tenants.
+// the queue per class, the drain rate and the tenants; a critical request arriving stops a step
+// of other classes' prompts between layers, and the redone step changes no token.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -263,6 +264,92 @@ TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   rig.engine->RunStep();
   EXPECT_EQ(rig.engine->Stats().admissions_per_s, done.admissions_per_s);
+}
+
+// Each request's tokens when it runs alone (the fake model's tokens depend only on the K/V of
+// its own prefix as stored).
+std::vector<int32_t> AloneTokens(const Request& r) {
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 4, .aging_steps = 0});
+  auto h = rig.Submit(r);
+  for (int i = 0; i < 1000 && rig.engine->RunStep(); ++i) {
+  }
+  return testing::TokensOf(h->Drain());
+}
+
+TEST(EngineQosTest, ACriticalRequestStopsAStepOfOtherPromptsAndEverythingIsRedoneExactly) {
+  for (bool qos : {true, false}) {
+    SCOPED_TRACE(qos ? "qos" : "no qos");
+    QosRig rig({.max_batched_tokens = 64,
+                .max_seqs = 4,
+                .prefill_chunk_while_decoding = 16,
+                .aging_steps = 0,
+                .qos = qos});
+    const Request decoding = GreedyRequest("d", RandomPrompt(8, 11, kVocab), 30);
+    const Request normal = GreedyRequest("n", RandomPrompt(100, 12, kVocab), 10);
+    Request critical = GreedyRequest("c", RandomPrompt(20, 13, kVocab), 10);
+    critical.priority = Priority::kCritical;
+    Request second = GreedyRequest("c2", RandomPrompt(12, 14, kVocab), 5);
+    second.priority = Priority::kCritical;
+    std::map<std::string, std::shared_ptr<RequestHandle>> handles;
+    handles["d"] = rig.Submit(decoding);
+    rig.engine->RunStep();  // d's prompt; it decodes from now on
+    handles["n"] = rig.Submit(normal);
+    // Sequence ids follow submission: d 1, n 2, c 3. The critical request arrives while a
+    // step reads n's prompt; a second one while the step reads the first's prompt (which
+    // must run to its end).
+    size_t stopped_after = 0;
+    rig.runner.set_mid_step([&](const Batch& batch) {
+      for (const SequenceSpan& span : batch.sequences) {
+        if (span.tokens.size() <= 1) continue;
+        if (span.sequence_id == 2 && !handles.contains("c")) {
+          handles["c"] = rig.Submit(critical);
+          stopped_after = rig.runner.steps().size();
+        } else if (span.sequence_id == 3 && !handles.contains("c2")) {
+          handles["c2"] = rig.Submit(second);
+        }
+      }
+    });
+    for (int i = 0; i < 1000 && rig.engine->RunStep(); ++i) {
+    }
+    ASSERT_TRUE(handles.contains("c") && handles.contains("c2"));
+    EXPECT_EQ(rig.runner.steps_stopped(), qos ? 1 : 0);
+    EXPECT_EQ(rig.engine->Stats().steps_stopped_early, qos ? 1 : 0);
+    if (qos) {
+      // The step after the stop reads the critical prompt whole and no other prompt.
+      ASSERT_GT(rig.runner.steps().size(), stopped_after);
+      const testing::StepRecord& next = rig.runner.steps()[stopped_after];
+      bool critical_whole = false;
+      for (const auto& [id, n_tokens, first] : next.spans) {
+        if (id == 3) critical_whole = n_tokens == 20;
+        if (id != 3) {
+          EXPECT_EQ(n_tokens, 1) << "sequence " << id << " read its prompt";
+        }
+      }
+      EXPECT_TRUE(critical_whole);
+    }
+    // The stopped step left nothing behind: every request's tokens are its tokens alone.
+    for (const Request* r : std::vector<const Request*>{&decoding, &normal, &critical, &second}) {
+      EXPECT_EQ(testing::TokensOf(handles[r->id]->Drain()), AloneTokens(*r)) << r->id;
+    }
+    EXPECT_EQ(rig.engine->Stats().kv_blocks_used, 0);
+    EXPECT_TRUE(rig.engine->CheckConsistency().ok());
+  }
+}
+
+TEST(EngineQosTest, DecodeOnlyStepsRunToTheirEndWhenACriticalRequestArrives) {
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 4, .aging_steps = 0});
+  auto d = rig.Submit(GreedyRequest("d", RandomPrompt(8, 21, kVocab), 10));
+  rig.engine->RunStep();
+  Request critical = GreedyRequest("c", RandomPrompt(20, 22, kVocab), 4);
+  critical.priority = Priority::kCritical;
+  std::shared_ptr<RequestHandle> c;
+  rig.runner.set_mid_step([&](const Batch&) {
+    if (c == nullptr) c = rig.Submit(critical);
+  });
+  for (int i = 0; i < 100 && rig.engine->RunStep(); ++i) {
+  }
+  EXPECT_EQ(rig.runner.steps_stopped(), 0);
+  EXPECT_EQ(testing::TokensOf(c->Drain()), AloneTokens(critical));
 }
 
 TEST(EngineQosTest, AdaptiveBatchingLeansToThroughputWithADeepQueueUnlessUrgentWorkIsLive) {

@@ -14,6 +14,11 @@
 // attends (the last `attended[g]` positions, or all for 0). Reading a released entry (kNoBlock)
 // is an error, so a scheduler that frees a block still attended fails the step.
 //
+// Stopping early (Batch::stop_early): with a mid-step hook set, each step calls it halfway (as
+// a request arriving while the step runs); if the batch's stop flag is then set, the step writes
+// wrong K/V into its positions (a real runner's layers before the stop wrote part of them) and
+// returns stopped_early, so an engine that kept any of them as computed produces other tokens.
+//
 // FakeTokenizer maps token t to one byte 'a' + t % 26 (tokens >= 26 map to upper-case
 // letters, then digits), so texts are easy to predict. Thread-safety: none (tests).
 #pragma once
@@ -21,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -92,6 +98,9 @@ class FakeRunner final : public ModelRunner {
   void FailNextStep() { fail_next_step_ = true; }
   // Each step sleeps this long first, as a real model takes time (drain-rate tests).
   void set_step_delay(std::chrono::microseconds delay) { step_delay_ = delay; }
+  // Called halfway through each step (before the stop flag is read); may submit requests.
+  void set_mid_step(std::function<void(const Batch&)> hook) { mid_step_ = std::move(hook); }
+  int64_t steps_stopped() const { return steps_stopped_; }
 
   Result<StepOutput> Step(const Batch& batch) override {
     if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
@@ -137,6 +146,23 @@ class FakeRunner final : public ModelRunner {
       }
       record.spans.emplace_back(span.sequence_id, static_cast<int64_t>(span.tokens.size()),
                                 span.first_position);
+    }
+    if (mid_step_) mid_step_(batch);
+    if (batch.stop_early != nullptr && batch.stop_early->load()) {
+      for (const SequenceSpan& span : batch.sequences) {
+        for (size_t i = 0; i < span.tokens.size(); ++i) {
+          const int64_t p = span.first_position + static_cast<int64_t>(i);
+          for (int64_t g = 0; g < G; ++g) {
+            const int32_t block = span.block_table[p / bs * G + g];
+            kv_->Keys(0, block)[p % bs] = static_cast<float>(span.tokens[i] + 7);
+          }
+        }
+      }
+      ++steps_stopped_;
+      StepOutput stopped;
+      stopped.n_vocab = shape_.n_vocab;
+      stopped.stopped_early = true;
+      return stopped;
     }
     // Write every span's K/V before any read (as the real runner does).
     for (const SequenceSpan& span : batch.sequences) {
@@ -207,6 +233,8 @@ class FakeRunner final : public ModelRunner {
   std::vector<StepRecord> steps_;
   std::chrono::microseconds step_delay_{0};
   bool fail_next_step_ = false;
+  std::function<void(const Batch&)> mid_step_;
+  int64_t steps_stopped_ = 0;
 };
 
 class FakeTokenizer final : public tokenizer::Tokenizer {
