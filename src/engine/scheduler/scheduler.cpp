@@ -138,9 +138,13 @@ const Scheduler::Sequence& Scheduler::Get(int64_t id) const {
 
 int Scheduler::EffectiveClass(const Sequence& s) const {
   int cls = static_cast<int>(s.spec.priority);
-  if (options_.aging_steps > 0) {
+  if (options_.aging_steps > 0 && s.spec.priority != Priority::kCritical) {
+    // Aging lifts a starved request up to high, never into the top class: a request that
+    // waited long under overload must not rank as critical, or critical requests could no
+    // longer preempt it and would wait for a stream to finish (seen under 3x overload: aged
+    // normal streams held every slot while critical requests waited 200-450 ms).
     const int64_t raised = (step_ - s.arrival_step) / options_.aging_steps;
-    cls = static_cast<int>(std::max<int64_t>(0, cls - raised));
+    cls = static_cast<int>(std::max<int64_t>(static_cast<int64_t>(Priority::kHigh), cls - raised));
   }
   return cls;
 }

@@ -3,7 +3,8 @@
 // Iteration-level continuous batching. A sequence is a token list (prompt, then generated
 // tokens) of which the first `num_computed` have K/V in the cache. Each step:
 //   1. Plan() (const) orders every live sequence by rank -- effective priority class (the
-//      request's class raised one class per `aging_steps` steps since arrival; a sequence
+//      request's class raised one class per `aging_steps` steps since arrival, up to high --
+//      the top class stays the critical requests' own, so they may always preempt; a sequence
 //      Demote()d past its queue deadline comes after every class), then its tenant's virtual
 //      time (weighted fair share of tokens between tenants, fair_share.h), then deadline
 //      (earliest first), then arrival -- and walks that order under the token budget

@@ -195,6 +195,19 @@ TEST(SchedulerTest, CriticalRequestPreemptsALowerClassWithinOneStep) {
   EXPECT_EQ(h.scheduler().Stats().preemptions, 1);
 }
 
+TEST(SchedulerTest, AgingNeverLiftsARequestIntoTheCriticalClass) {
+  // Aging every step: the low request has aged far past high when the critical one arrives,
+  // and is still preempted for it.
+  Harness h({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 1}, 64, 4);
+  h.Add(1, 4, Priority::kLow, 40);
+  for (int i = 0; i < 10; ++i) h.Step();
+  h.Add(2, 3, Priority::kCritical, 2);
+  StepPlan plan = h.Step();
+  EXPECT_EQ(plan.preempted, std::vector<int64_t>{1});
+  ASSERT_NE(Find(plan, 2), nullptr);
+  EXPECT_TRUE(Find(plan, 2)->admit);
+}
+
 TEST(SchedulerTest, EqualClassWaitingDoesNotPreemptRunning) {
   // A waiting request of the same class never preempts, even one ranked ahead by its deadline:
   // neither for a sequence slot nor for blocks (no thrashing between equals).
