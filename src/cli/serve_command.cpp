@@ -162,8 +162,8 @@ constexpr SettingHelp kSettingHelp[] = {
      "off: first come, first served -- priority classes, tenants' fair share and the reserve "
      "are ignored (the QoS-off baseline; default on)"},
     {"qos_stop_steps", "on|off",
-     "A critical request arriving while a step reads other classes' prompts stops that step "
-     "between layers and goes first; the step is redone after it (default on)"},
+     "A critical request arriving while a step runs (one that reads no critical prompt) stops "
+     "that step between layers and goes first; the step is redone after it (default on)"},
     {"adaptive_batch_window", "on|off",
      "Embedding models: shrink the batching window while requests come alone, grow it back under "
      "load (default on; off: a fixed window of max_queue_delay_ms)"},

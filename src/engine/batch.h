@@ -40,8 +40,8 @@ struct Batch {
   // (block, slot): the runner writes each span's K/V before any attention of the layer.
   std::vector<SequenceSpan> sequences;
   // Set while the step runs, it asks the runner to stop between layers (StepOutput::
-  // stopped_early): the engine stops a step of other classes' prompts when a critical request
-  // arrives, so the request waits for a layer instead of the whole step. Null: run to the end.
+  // stopped_early): the engine stops a step that reads no critical prompt when a critical
+  // request arrives, so the request waits for a layer instead of the step. Null: run to the end.
   const std::atomic<bool>* stop_early = nullptr;
 };
 

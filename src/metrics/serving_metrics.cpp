@@ -435,8 +435,8 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
                     "Requests past their queue deadline kept waiting behind the rest (delay).",
                     static_cast<double>(e.queue_delayed));
     live.SetCounter(model, "pier_qos_steps_stopped_early_total",
-                    "Steps of other classes' prompts stopped between layers for an arriving "
-                    "critical request (then run again).",
+                    "Steps stopped between layers for an arriving critical request (then run "
+                    "again).",
                     static_cast<double>(e.steps_stopped_early));
     live.SetGauge(model, "pier_qos_reserved_slots",
                   "Running slots kept for the critical class (qos_reserve).",

@@ -516,8 +516,8 @@ void Engine::Step() {
     plan = scheduler_.Plan();
   }
   Batch batch = scheduler_.Apply(plan);
-  // A step that reads other classes' prompts may stop for a critical request arriving during
-  // it: the request then waits for one layer instead of the whole step.
+  // A step that reads no critical prompt may stop for a critical request arriving during it:
+  // the request then waits for one layer instead of the rest of the step.
   if (options_.stop_steps_for_critical && scheduler_.MayStopForTopClass(plan)) {
     batch.stop_early = &critical_arrived_;
   }

@@ -101,8 +101,8 @@ struct EngineOptions {
   // Release a sliding-window layer's K/V blocks once behind its window (kv_groups.h); false
   // keeps every block as full attention would (the A/B of the benchmarks).
   bool release_sliding_blocks = true;
-  // With QoS: a critical request arriving while a step reads other classes' prompts stops the
-  // step between layers (Batch::stop_early); it is redone after the critical prompt's step.
+  // With QoS: a critical request arriving while a step runs that reads no critical prompt stops
+  // the step between layers (Batch::stop_early); it is redone after the critical prompt's step.
   bool stop_steps_for_critical = true;
 };
 
@@ -147,8 +147,8 @@ struct EngineStats {
   int64_t admissions = 0;
   int64_t queue_expired = 0;  // requests refused as their queue deadline passed
   int64_t queue_delayed = 0;  // requests demoted as their queue deadline passed
-  // Steps of other classes' prompts stopped between layers because a critical request
-  // arrived (Batch::stop_early); each was run again after the critical prompt's step.
+  // Steps stopped between layers because a critical request arrived (Batch::stop_early);
+  // each was run again after the critical prompt's step.
   int64_t steps_stopped_early = 0;
   int64_t running_critical = 0;
   int64_t reserved_seqs = 0;  // what the top class keeps (SchedulerOptions::reserved_share)
@@ -278,8 +278,8 @@ class Engine {
   std::array<int64_t, 4> taken_by_class_ = {0, 0, 0, 0};  // engine thread
   int64_t taken_sequences_ = 0;  // engine thread: taken by TakeInbox since the last publish
   EngineStats stats_ PIER_GUARDED_BY(mutex_);
-  // A critical request sits in inbox_ (with QoS): the step in flight, if it reads only other
-  // classes' prompts, stops at its next layer (Batch::stop_early). Written under mutex_, read
+  // A critical request sits in inbox_ (with QoS): the step in flight, unless it reads a
+  // critical prompt, stops at its next layer (Batch::stop_early). Written under mutex_, read
   // by the runner between layers.
   std::atomic<bool> critical_arrived_ = false;
   std::thread thread_;

@@ -549,16 +549,14 @@ void Scheduler::CommitFailed(const StepPlan& plan) {
 }
 
 bool Scheduler::MayStopForTopClass(const StepPlan& plan) const {
-  if (!options_.qos) return false;
-  bool other_prompt = false;
+  if (!options_.qos || plan.sequences.empty()) return false;
   for (const ScheduledSequence& ss : plan.sequences) {
     auto it = sequences_.find(ss.id);
     if (it == sequences_.end() || ss.n_tokens <= 1) continue;
     const Sequence& s = it->second;
     if (s.spec.priority == Priority::kCritical && !s.demoted) return false;
-    other_prompt = true;
   }
-  return other_prompt;
+  return true;
 }
 
 void Scheduler::EndStep() {

@@ -194,9 +194,10 @@ class Scheduler {
   // named in the prefix index (their K/V may never have been written; a later prompt must not
   // reuse them). The caller then removes or retries the sequences.
   void CommitFailed(const StepPlan& plan);
-  // With QoS: `plan` reads a prompt of another class and none of the top class's, so it may
-  // stop early for a critical request arriving while it runs (Batch::stop_early; the caller
-  // then ends it with CommitFailed). Decode-only steps are short and run to the end.
+  // With QoS: `plan` reads no prompt of the top class, so it may stop early for a critical
+  // request arriving while it runs (Batch::stop_early; the caller then ends it with
+  // CommitFailed). A step reading a critical prompt runs to its end: stopping it would only
+  // delay one critical request for another.
   bool MayStopForTopClass(const StepPlan& plan) const;
   // Between steps: preempts (by recompute) every running sequence holding a block with id >=
   // first_block, so a KV arena can drop its last chunks. Returns their ids.

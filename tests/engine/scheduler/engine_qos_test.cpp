@@ -2,7 +2,7 @@
 // deadline passes ends with queue_expired (or, with the delay action, waits behind the rest);
 // nothing that has started expires; tenants share generated tokens by weight; the stats carry
 // the queue per class, the drain rate and the tenants; a critical request arriving stops a step
-// of other classes' prompts between layers, and the redone step changes no token.
+// that reads no critical prompt between layers, and the redone step changes no token.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -336,10 +336,11 @@ TEST(EngineQosTest, ACriticalRequestStopsAStepOfOtherPromptsAndEverythingIsRedon
   }
 }
 
-TEST(EngineQosTest, DecodeOnlyStepsRunToTheirEndWhenACriticalRequestArrives) {
+TEST(EngineQosTest, ADecodeStepStopsForACriticalRequestAndNoTokenChanges) {
   QosRig rig({.max_batched_tokens = 64, .max_seqs = 4, .aging_steps = 0});
-  auto d = rig.Submit(GreedyRequest("d", RandomPrompt(8, 21, kVocab), 10));
-  rig.engine->RunStep();
+  const Request decoding = GreedyRequest("d", RandomPrompt(8, 21, kVocab), 10);
+  auto d = rig.Submit(decoding);
+  rig.engine->RunStep();  // d's prompt; then decode-only steps
   Request critical = GreedyRequest("c", RandomPrompt(20, 22, kVocab), 4);
   critical.priority = Priority::kCritical;
   std::shared_ptr<RequestHandle> c;
@@ -348,8 +349,9 @@ TEST(EngineQosTest, DecodeOnlyStepsRunToTheirEndWhenACriticalRequestArrives) {
   });
   for (int i = 0; i < 100 && rig.engine->RunStep(); ++i) {
   }
-  EXPECT_EQ(rig.runner.steps_stopped(), 0);
+  EXPECT_EQ(rig.runner.steps_stopped(), 1);
   EXPECT_EQ(testing::TokensOf(c->Drain()), AloneTokens(critical));
+  EXPECT_EQ(testing::TokensOf(d->Drain()), AloneTokens(decoding));
 }
 
 TEST(EngineQosTest, AdaptiveBatchingLeansToThroughputWithADeepQueueUnlessUrgentWorkIsLive) {
