@@ -550,6 +550,12 @@ void Scheduler::CommitFailed(const StepPlan& plan) {
 
 bool Scheduler::MayStopForTopClass(const StepPlan& plan) const {
   if (!options_.qos || plan.sequences.empty()) return false;
+  // A critical sequence still waiting after this plan was applied: the top class has no room
+  // next step either, so a newcomer would not start sooner (and a flood of critical requests
+  // must not stop every step: the running ones would never finish one).
+  for (const auto& [id, s] : sequences_) {
+    if (!s.running && s.spec.priority == Priority::kCritical && !s.demoted) return false;
+  }
   for (const ScheduledSequence& ss : plan.sequences) {
     auto it = sequences_.find(ss.id);
     if (it == sequences_.end() || ss.n_tokens <= 1) continue;

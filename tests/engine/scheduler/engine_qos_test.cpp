@@ -354,6 +354,33 @@ TEST(EngineQosTest, ADecodeStepStopsForACriticalRequestAndNoTokenChanges) {
   EXPECT_EQ(testing::TokensOf(d->Drain()), AloneTokens(decoding));
 }
 
+TEST(EngineQosTest, NoStepStopsWhileACriticalRequestAlreadyWaits) {
+  // One slot, held by a critical stream; a second critical request waits for it. A flood of
+  // further critical requests must not stop the running stream's steps: none could start.
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
+  Request first = GreedyRequest("c1", RandomPrompt(8, 31, kVocab), 12);
+  first.priority = Priority::kCritical;
+  auto h1 = rig.Submit(first);
+  rig.engine->RunStep();
+  Request waiting = GreedyRequest("c2", RandomPrompt(8, 32, kVocab), 2);
+  waiting.priority = Priority::kCritical;
+  auto h2 = rig.Submit(waiting);
+  rig.engine->RunStep();  // c2 taken; it waits for the slot
+  int flood = 0;
+  rig.runner.set_mid_step([&](const Batch&) {
+    if (flood < 5) {
+      Request r = GreedyRequest("f" + std::to_string(flood++), RandomPrompt(8, 40, kVocab), 1);
+      r.priority = Priority::kCritical;
+      rig.Submit(r);
+    }
+  });
+  for (int i = 0; i < 200 && rig.engine->RunStep(); ++i) {
+  }
+  EXPECT_EQ(flood, 5);
+  EXPECT_EQ(rig.runner.steps_stopped(), 0);
+  EXPECT_EQ(testing::TokensOf(h1->Drain()), AloneTokens(first));
+}
+
 TEST(EngineQosTest, AdaptiveBatchingLeansToThroughputWithADeepQueueUnlessUrgentWorkIsLive) {
   QosRig rig({.max_batched_tokens = 256,
               .max_seqs = 4,
