@@ -297,6 +297,7 @@ def test_a_critical_request_stops_a_long_prefill_and_every_answer_is_unchanged()
             answers[sent] = greedy(c, server, criticals[sent], "critical", 4).choices[0].text
             sent += 1
         holder.join()
+        assert sent >= 1, "the long prompt was read before any critical request was sent"
         stopped = stopped_steps(server)
         assert stopped >= 1, f"no step stopped for {sent} critical requests"
     finally:

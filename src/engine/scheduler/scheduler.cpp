@@ -550,17 +550,24 @@ void Scheduler::CommitFailed(const StepPlan& plan) {
 
 bool Scheduler::MayStopForTopClass(const StepPlan& plan) const {
   if (!options_.qos || plan.sequences.empty()) return false;
-  // A critical sequence still waiting after this plan was applied: the top class has no room
-  // next step either, so a newcomer would not start sooner (and a flood of critical requests
-  // must not stop every step: the running ones would never finish one).
+  auto top = [](const Sequence& s) { return s.spec.priority == Priority::kCritical && !s.demoted; };
+  // Stop only if a newcomer could start next step: a free slot, or a running sequence of
+  // another class to preempt (aging never lifts one into the top class). A critical sequence
+  // still waiting after this plan was applied means the top class has no room either (and a
+  // flood of critical requests must not stop every step: the running ones would never finish
+  // one). KV blocks are not checked: the reserve keeps some for the top class.
+  int64_t running = 0;
+  bool preemptable = false;
   for (const auto& [id, s] : sequences_) {
-    if (!s.running && s.spec.priority == Priority::kCritical && !s.demoted) return false;
+    if (!s.running && top(s)) return false;
+    running += s.running ? 1 : 0;
+    preemptable = preemptable || (s.running && !top(s));
   }
+  if (running >= options_.max_seqs && !preemptable) return false;
   for (const ScheduledSequence& ss : plan.sequences) {
     auto it = sequences_.find(ss.id);
     if (it == sequences_.end() || ss.n_tokens <= 1) continue;
-    const Sequence& s = it->second;
-    if (s.spec.priority == Priority::kCritical && !s.demoted) return false;
+    if (top(it->second)) return false;
   }
   return true;
 }

@@ -198,7 +198,7 @@ class Scheduler {
   // request arriving while it runs (Batch::stop_early; the caller then ends it with
   // CommitFailed). A step reading a critical prompt runs to its end: stopping it would only
   // delay one critical request for another; so does every step while a critical sequence
-  // waits (the top class is full: a newcomer would not start sooner).
+  // waits, or while every slot is held by critical ones (a newcomer would not start sooner).
   bool MayStopForTopClass(const StepPlan& plan) const;
   // Between steps: preempts (by recompute) every running sequence holding a block with id >=
   // first_block, so a KV arena can drop its last chunks. Returns their ids.

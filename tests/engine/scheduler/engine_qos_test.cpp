@@ -381,6 +381,27 @@ TEST(EngineQosTest, NoStepStopsWhileACriticalRequestAlreadyWaits) {
   EXPECT_EQ(testing::TokensOf(h1->Drain()), AloneTokens(first));
 }
 
+TEST(EngineQosTest, NoStepStopsWhenEverySlotHoldsACriticalStream) {
+  // The only slot runs a critical stream: a critical newcomer could not start next step (the
+  // same class is never preempted), so stopping the stream's steps would only waste them.
+  QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
+  Request first = GreedyRequest("c1", RandomPrompt(8, 51, kVocab), 12);
+  first.priority = Priority::kCritical;
+  auto h1 = rig.Submit(first);
+  rig.engine->RunStep();
+  Request late = GreedyRequest("c2", RandomPrompt(8, 52, kVocab), 2);
+  late.priority = Priority::kCritical;
+  std::shared_ptr<RequestHandle> h2;
+  rig.runner.set_mid_step([&](const Batch&) {
+    if (h2 == nullptr) h2 = rig.Submit(late);
+  });
+  for (int i = 0; i < 100 && rig.engine->RunStep(); ++i) {
+  }
+  ASSERT_NE(h2, nullptr);
+  EXPECT_EQ(rig.runner.steps_stopped(), 0);
+  EXPECT_EQ(testing::TokensOf(h2->Drain()), AloneTokens(late));
+}
+
 TEST(EngineQosTest, AdaptiveBatchingLeansToThroughputWithADeepQueueUnlessUrgentWorkIsLive) {
   QosRig rig({.max_batched_tokens = 256,
               .max_seqs = 4,
