@@ -266,6 +266,11 @@ TEST(EngineQosTest, StatsCarryTheQueueByClassTheDrainRateAndTheTenants) {
   EXPECT_EQ(rig.engine->Stats().admissions_per_s, done.admissions_per_s);
 }
 
+Request Critical(Request r) {
+  r.priority = Priority::kCritical;
+  return r;
+}
+
 // Each request's tokens when it runs alone (the fake model's tokens depend only on the K/V of
 // its own prefix as stored).
 std::vector<int32_t> AloneTokens(const Request& r) {
@@ -286,10 +291,8 @@ TEST(EngineQosTest, ACriticalRequestStopsAStepOfOtherPromptsAndEverythingIsRedon
                 .qos = qos});
     const Request decoding = GreedyRequest("d", RandomPrompt(8, 11, kVocab), 30);
     const Request normal = GreedyRequest("n", RandomPrompt(100, 12, kVocab), 10);
-    Request critical = GreedyRequest("c", RandomPrompt(20, 13, kVocab), 10);
-    critical.priority = Priority::kCritical;
-    Request second = GreedyRequest("c2", RandomPrompt(12, 14, kVocab), 5);
-    second.priority = Priority::kCritical;
+    const Request critical = Critical(GreedyRequest("c", RandomPrompt(20, 13, kVocab), 10));
+    const Request second = Critical(GreedyRequest("c2", RandomPrompt(12, 14, kVocab), 5));
     std::map<std::string, std::shared_ptr<RequestHandle>> handles;
     handles["d"] = rig.Submit(decoding);
     rig.engine->RunStep();  // d's prompt; it decodes from now on
@@ -341,8 +344,7 @@ TEST(EngineQosTest, ADecodeStepStopsForACriticalRequestAndNoTokenChanges) {
   const Request decoding = GreedyRequest("d", RandomPrompt(8, 21, kVocab), 10);
   auto d = rig.Submit(decoding);
   rig.engine->RunStep();  // d's prompt; then decode-only steps
-  Request critical = GreedyRequest("c", RandomPrompt(20, 22, kVocab), 4);
-  critical.priority = Priority::kCritical;
+  const Request critical = Critical(GreedyRequest("c", RandomPrompt(20, 22, kVocab), 4));
   std::shared_ptr<RequestHandle> c;
   rig.runner.set_mid_step([&](const Batch&) {
     if (c == nullptr) c = rig.Submit(critical);
@@ -358,19 +360,17 @@ TEST(EngineQosTest, NoStepStopsWhileACriticalRequestAlreadyWaits) {
   // One slot, held by a critical stream; a second critical request waits for it. A flood of
   // further critical requests must not stop the running stream's steps: none could start.
   QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
-  Request first = GreedyRequest("c1", RandomPrompt(8, 31, kVocab), 12);
-  first.priority = Priority::kCritical;
+  const Request first = Critical(GreedyRequest("c1", RandomPrompt(8, 31, kVocab), 12));
   auto h1 = rig.Submit(first);
   rig.engine->RunStep();
-  Request waiting = GreedyRequest("c2", RandomPrompt(8, 32, kVocab), 2);
-  waiting.priority = Priority::kCritical;
+  const Request waiting = Critical(GreedyRequest("c2", RandomPrompt(8, 32, kVocab), 2));
   auto h2 = rig.Submit(waiting);
   rig.engine->RunStep();  // c2 taken; it waits for the slot
   int flood = 0;
   rig.runner.set_mid_step([&](const Batch&) {
     if (flood < 5) {
-      Request r = GreedyRequest("f" + std::to_string(flood++), RandomPrompt(8, 40, kVocab), 1);
-      r.priority = Priority::kCritical;
+      const Request r =
+          Critical(GreedyRequest("f" + std::to_string(flood++), RandomPrompt(8, 40, kVocab), 1));
       rig.Submit(r);
     }
   });
@@ -385,12 +385,10 @@ TEST(EngineQosTest, NoStepStopsWhenEverySlotHoldsACriticalStream) {
   // The only slot runs a critical stream: a critical newcomer could not start next step (the
   // same class is never preempted), so stopping the stream's steps would only waste them.
   QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
-  Request first = GreedyRequest("c1", RandomPrompt(8, 51, kVocab), 12);
-  first.priority = Priority::kCritical;
+  const Request first = Critical(GreedyRequest("c1", RandomPrompt(8, 51, kVocab), 12));
   auto h1 = rig.Submit(first);
   rig.engine->RunStep();
-  Request late = GreedyRequest("c2", RandomPrompt(8, 52, kVocab), 2);
-  late.priority = Priority::kCritical;
+  const Request late = Critical(GreedyRequest("c2", RandomPrompt(8, 52, kVocab), 2));
   std::shared_ptr<RequestHandle> h2;
   rig.runner.set_mid_step([&](const Batch&) {
     if (h2 == nullptr) h2 = rig.Submit(late);
@@ -425,8 +423,7 @@ TEST(EngineQosTest, AdaptiveBatchingLeansToThroughputWithADeepQueueUnlessUrgentW
   EXPECT_EQ(rig.engine->Stats().step_token_budget, 256);
   EXPECT_EQ(rig.engine->Stats().step_prefill_chunk, 128);
   // A critical request waiting or running keeps it latency-leaning.
-  Request c = GreedyRequest("c", RandomPrompt(8, 400, kVocab), 50);
-  c.priority = Priority::kCritical;
+  const Request c = Critical(GreedyRequest("c", RandomPrompt(8, 400, kVocab), 50));
   rig.Submit(c);
   rig.engine->RunStep();
   rig.engine->RunStep();
