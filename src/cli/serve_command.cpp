@@ -446,6 +446,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   admin_options.class_max_queue = options.class_max_queue;
   admin_options.class_slo = options.class_slo;
   admin_options.qos = options.qos;
+  admin_options.qos_stop_steps = options.qos_stop_steps;
   admin_options.qos_reserve = options.qos_reserve;
   admin_options.device_governor = &devices->cpu_governor();
   admin_options.gpu_telemetry = gpu_telemetry.get();

@@ -84,6 +84,7 @@ HttpResponse AdminRoutes::AdminQos(const HttpRequest& request) {
   }
   Json body = {{"qos", options_.qos ? "on" : "off"},
                {"reserve_share", options_.qos_reserve},
+               {"stop_steps", options_.qos_stop_steps ? "on" : "off"},
                {"classes", ClassConfig(options_.class_max_queue, options_.class_slo)},
                {"models", std::move(models)}};
   HttpResponse response;

@@ -107,6 +107,7 @@ struct AdminRoutesOptions {
   serving::ClassSloTargets class_slo = {};
   bool qos = true;
   double qos_reserve = 0.05;
+  bool qos_stop_steps = true;
 };
 
 struct Readiness {

@@ -300,6 +300,9 @@ def test_a_critical_request_stops_a_long_prefill_and_every_answer_is_unchanged()
         assert sent >= 1, "the long prompt was read before any critical request was sent"
         stopped = stopped_steps(server)
         assert stopped >= 1, f"no step stopped for {sent} critical requests"
+        state = qos_state(server)
+        assert state["stop_steps"] == "on"
+        assert state["models"][0]["steps_stopped_early"] == stopped
     finally:
         server.stop_and_check()
 
@@ -310,5 +313,6 @@ def test_a_critical_request_stops_a_long_prefill_and_every_answer_is_unchanged()
         for i in range(sent):
             assert greedy(c, reference, criticals[i], "critical", 4).choices[0].text == answers[i]
         assert stopped_steps(reference) == 0
+        assert qos_state(reference)["stop_steps"] == "off"
     finally:
         reference.stop_and_check()
