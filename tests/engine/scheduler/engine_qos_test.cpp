@@ -356,38 +356,45 @@ TEST(EngineQosTest, ADecodeStepStopsForACriticalRequestAndNoTokenChanges) {
   EXPECT_EQ(testing::TokensOf(d->Drain()), AloneTokens(decoding));
 }
 
+// An engine of one slot whose critical stream (12 tokens) has read its prompt.
+struct OneCriticalSlot {
+  OneCriticalSlot() {
+    handle = rig.Submit(stream);
+    rig.engine->RunStep();
+  }
+  QosRig rig{{.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0}};
+  const Request stream = Critical(GreedyRequest("c1", RandomPrompt(8, 31, kVocab), 12));
+  std::shared_ptr<RequestHandle> handle;
+};
+
 TEST(EngineQosTest, NoStepStopsWhileACriticalRequestAlreadyWaits) {
-  // One slot, held by a critical stream; a second critical request waits for it. A flood of
-  // further critical requests must not stop the running stream's steps: none could start.
-  QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
-  const Request first = Critical(GreedyRequest("c1", RandomPrompt(8, 31, kVocab), 12));
-  auto h1 = rig.Submit(first);
-  rig.engine->RunStep();
+  // A second critical request waits for the slot. A flood of further critical requests must
+  // not stop the running stream's steps: none could start.
+  OneCriticalSlot slot;
+  QosRig& rig = slot.rig;
   const Request waiting = Critical(GreedyRequest("c2", RandomPrompt(8, 32, kVocab), 2));
   auto h2 = rig.Submit(waiting);
   rig.engine->RunStep();  // c2 taken; it waits for the slot
   int flood = 0;
   rig.runner.set_mid_step([&](const Batch&) {
     if (flood < 5) {
-      const Request r =
-          Critical(GreedyRequest("f" + std::to_string(flood++), RandomPrompt(8, 40, kVocab), 1));
-      rig.Submit(r);
+      rig.Submit(
+          Critical(GreedyRequest("f" + std::to_string(flood++), RandomPrompt(8, 40, kVocab), 1)));
     }
   });
   for (int i = 0; i < 200 && rig.engine->RunStep(); ++i) {
   }
   EXPECT_EQ(flood, 5);
   EXPECT_EQ(rig.runner.steps_stopped(), 0);
-  EXPECT_EQ(testing::TokensOf(h1->Drain()), AloneTokens(first));
+  EXPECT_EQ(testing::TokensOf(slot.handle->Drain()), AloneTokens(slot.stream));
+  EXPECT_EQ(testing::TokensOf(h2->Drain()), AloneTokens(waiting));
 }
 
 TEST(EngineQosTest, NoStepStopsWhenEverySlotHoldsACriticalStream) {
-  // The only slot runs a critical stream: a critical newcomer could not start next step (the
-  // same class is never preempted), so stopping the stream's steps would only waste them.
-  QosRig rig({.max_batched_tokens = 64, .max_seqs = 1, .aging_steps = 0});
-  const Request first = Critical(GreedyRequest("c1", RandomPrompt(8, 51, kVocab), 12));
-  auto h1 = rig.Submit(first);
-  rig.engine->RunStep();
+  // A critical newcomer could not start next step (the same class is never preempted), so
+  // stopping the stream's steps would only waste them.
+  OneCriticalSlot slot;
+  QosRig& rig = slot.rig;
   const Request late = Critical(GreedyRequest("c2", RandomPrompt(8, 52, kVocab), 2));
   std::shared_ptr<RequestHandle> h2;
   rig.runner.set_mid_step([&](const Batch&) {
