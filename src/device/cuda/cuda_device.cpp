@@ -299,4 +299,19 @@ Status CudaDevice::DequantizeQ4_1(const void* src, float* dst, uint64_t n_blocks
                           name() + ": dequantize Q4_1");
 }
 
+Status CudaDevice::QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_cols, void* xq,
+                                       Stream stream) {
+  return plugin_.ToStatus(
+      api().quantize_activations(index(), x, n_tokens, n_cols, xq, ToStream(stream)),
+      name() + ": quantize activations");
+}
+
+Status CudaDevice::QuantMatMul(int32_t type, const void* weights, int64_t n_rows, int64_t n_cols,
+                               const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                               Stream stream) {
+  return plugin_.ToStatus(api().quant_matmul(index(), type, weights, n_rows, n_cols, xq, n_tokens,
+                                             y, ldy, ToStream(stream)),
+                          name() + ": quantized matrix product");
+}
+
 }  // namespace pier::cuda

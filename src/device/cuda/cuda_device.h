@@ -79,6 +79,16 @@ class CudaDevice final : public Device {
   [[nodiscard]] Status DequantizeQ4_1(const void* src, float* dst, uint64_t n_blocks,
                                       Stream stream);
 
+  // Quantizes x [n_tokens, n_cols] (device f32) into 8-bit activation blocks at xq (device,
+  // n_tokens * quant::ActivationRowBytes(n_cols) bytes), on `stream`.
+  [[nodiscard]] Status QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_cols,
+                                           void* xq, Stream stream);
+  // y [n_tokens, ldy] = W . x on `stream`, W of ggml type `type` in GGUF layout on the
+  // device and xq from QuantizeActivations (see PierCudaPluginApi::quant_matmul).
+  [[nodiscard]] Status QuantMatMul(int32_t type, const void* weights, int64_t n_rows,
+                                   int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
+                                   int64_t ldy, Stream stream);
+
  private:
   // One reserved address range: the physical handle of each granule (0 = unmapped).
   struct RangeState {

@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define PIER_CUDA_PLUGIN_ABI_VERSION 1u
+#define PIER_CUDA_PLUGIN_ABI_VERSION 2u
 #define PIER_CUDA_PLUGIN_ENTRY_SYMBOL "pier_cuda_plugin_api"
 
 typedef int32_t PierCudaResult;
@@ -117,6 +117,18 @@ typedef struct PierCudaPluginApi {
    * low nibbles of qs as elements 0..15 and high nibbles as 16..31. Queued on `stream`. */
   PierCudaResult (*dequantize_q4_1_f32)(int32_t device, const void* src, float* dst,
                                         uint64_t n_blocks, PierCudaStream stream);
+
+  /* ---- Quantized matrix products (ABI 2; kernels/cuda/quant_matmul.h) ----------------- */
+  /* Quantizes x [n_tokens, n_cols] f32 (n_cols a multiple of 32; x and xq 16-byte aligned)
+   * into 8-bit activation blocks: n_tokens rows of ActivationRowBytes(n_cols) bytes. */
+  PierCudaResult (*quantize_activations)(int32_t device, const float* x, int64_t n_tokens,
+                                         int64_t n_cols, void* xq, PierCudaStream stream);
+  /* y [n_tokens, ldy] = W . x for weights W of ggml type `type` (Q4_0, Q4_1, Q5_0, Q5_1,
+   * Q8_0, Q4_K, Q5_K, Q6_K) in GGUF layout, n_rows rows of n_cols, and xq as written by
+   * quantize_activations. Bitwise equal to Pier's CPU MatMul and independent of n_tokens. */
+  PierCudaResult (*quant_matmul)(int32_t device, int32_t type, const void* weights, int64_t n_rows,
+                                 int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
+                                 int64_t ldy, PierCudaStream stream);
 } PierCudaPluginApi;
 
 /* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */

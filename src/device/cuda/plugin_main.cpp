@@ -11,6 +11,8 @@
 #include "device/cuda/cuda_plugin_api.h"
 #include "device/cuda/plugin_internal.h"
 #include "kernels/cuda/dequantize.h"
+#include "kernels/cuda/quant_dot.h"
+#include "kernels/cuda/quant_matmul.h"
 
 #ifndef PIER_CUDA_ARCHS
 #define PIER_CUDA_ARCHS "unknown"
@@ -224,6 +226,42 @@ PierCudaResult DequantizeQ4_1F32(int32_t device, const void* src, float* dst, ui
   return FromCuda(error, "dequantize_q4_1_f32 launch");
 }
 
+PierCudaResult QuantizeActivations(int32_t device, const float* x, int64_t n_tokens, int64_t n_cols,
+                                   void* xq, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  const cudaError_t error =
+      pier::cuda::LaunchQuantizeActivations(x, n_tokens, n_cols, xq, ToCuda(stream));
+  if (error == cudaErrorInvalidValue) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT,
+                "quantize_activations: " + std::to_string(n_tokens) + " tokens of " +
+                    std::to_string(n_cols) +
+                    " columns: needs a positive multiple of 32 columns and non-null, "
+                    "16-byte aligned x and xq");
+  }
+  return FromCuda(error, "quantize_activations launch");
+}
+
+PierCudaResult QuantMatMul(int32_t device, int32_t type, const void* weights, int64_t n_rows,
+                           int64_t n_cols, const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                           PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  const cudaError_t error = pier::cuda::LaunchQuantMatMul(type, weights, n_rows, n_cols, xq,
+                                                          n_tokens, y, ldy, ToCuda(stream));
+  if (error == cudaErrorInvalidValue) {
+    if (!pier::cuda::quant::IsQuantType(type)) {
+      return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT,
+                  "quant_matmul: ggml type " + std::to_string(type) +
+                      " has no GPU product (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K do)");
+    }
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT,
+                "quant_matmul: bad shape or pointer (" + std::to_string(n_rows) + " x " +
+                    std::to_string(n_cols) + ", " + std::to_string(n_tokens) + " tokens, ldy " +
+                    std::to_string(ldy) +
+                    "): columns must be whole GGUF blocks, ldy >= rows, xq 16-byte aligned");
+  }
+  return FromCuda(error, "quant_matmul launch");
+}
+
 const PierCudaPluginApi kApi = {
     PIER_CUDA_PLUGIN_ABI_VERSION,
     sizeof(PierCudaPluginApi),
@@ -254,6 +292,8 @@ const PierCudaPluginApi kApi = {
     VmMap,
     VmUnmap,
     DequantizeQ4_1F32,
+    QuantizeActivations,
+    QuantMatMul,
 };
 
 }  // namespace

@@ -1,0 +1,162 @@
+// GPU benchmark of the quantized matrix product (kernels/cuda/quant_matmul.h): time and
+// achieved bandwidth per matrix at 1, 8 and 64 tokens, against the device's own
+// device-to-device copy bandwidth (the ceiling a memory-bound product can reach), for the
+// default model's matrices and 7B-shaped ones, random weights. Self-contained so that it
+// runs as-is on a GPU machine; scripts/gpu-check runs it.
+//
+// Output: "RESULT <name> <value> <unit>" lines, or one "SKIP <reason>" line (exit 0) when
+// no GPU is usable. Bandwidth counts the weight bytes read once per product.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/cuda/cuda_device.h"
+#include "device/cuda/cuda_plugin.h"
+#include "kernels/cuda/quant_dot.h"
+#include "tests/kernels/random_gguf.h"
+
+namespace {
+
+using pier::Event;
+using pier::Result;
+using pier::Status;
+using pier::Stream;
+using pier::cuda::CudaDevice;
+using pier::cuda::quant::QuantType;
+
+constexpr int kWarmups = 3;
+constexpr int kRepeats = 20;
+
+bool Check(const Status& status, const char* what) {
+  if (status.ok()) return true;
+  std::fprintf(stderr, "FAIL %s: %s\n", what, status.ToString().c_str());
+  return false;
+}
+
+// Median milliseconds of `op` over kRepeats runs after kWarmups, timed with events.
+template <typename Op>
+double TimeMedianMs(CudaDevice& device, Stream stream, Op op) {
+  Result<Event> start = device.CreateEvent();
+  Result<Event> stop = device.CreateEvent();
+  if (!start.ok() || !stop.ok()) return -1;
+  std::vector<double> times;
+  for (int i = 0; i < kWarmups + kRepeats; ++i) {
+    if (!Check(device.RecordEvent(*start, stream), "record") || !op() ||
+        !Check(device.RecordEvent(*stop, stream), "record") ||
+        !Check(device.SynchronizeEvent(*stop), "sync")) {
+      return -1;
+    }
+    Result<float> ms = device.ElapsedMs(*start, *stop);
+    if (!ms.ok()) return -1;
+    if (i >= kWarmups) times.push_back(*ms);
+  }
+  device.DestroyEvent(*start);
+  device.DestroyEvent(*stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+struct Buffer {
+  CudaDevice& device;
+  size_t bytes;
+  void* ptr = nullptr;
+  Buffer(CudaDevice& d, size_t n) : device(d), bytes(n) {
+    Result<void*> p = device.AllocateRaw(n, 256);
+    if (p.ok()) ptr = *p;
+  }
+  ~Buffer() {
+    if (ptr != nullptr) device.FreeRaw(ptr, bytes);
+  }
+};
+
+struct Shape {
+  const char* model;
+  const char* matrix;
+  QuantType type;
+  int64_t rows;
+  int64_t cols;
+};
+
+}  // namespace
+
+int main() {
+  const pier::cuda::CudaStatus& status = pier::cuda::GetCudaStatus();
+  if (!status.usable()) {
+    std::printf("SKIP %s\n", status.Summary().c_str());
+    return 0;
+  }
+  Result<std::unique_ptr<CudaDevice>> opened = CudaDevice::Open(0);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "FAIL open: %s\n", opened.status().ToString().c_str());
+    return 1;
+  }
+  CudaDevice& device = **opened;
+  std::printf("INFO %s\n", device.name().c_str());
+  const Stream stream = device.DefaultStream();
+
+  // The ceiling: a 1 GiB device-to-device copy reads and writes every byte.
+  const size_t copy_bytes = size_t{1} << 30;
+  Buffer copy_src(device, copy_bytes), copy_dst(device, copy_bytes);
+  if (copy_src.ptr == nullptr || copy_dst.ptr == nullptr) return 1;
+  const double copy_ms = TimeMedianMs(device, stream, [&] {
+    return Check(device.CopyDeviceToDevice(copy_dst.ptr, copy_src.ptr, copy_bytes, stream), "copy");
+  });
+  if (copy_ms <= 0) return 1;
+  const double copy_gbs = 2.0 * copy_bytes / copy_ms / 1e6;
+  std::printf("RESULT d2d_copy_bandwidth %.1f GB/s\n", copy_gbs);
+
+  const Shape shapes[] = {
+      {"135m", "attn_q", QuantType::kQ4_1, 576, 576},
+      {"135m", "ffn_up", QuantType::kQ4_1, 1536, 576},
+      {"135m", "ffn_down", QuantType::kQ4_1, 576, 1536},
+      {"135m", "output_q8_0", QuantType::kQ8_0, 49152, 576},
+      {"7b", "attn_q", QuantType::kQ4_0, 4096, 4096},
+      {"7b", "ffn_up", QuantType::kQ4_0, 11008, 4096},
+      {"7b", "ffn_down", QuantType::kQ4_0, 4096, 11008},
+      {"7b", "ffn_down_q6_k", QuantType::kQ6_K, 4096, 11008},
+      {"7b", "ffn_up_q4_k", QuantType::kQ4_K, 11008, 4096},
+  };
+  const int64_t token_counts[] = {1, 8, 64};
+  for (const Shape& s : shapes) {
+    const std::vector<uint8_t> w =
+        pier::cuda::testing::RandomGgufMatrix(s.type, s.rows, s.cols, 17);
+    const std::vector<float> x = pier::cuda::testing::RandomActivations(64, s.cols, 19, false);
+    const size_t xq_bytes = pier::cuda::quant::ActivationRowBytes(s.cols) * 64;
+    Buffer dw(device, w.size()), dx(device, x.size() * 4), dxq(device, xq_bytes),
+        dy(device, s.rows * 64 * 4);
+    if (!dw.ptr || !dx.ptr || !dxq.ptr || !dy.ptr) return 1;
+    if (!Check(device.CopyHostToDevice(dw.ptr, w.data(), w.size(), stream), "upload") ||
+        !Check(device.CopyHostToDevice(dx.ptr, x.data(), x.size() * 4, stream), "upload") ||
+        !Check(device.QuantizeActivations(static_cast<const float*>(dx.ptr), 64, s.cols, dxq.ptr,
+                                          stream),
+               "quantize")) {
+      return 1;
+    }
+    for (int64_t n : token_counts) {
+      const double ms = TimeMedianMs(device, stream, [&] {
+        return Check(device.QuantMatMul(static_cast<int32_t>(s.type), dw.ptr, s.rows, s.cols,
+                                        dxq.ptr, n, static_cast<float*>(dy.ptr), s.rows, stream),
+                     "matmul");
+      });
+      if (ms <= 0) return 1;
+      const double gbs = static_cast<double>(w.size()) / ms / 1e6;
+      const std::string name = std::string(s.model) + "_" + s.matrix + "_" +
+                               pier::cuda::testing::QuantTypeName(s.type) + "_b" +
+                               std::to_string(n);
+      std::printf("RESULT %s_us %.1f us\n", name.c_str(), ms * 1e3);
+      std::printf("RESULT %s_bandwidth %.1f GB/s (%.0f%% of copy)\n", name.c_str(), gbs,
+                  100.0 * gbs / copy_gbs);
+    }
+    const double quantize_ms = TimeMedianMs(device, stream, [&] {
+      return Check(device.QuantizeActivations(static_cast<const float*>(dx.ptr), 64, s.cols,
+                                              dxq.ptr, stream),
+                   "quantize");
+    });
+    std::printf("RESULT %s_%s_quantize_64_tokens_us %.1f us\n", s.model, s.matrix,
+                quantize_ms * 1e3);
+  }
+  return 0;
+}

@@ -1,0 +1,190 @@
+// The quantized matrix product and activation quantization on the GPU (see quant_matmul.h).
+//
+// Product: one warp per weight row and tile of up to 8 tokens. The warp walks the row's
+// blocks of 32 four at a time: lane 8 * j + quad decodes the 4 weights `quad` of block
+// b0 + j once and takes its exact integer dot product with each token's 4 activation bytes
+// (dp4a); three integer shuffles give each 8-lane group its block's sum. Then every lane
+// folds the four blocks into its token accumulators in block order (quant_dot.h's
+// CombineBlock), so all lanes hold the same canonical value and lane 0 writes it. Nothing
+// depends on the tile, the grid or the batch: each (row, token) takes the same operations.
+//
+// Activation quantization: one warp per block of 32 values, one value per lane; amax and the
+// sum of q are warp reductions (max and integer sums are exact in any order).
+#include "kernels/cuda/quant_dot.h"
+#include "kernels/cuda/quant_matmul.h"
+
+namespace pier::cuda {
+namespace {
+
+using quant::BlockFactors;
+using quant::QuantType;
+using quant::WeightQuad;
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpsPerCta = 4;
+constexpr int kTokenTile = 8;
+constexpr int kBlocksPerStep = 4;  // blocks of 32 a warp reads per step: 8 lanes each
+
+template <QuantType kType>
+__global__ void __launch_bounds__(32 * kWarpsPerCta)
+    QuantMatMulKernel(const uint8_t* __restrict__ weights, int64_t n_rows, int64_t n_cols,
+                      const uint8_t* __restrict__ xq, int64_t n_tokens, float* __restrict__ y,
+                      int64_t ldy) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerCta + (threadIdx.x >> 5);
+  if (r >= n_rows) return;  // the whole warp leaves together
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokenTile;
+  const int n_tile = static_cast<int>(n_tokens - t0 < kTokenTile ? n_tokens - t0 : kTokenTile);
+  const int j = lane >> 3;
+  const int quad = lane & 7;
+  const int64_t n_blocks = n_cols / quant::kBlock;
+  const int64_t x_bytes = quant::ActivationRowBytes(n_cols);
+  const uint8_t* row = weights + r * quant::GgufRowBytes(kType, n_cols);
+
+  float acc[kTokenTile];
+#pragma unroll
+  for (int t = 0; t < kTokenTile; ++t) acc[t] = 0.0f;
+
+  for (int64_t b0 = 0; b0 < n_blocks; b0 += kBlocksPerStep) {
+    const int64_t b = b0 + j;
+    const bool valid = b < n_blocks;
+    const WeightQuad w = valid ? quant::LoadWeightQuad(kType, row, b, quad) : WeightQuad{0, 0};
+    BlockFactors f{0.0f, 0.0f, quant::HasOffset(kType)};
+    if (valid && quad == 0) f = quant::LoadBlockFactors(kType, row, b);
+    const int steps =
+        static_cast<int>(n_blocks - b0 < kBlocksPerStep ? n_blocks - b0 : kBlocksPerStep);
+    // Every lane gets the four blocks' factors once for all tokens.
+    BlockFactors factors[kBlocksPerStep];
+#pragma unroll
+    for (int jj = 0; jj < kBlocksPerStep; ++jj) {
+      factors[jj] = BlockFactors{__shfl_sync(kFullMask, f.dw, 8 * jj),
+                                 __shfl_sync(kFullMask, f.mw, 8 * jj), f.has_offset};
+    }
+#pragma unroll
+    for (int t = 0; t < kTokenTile; ++t) {
+      if (t < n_tile) {  // uniform across the warp
+        const uint8_t* x = xq + (t0 + t) * x_bytes;
+        const uint32_t x4 =
+            valid ? *reinterpret_cast<const uint32_t*>(x + quant::kBlock * b + 4 * quad) : 0u;
+        int32_t p = quant::QuadDot(w, x4);
+        p += __shfl_xor_sync(kFullMask, p, 1);
+        p += __shfl_xor_sync(kFullMask, p, 2);
+        p += __shfl_xor_sync(kFullMask, p, 4);
+        const auto* dx = reinterpret_cast<const float*>(x + n_cols);
+        const float* bx = dx + n_blocks;
+#pragma unroll
+        for (int jj = 0; jj < kBlocksPerStep; ++jj) {
+          const int32_t isum = __shfl_sync(kFullMask, p, 8 * jj);
+          if (jj < steps) {
+            acc[t] = quant::CombineBlock(acc[t], isum, factors[jj], dx[b0 + jj], bx[b0 + jj]);
+          }
+        }
+      }
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < kTokenTile; ++t) {
+      if (t < n_tile) y[(t0 + t) * ldy + r] = acc[t];
+    }
+  }
+}
+
+constexpr int kQuantizeWarps = 8;
+
+__global__ void __launch_bounds__(32 * kQuantizeWarps)
+    QuantizeActivationsKernel(const float* __restrict__ x, int64_t n_tokens, int64_t n_cols,
+                              uint8_t* __restrict__ xq) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t n_blocks = n_cols / quant::kBlock;
+  const int64_t global_block =
+      static_cast<int64_t>(blockIdx.x) * kQuantizeWarps + (threadIdx.x >> 5);
+  if (global_block >= n_tokens * n_blocks) return;
+  const int64_t t = global_block / n_blocks;
+  const int64_t b = global_block % n_blocks;
+  const float v = x[t * n_cols + quant::kBlock * b + lane];
+
+  float amax = fabsf(v);
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
+  }
+  const float dx = quant::ActivationScale(amax);
+  const int32_t q = quant::QuantizeValue(v, quant::ActivationInverseScale(dx));
+  int32_t qsum = q;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    qsum += __shfl_xor_sync(kFullMask, qsum, offset);
+  }
+  uint8_t* out = xq + t * quant::ActivationRowBytes(n_cols);
+  reinterpret_cast<int8_t*>(out)[quant::kBlock * b + lane] = static_cast<int8_t>(q);
+  if (lane == 0) {
+    auto* dx_out = reinterpret_cast<float*>(out + n_cols);
+    dx_out[b] = dx;
+    dx_out[n_blocks + b] = quant::ActivationOffsetSum(qsum, dx);
+  }
+}
+
+template <QuantType kType>
+cudaError_t Launch(const void* weights, int64_t n_rows, int64_t n_cols, const void* xq,
+                   int64_t n_tokens, float* y, int64_t ldy, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((n_rows + kWarpsPerCta - 1) / kWarpsPerCta),
+                  static_cast<unsigned>((n_tokens + kTokenTile - 1) / kTokenTile));
+  QuantMatMulKernel<kType>
+      <<<grid, 32 * kWarpsPerCta, 0, stream>>>(static_cast<const uint8_t*>(weights), n_rows, n_cols,
+                                               static_cast<const uint8_t*>(xq), n_tokens, y, ldy);
+  return cudaGetLastError();
+}
+
+bool Aligned(const void* p, uintptr_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+}  // namespace
+
+cudaError_t LaunchQuantizeActivations(const float* x, int64_t n_tokens, int64_t n_cols, void* xq,
+                                      cudaStream_t stream) {
+  if (n_tokens == 0) return cudaSuccess;
+  if (n_tokens < 0 || n_cols <= 0 || n_cols % quant::kBlock != 0 || x == nullptr || xq == nullptr ||
+      !Aligned(x, 16) || !Aligned(xq, 16)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t warps = n_tokens * (n_cols / quant::kBlock);
+  const int64_t grid = (warps + kQuantizeWarps - 1) / kQuantizeWarps;
+  if (grid > 0x7fffffff) return cudaErrorInvalidValue;
+  QuantizeActivationsKernel<<<static_cast<unsigned>(grid), 32 * kQuantizeWarps, 0, stream>>>(
+      x, n_tokens, n_cols, static_cast<uint8_t*>(xq));
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchQuantMatMul(int32_t type, const void* weights, int64_t n_rows, int64_t n_cols,
+                              const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                              cudaStream_t stream) {
+  if (n_tokens == 0 || n_rows == 0) return cudaSuccess;
+  if (!quant::IsQuantType(type) || n_rows < 0 || n_tokens < 0 || n_cols <= 0 ||
+      n_cols % quant::GgufBlockElements(static_cast<QuantType>(type)) != 0 || ldy < n_rows ||
+      weights == nullptr || xq == nullptr || y == nullptr || !Aligned(xq, 16) || !Aligned(y, 4) ||
+      (n_rows + kWarpsPerCta - 1) / kWarpsPerCta > 0x7fffffff ||
+      (n_tokens + kTokenTile - 1) / kTokenTile > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  switch (static_cast<QuantType>(type)) {
+    case QuantType::kQ4_0:
+      return Launch<QuantType::kQ4_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    case QuantType::kQ4_1:
+      return Launch<QuantType::kQ4_1>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    case QuantType::kQ5_0:
+      return Launch<QuantType::kQ5_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    case QuantType::kQ5_1:
+      return Launch<QuantType::kQ5_1>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    case QuantType::kQ8_0:
+      return Launch<QuantType::kQ8_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    case QuantType::kQ4_K:
+      return Launch<QuantType::kQ4_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    case QuantType::kQ5_K:
+      return Launch<QuantType::kQ5_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    case QuantType::kQ6_K:
+      return Launch<QuantType::kQ6_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace pier::cuda

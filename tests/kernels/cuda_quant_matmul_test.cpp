@@ -1,0 +1,178 @@
+// The GPU's quantized matrix product and activation quantization against the host golden of
+// kernels/cuda/quant_dot.h (which the unit test cuda_quant_dot_test proves equal to the CPU
+// MatMul): bit for bit, for every type, on the default model's and 7B-shaped matrices, and
+// the same bits for a token at every batch size. Skips with the reason when no GPU is usable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/quant_dot.h"
+#include "tests/kernels/cuda_test_device.h"
+#include "tests/kernels/random_gguf.h"
+
+namespace pier::cuda {
+namespace {
+
+using quant::QuantType;
+using testing::kAllQuantTypes;
+using testing::QuantTypeName;
+using testing::RandomActivations;
+using testing::RandomGgufMatrix;
+using testing::SameBits;
+
+constexpr int64_t kTokenCounts[] = {1, 2, 3, 7, 8, 9, 16, 33, 64};
+constexpr int64_t kMaxTokens = 64;
+
+// A device buffer freed with the test's device.
+struct DeviceBuffer {
+  CudaDevice* device = nullptr;
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer(CudaDevice* d, size_t n) : device(d), bytes(n) {
+    Result<void*> p = device->AllocateRaw(n, 256);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (p.ok()) ptr = *p;
+  }
+  ~DeviceBuffer() {
+    if (ptr != nullptr) device->FreeRaw(ptr, bytes);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+class CudaQuantMatMulTest : public CudaTest {
+ protected:
+  template <typename T>
+  void Upload(DeviceBuffer& dst, const std::vector<T>& src) {
+    ASSERT_TRUE(device_
+                    ->CopyHostToDevice(dst.ptr, src.data(), src.size() * sizeof(T),
+                                       device_->DefaultStream())
+                    .ok());
+  }
+  template <typename T>
+  std::vector<T> Download(const DeviceBuffer& src, size_t count) {
+    std::vector<T> out(count);
+    EXPECT_TRUE(
+        device_->CopyDeviceToHost(out.data(), src.ptr, count * sizeof(T), device_->DefaultStream())
+            .ok());
+    const Status sync = device_->Synchronize(device_->DefaultStream());
+    EXPECT_TRUE(sync.ok()) << sync.ToString();
+    return out;
+  }
+
+  // Checks one matrix: activations quantized on the GPU equal the golden's; the product of
+  // every token count equals the golden bit for bit (so each token's row is the same at every
+  // batch size, in all ldy-padded outputs).
+  void CheckShape(QuantType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+    SCOPED_TRACE(std::string(QuantTypeName(type)) + " " + std::to_string(n_rows) + " x " +
+                 std::to_string(n_cols));
+    const std::vector<uint8_t> w = RandomGgufMatrix(type, n_rows, n_cols, seed);
+    const std::vector<float> x = RandomActivations(kMaxTokens, n_cols, seed + 1);
+    const int64_t x_bytes = quant::ActivationRowBytes(n_cols);
+    std::vector<uint8_t> xq_golden(x_bytes * kMaxTokens);
+    quant::QuantizeActivationsGolden(x.data(), kMaxTokens, n_cols, xq_golden.data());
+    const int64_t ldy = n_rows + 5;
+    std::vector<float> golden(kMaxTokens * ldy, 0.0f);
+    quant::QuantMatMulGolden(type, w.data(), n_rows, n_cols, xq_golden.data(), kMaxTokens,
+                             golden.data(), ldy);
+
+    DeviceBuffer dw(device_.get(), w.size()), dx(device_.get(), x.size() * sizeof(float)),
+        dxq(device_.get(), xq_golden.size()), dy(device_.get(), golden.size() * sizeof(float));
+    ASSERT_TRUE(dw.ptr && dx.ptr && dxq.ptr && dy.ptr);
+    Upload(dw, w);
+    Upload(dx, x);
+    const Stream stream = device_->DefaultStream();
+    const Status quantized = device_->QuantizeActivations(static_cast<const float*>(dx.ptr),
+                                                          kMaxTokens, n_cols, dxq.ptr, stream);
+    ASSERT_TRUE(quantized.ok()) << quantized.ToString();
+    const std::vector<uint8_t> xq = Download<uint8_t>(dxq, xq_golden.size());
+    ASSERT_EQ(std::memcmp(xq.data(), xq_golden.data(), xq.size()), 0)
+        << "activation quantization differs from the golden";
+
+    for (int64_t n_tokens : kTokenCounts) {
+      ASSERT_TRUE(device_->Memset(dy.ptr, 0xff, dy.bytes, stream).ok());  // NaN until written
+      const Status run =
+          device_->QuantMatMul(static_cast<int32_t>(type), dw.ptr, n_rows, n_cols, dxq.ptr,
+                               n_tokens, static_cast<float*>(dy.ptr), ldy, stream);
+      ASSERT_TRUE(run.ok()) << run.ToString();
+      const std::vector<float> y = Download<float>(dy, golden.size());
+      int64_t mismatches = 0;
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const float got = y[t * ldy + r], want = golden[t * ldy + r];
+          if (!SameBits(got, want) && ++mismatches <= 3) {
+            ADD_FAILURE() << n_tokens << " tokens: token " << t << " row " << r << ": gpu " << got
+                          << " golden " << want;
+          }
+        }
+        // The padding between rows is never written.
+        for (int64_t r = n_rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r]));
+      }
+      ASSERT_EQ(mismatches, 0) << n_tokens << " tokens";
+      // Tokens past the batch are never written either.
+      if (n_tokens < kMaxTokens) {
+        ASSERT_TRUE(std::isnan(y[n_tokens * ldy]));
+      }
+    }
+  }
+};
+
+// A few rows of one or two GGUF blocks: what scripts/gpu-check runs under compute-sanitizer.
+TEST_F(CudaQuantMatMulTest, SmallShapesMatchTheGolden) {
+  for (QuantType type : kAllQuantTypes) {
+    CheckShape(type, 5, quant::GgufBlockElements(type) == 32 ? 64 : 256, 6);
+  }
+}
+
+// The default model's matrices (SmolLM2-135M: 576 wide, 1536 in the MLP). The k-quants need
+// whole 256-blocks, so their rows are 1536 long (ffn_down).
+TEST_F(CudaQuantMatMulTest, DefaultModelShapesMatchTheGoldenAtEveryBatchSize) {
+  for (QuantType type : kAllQuantTypes) {
+    if (quant::GgufBlockElements(type) == 32) {
+      CheckShape(type, 576, 576, 1);
+      CheckShape(type, 1536, 576, 2);
+    }
+    CheckShape(type, 576, 1536, 3);
+  }
+}
+
+// 7B-shaped rows (4096 and 11008 long); fewer rows than a 7B model, the same reductions.
+TEST_F(CudaQuantMatMulTest, SevenBShapesMatchTheGoldenAtEveryBatchSize) {
+  for (QuantType type : kAllQuantTypes) {
+    CheckShape(type, 131, 4096, 4);
+    CheckShape(type, 67, 11008, 5);
+  }
+}
+
+TEST_F(CudaQuantMatMulTest, UnknownTypeAndBadShapesAreRefused) {
+  DeviceBuffer buf(device_.get(), 1 << 16);
+  ASSERT_NE(buf.ptr, nullptr);
+  auto* y = static_cast<float*>(buf.ptr);
+  const Stream stream = device_->DefaultStream();
+  Status s = device_->QuantMatMul(1 /* F16 */, buf.ptr, 4, 64, buf.ptr, 1, y, 4, stream);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("no GPU product"), std::string::npos) << s.ToString();
+  // Q4_K needs whole 256-blocks.
+  s = device_->QuantMatMul(static_cast<int32_t>(QuantType::kQ4_K), buf.ptr, 4, 96, buf.ptr, 1, y, 4,
+                           stream);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  // ldy smaller than the rows.
+  s = device_->QuantMatMul(static_cast<int32_t>(QuantType::kQ8_0), buf.ptr, 8, 64, buf.ptr, 1, y, 4,
+                           stream);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  // Misaligned activations.
+  s = device_->QuantMatMul(static_cast<int32_t>(QuantType::kQ8_0), buf.ptr, 4, 64,
+                           static_cast<char*>(buf.ptr) + 4, 1, y, 4, stream);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  s = device_->QuantizeActivations(y, 2, 48, buf.ptr, stream);  // not whole blocks of 32
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  // Nothing to do is not an error.
+  EXPECT_TRUE(device_->QuantizeActivations(nullptr, 0, 64, nullptr, stream).ok());
+  EXPECT_TRUE(device_->Synchronize(stream).ok()) << "a refused launch left an error behind";
+}
+
+}  // namespace
+}  // namespace pier::cuda
