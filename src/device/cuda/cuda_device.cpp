@@ -314,4 +314,38 @@ Status CudaDevice::QuantMatMul(int32_t type, const void* weights, int64_t n_rows
                           name() + ": quantized matrix product");
 }
 
+Status CudaDevice::AddRmsNorm(float* x, const float* add, const float* weight, int64_t n_tokens,
+                              int64_t n, float eps, float* y, void* xq, Stream stream) {
+  return plugin_.ToStatus(
+      api().add_rms_norm(index(), x, add, weight, n_tokens, n, eps, y, xq, ToStream(stream)),
+      name() + ": RMS norm");
+}
+
+Status CudaDevice::SiluMul(const float* gate, const float* up, int64_t n_tokens, int64_t n,
+                           float* h, void* xq, Stream stream) {
+  return plugin_.ToStatus(api().silu_mul(index(), gate, up, n_tokens, n, h, xq, ToStream(stream)),
+                          name() + ": SwiGLU");
+}
+
+Status CudaDevice::Rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                        int64_t n_rot, bool neox, const float* cos_sin, Stream stream) {
+  return plugin_.ToStatus(api().rope(index(), x, n_tokens, n_heads, head_dim, n_rot, neox ? 1 : 0,
+                                     cos_sin, ToStream(stream)),
+                          name() + ": RoPE");
+}
+
+Status CudaDevice::EmbeddingRows(int32_t type, const void* table, int64_t n_vocab, int64_t n_cols,
+                                 const int32_t* ids, int64_t n_tokens, float* out, Stream stream) {
+  return plugin_.ToStatus(api().embedding_rows(index(), type, table, n_vocab, n_cols, ids, n_tokens,
+                                               out, ToStream(stream)),
+                          name() + ": embedding rows");
+}
+
+Status CudaDevice::Argmax(const float* logits, int64_t n_tokens, int64_t n_vocab, int64_t ld,
+                          int32_t* out, Stream stream) {
+  return plugin_.ToStatus(
+      api().argmax(index(), logits, n_tokens, n_vocab, ld, out, ToStream(stream)),
+      name() + ": argmax");
+}
+
 }  // namespace pier::cuda

@@ -89,6 +89,20 @@ class CudaDevice final : public Device {
                                    int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
                                    int64_t ldy, Stream stream);
 
+  // The per-token operations of kernels/cuda/row_kernels.h on `stream` (device pointers; see
+  // PierCudaPluginApi for each).
+  [[nodiscard]] Status AddRmsNorm(float* x, const float* add, const float* weight, int64_t n_tokens,
+                                  int64_t n, float eps, float* y, void* xq, Stream stream);
+  [[nodiscard]] Status SiluMul(const float* gate, const float* up, int64_t n_tokens, int64_t n,
+                               float* h, void* xq, Stream stream);
+  [[nodiscard]] Status Rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                            int64_t n_rot, bool neox, const float* cos_sin, Stream stream);
+  [[nodiscard]] Status EmbeddingRows(int32_t type, const void* table, int64_t n_vocab,
+                                     int64_t n_cols, const int32_t* ids, int64_t n_tokens,
+                                     float* out, Stream stream);
+  [[nodiscard]] Status Argmax(const float* logits, int64_t n_tokens, int64_t n_vocab, int64_t ld,
+                              int32_t* out, Stream stream);
+
  private:
   // One reserved address range: the physical handle of each granule (0 = unmapped).
   struct RangeState {

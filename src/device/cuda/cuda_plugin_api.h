@@ -129,6 +129,30 @@ typedef struct PierCudaPluginApi {
   PierCudaResult (*quant_matmul)(int32_t device, int32_t type, const void* weights, int64_t n_rows,
                                  int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
                                  int64_t ldy, PierCudaStream stream);
+
+  /* ---- Per-token operations (ABI 2; kernels/cuda/row_kernels.h, same bits as the CPU) --- */
+  /* x += add (add may be NULL); y = RmsNorm(x) * weight as f32 (y may be NULL) and/or 8-bit
+   * activation blocks (xq may be NULL). x, add, y: [n_tokens, n], n a multiple of 32. */
+  PierCudaResult (*add_rms_norm)(int32_t device, float* x, const float* add, const float* weight,
+                                 int64_t n_tokens, int64_t n, float eps, float* y, void* xq,
+                                 PierCudaStream stream);
+  /* h = silu(gate) * up as f32 (h may be NULL) and/or activation blocks (xq may be NULL). */
+  PierCudaResult (*silu_mul)(int32_t device, const float* gate, const float* up, int64_t n_tokens,
+                             int64_t n, float* h, void* xq, PierCudaStream stream);
+  /* In-place RoPE of x [n_tokens, n_heads, head_dim] from cos_sin [n_tokens, n_rot/2, 2];
+   * neox != 0 pairs (i, i + n_rot/2), else (2i, 2i + 1). */
+  PierCudaResult (*rope)(int32_t device, float* x, int64_t n_tokens, int64_t n_heads,
+                         int64_t head_dim, int64_t n_rot, int32_t neox, const float* cos_sin,
+                         PierCudaStream stream);
+  /* out [n_tokens, n_cols] = rows ids[t] of a GGUF table of ggml type `type` (F32, F16 or a
+   * quant_matmul type) with n_vocab rows; a bad id gives a NaN row. */
+  PierCudaResult (*embedding_rows)(int32_t device, int32_t type, const void* table, int64_t n_vocab,
+                                   int64_t n_cols, const int32_t* ids, int64_t n_tokens, float* out,
+                                   PierCudaStream stream);
+  /* out[t] = lowest index of the largest of logits[t, :n_vocab] (rows ld apart); -1 for a
+   * row with a NaN. */
+  PierCudaResult (*argmax)(int32_t device, const float* logits, int64_t n_tokens, int64_t n_vocab,
+                           int64_t ld, int32_t* out, PierCudaStream stream);
 } PierCudaPluginApi;
 
 /* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */

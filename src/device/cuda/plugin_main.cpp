@@ -13,6 +13,7 @@
 #include "kernels/cuda/dequantize.h"
 #include "kernels/cuda/quant_dot.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "kernels/cuda/row_kernels.h"
 
 #ifndef PIER_CUDA_ARCHS
 #define PIER_CUDA_ARCHS "unknown"
@@ -262,6 +263,66 @@ PierCudaResult QuantMatMul(int32_t device, int32_t type, const void* weights, in
   return FromCuda(error, "quant_matmul launch");
 }
 
+// A launch's result, with `refusal` as the message when the launcher refused its arguments.
+PierCudaResult FromLaunch(cudaError_t error, const char* what, const std::string& refusal) {
+  if (error == cudaErrorInvalidValue) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, std::string(what) + ": " + refusal);
+  }
+  return FromCuda(error, what);
+}
+
+std::string Shape(int64_t n_tokens, int64_t n) {
+  return std::to_string(n_tokens) + " tokens of " + std::to_string(n);
+}
+
+PierCudaResult AddRmsNorm(int32_t device, float* x, const float* add, const float* weight,
+                          int64_t n_tokens, int64_t n, float eps, float* y, void* xq,
+                          PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromLaunch(
+      pier::cuda::LaunchAddRmsNorm(x, add, weight, n_tokens, n, eps, y, xq, ToCuda(stream)),
+      "add_rms_norm",
+      Shape(n_tokens, n) + ": needs a positive multiple of 32, x and weight, xq 16-byte aligned");
+}
+
+PierCudaResult SiluMul(int32_t device, const float* gate, const float* up, int64_t n_tokens,
+                       int64_t n, float* h, void* xq, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromLaunch(
+      pier::cuda::LaunchSiluMul(gate, up, n_tokens, n, h, xq, ToCuda(stream)), "silu_mul",
+      Shape(n_tokens, n) + ": needs a positive multiple of 32, gate and up, xq 16-byte aligned");
+}
+
+PierCudaResult Rope(int32_t device, float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                    int64_t n_rot, int32_t neox, const float* cos_sin, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromLaunch(pier::cuda::LaunchRope(x, n_tokens, n_heads, head_dim, n_rot, neox != 0,
+                                           cos_sin, ToCuda(stream)),
+                    "rope",
+                    "n_rot " + std::to_string(n_rot) + " of head_dim " + std::to_string(head_dim) +
+                        ": needs an even n_rot <= head_dim");
+}
+
+PierCudaResult EmbeddingRows(int32_t device, int32_t type, const void* table, int64_t n_vocab,
+                             int64_t n_cols, const int32_t* ids, int64_t n_tokens, float* out,
+                             PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromLaunch(pier::cuda::LaunchEmbeddingRows(type, table, n_vocab, n_cols, ids, n_tokens,
+                                                    out, ToCuda(stream)),
+                    "embedding_rows",
+                    "ggml type " + std::to_string(type) + ", " + std::to_string(n_vocab) +
+                        " rows of " + std::to_string(n_cols) +
+                        ": needs F32, F16 or a quantized type with a GPU product, whole blocks");
+}
+
+PierCudaResult Argmax(int32_t device, const float* logits, int64_t n_tokens, int64_t n_vocab,
+                      int64_t ld, int32_t* out, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromLaunch(
+      pier::cuda::LaunchArgmax(logits, n_tokens, n_vocab, ld, out, ToCuda(stream)), "argmax",
+      Shape(n_tokens, n_vocab) + " (ld " + std::to_string(ld) + "): needs ld >= n_vocab > 0");
+}
+
 const PierCudaPluginApi kApi = {
     PIER_CUDA_PLUGIN_ABI_VERSION,
     sizeof(PierCudaPluginApi),
@@ -294,6 +355,11 @@ const PierCudaPluginApi kApi = {
     DequantizeQ4_1F32,
     QuantizeActivations,
     QuantMatMul,
+    AddRmsNorm,
+    SiluMul,
+    Rope,
+    EmbeddingRows,
+    Argmax,
 };
 
 }  // namespace

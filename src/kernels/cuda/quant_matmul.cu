@@ -8,10 +8,10 @@
 // CombineBlock), so all lanes hold the same canonical value and lane 0 writes it. Nothing
 // depends on the tile, the grid or the batch: each (row, token) takes the same operations.
 //
-// Activation quantization: one warp per block of 32 values, one value per lane; amax and the
-// sum of q are warp reductions (max and integer sums are exact in any order).
+// Activation quantization: one warp per block of 32 values (warp_quantize.cuh).
 #include "kernels/cuda/quant_dot.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "kernels/cuda/warp_quantize.cuh"
 
 namespace pier::cuda {
 namespace {
@@ -103,24 +103,7 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
   const int64_t t = global_block / n_blocks;
   const int64_t b = global_block % n_blocks;
   const float v = x[t * n_cols + quant::kBlock * b + lane];
-
-  float amax = fabsf(v);
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
-  }
-  const float dx = quant::ActivationScale(amax);
-  const int32_t q = quant::QuantizeValue(v, quant::ActivationInverseScale(dx));
-  int32_t qsum = q;
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    qsum += __shfl_xor_sync(kFullMask, qsum, offset);
-  }
-  uint8_t* out = xq + t * quant::ActivationRowBytes(n_cols);
-  reinterpret_cast<int8_t*>(out)[quant::kBlock * b + lane] = static_cast<int8_t>(q);
-  if (lane == 0) {
-    auto* dx_out = reinterpret_cast<float*>(out + n_cols);
-    dx_out[b] = dx;
-    dx_out[n_blocks + b] = quant::ActivationOffsetSum(qsum, dx);
-  }
+  WarpQuantizeBlock(v, lane, xq + t * quant::ActivationRowBytes(n_cols), n_cols, b);
 }
 
 template <QuantType kType>
