@@ -348,4 +348,18 @@ Status CudaDevice::Argmax(const float* logits, int64_t n_tokens, int64_t n_vocab
       name() + ": argmax");
 }
 
+Status CudaDevice::PagedAttention(const PierCudaAttentionArgs& args, Stream stream) {
+  return plugin_.ToStatus(api().paged_attention(index(), &args, ToStream(stream)),
+                          name() + ": paged attention");
+}
+
+Status CudaDevice::KvWrite(const float* k, const float* v, int64_t n_tokens,
+                           const int32_t* positions, const int32_t* table_offsets,
+                           const int32_t* block_tables, void* kv_base,
+                           const PierCudaKvGeometry& geometry, Stream stream) {
+  return plugin_.ToStatus(api().kv_write(index(), k, v, n_tokens, positions, table_offsets,
+                                         block_tables, kv_base, &geometry, ToStream(stream)),
+                          name() + ": K/V write");
+}
+
 }  // namespace pier::cuda

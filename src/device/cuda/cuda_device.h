@@ -102,6 +102,12 @@ class CudaDevice final : public Device {
                                      float* out, Stream stream);
   [[nodiscard]] Status Argmax(const float* logits, int64_t n_tokens, int64_t n_vocab, int64_t ld,
                               int32_t* out, Stream stream);
+  // Paged attention and K/V writes (kernels/cuda/attention.h; device pointers).
+  [[nodiscard]] Status PagedAttention(const PierCudaAttentionArgs& args, Stream stream);
+  [[nodiscard]] Status KvWrite(const float* k, const float* v, int64_t n_tokens,
+                               const int32_t* positions, const int32_t* table_offsets,
+                               const int32_t* block_tables, void* kv_base,
+                               const PierCudaKvGeometry& geometry, Stream stream);
 
  private:
   // One reserved address range: the physical handle of each granule (0 = unmapped).

@@ -52,6 +52,31 @@ typedef struct PierCudaDeviceInfo {
   uint64_t vm_granularity_bytes; /* physical chunk size for arenas; 0 without support */
 } PierCudaDeviceInfo;
 
+/* Where one layer's K/V rows are in a paged cache (kernels/cuda/attention_math.h): blocks of
+ * 16 positions, bytes_per_block apart, [16][n_kv_head][head_dim] f16 per plane. */
+typedef struct PierCudaKvGeometry {
+  int64_t bytes_per_block;
+  int64_t key_offset;   /* bytes from a block's start to the layer's K plane */
+  int64_t value_offset; /* ... to its V plane */
+  int64_t n_kv_head;
+  int64_t head_dim; /* at most 256 */
+} PierCudaKvGeometry;
+
+/* One paged-attention launch (kernels/cuda/attention.h). */
+typedef struct PierCudaAttentionArgs {
+  const float* q;               /* [n_queries][n_head][head_dim] */
+  float* out;                   /* [n_queries][n_head][head_dim] */
+  int64_t n_queries;            /* at most 65,535 */
+  int64_t n_head;               /* a multiple of geometry.n_kv_head */
+  const int32_t* positions;     /* [n_queries]: each attends 0..position (causal) */
+  const int32_t* table_offsets; /* [n_queries]: start of its sequence's table */
+  const int32_t* block_tables;
+  const void* kv_base; /* block 0 */
+  PierCudaKvGeometry geometry;
+  int64_t max_splits; /* >= largest position / 256 + 1 */
+  float* scratch;     /* n_queries * n_head * max_splits * (head_dim + 2) floats */
+} PierCudaAttentionArgs;
+
 typedef struct PierCudaPluginApi {
   uint32_t abi_version; /* PIER_CUDA_PLUGIN_ABI_VERSION the plugin was built with */
   uint32_t struct_size; /* sizeof(PierCudaPluginApi) in the plugin */
@@ -153,6 +178,15 @@ typedef struct PierCudaPluginApi {
    * row with a NaN. */
   PierCudaResult (*argmax)(int32_t device, const float* logits, int64_t n_tokens, int64_t n_vocab,
                            int64_t ld, int32_t* out, PierCudaStream stream);
+
+  /* ---- Paged attention (ABI 2; kernels/cuda/attention.h) ------------------------------ */
+  PierCudaResult (*paged_attention)(int32_t device, const PierCudaAttentionArgs* args,
+                                    PierCudaStream stream);
+  /* k, v [n_tokens][n_kv_head][head_dim] f32 -> f16 into the slots of their positions. */
+  PierCudaResult (*kv_write)(int32_t device, const float* k, const float* v, int64_t n_tokens,
+                             const int32_t* positions, const int32_t* table_offsets,
+                             const int32_t* block_tables, void* kv_base,
+                             const PierCudaKvGeometry* geometry, PierCudaStream stream);
 } PierCudaPluginApi;
 
 /* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */

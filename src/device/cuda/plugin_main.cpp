@@ -10,6 +10,7 @@
 
 #include "device/cuda/cuda_plugin_api.h"
 #include "device/cuda/plugin_internal.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/dequantize.h"
 #include "kernels/cuda/quant_dot.h"
 #include "kernels/cuda/quant_matmul.h"
@@ -323,6 +324,52 @@ PierCudaResult Argmax(int32_t device, const float* logits, int64_t n_tokens, int
       Shape(n_tokens, n_vocab) + " (ld " + std::to_string(ld) + "): needs ld >= n_vocab > 0");
 }
 
+pier::cuda::attn::KvGeometry ToGeometry(const PierCudaKvGeometry& g) {
+  return {g.bytes_per_block, g.key_offset, g.value_offset, g.n_kv_head, g.head_dim};
+}
+
+std::string Describe(const PierCudaKvGeometry& g) {
+  return std::to_string(g.n_kv_head) + " K/V heads of " + std::to_string(g.head_dim) +
+         ", blocks of " + std::to_string(g.bytes_per_block) + " bytes";
+}
+
+PierCudaResult PagedAttention(int32_t device, const PierCudaAttentionArgs* args,
+                              PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  if (args == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "paged_attention: no args");
+  const pier::cuda::PagedAttentionArgs a{args->q,
+                                         args->out,
+                                         args->n_queries,
+                                         args->n_head,
+                                         args->positions,
+                                         args->table_offsets,
+                                         args->block_tables,
+                                         static_cast<const uint8_t*>(args->kv_base),
+                                         ToGeometry(args->geometry),
+                                         args->max_splits,
+                                         args->scratch};
+  return FromLaunch(pier::cuda::LaunchPagedAttention(a, ToCuda(stream)), "paged_attention",
+                    std::to_string(args->n_queries) + " queries of " +
+                        std::to_string(args->n_head) + " heads, " + Describe(args->geometry) +
+                        ", " + std::to_string(args->max_splits) +
+                        " splits: needs at most 65,535 queries, head_dim <= 256, heads a "
+                        "multiple of the K/V heads and every pointer set");
+}
+
+PierCudaResult KvWrite(int32_t device, const float* k, const float* v, int64_t n_tokens,
+                       const int32_t* positions, const int32_t* table_offsets,
+                       const int32_t* block_tables, void* kv_base,
+                       const PierCudaKvGeometry* geometry, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  if (geometry == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "kv_write: no geometry");
+  return FromLaunch(pier::cuda::LaunchKvWrite(k, v, n_tokens, positions, table_offsets,
+                                              block_tables, static_cast<uint8_t*>(kv_base),
+                                              ToGeometry(*geometry), ToCuda(stream)),
+                    "kv_write",
+                    std::to_string(n_tokens) + " tokens, " + Describe(*geometry) +
+                        ": needs head_dim <= 256, even offsets and every pointer set");
+}
+
 const PierCudaPluginApi kApi = {
     PIER_CUDA_PLUGIN_ABI_VERSION,
     sizeof(PierCudaPluginApi),
@@ -360,6 +407,8 @@ const PierCudaPluginApi kApi = {
     Rope,
     EmbeddingRows,
     Argmax,
+    PagedAttention,
+    KvWrite,
 };
 
 }  // namespace

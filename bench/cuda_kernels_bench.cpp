@@ -1,11 +1,13 @@
-// GPU benchmark of the quantized matrix product (kernels/cuda/quant_matmul.h): time and
-// achieved bandwidth per matrix at 1, 8 and 64 tokens, against the device's own
-// device-to-device copy bandwidth (the ceiling a memory-bound product can reach), for the
-// default model's matrices and 7B-shaped ones, random weights. Self-contained so that it
-// runs as-is on a GPU machine; scripts/gpu-check runs it.
+// GPU benchmark of the forward pass's kernels: the quantized matrix product
+// (kernels/cuda/quant_matmul.h), time and achieved bandwidth per matrix at 1, 8 and 64
+// tokens against the device's own device-to-device copy bandwidth (the ceiling a
+// memory-bound product can reach), for the default model's matrices and 7B-shaped ones;
+// and paged attention (kernels/cuda/attention.h) per layer for decode batches at several
+// context lengths. Random weights and K/V. Self-contained so that it runs as-is on a GPU
+// machine; scripts/gpu-check runs it.
 //
 // Output: "RESULT <name> <value> <unit>" lines, or one "SKIP <reason>" line (exit 0) when
-// no GPU is usable. Bandwidth counts the weight bytes read once per product.
+// no GPU is usable. Bandwidth counts the weight (or K/V) bytes read once per launch.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "device/cuda/cuda_plugin.h"
 #include "kernels/cuda/quant_dot.h"
 #include "tests/kernels/random_gguf.h"
+#include "tests/kernels/random_kv.h"
 
 namespace {
 
@@ -79,6 +82,71 @@ struct Shape {
   int64_t rows;
   int64_t cols;
 };
+
+// One layer's decode attention: `batch` sequences of `context` positions, one query each.
+bool BenchAttention(CudaDevice& device, Stream stream, double copy_gbs) {
+  struct Case {
+    const char* model;
+    int64_t n_head, n_kv_head, head_dim, batch, context;
+  };
+  // Host-made random K/V: the 7B cases stay at 64-134 MB.
+  const Case cases[] = {
+      {"135m", 9, 3, 64, 1, 512},   {"135m", 9, 3, 64, 64, 512},  {"135m", 9, 3, 64, 1, 4096},
+      {"7b", 32, 32, 128, 1, 512},  {"7b", 32, 32, 128, 1, 4096}, {"7b", 32, 32, 128, 8, 1024},
+      {"7b", 32, 32, 128, 64, 128},
+  };
+  for (const Case& c : cases) {
+    const std::vector<int64_t> lengths(static_cast<size_t>(c.batch), c.context);
+    const pier::cuda::testing::RandomKvCache kv(1, 0, c.n_kv_head, c.head_dim, lengths, 3);
+    std::vector<int32_t> positions(c.batch, static_cast<int32_t>(c.context - 1));
+    const int64_t row = c.n_head * c.head_dim;
+    const std::vector<float> q = pier::cuda::testing::RandomQueries(c.batch * row, 4);
+    const int64_t max_splits = pier::cuda::attn::SplitsFor(c.context - 1);
+    Buffer d_kv(device, kv.bytes.size()), d_tables(device, kv.tables.size() * 4),
+        d_offsets(device, c.batch * 4), d_positions(device, c.batch * 4), d_q(device, q.size() * 4),
+        d_out(device, q.size() * 4),
+        d_scratch(device,
+                  pier::cuda::attn::ScratchFloats(c.batch, c.n_head, c.head_dim, max_splits) * 4);
+    if (!d_kv.ptr || !d_tables.ptr || !d_offsets.ptr || !d_positions.ptr || !d_q.ptr ||
+        !d_out.ptr || !d_scratch.ptr ||
+        !Check(device.CopyHostToDevice(d_kv.ptr, kv.bytes.data(), kv.bytes.size(), stream),
+               "upload") ||
+        !Check(
+            device.CopyHostToDevice(d_tables.ptr, kv.tables.data(), kv.tables.size() * 4, stream),
+            "upload") ||
+        !Check(device.CopyHostToDevice(d_offsets.ptr, kv.table_offsets.data(), c.batch * 4, stream),
+               "upload") ||
+        !Check(device.CopyHostToDevice(d_positions.ptr, positions.data(), c.batch * 4, stream),
+               "upload") ||
+        !Check(device.CopyHostToDevice(d_q.ptr, q.data(), q.size() * 4, stream), "upload")) {
+      return false;
+    }
+    const PierCudaAttentionArgs args{
+        static_cast<const float*>(d_q.ptr),
+        static_cast<float*>(d_out.ptr),
+        c.batch,
+        c.n_head,
+        static_cast<const int32_t*>(d_positions.ptr),
+        static_cast<const int32_t*>(d_offsets.ptr),
+        static_cast<const int32_t*>(d_tables.ptr),
+        d_kv.ptr,
+        {kv.geometry.bytes_per_block, kv.geometry.key_offset, kv.geometry.value_offset,
+         kv.geometry.n_kv_head, kv.geometry.head_dim},
+        max_splits,
+        static_cast<float*>(d_scratch.ptr)};
+    const double ms = TimeMedianMs(
+        device, stream, [&] { return Check(device.PagedAttention(args, stream), "attention"); });
+    if (ms <= 0) return false;
+    const double kv_bytes =
+        static_cast<double>(c.batch) * c.context * c.n_kv_head * c.head_dim * 2 * 2;
+    const std::string name = std::string(c.model) + "_attention_b" + std::to_string(c.batch) +
+                             "_ctx" + std::to_string(c.context);
+    std::printf("RESULT %s_us %.1f us\n", name.c_str(), ms * 1e3);
+    std::printf("RESULT %s_bandwidth %.1f GB/s (%.0f%% of copy)\n", name.c_str(),
+                kv_bytes / ms / 1e6, 100.0 * kv_bytes / ms / 1e6 / copy_gbs);
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -158,5 +226,5 @@ int main() {
     std::printf("RESULT %s_%s_quantize_64_tokens_us %.1f us\n", s.model, s.matrix,
                 quantize_ms * 1e3);
   }
-  return 0;
+  return BenchAttention(device, stream, copy_gbs) ? 0 : 1;
 }

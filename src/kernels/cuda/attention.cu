@@ -1,0 +1,153 @@
+// Paged attention and K/V writes on the GPU (see attention.h; the order of every operation is
+// attention_math.h's).
+//
+// Split pass: one warp per (split, head, query). The query goes to shared memory; lane j
+// scores positions j, j + 32, ... of the split (a whole dot product each, so no shuffles per
+// position), the split's max is a warp max, lane j sums its positions' weights in order and
+// the lanes meet in the xor tree; then lane j owns dimensions j, j + 32, ... and runs their
+// fma chains over the split's positions in order. Merge pass: one thread per dimension.
+#include "kernels/cuda/attention.h"
+
+namespace pier::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float MaxOf(float a, float b) { return a > b ? a : b; }
+
+__global__ void __launch_bounds__(32) AttentionSplitKernel(PagedAttentionArgs a) {
+  __shared__ float q_shared[attn::kMaxHeadDim];
+  __shared__ float weights[attn::kSplit];
+  const int64_t split = blockIdx.x, head = blockIdx.y, query = blockIdx.z;
+  const int64_t position = a.positions[query];
+  const int64_t first = split * attn::kSplit;
+  if (first > position) return;  // this query has fewer splits than the longest
+  const attn::KvGeometry& g = a.geometry;
+  const int64_t hd = g.head_dim;
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t kv_head = head / (a.n_head / g.n_kv_head);
+  const int32_t* table = a.block_tables + a.table_offsets[query];
+  const float* q = a.q + (query * a.n_head + head) * hd;
+  for (int64_t d = lane; d < hd; d += 32) q_shared[d] = q[d];
+  __syncwarp();
+
+  const int64_t end = first + attn::kSplit < position + 1 ? first + attn::kSplit : position + 1;
+  const int n = static_cast<int>(end - first);
+  const float scale = attn::InverseSqrtHeadDim(hd);
+  float max = -INFINITY;
+  for (int i = lane; i < n; i += 32) {
+    const float score = attn::Score(
+        q_shared, attn::KvRow(a.kv_base, g, table, first + i, kv_head, false), hd, scale);
+    weights[i] = score;
+    max = MaxOf(score, max);
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    max = MaxOf(__shfl_xor_sync(kFullMask, max, offset), max);
+  }
+  float sum = 0.0f;
+  for (int i = lane; i < n; i += 32) {
+    const float e = rowmath::Exp(weights[i] - max);
+    weights[i] = e;
+    sum = sum + e;
+  }
+  for (int offset = 16; offset > 0; offset >>= 1)
+    sum = sum + __shfl_xor_sync(kFullMask, sum, offset);
+  __syncwarp();
+
+  float* out = a.scratch + ((query * a.n_head + head) * a.max_splits + split) * (hd + 2);
+  for (int64_t d = lane; d < hd; d += 32) {
+    float o = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const uint16_t* v = attn::KvRow(a.kv_base, g, table, first + i, kv_head, true);
+      o = quant::FmaRn(weights[i], quant::HalfToFloat(v[d]), o);
+    }
+    out[d] = o;
+  }
+  if (lane == 0) {
+    out[hd] = max;
+    out[hd + 1] = sum;
+  }
+}
+
+__global__ void AttentionMergeKernel(PagedAttentionArgs a) {
+  const int64_t head = blockIdx.x, query = blockIdx.y;
+  const int64_t hd = a.geometry.head_dim;
+  const int64_t d = threadIdx.x;
+  if (d >= hd) return;
+  const int64_t n_splits = attn::SplitsFor(a.positions[query]);
+  const float* base = a.scratch + (query * a.n_head + head) * a.max_splits * (hd + 2);
+  float big = -INFINITY;
+  for (int64_t s = 0; s < n_splits; ++s) big = MaxOf(base[s * (hd + 2) + hd], big);
+  float sum = 0.0f, o = 0.0f;
+  for (int64_t s = 0; s < n_splits; ++s) {
+    const float* split = base + s * (hd + 2);
+    const float w = rowmath::Exp(split[hd] - big);
+    sum = quant::FmaRn(split[hd + 1], w, sum);
+    o = quant::FmaRn(split[d], w, o);
+  }
+  a.out[(query * a.n_head + head) * hd + d] = o * (1.0f / sum);
+}
+
+__global__ void KvWriteKernel(const float* __restrict__ k, const float* __restrict__ v,
+                              int64_t n_tokens, const int32_t* __restrict__ positions,
+                              const int32_t* __restrict__ table_offsets,
+                              const int32_t* __restrict__ block_tables, uint8_t* kv_base,
+                              attn::KvGeometry g) {
+  const int64_t row = g.n_kv_head * g.head_dim;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n_tokens * row) return;
+  const int64_t t = e / row, within = e % row;
+  const int64_t kv_head = within / g.head_dim, d = within % g.head_dim;
+  const int64_t p = positions[t];
+  const int32_t* table = block_tables + table_offsets[t];
+  const int64_t offset =
+      static_cast<int64_t>(table[p / attn::kBlockPositions]) * g.bytes_per_block +
+      attn::RowOffset(g, p % attn::kBlockPositions, kv_head) + 2 * d;
+  *reinterpret_cast<uint16_t*>(kv_base + offset + g.key_offset) = attn::FloatToHalf(k[e]);
+  *reinterpret_cast<uint16_t*>(kv_base + offset + g.value_offset) = attn::FloatToHalf(v[e]);
+}
+
+bool GeometryOk(const attn::KvGeometry& g) {
+  return g.n_kv_head > 0 && g.head_dim > 0 && g.head_dim <= attn::kMaxHeadDim &&
+         g.bytes_per_block > 0 && g.key_offset >= 0 && g.value_offset >= 0 &&
+         g.key_offset % 2 == 0 && g.value_offset % 2 == 0 && g.bytes_per_block % 2 == 0;
+}
+
+}  // namespace
+
+cudaError_t LaunchPagedAttention(const PagedAttentionArgs& a, cudaStream_t stream) {
+  if (a.n_queries == 0) return cudaSuccess;
+  if (a.n_queries < 0 || a.n_queries > 65535 || !GeometryOk(a.geometry) || a.n_head <= 0 ||
+      a.n_head > 65535 || a.n_head % a.geometry.n_kv_head != 0 || a.max_splits <= 0 ||
+      a.max_splits > 0x7fffffff || a.q == nullptr || a.out == nullptr || a.positions == nullptr ||
+      a.table_offsets == nullptr || a.block_tables == nullptr || a.kv_base == nullptr ||
+      a.scratch == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 split_grid(static_cast<unsigned>(a.max_splits), static_cast<unsigned>(a.n_head),
+                        static_cast<unsigned>(a.n_queries));
+  AttentionSplitKernel<<<split_grid, 32, 0, stream>>>(a);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const dim3 merge_grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(a.n_queries));
+  AttentionMergeKernel<<<merge_grid, static_cast<unsigned>((a.geometry.head_dim + 31) / 32 * 32), 0,
+                         stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchKvWrite(const float* k, const float* v, int64_t n_tokens,
+                          const int32_t* positions, const int32_t* table_offsets,
+                          const int32_t* block_tables, uint8_t* kv_base,
+                          const attn::KvGeometry& geometry, cudaStream_t stream) {
+  if (n_tokens == 0) return cudaSuccess;
+  const int64_t elements = n_tokens * geometry.n_kv_head * geometry.head_dim;
+  if (n_tokens < 0 || !GeometryOk(geometry) || k == nullptr || v == nullptr ||
+      positions == nullptr || table_offsets == nullptr || block_tables == nullptr ||
+      kv_base == nullptr || (elements + 255) / 256 > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  KvWriteKernel<<<static_cast<unsigned>((elements + 255) / 256), 256, 0, stream>>>(
+      k, v, n_tokens, positions, table_offsets, block_tables, kv_base, geometry);
+  return cudaGetLastError();
+}
+
+}  // namespace pier::cuda

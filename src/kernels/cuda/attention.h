@@ -1,0 +1,48 @@
+// CUDA launchers of paged attention and of K/V writes into the paged cache (host side;
+// kernels in attention.cu, arithmetic in attention_math.h).
+//
+// Queries are given one row each: n_queries rows of [n_head][head_dim] f32, each with its
+// position and the offset of its sequence's block table in `block_tables` (queries of one
+// sequence share a table). A query at position P attends positions 0..P of its sequence
+// (causal), so a prefill chunk's queries are simply consecutive positions. Grouped-query
+// attention: head h reads K/V head h / (n_head / n_kv_head).
+//
+// Two passes: a split pass (one warp per query, head and 256-position split) writes each
+// split's max, sum and weighted values into `scratch`; a merge pass combines the splits in
+// index order (attention_math.h). Launchers queue work on `stream`; stateless, any thread.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_math.h"
+
+namespace pier::cuda {
+
+struct PagedAttentionArgs {
+  const float* q;                // [n_queries][n_head][head_dim]
+  float* out;                    // [n_queries][n_head][head_dim]
+  int64_t n_queries;             // at most 65,535 per launch
+  int64_t n_head;                // a multiple of geometry.n_kv_head
+  const int32_t* positions;      // [n_queries]
+  const int32_t* table_offsets;  // [n_queries]: where each query's block table starts
+  const int32_t* block_tables;   // the tables, one int32 block number per 16 positions
+  const uint8_t* kv_base;        // block 0 of the cache
+  attn::KvGeometry geometry;     // head_dim at most 256
+  int64_t max_splits;            // >= SplitsFor(largest position)
+  float* scratch;                // attn::ScratchFloats(n_queries, n_head, head_dim, max_splits)
+};
+
+// cudaErrorInvalidValue for bad shapes or null pointers; cudaSuccess without launching for
+// no queries.
+cudaError_t LaunchPagedAttention(const PagedAttentionArgs& args, cudaStream_t stream);
+
+// Writes k and v ([n_tokens][n_kv_head][head_dim] f32) as f16 (round to nearest even) into
+// the cache slots of their positions: block table[position / 16], slot position % 16.
+cudaError_t LaunchKvWrite(const float* k, const float* v, int64_t n_tokens,
+                          const int32_t* positions, const int32_t* table_offsets,
+                          const int32_t* block_tables, uint8_t* kv_base,
+                          const attn::KvGeometry& geometry, cudaStream_t stream);
+
+}  // namespace pier::cuda

@@ -1,0 +1,210 @@
+// The GPU's paged attention and K/V writes against the host golden of attention_math.h
+// (which cuda_attention_math_test checks against float64 and the CPU kernel): bit for bit at
+// context lengths around the block and split edges, with shuffled block tables; a query's
+// result the same alone, in a batch, and as part of a prefill chunk; K/V written by one
+// prefill launch the same bytes as written one decode token at a time. Skips with the
+// reason when no GPU is usable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/attention_math.h"
+#include "tests/kernels/cuda_test_device.h"
+#include "tests/kernels/random_gguf.h"
+#include "tests/kernels/random_kv.h"
+
+namespace pier::cuda {
+namespace {
+
+using testing::RandomKvCache;
+using testing::RandomQueries;
+using testing::SameBits;
+
+const std::vector<int64_t> kLengths = {1, 15, 16, 17, 511, 512, 513, 4097};
+
+class CudaAttentionTest : public CudaTest {
+ protected:
+  void TearDown() override {
+    for (auto& [ptr, bytes] : buffers_) device_->FreeRaw(ptr, bytes);
+  }
+  template <typename T>
+  T* Put(const std::vector<T>& host) {
+    const size_t bytes = std::max<size_t>(host.size() * sizeof(T), 16);
+    Result<void*> p = device_->AllocateRaw(bytes, 256);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return nullptr;
+    buffers_.emplace_back(*p, bytes);
+    EXPECT_TRUE(device_->Memset(*p, 0xff, bytes, stream()).ok());
+    if (!host.empty()) {
+      EXPECT_TRUE(
+          device_->CopyHostToDevice(*p, host.data(), host.size() * sizeof(T), stream()).ok());
+    }
+    return static_cast<T*>(*p);
+  }
+  template <typename T>
+  std::vector<T> Get(const T* p, size_t count) {
+    std::vector<T> out(count);
+    EXPECT_TRUE(device_->CopyDeviceToHost(out.data(), p, count * sizeof(T), stream()).ok());
+    const Status sync = device_->Synchronize(stream());
+    EXPECT_TRUE(sync.ok()) << sync.ToString();
+    return out;
+  }
+  Stream stream() { return device_->DefaultStream(); }
+
+  static PierCudaKvGeometry ToC(const attn::KvGeometry& g) {
+    return {g.bytes_per_block, g.key_offset, g.value_offset, g.n_kv_head, g.head_dim};
+  }
+
+  // Runs attention for the given (sequence, position) queries in one launch.
+  std::vector<float> Attend(const RandomKvCache& kv, const uint8_t* d_kv, const int32_t* d_tables,
+                            int64_t n_head, const std::vector<float>& q,
+                            const std::vector<int32_t>& sequences,
+                            const std::vector<int32_t>& positions) {
+    const int64_t n = static_cast<int64_t>(positions.size()), hd = kv.head_dim;
+    std::vector<int32_t> offsets;
+    int32_t longest = 0;
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      offsets.push_back(kv.table_offsets[sequences[i]]);
+      longest = std::max(longest, positions[i]);
+    }
+    const int64_t max_splits = attn::SplitsFor(longest);
+    float* out = Put(std::vector<float>(n * n_head * hd));
+    const PierCudaAttentionArgs args{
+        Put(q),
+        out,
+        n,
+        n_head,
+        Put(positions),
+        Put(offsets),
+        d_tables,
+        d_kv,
+        ToC(kv.geometry),
+        max_splits,
+        Put(std::vector<float>(attn::ScratchFloats(n, n_head, hd, max_splits)))};
+    const Status s = device_->PagedAttention(args, stream());
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return Get(out, n * n_head * hd);
+  }
+
+  void CheckShape(int64_t n_head, int64_t n_kv_head, int64_t hd, uint32_t seed) {
+    SCOPED_TRACE(std::to_string(n_head) + " heads, " + std::to_string(n_kv_head) +
+                 " K/V heads of " + std::to_string(hd));
+    RandomKvCache kv(2, 1, n_kv_head, hd, kLengths, seed);
+    const uint8_t* d_kv = Put(kv.bytes);
+    const int32_t* d_tables = Put(kv.tables);
+    // One decode query per sequence (its last position), and a prefill chunk of the longest
+    // sequence across a split edge (positions 250..262).
+    std::vector<int32_t> sequences, positions;
+    for (size_t i = 0; i < kLengths.size(); ++i) {
+      sequences.push_back(static_cast<int32_t>(i));
+      positions.push_back(static_cast<int32_t>(kLengths[i] - 1));
+    }
+    for (int32_t p = 250; p <= 262; ++p) {
+      sequences.push_back(static_cast<int32_t>(kLengths.size() - 1));
+      positions.push_back(p);
+    }
+    const int64_t n = static_cast<int64_t>(positions.size()), row = n_head * hd;
+    const std::vector<float> q = RandomQueries(n * row, seed + 1);
+    const std::vector<float> batch = Attend(kv, d_kv, d_tables, n_head, q, sequences, positions);
+    for (int64_t i = 0; i < n; ++i) {
+      // Golden.
+      for (int64_t h = 0; h < n_head; ++h) {
+        std::vector<float> want(hd);
+        attn::AttendGolden(q.data() + i * row + h * hd, positions[i], kv.table(sequences[i]),
+                           kv.bytes.data(), kv.geometry, h / (n_head / n_kv_head), want.data());
+        for (int64_t d = 0; d < hd; ++d) {
+          ASSERT_TRUE(SameBits(batch[i * row + h * hd + d], want[d]))
+              << "query " << i << " (position " << positions[i] << ") head " << h << " dim " << d
+              << ": gpu " << batch[i * row + h * hd + d] << " golden " << want[d];
+        }
+      }
+      // Alone.
+      const std::vector<float> alone =
+          Attend(kv, d_kv, d_tables, n_head,
+                 std::vector<float>(q.begin() + i * row, q.begin() + (i + 1) * row), {sequences[i]},
+                 {positions[i]});
+      ASSERT_EQ(std::memcmp(alone.data(), batch.data() + i * row, row * sizeof(float)), 0)
+          << "query " << i << " alone differs from the batch";
+    }
+  }
+
+  std::vector<std::pair<void*, size_t>> buffers_;
+};
+
+TEST_F(CudaAttentionTest, DefaultModelShapeMatchesTheGoldenAloneAndInABatch) {
+  CheckShape(9, 3, 64, 1);  // SmolLM2-135M: 9 heads, 3 K/V heads of 64
+}
+
+TEST_F(CudaAttentionTest, SevenBShapeMatchesTheGoldenAloneAndInABatch) {
+  CheckShape(32, 32, 128, 2);  // Llama 2 7B
+}
+
+TEST_F(CudaAttentionTest, PrefillAndDecodeWritesGiveTheSameCache) {
+  const int64_t n_kv_head = 3, hd = 64, n_tokens = 40;
+  RandomKvCache kv(2, 1, n_kv_head, hd, {n_tokens}, 5);
+  const std::vector<float> k = RandomQueries(n_tokens * n_kv_head * hd, 6);
+  const std::vector<float> v = RandomQueries(n_tokens * n_kv_head * hd, 7);
+  std::vector<int32_t> positions(n_tokens), offsets(n_tokens, 0);
+  for (int32_t i = 0; i < n_tokens; ++i) positions[i] = i;
+  // Expected: the random cache with every written row replaced by the f16 of k and v.
+  std::vector<uint8_t> expected = kv.bytes;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t e = 0; e < n_kv_head * hd; ++e) {
+      const int64_t offset = kv.table(0)[t / 16] * kv.geometry.bytes_per_block +
+                             attn::RowOffset(kv.geometry, t % 16, e / hd) + 2 * (e % hd);
+      const uint16_t hk = attn::FloatToHalf(k[t * n_kv_head * hd + e]);
+      const uint16_t hv = attn::FloatToHalf(v[t * n_kv_head * hd + e]);
+      std::memcpy(&expected[offset + kv.geometry.key_offset], &hk, 2);
+      std::memcpy(&expected[offset + kv.geometry.value_offset], &hv, 2);
+    }
+  }
+  const PierCudaKvGeometry g = ToC(kv.geometry);
+  uint8_t* prefill = Put(kv.bytes);
+  uint8_t* decode = Put(kv.bytes);
+  const int32_t* d_tables = Put(kv.tables);
+  const float* dk = Put(k);
+  const float* dv = Put(v);
+  const int32_t* d_positions = Put(positions);
+  const int32_t* d_offsets = Put(offsets);
+  ASSERT_TRUE(
+      device_->KvWrite(dk, dv, n_tokens, d_positions, d_offsets, d_tables, prefill, g, stream())
+          .ok());
+  const int64_t row = n_kv_head * hd;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    ASSERT_TRUE(device_
+                    ->KvWrite(dk + t * row, dv + t * row, 1, d_positions + t, d_offsets + t,
+                              d_tables, decode, g, stream())
+                    .ok());
+  }
+  EXPECT_EQ(Get(prefill, kv.bytes.size()), expected);
+  EXPECT_EQ(Get(decode, kv.bytes.size()), expected);
+}
+
+TEST_F(CudaAttentionTest, BadArgumentsAreRefusedWithTheReason) {
+  RandomKvCache kv(1, 0, 2, 64, {16}, 8);
+  PierCudaAttentionArgs args{};
+  args.n_queries = 1;
+  args.n_head = 3;  // not a multiple of 2 K/V heads
+  args.geometry = ToC(kv.geometry);
+  args.max_splits = 1;
+  float* buf = Put(std::vector<float>(4096));
+  args.q = buf;
+  args.out = buf;
+  args.scratch = buf;
+  args.positions = args.table_offsets = args.block_tables = reinterpret_cast<int32_t*>(buf);
+  args.kv_base = buf;
+  Status s = device_->PagedAttention(args, stream());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("multiple of the K/V heads"), std::string::npos) << s.ToString();
+  args.n_head = 2;
+  args.geometry.head_dim = 512;  // beyond 256
+  s = device_->PagedAttention(args, stream());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(device_->Synchronize(stream()).ok());
+}
+
+}  // namespace
+}  // namespace pier::cuda
