@@ -11,6 +11,7 @@
 
 #include "common/check.h"
 #include "common/thread_pool.h"
+#include "engine/batch_check.h"
 #include "engine/step_workspace.h"
 #include "engine/workspace.h"
 #include "kernels/cpu/kv_convert.h"
@@ -394,50 +395,9 @@ Status LlamaRunner::Init() {
 
 Status LlamaRunner::ValidateBatch(const Batch& batch, int64_t* n_tokens,
                                   int64_t* max_context) const {
-  *n_tokens = 0;
-  *max_context = 0;
-  const int64_t bs = shape_.kv.block_size;
-  const int64_t n_blocks = options_.kv->num_blocks();
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceSpan& seq = batch.sequences[s];
-    const std::string where =
-        "batch sequence " + std::to_string(s) + " (id " + std::to_string(seq.sequence_id) + "): ";
-    if (seq.tokens.empty()) return InvalidArgumentError(where + "no tokens");
-    if (seq.first_position < 0) return InvalidArgumentError(where + "negative position");
-    const int64_t end = seq.first_position + static_cast<int64_t>(seq.tokens.size());
-    if (end > hp_.n_ctx) {
-      return InvalidArgumentError(where + "position " + std::to_string(end - 1) +
-                                  " is past the model's context length " +
-                                  std::to_string(hp_.n_ctx));
-    }
-    for (int32_t id : seq.tokens) {
-      if (id < 0 || id >= hp_.n_vocab) {
-        return InvalidArgumentError(where + "token id " + std::to_string(id) +
-                                    " is outside the vocabulary of " + std::to_string(hp_.n_vocab));
-      }
-    }
-    const KvGroups& groups = shape_.kv_groups;
-    const int64_t G = groups.n_groups();
-    const int64_t blocks_needed = (end + bs - 1) / bs * G;
-    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
-      return InvalidArgumentError(where + "block table has " +
-                                  std::to_string(seq.block_table.size()) + " entries, needs " +
-                                  std::to_string(blocks_needed));
-    }
-    for (int64_t e = 0; e < blocks_needed; ++e) {
-      const int32_t block = seq.block_table[e];
-      // A sliding group may have released the blocks its window no longer reaches.
-      if (block == kNoBlock && e / G < groups.BlocksBefore(e % G, seq.first_position, bs)) continue;
-      if (block < 0 || block >= n_blocks) {
-        return InvalidArgumentError(where + "block id " + std::to_string(block) +
-                                    " is not in the KV store of " + std::to_string(n_blocks) +
-                                    " blocks");
-      }
-    }
-    *n_tokens += static_cast<int64_t>(seq.tokens.size());
-    *max_context = std::max(*max_context, end);
-  }
-  return Status::Ok();
+  const BatchLimits limits{hp_.n_vocab, hp_.n_ctx, shape_.kv.block_size,
+                           options_.kv->num_blocks(), &shape_.kv_groups};
+  return CheckBatch(batch, limits, n_tokens, max_context);
 }
 
 void LlamaRunner::ForEachRow(int64_t n, int64_t row_cost, const std::function<void(int64_t)>& fn) {

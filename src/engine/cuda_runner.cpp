@@ -1,0 +1,465 @@
+#include "engine/cuda_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/batch_check.h"
+#include "engine/cpu_runner.h"
+#include "engine/kv_groups.h"
+#include "kernels/cuda/attention_math.h"
+#include "kernels/cuda/quant_dot.h"
+#include "model/model_info.h"
+#include "tensor/dequantize.h"
+
+namespace pier::engine {
+namespace {
+
+constexpr size_t kAlign = 256;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// A weight matrix on the device: GGUF-layout rows of a GPU-product type.
+struct DeviceMatrix {
+  int32_t type = 0;  // ggml type number
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+};
+
+struct Layer {
+  const float* attn_norm = nullptr;  // [E] on the device
+  const float* ffn_norm = nullptr;
+  DeviceMatrix wq, wk, wv, wo, gate, up, down;
+};
+
+// Offsets of one step's device buffers inside the workspace block, for T tokens, R logits
+// rows, S table entries and up to `splits` attention splits.
+struct StepLayout {
+  size_t x, add, xq, q, k, v, attn, gate, up, ids, positions, offsets, tables, cos_sin, scratch,
+      out_xq, logits, bytes;
+};
+
+class CudaLlamaRunner final : public ModelRunner {
+ public:
+  CudaLlamaRunner(const model::GgufFile& file, const CudaRunnerOptions& options)
+      : file_(file), options_(options), device_(*options.device) {}
+
+  ~CudaLlamaRunner() override {
+    if (host_.ptr != nullptr) device_.FreePinnedHost(host_);
+    if (stream_.id != 0) device_.DestroyStream(stream_);
+  }
+
+  Status Init();
+  const ModelShape& shape() const override { return shape_; }
+  Result<StepOutput> Step(const Batch& batch) override;
+
+ private:
+  Result<DeviceMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
+  Result<const float*> Vector(const std::string& name, int64_t n);
+  Status Upload(const model::GgufTensorInfo& t, const void** device_ptr);
+  StepLayout LayOut(int64_t n_tok, int64_t n_out, int64_t n_table, int64_t splits) const;
+  Status MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y);
+  Status EnsureHost(size_t bytes);
+
+  const model::GgufFile& file_;
+  const CudaRunnerOptions options_;
+  cuda::CudaDevice& device_;
+  Stream stream_{};
+  ModelShape shape_;
+  int64_t E_ = 0, n_layer_ = 0, n_head_ = 0, n_kv_ = 0, hd_ = 0, n_rot_ = 0, n_ff_ = 0;
+  int64_t n_vocab_ = 0, n_ctx_ = 0;
+  float eps_ = 0.0f;
+  std::vector<double> inv_freq_;  // [n_rot/2]
+  Block weights_;                 // every tensor, 256-byte aligned, in file order of use
+  size_t weights_used_ = 0;
+  std::vector<float> small_host_;  // f32 staging of a norm weight
+  std::vector<Layer> layers_;
+  const model::GgufTensorInfo* token_embd_ = nullptr;
+  const void* token_embd_device_ = nullptr;
+  DeviceMatrix output_;
+  const float* output_norm_ = nullptr;
+  uint8_t* kv_base_ = nullptr;
+  Block workspace_;
+  HostAllocation host_;  // pinned: the step's inputs going up and its logits coming down
+};
+
+Status CudaLlamaRunner::Upload(const model::GgufTensorInfo& t, const void** device_ptr) {
+  const size_t offset = weights_used_;
+  weights_used_ += AlignUp(t.size_bytes);
+  if (weights_used_ > weights_.size()) return InternalError("weights block too small");
+  void* dst = static_cast<uint8_t*>(weights_.data()) + offset;
+  PIER_RETURN_IF_ERROR(device_.CopyHostToDevice(dst, t.data, t.size_bytes, stream_));
+  *device_ptr = dst;
+  return Status::Ok();
+}
+
+Result<DeviceMatrix> CudaLlamaRunner::Matrix(const std::string& name, int64_t rows, int64_t cols) {
+  const model::GgufTensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) return NotFoundError(file_.path() + ": tensor '" + name + "' is missing");
+  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+    return InvalidArgumentError(file_.path() + ": tensor '" + name + "' should be [" +
+                                std::to_string(cols) + ", " + std::to_string(rows) +
+                                "] (ggml order)");
+  }
+  const auto type = static_cast<int32_t>(t->type);
+  if (!cuda::quant::IsQuantType(type) ||
+      cols % cuda::quant::GgufBlockElements(static_cast<cuda::quant::QuantType>(type)) != 0) {
+    return UnsupportedError(file_.path() + ": tensor '" + name + "' is " +
+                            std::string(DTypeName(t->type)) +
+                            ", which the GPU product does not take (Q4_0, Q4_1, Q5_0, Q5_1, "
+                            "Q8_0, Q4_K, Q5_K and Q6_K in whole blocks do)");
+  }
+  DeviceMatrix m{type, rows, cols, nullptr};
+  PIER_RETURN_IF_ERROR(Upload(*t, &m.data));
+  return m;
+}
+
+Result<const float*> CudaLlamaRunner::Vector(const std::string& name, int64_t n) {
+  const model::GgufTensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) return NotFoundError(file_.path() + ": tensor '" + name + "' is missing");
+  if (t->element_count != n || !CanDequantize(t->type)) {
+    return InvalidArgumentError(file_.path() + ": tensor '" + name + "' should hold " +
+                                std::to_string(n) + " values of a readable type");
+  }
+  small_host_.resize(static_cast<size_t>(n));
+  PIER_RETURN_IF_ERROR(DequantizeRow(t->type, t->data, small_host_.data(), n));
+  const size_t offset = weights_used_;
+  weights_used_ += AlignUp(static_cast<size_t>(n) * sizeof(float));
+  if (weights_used_ > weights_.size()) return InternalError("weights block too small");
+  auto* dst = reinterpret_cast<float*>(static_cast<uint8_t*>(weights_.data()) + offset);
+  PIER_RETURN_IF_ERROR(
+      device_.CopyHostToDevice(dst, small_host_.data(), n * sizeof(float), stream_));
+  // The staging vector is reused by the next norm: wait for this copy first.
+  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
+  return dst;
+}
+
+Status CudaLlamaRunner::Init() {
+  if (options_.device == nullptr || options_.governor == nullptr || options_.kv == nullptr) {
+    return InvalidArgumentError("CUDA runner: device, governor and KV store are required");
+  }
+  if (&options_.governor->device() != static_cast<Device*>(options_.device)) {
+    return InvalidArgumentError("CUDA runner: the governor must be the GPU's own");
+  }
+  PIER_ASSIGN_OR_RETURN(const model::ModelInfo info, model::ReadModelInfo(file_));
+  if (info.architecture != "llama") {
+    return UnsupportedError(file_.path() + ": the CUDA runner runs the llama architecture, not '" +
+                            info.architecture + "' (the CPU runner does)");
+  }
+  if (info.rope_scaling || info.sliding_window > 0 || info.attn_logit_softcapping > 0 ||
+      info.final_logit_softcapping > 0 || file_.FindTensor("rope_freqs.weight") != nullptr) {
+    return UnsupportedError(file_.path() +
+                            ": RoPE scaling, rope_freqs, sliding windows and soft-capping are not "
+                            "on the GPU yet (the CPU runner has them)");
+  }
+  E_ = info.embedding_length;
+  n_layer_ = info.block_count;
+  n_ff_ = info.feed_forward_length;
+  n_head_ = info.head_count;
+  n_kv_ = info.head_count_kv;
+  hd_ = info.head_dim;
+  n_rot_ = info.rope_dimension_count;
+  n_ctx_ = info.context_length;
+  eps_ = static_cast<float>(info.rms_norm_eps);
+  if (hd_ > cuda::attn::kMaxHeadDim || n_rot_ > hd_ || n_rot_ % 2 != 0 || n_kv_ < 1 ||
+      n_head_ % n_kv_ != 0) {
+    return UnsupportedError(file_.path() + ": head size " + std::to_string(hd_) + ", " +
+                            std::to_string(n_rot_) + " rotated, " + std::to_string(n_head_) +
+                            " heads over " + std::to_string(n_kv_) +
+                            " K/V heads: the GPU attention takes head sizes up to 256");
+  }
+  if (E_ % 32 != 0 || n_ff_ % 32 != 0 || (n_head_ * hd_) % 32 != 0) {
+    return UnsupportedError(file_.path() + ": widths must be multiples of 32 on the GPU");
+  }
+  token_embd_ = file_.FindTensor("token_embd.weight");
+  if (token_embd_ == nullptr || token_embd_->dims.size() != 2 || token_embd_->dims[0] != E_) {
+    return InvalidArgumentError(file_.path() + ": token_embd.weight is missing or misshapen");
+  }
+  n_vocab_ = token_embd_->dims[1];
+  const auto embd_type = static_cast<int32_t>(token_embd_->type);
+  if (embd_type != 0 && embd_type != 1 && !cuda::quant::IsQuantType(embd_type)) {
+    return UnsupportedError(file_.path() + ": token_embd.weight is " +
+                            std::string(DTypeName(token_embd_->type)) + ", not read on the GPU");
+  }
+  for (int64_t i = 0; i < n_rot_ / 2; ++i) {
+    inv_freq_.push_back(1.0 * std::pow(info.rope_freq_base, -2.0 * static_cast<double>(i) /
+                                                                static_cast<double>(n_rot_)));
+  }
+
+  // The KV store: the CPU layout with f16 values, all blocks at one device address range.
+  KvStore& kv = *options_.kv;
+  const KvLayout& layout = kv.layout();
+  if (layout.dtype != KvDtype::kF16 || layout.block_size != cuda::attn::kBlockPositions ||
+      layout.n_layer != n_layer_ || layout.n_kv_head != n_kv_ || layout.head_dim != hd_) {
+    return InvalidArgumentError(
+        "CUDA runner: the KV store must hold f16 K/V in blocks of 16 positions for " +
+        std::to_string(n_layer_) + " layers of " + std::to_string(n_kv_) + " heads of " +
+        std::to_string(hd_));
+  }
+  kv_base_ = reinterpret_cast<uint8_t*>(kv.BlockData(0));
+  const int64_t n_blocks = kv.num_blocks();
+  if (n_blocks > 1 &&
+      reinterpret_cast<uint8_t*>(kv.BlockData(static_cast<int32_t>(n_blocks - 1))) !=
+          kv_base_ + (n_blocks - 1) * static_cast<int64_t>(layout.bytes_per_block())) {
+    return UnsupportedError(
+        "CUDA runner: the KV store's blocks must lie at one address range (a leased store on "
+        "a GPU with virtual memory)");
+  }
+  shape_.n_vocab = n_vocab_;
+  shape_.n_embd = E_;
+  shape_.context_length = n_ctx_;
+  shape_.kv = layout;
+  shape_.kv_groups = GroupLayersByWindow(std::vector<int64_t>(static_cast<size_t>(n_layer_), 0));
+
+  PIER_ASSIGN_OR_RETURN(stream_, device_.CreateStream());
+
+  // One block for every tensor; the governor refuses (with its breakdown) when the GPU's
+  // budget cannot hold them.
+  const model::GgufTensorInfo* output = file_.FindTensor("output.weight");
+  size_t total = AlignUp(token_embd_->size_bytes);
+  if (output != nullptr) total += AlignUp(output->size_bytes);
+  total += AlignUp(E_ * sizeof(float));
+  const std::string names[] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                               "ffn_gate", "ffn_up", "ffn_down"};
+  for (int64_t il = 0; il < n_layer_; ++il) {
+    for (const std::string& n : names) {
+      const model::GgufTensorInfo* t =
+          file_.FindTensor("blk." + std::to_string(il) + "." + n + ".weight");
+      if (t != nullptr) total += AlignUp(t->size_bytes);
+    }
+    total += 2 * AlignUp(E_ * sizeof(float));
+  }
+  PIER_ASSIGN_OR_RETURN(weights_,
+                        options_.governor->Allocate(options_.weights_owner, total, {stream_}));
+
+  PIER_RETURN_IF_ERROR(Upload(*token_embd_, &token_embd_device_));
+  if (output != nullptr) {
+    PIER_ASSIGN_OR_RETURN(output_, Matrix("output.weight", n_vocab_, E_));
+  } else {
+    if (!cuda::quant::IsQuantType(embd_type)) {
+      return UnsupportedError(file_.path() + ": the tied output matrix is " +
+                              std::string(DTypeName(token_embd_->type)) +
+                              ", which the GPU product does not take");
+    }
+    output_ = {embd_type, n_vocab_, E_, token_embd_device_};
+  }
+  PIER_ASSIGN_OR_RETURN(output_norm_, Vector("output_norm.weight", E_));
+  const int64_t q_dim = n_head_ * hd_, kv_dim = n_kv_ * hd_;
+  for (int64_t il = 0; il < n_layer_; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    Layer l;
+    PIER_ASSIGN_OR_RETURN(l.attn_norm, Vector(p + "attn_norm.weight", E_));
+    PIER_ASSIGN_OR_RETURN(l.ffn_norm, Vector(p + "ffn_norm.weight", E_));
+    PIER_ASSIGN_OR_RETURN(l.wq, Matrix(p + "attn_q.weight", q_dim, E_));
+    PIER_ASSIGN_OR_RETURN(l.wk, Matrix(p + "attn_k.weight", kv_dim, E_));
+    PIER_ASSIGN_OR_RETURN(l.wv, Matrix(p + "attn_v.weight", kv_dim, E_));
+    PIER_ASSIGN_OR_RETURN(l.wo, Matrix(p + "attn_output.weight", E_, q_dim));
+    PIER_ASSIGN_OR_RETURN(l.gate, Matrix(p + "ffn_gate.weight", n_ff_, E_));
+    PIER_ASSIGN_OR_RETURN(l.up, Matrix(p + "ffn_up.weight", n_ff_, E_));
+    PIER_ASSIGN_OR_RETURN(l.down, Matrix(p + "ffn_down.weight", E_, n_ff_));
+    layers_.push_back(l);
+  }
+  return device_.Synchronize(stream_);
+}
+
+StepLayout CudaLlamaRunner::LayOut(int64_t n_tok, int64_t n_out, int64_t n_table,
+                                   int64_t splits) const {
+  const auto T = static_cast<size_t>(n_tok);
+  const int64_t q_dim = n_head_ * hd_, kv_dim = n_kv_ * hd_;
+  const int64_t widest = std::max({E_, n_ff_, q_dim});
+  StepLayout s{};
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t offset = at;
+    at += AlignUp(bytes);
+    return offset;
+  };
+  s.x = take(T * E_ * 4);
+  s.add = take(T * E_ * 4);
+  s.xq = take(T * cuda::quant::ActivationRowBytes(widest));
+  s.q = take(T * q_dim * 4);
+  s.k = take(T * kv_dim * 4);
+  s.v = take(T * kv_dim * 4);
+  s.attn = take(T * q_dim * 4);
+  s.gate = take(T * n_ff_ * 4);
+  s.up = take(T * n_ff_ * 4);
+  s.ids = take(T * 4);
+  s.positions = take(T * 4);
+  s.offsets = take(T * 4);
+  s.tables = take(static_cast<size_t>(n_table) * 4);
+  s.cos_sin = take(T * n_rot_ * 4);
+  s.scratch = take(static_cast<size_t>(cuda::attn::ScratchFloats(n_tok, n_head_, hd_, splits)) * 4);
+  s.out_xq = take(static_cast<size_t>(n_out) * cuda::quant::ActivationRowBytes(E_));
+  s.logits = take(static_cast<size_t>(n_out * n_vocab_) * 4);
+  s.bytes = at;
+  return s;
+}
+
+Status CudaLlamaRunner::MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y) {
+  return device_.QuantMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);
+}
+
+Status CudaLlamaRunner::EnsureHost(size_t bytes) {
+  if (host_.ptr != nullptr && host_.bytes >= bytes) return Status::Ok();
+  if (host_.ptr != nullptr) device_.FreePinnedHost(host_);
+  host_ = {};
+  PIER_ASSIGN_OR_RETURN(host_, device_.AllocatePinnedHost(std::max(bytes, size_t{1} << 20)));
+  return Status::Ok();
+}
+
+Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
+  int64_t n_tok = 0, max_context = 0;
+  const BatchLimits limits{n_vocab_, n_ctx_, shape_.kv.block_size, options_.kv->num_blocks(),
+                           &shape_.kv_groups};
+  PIER_RETURN_IF_ERROR(CheckBatch(batch, limits, &n_tok, &max_context));
+  StepOutput output;
+  output.n_vocab = n_vocab_;
+  if (n_tok == 0) return output;
+  if (n_tok > 65535) {
+    return InvalidArgumentError("CUDA runner: at most 65,535 tokens per step, got " +
+                                std::to_string(n_tok));
+  }
+
+  // The step's inputs, laid out on the host as they go up.
+  std::vector<int32_t> ids, positions, offsets, tables;
+  std::vector<int64_t> logit_rows;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSpan& seq = batch.sequences[s];
+    const auto offset = static_cast<int32_t>(tables.size());
+    const int64_t n = static_cast<int64_t>(seq.tokens.size());
+    const int64_t n_blocks = (seq.first_position + n + 15) / 16;
+    tables.insert(tables.end(), seq.block_table.begin(), seq.block_table.begin() + n_blocks);
+    for (int64_t i = 0; i < n; ++i) {
+      ids.push_back(seq.tokens[i]);
+      positions.push_back(static_cast<int32_t>(seq.first_position + i));
+      offsets.push_back(offset);
+      if (seq.logits == LogitsWanted::kAll || (seq.logits == LogitsWanted::kLast && i == n - 1)) {
+        logit_rows.push_back(static_cast<int64_t>(ids.size()) - 1);
+        output.rows.push_back({static_cast<int32_t>(s), seq.first_position + i});
+      }
+    }
+  }
+  const int64_t n_out = static_cast<int64_t>(logit_rows.size());
+  const int64_t half_rot = n_rot_ / 2;
+  std::vector<float> cos_sin(static_cast<size_t>(n_tok * n_rot_));
+  for (int64_t t = 0; t < n_tok; ++t) {  // as the CPU runner makes them
+    for (int64_t i = 0; i < half_rot; ++i) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq_[i];
+      cos_sin[(t * half_rot + i) * 2] = static_cast<float>(std::cos(angle));
+      cos_sin[(t * half_rot + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+    }
+  }
+  const int64_t splits = cuda::attn::SplitsFor(max_context - 1);
+  const StepLayout L = LayOut(n_tok, n_out, static_cast<int64_t>(tables.size()), splits);
+  if (!workspace_ || workspace_.size() < L.bytes) {
+    workspace_.Reset();
+    PIER_ASSIGN_OR_RETURN(
+        workspace_, options_.governor->Allocate(options_.workspace_owner, L.bytes, {stream_}));
+  }
+  auto* base = static_cast<uint8_t*>(workspace_.data());
+  auto at = [&](size_t offset) { return base + offset; };
+  auto f32 = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
+  auto i32 = [&](size_t offset) { return reinterpret_cast<int32_t*>(base + offset); };
+
+  // Inputs up through pinned memory (one copy each; the stream orders them before use).
+  const size_t up_bytes = (ids.size() * 3 + tables.size() + cos_sin.size()) * 4;
+  const size_t down_bytes = static_cast<size_t>(n_out * n_vocab_) * 4;
+  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the pinned buffer is free again
+  PIER_RETURN_IF_ERROR(EnsureHost(std::max(up_bytes, down_bytes)));
+  auto* staged = static_cast<uint8_t*>(host_.ptr);
+  size_t staged_at = 0;
+  auto send = [&](const void* src, size_t bytes, void* dst) {
+    std::memcpy(staged + staged_at, src, bytes);
+    const Status s = device_.CopyHostToDevice(dst, staged + staged_at, bytes, stream_);
+    staged_at += bytes;
+    return s;
+  };
+  PIER_RETURN_IF_ERROR(send(ids.data(), ids.size() * 4, at(L.ids)));
+  PIER_RETURN_IF_ERROR(send(positions.data(), positions.size() * 4, at(L.positions)));
+  PIER_RETURN_IF_ERROR(send(offsets.data(), offsets.size() * 4, at(L.offsets)));
+  PIER_RETURN_IF_ERROR(send(tables.data(), tables.size() * 4, at(L.tables)));
+  PIER_RETURN_IF_ERROR(send(cos_sin.data(), cos_sin.size() * 4, at(L.cos_sin)));
+
+  const int64_t q_dim = n_head_ * hd_;
+  float* x = f32(L.x);
+  float* add = f32(L.add);
+  void* xq = at(L.xq);
+  PIER_RETURN_IF_ERROR(device_.EmbeddingRows(static_cast<int32_t>(token_embd_->type),
+                                             token_embd_device_, n_vocab_, E_, i32(L.ids), n_tok, x,
+                                             stream_));
+  const size_t plane = shape_.kv.plane_bytes();
+  const int64_t last_stop_layer = n_layer_ * 3 / 4;
+  for (int64_t il = 0; il < n_layer_; ++il) {
+    if (batch.stop_early != nullptr && il > 0 && il <= last_stop_layer &&
+        batch.stop_early->load(std::memory_order_relaxed)) {
+      StepOutput stopped;
+      stopped.n_vocab = n_vocab_;
+      stopped.stopped_early = true;
+      PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
+      return stopped;
+    }
+    const Layer& l = layers_[il];
+    // x += the previous layer's FFN output; h = RMSNorm(x) quantized.
+    PIER_RETURN_IF_ERROR(device_.AddRmsNorm(x, il == 0 ? nullptr : add, l.attn_norm, n_tok, E_,
+                                            eps_, nullptr, xq, stream_));
+    PIER_RETURN_IF_ERROR(MatMul(l.wq, xq, n_tok, f32(L.q)));
+    PIER_RETURN_IF_ERROR(MatMul(l.wk, xq, n_tok, f32(L.k)));
+    PIER_RETURN_IF_ERROR(MatMul(l.wv, xq, n_tok, f32(L.v)));
+    PIER_RETURN_IF_ERROR(
+        device_.Rope(f32(L.q), n_tok, n_head_, hd_, n_rot_, false, f32(L.cos_sin), stream_));
+    PIER_RETURN_IF_ERROR(
+        device_.Rope(f32(L.k), n_tok, n_kv_, hd_, n_rot_, false, f32(L.cos_sin), stream_));
+    const PierCudaKvGeometry g{static_cast<int64_t>(shape_.kv.bytes_per_block()),
+                               static_cast<int64_t>(2 * il * plane),
+                               static_cast<int64_t>((2 * il + 1) * plane), n_kv_, hd_};
+    PIER_RETURN_IF_ERROR(device_.KvWrite(f32(L.k), f32(L.v), n_tok, i32(L.positions),
+                                         i32(L.offsets), i32(L.tables), kv_base_, g, stream_));
+    const PierCudaAttentionArgs args{
+        f32(L.q),      f32(L.attn), n_tok, n_head_, i32(L.positions), i32(L.offsets),
+        i32(L.tables), kv_base_,    g,     splits,  f32(L.scratch)};
+    PIER_RETURN_IF_ERROR(device_.PagedAttention(args, stream_));
+    PIER_RETURN_IF_ERROR(device_.QuantizeActivations(f32(L.attn), n_tok, q_dim, xq, stream_));
+    PIER_RETURN_IF_ERROR(MatMul(l.wo, xq, n_tok, add));
+    // x += attention output; h = RMSNorm(x) quantized; the SwiGLU block.
+    PIER_RETURN_IF_ERROR(
+        device_.AddRmsNorm(x, add, l.ffn_norm, n_tok, E_, eps_, nullptr, xq, stream_));
+    PIER_RETURN_IF_ERROR(MatMul(l.gate, xq, n_tok, f32(L.gate)));
+    PIER_RETURN_IF_ERROR(MatMul(l.up, xq, n_tok, f32(L.up)));
+    PIER_RETURN_IF_ERROR(
+        device_.SiluMul(f32(L.gate), f32(L.up), n_tok, n_ff_, nullptr, xq, stream_));
+    PIER_RETURN_IF_ERROR(MatMul(l.down, xq, n_tok, add));
+  }
+
+  if (n_out > 0) {
+    // x += the last FFN output, the final norm quantized for every row, then the rows that
+    // want logits gathered for the output head.
+    PIER_RETURN_IF_ERROR(
+        device_.AddRmsNorm(x, add, output_norm_, n_tok, E_, eps_, nullptr, xq, stream_));
+    const size_t row_bytes = static_cast<size_t>(cuda::quant::ActivationRowBytes(E_));
+    for (int64_t r = 0; r < n_out; ++r) {
+      PIER_RETURN_IF_ERROR(device_.CopyDeviceToDevice(
+          at(L.out_xq) + r * row_bytes, static_cast<uint8_t*>(xq) + logit_rows[r] * row_bytes,
+          row_bytes, stream_));
+    }
+    PIER_RETURN_IF_ERROR(MatMul(output_, at(L.out_xq), n_out, f32(L.logits)));
+    PIER_RETURN_IF_ERROR(device_.CopyDeviceToHost(host_.ptr, f32(L.logits), down_bytes, stream_));
+  }
+  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
+  output.logits = std::span<const float>(static_cast<const float*>(host_.ptr),
+                                         static_cast<size_t>(n_out * n_vocab_));
+  return output;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const model::GgufFile& file,
+                                                           const CudaRunnerOptions& options) {
+  auto runner = std::make_unique<CudaLlamaRunner>(file, options);
+  PIER_RETURN_IF_ERROR(runner->Init());
+  return std::unique_ptr<ModelRunner>(std::move(runner));
+}
+
+}  // namespace pier::engine

@@ -1,0 +1,55 @@
+// The Llama forward pass on one NVIDIA GPU, through the CUDA plugin.
+//
+// Same model_runner.h contract and the same step as the CPU's LlamaRunner (llama_model.h),
+// each operation a kernel of kernels/cuda: embedding rows; per layer the fused residual add,
+// RMSNorm and activation quantization, the Q/K/V products, RoPE, K/V writes into the paged
+// cache, paged attention, the output product, again the fused add and norm, the gate and up
+// products, SwiGLU with quantization, the down product; then the final norm and the output
+// head for the rows that want logits, copied to the host. Every kernel but attention gives
+// the CPU runner's bits for the same inputs, and attention differs from the CPU's by float
+// rounding only (attention_math.h), so GPU and CPU logits agree closely; and a token's
+// logits are bitwise the same alone or in any batch.
+//
+// Memory: the weights are uploaded once, still quantized, into one governor block charged to
+// the weights owner (a GPU too small for the model is refused there, with the governor's
+// breakdown); each step's activations live in a workspace block charged to the workspace
+// owner, kept between steps and grown when a larger step needs it; K/V live in the caller's
+// KvStore, whose blocks must be device memory at one address range (a LeasedKvStore with
+// virtual memory on the GPU's governor: elastic KV works as on the CPU). Logits come back
+// through pinned host memory from the device.
+//
+// What it runs: the plain Llama family (general.architecture "llama": Llama, SmolLM2,
+// Mistral-style files without a sliding window) with matrices of a type the GPU product has
+// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), f32/f16 norms, f16 K/V and head_dim up to
+// 256. Anything else is UNSUPPORTED at creation, naming what.
+//
+// Ownership: borrows the file, the device, the governor and the KV store; all must outlive
+// it. Thread-safety: see model_runner.h.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "device/cuda/cuda_device.h"
+#include "engine/kv_store.h"
+#include "engine/model_runner.h"
+#include "memory/memory_governor.h"
+#include "model/gguf_file.h"
+
+namespace pier::engine {
+
+struct CudaRunnerOptions {
+  cuda::CudaDevice* device = nullptr;
+  MemoryGovernor* governor = nullptr;  // the GPU's: governor->device() is `device`
+  OwnerId weights_owner;
+  OwnerId workspace_owner;
+  KvStore* kv = nullptr;  // layout KvLayoutFor(file, 16) with f16 values, on the GPU
+};
+
+// UNSUPPORTED for what the runner does not run (see above); NOT_FOUND / INVALID_ARGUMENT for
+// missing or misshapen tensors or a KV store that does not fit; the governor's refusal when
+// the GPU's budget cannot hold the weights; the plugin's error when a copy fails.
+[[nodiscard]] Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(
+    const model::GgufFile& file, const CudaRunnerOptions& options);
+
+}  // namespace pier::engine
