@@ -1,11 +1,13 @@
 // The quantized matrix product and activation quantization on the GPU (see quant_matmul.h).
 //
 // Product: one warp per weight row and tile of up to 8 tokens. The warp walks the row's
-// blocks of 32 four at a time: lane 8 * j + quad decodes the 4 weights `quad` of block
-// b0 + j once and takes its exact integer dot product with each token's 4 activation bytes
-// (dp4a); three integer shuffles give each 8-lane group its block's sum. Then every lane
-// folds the four blocks into its token accumulators in block order (quant_dot.h's
-// CombineBlock), so all lanes hold the same canonical value and lane 0 writes it. Nothing
+// blocks of 32 sixteen at a time, loading all sixteen blocks' weights first (four rounds of
+// four, so that enough bytes are in flight), then per round: lane 8 * j + quad holds the 4
+// weights `quad` of block first + j and takes their exact integer dot product with each
+// token's 4 activation bytes (dp4a); three integer shuffles give each 8-lane group its
+// block's sum. Then every lane folds the four blocks into its token accumulators in block
+// order (quant_dot.h's CombineBlock), so all lanes hold the same canonical value and lane 0
+// writes it. Nothing
 // depends on the tile, the grid or the batch: each (row, token) takes the same operations.
 //
 // Activation quantization: one warp per block of 32 values (warp_quantize.cuh).
@@ -23,7 +25,11 @@ using quant::WeightQuad;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerCta = 4;
 constexpr int kTokenTile = 8;
-constexpr int kBlocksPerStep = 4;  // blocks of 32 a warp reads per step: 8 lanes each
+constexpr int kBlocksPerRound = 4;  // blocks of 32 a warp decodes at once: 8 lanes each
+// Rounds whose weights a warp loads before using any: more bytes in flight per warp, which a
+// memory-bound product at few tokens needs (one round alone leaves HBM mostly idle).
+constexpr int kRounds = 4;
+constexpr int kBlocksPerStep = kBlocksPerRound * kRounds;
 
 template <QuantType kType>
 __global__ void __launch_bounds__(32 * kWarpsPerCta)
@@ -46,37 +52,52 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta)
   for (int t = 0; t < kTokenTile; ++t) acc[t] = 0.0f;
 
   for (int64_t b0 = 0; b0 < n_blocks; b0 += kBlocksPerStep) {
-    const int64_t b = b0 + j;
-    const bool valid = b < n_blocks;
-    const WeightQuad w = valid ? quant::LoadWeightQuad(kType, row, b, quad) : WeightQuad{0, 0};
-    BlockFactors f{0.0f, 0.0f, quant::HasOffset(kType)};
-    if (valid && quad == 0) f = quant::LoadBlockFactors(kType, row, b);
-    const int steps =
-        static_cast<int>(n_blocks - b0 < kBlocksPerStep ? n_blocks - b0 : kBlocksPerStep);
-    // Every lane gets the four blocks' factors once for all tokens.
-    BlockFactors factors[kBlocksPerStep];
+    // Every round's weights and this lane's block factors first.
+    WeightQuad w[kRounds];
+    BlockFactors f[kRounds];
 #pragma unroll
-    for (int jj = 0; jj < kBlocksPerStep; ++jj) {
-      factors[jj] = BlockFactors{__shfl_sync(kFullMask, f.dw, 8 * jj),
-                                 __shfl_sync(kFullMask, f.mw, 8 * jj), f.has_offset};
+    for (int round = 0; round < kRounds; ++round) {
+      const int64_t b = b0 + kBlocksPerRound * round + j;
+      const bool valid = b < n_blocks;
+      w[round] = valid ? quant::LoadWeightQuad(kType, row, b, quad) : WeightQuad{0, 0};
+      f[round] = BlockFactors{0.0f, 0.0f, quant::HasOffset(kType)};
+      if (valid && quad == 0) f[round] = quant::LoadBlockFactors(kType, row, b);
     }
 #pragma unroll
-    for (int t = 0; t < kTokenTile; ++t) {
-      if (t < n_tile) {  // uniform across the warp
-        const uint8_t* x = xq + (t0 + t) * x_bytes;
-        const uint32_t x4 =
-            valid ? *reinterpret_cast<const uint32_t*>(x + quant::kBlock * b + 4 * quad) : 0u;
-        int32_t p = quant::QuadDot(w, x4);
-        p += __shfl_xor_sync(kFullMask, p, 1);
-        p += __shfl_xor_sync(kFullMask, p, 2);
-        p += __shfl_xor_sync(kFullMask, p, 4);
-        const auto* dx = reinterpret_cast<const float*>(x + n_cols);
-        const float* bx = dx + n_blocks;
+    for (int round = 0; round < kRounds; ++round) {
+      const int64_t first = b0 + kBlocksPerRound * round;  // this round's first block
+      if (first >= n_blocks) break;                        // uniform across the warp
+      const int64_t b = first + j;
+      const bool valid = b < n_blocks;
+      const int steps =
+          static_cast<int>(n_blocks - first < kBlocksPerRound ? n_blocks - first : kBlocksPerRound);
+      // Every lane gets the round's four blocks' factors once for all tokens.
+      BlockFactors factors[kBlocksPerRound];
 #pragma unroll
-        for (int jj = 0; jj < kBlocksPerStep; ++jj) {
-          const int32_t isum = __shfl_sync(kFullMask, p, 8 * jj);
-          if (jj < steps) {
-            acc[t] = quant::CombineBlock(acc[t], isum, factors[jj], dx[b0 + jj], bx[b0 + jj]);
+      for (int jj = 0; jj < kBlocksPerRound; ++jj) {
+        factors[jj] =
+            BlockFactors{__shfl_sync(kFullMask, f[round].dw, 8 * jj),
+                         __shfl_sync(kFullMask, f[round].mw, 8 * jj), f[round].has_offset};
+      }
+#pragma unroll
+      for (int t = 0; t < kTokenTile; ++t) {
+        if (t < n_tile) {  // uniform across the warp
+          const uint8_t* x = xq + (t0 + t) * x_bytes;
+          const uint32_t x4 =
+              valid ? *reinterpret_cast<const uint32_t*>(x + quant::kBlock * b + 4 * quad) : 0u;
+          int32_t p = quant::QuadDot(w[round], x4);
+          p += __shfl_xor_sync(kFullMask, p, 1);
+          p += __shfl_xor_sync(kFullMask, p, 2);
+          p += __shfl_xor_sync(kFullMask, p, 4);
+          const auto* dx = reinterpret_cast<const float*>(x + n_cols);
+          const float* bx = dx + n_blocks;
+#pragma unroll
+          for (int jj = 0; jj < kBlocksPerRound; ++jj) {
+            const int32_t isum = __shfl_sync(kFullMask, p, 8 * jj);
+            if (jj < steps) {
+              acc[t] =
+                  quant::CombineBlock(acc[t], isum, factors[jj], dx[first + jj], bx[first + jj]);
+            }
           }
         }
       }
