@@ -101,39 +101,43 @@ bool BenchAttention(CudaDevice& device, Stream stream, double copy_gbs) {
     std::vector<int32_t> positions(c.batch, static_cast<int32_t>(c.context - 1));
     const int64_t row = c.n_head * c.head_dim;
     const std::vector<float> q = pier::cuda::testing::RandomQueries(c.batch * row, 4);
-    const int64_t max_splits = pier::cuda::attn::SplitsFor(c.context - 1);
+    std::vector<int32_t> split_first(positions.size());
+    std::vector<int32_t> split_query(static_cast<size_t>(
+        pier::cuda::attn::IndexSplits(positions.data(), c.batch, split_first.data(), nullptr)));
+    const int64_t total_splits = pier::cuda::attn::IndexSplits(
+        positions.data(), c.batch, split_first.data(), split_query.data());
     Buffer d_kv(device, kv.bytes.size()), d_tables(device, kv.tables.size() * 4),
         d_offsets(device, c.batch * 4), d_positions(device, c.batch * 4), d_q(device, q.size() * 4),
-        d_out(device, q.size() * 4),
-        d_scratch(device,
-                  pier::cuda::attn::ScratchFloats(c.batch, c.n_head, c.head_dim, max_splits) * 4);
-    if (!d_kv.ptr || !d_tables.ptr || !d_offsets.ptr || !d_positions.ptr || !d_q.ptr ||
-        !d_out.ptr || !d_scratch.ptr ||
-        !Check(device.CopyHostToDevice(d_kv.ptr, kv.bytes.data(), kv.bytes.size(), stream),
-               "upload") ||
-        !Check(
-            device.CopyHostToDevice(d_tables.ptr, kv.tables.data(), kv.tables.size() * 4, stream),
-            "upload") ||
-        !Check(device.CopyHostToDevice(d_offsets.ptr, kv.table_offsets.data(), c.batch * 4, stream),
-               "upload") ||
-        !Check(device.CopyHostToDevice(d_positions.ptr, positions.data(), c.batch * 4, stream),
-               "upload") ||
-        !Check(device.CopyHostToDevice(d_q.ptr, q.data(), q.size() * 4, stream), "upload")) {
+        d_out(device, q.size() * 4), d_first(device, c.batch * 4),
+        d_split_query(device, split_query.size() * 4),
+        d_scratch(device, pier::cuda::attn::ScratchFloats(total_splits, c.n_head, c.head_dim) * 4);
+    auto up = [&](Buffer& dst, const void* src, size_t bytes) {
+      return dst.ptr != nullptr &&
+             Check(device.CopyHostToDevice(dst.ptr, src, bytes, stream), "upload");
+    };
+    if (!d_out.ptr || !d_scratch.ptr || !up(d_kv, kv.bytes.data(), kv.bytes.size()) ||
+        !up(d_tables, kv.tables.data(), kv.tables.size() * 4) ||
+        !up(d_offsets, kv.table_offsets.data(), c.batch * 4) ||
+        !up(d_positions, positions.data(), c.batch * 4) || !up(d_q, q.data(), q.size() * 4) ||
+        !up(d_first, split_first.data(), c.batch * 4) ||
+        !up(d_split_query, split_query.data(), split_query.size() * 4)) {
       return false;
     }
-    const PierCudaAttentionArgs args{
-        static_cast<const float*>(d_q.ptr),
-        static_cast<float*>(d_out.ptr),
-        c.batch,
-        c.n_head,
-        static_cast<const int32_t*>(d_positions.ptr),
-        static_cast<const int32_t*>(d_offsets.ptr),
-        static_cast<const int32_t*>(d_tables.ptr),
-        d_kv.ptr,
-        {kv.geometry.bytes_per_block, kv.geometry.key_offset, kv.geometry.value_offset,
-         kv.geometry.n_kv_head, kv.geometry.head_dim},
-        max_splits,
-        static_cast<float*>(d_scratch.ptr)};
+    PierCudaAttentionArgs args{};
+    args.q = static_cast<const float*>(d_q.ptr);
+    args.out = static_cast<float*>(d_out.ptr);
+    args.n_queries = c.batch;
+    args.n_head = c.n_head;
+    args.positions = static_cast<const int32_t*>(d_positions.ptr);
+    args.table_offsets = static_cast<const int32_t*>(d_offsets.ptr);
+    args.block_tables = static_cast<const int32_t*>(d_tables.ptr);
+    args.kv_base = d_kv.ptr;
+    args.geometry = {kv.geometry.bytes_per_block, kv.geometry.key_offset, kv.geometry.value_offset,
+                     kv.geometry.n_kv_head, kv.geometry.head_dim};
+    args.split_first = static_cast<const int32_t*>(d_first.ptr);
+    args.split_query = static_cast<const int32_t*>(d_split_query.ptr);
+    args.total_splits = total_splits;
+    args.scratch = static_cast<float*>(d_scratch.ptr);
     const double ms = TimeMedianMs(
         device, stream, [&] { return Check(device.PagedAttention(args, stream), "attention"); });
     if (ms <= 0) return false;

@@ -38,8 +38,8 @@ struct Layer {
 // Offsets of one step's device buffers inside the workspace block, for T tokens, R logits
 // rows, S table entries and up to `splits` attention splits.
 struct StepLayout {
-  size_t x, add, xq, q, k, v, attn, gate, up, ids, positions, offsets, tables, cos_sin, scratch,
-      out_xq, logits, bytes;
+  size_t x, add, xq, q, k, v, attn, gate, up, ids, positions, offsets, tables, cos_sin, split_first,
+      split_query, scratch, out_xq, logits, bytes;
 };
 
 class CudaLlamaRunner final : public ModelRunner {
@@ -48,6 +48,11 @@ class CudaLlamaRunner final : public ModelRunner {
       : file_(file), options_(options), device_(*options.device) {}
 
   ~CudaLlamaRunner() override {
+    // Work a failed step left queued finishes before its memory goes back to the pool, and
+    // the blocks go back while their stream still exists.
+    if (stream_.id != 0) (void)device_.Synchronize(stream_);
+    workspace_.Reset();
+    weights_.Reset();
     if (host_.ptr != nullptr) device_.FreePinnedHost(host_);
     if (stream_.id != 0) device_.DestroyStream(stream_);
   }
@@ -60,7 +65,7 @@ class CudaLlamaRunner final : public ModelRunner {
   Result<DeviceMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
   Result<const float*> Vector(const std::string& name, int64_t n);
   Status Upload(const model::GgufTensorInfo& t, const void** device_ptr);
-  StepLayout LayOut(int64_t n_tok, int64_t n_out, int64_t n_table, int64_t splits) const;
+  StepLayout LayOut(int64_t n_tok, int64_t n_out, int64_t n_table, int64_t total_splits) const;
   Status MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y);
   Status EnsureHost(size_t bytes);
 
@@ -199,6 +204,10 @@ Status CudaLlamaRunner::Init() {
         std::to_string(n_layer_) + " layers of " + std::to_string(n_kv_) + " heads of " +
         std::to_string(hd_));
   }
+  if (&kv.device() != static_cast<Device*>(options_.device)) {
+    return InvalidArgumentError("CUDA runner: the KV store must live on " + device_.name() +
+                                ", not on " + kv.device().name());
+  }
   kv_base_ = reinterpret_cast<uint8_t*>(kv.BlockData(0));
   const int64_t n_blocks = kv.num_blocks();
   if (n_blocks > 1 &&
@@ -266,7 +275,7 @@ Status CudaLlamaRunner::Init() {
 }
 
 StepLayout CudaLlamaRunner::LayOut(int64_t n_tok, int64_t n_out, int64_t n_table,
-                                   int64_t splits) const {
+                                   int64_t total_splits) const {
   const auto T = static_cast<size_t>(n_tok);
   const int64_t q_dim = n_head_ * hd_, kv_dim = n_kv_ * hd_;
   const int64_t widest = std::max({E_, n_ff_, q_dim});
@@ -291,7 +300,10 @@ StepLayout CudaLlamaRunner::LayOut(int64_t n_tok, int64_t n_out, int64_t n_table
   s.offsets = take(T * 4);
   s.tables = take(static_cast<size_t>(n_table) * 4);
   s.cos_sin = take(T * n_rot_ * 4);
-  s.scratch = take(static_cast<size_t>(cuda::attn::ScratchFloats(n_tok, n_head_, hd_, splits)) * 4);
+  s.split_first = take(T * 4);
+  s.split_query = take(static_cast<size_t>(total_splits) * 4);
+  s.scratch = take(static_cast<size_t>(cuda::attn::ScratchFloats(total_splits, n_head_, hd_)) *
+                   sizeof(float));
   s.out_xq = take(static_cast<size_t>(n_out) * cuda::quant::ActivationRowBytes(E_));
   s.logits = take(static_cast<size_t>(n_out * n_vocab_) * 4);
   s.bytes = at;
@@ -352,8 +364,13 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
       cos_sin[(t * half_rot + i) * 2 + 1] = static_cast<float>(std::sin(angle));
     }
   }
-  const int64_t splits = cuda::attn::SplitsFor(max_context - 1);
-  const StepLayout L = LayOut(n_tok, n_out, static_cast<int64_t>(tables.size()), splits);
+  // Each query's attention splits (its own, however long the others' contexts).
+  std::vector<int32_t> split_first(static_cast<size_t>(n_tok));
+  std::vector<int32_t> split_query(static_cast<size_t>(
+      cuda::attn::IndexSplits(positions.data(), n_tok, split_first.data(), nullptr)));
+  const int64_t total_splits =
+      cuda::attn::IndexSplits(positions.data(), n_tok, split_first.data(), split_query.data());
+  const StepLayout L = LayOut(n_tok, n_out, static_cast<int64_t>(tables.size()), total_splits);
   if (!workspace_ || workspace_.size() < L.bytes) {
     workspace_.Reset();
     PIER_ASSIGN_OR_RETURN(
@@ -365,7 +382,8 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
   auto i32 = [&](size_t offset) { return reinterpret_cast<int32_t*>(base + offset); };
 
   // Inputs up through pinned memory (one copy each; the stream orders them before use).
-  const size_t up_bytes = (ids.size() * 3 + tables.size() + cos_sin.size()) * 4;
+  const size_t up_bytes =
+      (ids.size() * 4 + tables.size() + split_query.size() + cos_sin.size()) * 4;
   const size_t down_bytes = static_cast<size_t>(n_out * n_vocab_) * 4;
   PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the pinned buffer is free again
   PIER_RETURN_IF_ERROR(EnsureHost(std::max(up_bytes, down_bytes)));
@@ -382,6 +400,8 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
   PIER_RETURN_IF_ERROR(send(offsets.data(), offsets.size() * 4, at(L.offsets)));
   PIER_RETURN_IF_ERROR(send(tables.data(), tables.size() * 4, at(L.tables)));
   PIER_RETURN_IF_ERROR(send(cos_sin.data(), cos_sin.size() * 4, at(L.cos_sin)));
+  PIER_RETURN_IF_ERROR(send(split_first.data(), split_first.size() * 4, at(L.split_first)));
+  PIER_RETURN_IF_ERROR(send(split_query.data(), split_query.size() * 4, at(L.split_query)));
 
   const int64_t q_dim = n_head_ * hd_;
   float* x = f32(L.x);
@@ -417,9 +437,20 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
                                static_cast<int64_t>((2 * il + 1) * plane), n_kv_, hd_};
     PIER_RETURN_IF_ERROR(device_.KvWrite(f32(L.k), f32(L.v), n_tok, i32(L.positions),
                                          i32(L.offsets), i32(L.tables), kv_base_, g, stream_));
-    const PierCudaAttentionArgs args{
-        f32(L.q),      f32(L.attn), n_tok, n_head_, i32(L.positions), i32(L.offsets),
-        i32(L.tables), kv_base_,    g,     splits,  f32(L.scratch)};
+    PierCudaAttentionArgs args{};
+    args.q = f32(L.q);
+    args.out = f32(L.attn);
+    args.n_queries = n_tok;
+    args.n_head = n_head_;
+    args.positions = i32(L.positions);
+    args.table_offsets = i32(L.offsets);
+    args.block_tables = i32(L.tables);
+    args.kv_base = kv_base_;
+    args.geometry = g;
+    args.split_first = i32(L.split_first);
+    args.split_query = i32(L.split_query);
+    args.total_splits = total_splits;
+    args.scratch = f32(L.scratch);
     PIER_RETURN_IF_ERROR(device_.PagedAttention(args, stream_));
     PIER_RETURN_IF_ERROR(device_.QuantizeActivations(f32(L.attn), n_tok, q_dim, xq, stream_));
     PIER_RETURN_IF_ERROR(MatMul(l.wo, xq, n_tok, add));
@@ -439,12 +470,16 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
     PIER_RETURN_IF_ERROR(
         device_.AddRmsNorm(x, add, output_norm_, n_tok, E_, eps_, nullptr, xq, stream_));
     const size_t row_bytes = static_cast<size_t>(cuda::quant::ActivationRowBytes(E_));
-    for (int64_t r = 0; r < n_out; ++r) {
-      PIER_RETURN_IF_ERROR(device_.CopyDeviceToDevice(
-          at(L.out_xq) + r * row_bytes, static_cast<uint8_t*>(xq) + logit_rows[r] * row_bytes,
-          row_bytes, stream_));
+    const void* head_input = xq;  // every row wants logits: no gather
+    if (n_out < n_tok) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        PIER_RETURN_IF_ERROR(device_.CopyDeviceToDevice(
+            at(L.out_xq) + r * row_bytes, static_cast<uint8_t*>(xq) + logit_rows[r] * row_bytes,
+            row_bytes, stream_));
+      }
+      head_input = at(L.out_xq);
     }
-    PIER_RETURN_IF_ERROR(MatMul(output_, at(L.out_xq), n_out, f32(L.logits)));
+    PIER_RETURN_IF_ERROR(MatMul(output_, head_input, n_out, f32(L.logits)));
     PIER_RETURN_IF_ERROR(device_.CopyDeviceToHost(host_.ptr, f32(L.logits), down_bytes, stream_));
   }
   PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));

@@ -56,10 +56,13 @@ Result<std::unique_ptr<PooledKvStore>> PooledKvStore::Create(const KvLayout& lay
   const size_t bytes = layout.bytes_per_block() * static_cast<size_t>(n_blocks);
   MemoryResult<Block> memory = governor.Allocate(owner, bytes);
   if (!memory.ok()) return memory.status();
-  // Zeroed so that an unwritten slot never holds NaNs from an earlier owner of the memory.
-  std::memset(memory->data(), 0, bytes);
+  // Zeroed so that an unwritten slot never holds NaNs from an earlier owner of the memory
+  // (through the device: on a GPU the block is device memory).
+  Device& device = governor.device();
+  PIER_RETURN_IF_ERROR(device.Memset(memory->data(), 0, bytes, Stream{}));
+  PIER_RETURN_IF_ERROR(device.Synchronize(Stream{}));
   return std::unique_ptr<PooledKvStore>(
-      new PooledKvStore(layout, n_blocks, std::move(memory).value()));
+      new PooledKvStore(layout, &device, n_blocks, std::move(memory).value()));
 }
 
 std::byte* PooledKvStore::BlockData(int32_t block) const {

@@ -43,12 +43,15 @@ std::string_view KvDtypeName(KvDtype dtype);
 
 class KvStore {
  public:
-  explicit KvStore(KvLayout layout) : layout_(layout) {}
+  // `device`: where the blocks live (the governor's device); BlockData pointers are that
+  // device's memory, so whoever copies blocks (swap, copy-on-write) goes through it.
+  KvStore(KvLayout layout, Device* device) : layout_(layout), device_(device) {}
   virtual ~KvStore() = default;
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
   const KvLayout& layout() const { return layout_; }
+  Device& device() const { return *device_; }
   virtual int64_t num_blocks() const = 0;
 
   // The store as the kernels read it (valid while the store lives).
@@ -81,6 +84,7 @@ class KvStore {
 
  private:
   KvLayout layout_;
+  Device* device_;  // not owned
 };
 
 // The simple store: `n_blocks` blocks in one block of the governor's pool, charged to `owner`.
@@ -97,8 +101,8 @@ class PooledKvStore final : public KvStore {
   std::byte* BlockData(int32_t block) const override;
 
  private:
-  PooledKvStore(const KvLayout& layout, int64_t n_blocks, Block memory)
-      : KvStore(layout), n_blocks_(n_blocks), memory_(std::move(memory)) {}
+  PooledKvStore(const KvLayout& layout, Device* device, int64_t n_blocks, Block memory)
+      : KvStore(layout, device), n_blocks_(n_blocks), memory_(std::move(memory)) {}
 
   int64_t n_blocks_;
   Block memory_;  // [n_blocks][bytes_per_block]

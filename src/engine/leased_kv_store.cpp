@@ -21,7 +21,7 @@ Result<std::unique_ptr<LeasedKvStore>> LeasedKvStore::Create(const KvLayout& lay
         std::to_string(options.max_chunks) + ")");
   }
   std::unique_ptr<LeasedKvStore> store(
-      new LeasedKvStore(layout, options.blocks_per_chunk, options.min_chunks));
+      new LeasedKvStore(layout, &governor.device(), options.blocks_per_chunk, options.min_chunks));
   LeaseOptions lease_options;
   lease_options.name = options.name;
   lease_options.chunk_bytes =

@@ -57,8 +57,8 @@ class LeasedKvStore final : public KvStore {
   void SetShrinkHandler(std::function<void(const ShrinkRequest&)> handler);
 
  private:
-  LeasedKvStore(const KvLayout& layout, int64_t blocks_per_chunk, size_t min_chunks)
-      : KvStore(layout), blocks_per_chunk_(blocks_per_chunk), min_chunks_(min_chunks) {}
+  LeasedKvStore(const KvLayout& layout, Device* device, int64_t blocks_per_chunk, size_t min_chunks)
+      : KvStore(layout, device), blocks_per_chunk_(blocks_per_chunk), min_chunks_(min_chunks) {}
   void OnShrinkRequest(const ShrinkRequest& request);
 
   const int64_t blocks_per_chunk_;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/cpu_runner.h"
+#include "engine/cuda_runner.h"
 #include "engine/leased_kv_store.h"
 #include "engine/step_workspace.h"
 #include "kernels/cpu/matmul.h"
@@ -346,6 +347,21 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
         m->kv_, PooledKvStore::Create(layout, n_blocks * n_groups, *m->governor_, kv_owner));
   }
 
+  if (m->governor_->device().kind() == DeviceKind::kCuda) {
+    if (options.weights_dtype.has_value()) {
+      return UnsupportedError(
+          "--weights-dtype is not available on a GPU (it quantizes on the "
+          "CPU); run the GGUF's own types there");
+    }
+    CudaRunnerOptions cuda_options;
+    cuda_options.device = static_cast<cuda::CudaDevice*>(&m->governor_->device());
+    cuda_options.governor = m->governor_;
+    cuda_options.weights_owner = weights;
+    cuda_options.workspace_owner = workspace;
+    cuda_options.kv = m->kv_.get();
+    PIER_ASSIGN_OR_RETURN(m->runner_, CreateCudaModelRunner(*m->file_, cuda_options));
+    return m;
+  }
   CpuRunnerOptions runner_options;
   runner_options.governor = m->governor_;
   runner_options.weights_owner = weights;

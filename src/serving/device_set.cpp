@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "device/cpu/cpu_device.h"
+#include "device/cuda/cuda_device.h"
+#include "device/cuda/cuda_plugin.h"
 
 namespace pier::serving {
 
@@ -45,7 +47,43 @@ Result<placement::Placer*> DeviceSet::placer() {
   return placer_.get();
 }
 
+Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
+  if (device == "cpu") return cpu_governor_.get();
+  int index = -1;
+  if (device.starts_with("cuda:") && device.size() > 5 && device.size() <= 8) {
+    index = 0;
+    for (char c : device.substr(5)) {
+      if (c < '0' || c > '9') {
+        index = -1;
+        break;
+      }
+      index = index * 10 + (c - '0');
+    }
+  }
+  if (index < 0) {
+    return InvalidArgumentError("device '" + std::string(device) +
+                                "' is not a device (cpu, or cuda:N for GPU N)");
+  }
+  std::lock_guard<std::mutex> lock(gpus_mutex_);
+  if (auto it = gpus_.find(index); it != gpus_.end()) return it->second.governor.get();
+  const cuda::CudaStatus& status = cuda::GetCudaStatus();
+  if (!status.usable()) {
+    return UnavailableError("device " + std::string(device) +
+                            ": no usable GPU: " + status.Summary());
+  }
+  Result<std::unique_ptr<cuda::CudaDevice>> gpu = cuda::CudaDevice::Open(index);
+  if (!gpu.ok()) return gpu.status().WithContext("device " + std::string(device));
+  Gpu entry;
+  entry.device = std::move(gpu).value();
+  PIER_ASSIGN_OR_RETURN(entry.governor, MemoryGovernor::Create(entry.device.get()));
+  MemoryGovernor* governor = entry.governor.get();
+  gpus_.emplace(index, std::move(entry));
+  return governor;
+}
+
 DeviceSet::~DeviceSet() {
+  for (auto& [index, gpu] : gpus_) gpu.governor.reset();
+  gpus_.clear();
   swap_pool_.reset();
   cpu_governor_.reset();
   cpu_.reset();

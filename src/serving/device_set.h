@@ -3,9 +3,10 @@
 // a benchmark or a test) and borrowed by every model it loads; nothing below serving/ creates
 // a device's governor, so two models on one device can never each believe they own all of it.
 //
-// Today the set holds the CPU device (capacity probed from the system and its cgroup, or given
-// by `--device-memory`; budget `--memory-budget`) and the pinned host pool KV swap space
-// comes from (`--swap-space`). CUDA devices join it with the GPU backend.
+// The set holds the CPU device (capacity probed from the system and its cgroup, or given by
+// `--device-memory`; budget `--memory-budget`), the pinned host pool KV swap space comes from
+// (`--swap-space`), and the GPUs a model asked for (GovernorFor("cuda:N"), opened on first
+// use through the CUDA plugin, each with a governor over its whole memory).
 //
 // Ownership: owns the devices and governors; the governors must outlive every model (and
 // every block) charged to them. Thread-safety: the accessors are const after Create; the
@@ -13,10 +14,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "device/device.h"
@@ -62,6 +65,12 @@ class DeviceSet {
   const std::shared_ptr<engine::FairShareLedger>& fair_share_ledger() const {
     return fair_share_ledger_;
   }
+  // The governor of `device`: "cpu", or "cuda:N" (GPU N, opened with its own governor at the
+  // first call: one budget per device). INVALID_ARGUMENT for another name; UNAVAILABLE with
+  // the reason (no plugin, no driver, no such GPU) when the GPU cannot be used, so a model
+  // placed there fails to load with it instead of silently running on the CPU.
+  [[nodiscard]] Result<MemoryGovernor*> GovernorFor(std::string_view device);
+
   // Where worker instances are placed: the machine's topology (hwloc), read at the first call
   // (a worker's own device set never reads it). hwloc's error when it cannot be read.
   [[nodiscard]] Result<placement::Placer*> placer();
@@ -74,6 +83,13 @@ class DeviceSet {
   std::unique_ptr<placement::Placer> placer_;  // guarded by placer_mutex_; made lazily
 
   std::unique_ptr<Device> cpu_;
+  // GPUs opened by GovernorFor, each with its governor (destroyed before its device).
+  struct Gpu {
+    std::unique_ptr<Device> device;
+    std::unique_ptr<MemoryGovernor> governor;
+  };
+  std::mutex gpus_mutex_;
+  std::map<int, Gpu> gpus_;                       // guarded by gpus_mutex_
   std::unique_ptr<MemoryGovernor> cpu_governor_;  // destroyed before the device
   std::unique_ptr<PinnedHostPool> swap_pool_;     // destroyed first
   std::shared_ptr<engine::FairShareLedger> fair_share_ledger_ =

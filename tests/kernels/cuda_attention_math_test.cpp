@@ -125,5 +125,22 @@ TEST(CudaAttentionMathTest, ResultDependsOnlyOnTheValuesNotOnTheBlocks) {
   for (int d = 0; d < 128; ++d) ASSERT_TRUE(SameBits(a[d], b[d])) << d;
 }
 
+// Each query gets exactly its own splits, numbered query by query.
+TEST(CudaAttentionMathTest, SplitIndexGivesEachQueryItsOwnSplits) {
+  const std::vector<int32_t> positions = {0, 255, 256, 4096, -1, 511};
+  std::vector<int32_t> first(positions.size());
+  const int64_t total = attn::IndexSplits(positions.data(), 6, first.data(), nullptr);
+  EXPECT_EQ(total, 1 + 1 + 2 + 17 + 0 + 2);
+  std::vector<int32_t> query(static_cast<size_t>(total), -7);
+  EXPECT_EQ(attn::IndexSplits(positions.data(), 6, first.data(), query.data()), total);
+  EXPECT_EQ(first, (std::vector<int32_t>{0, 1, 2, 4, 21, 21}));
+  for (int64_t g = 0; g < total; ++g) {
+    const int32_t q = query[g];
+    ASSERT_GE(q, 0);
+    EXPECT_GE(g, first[q]);
+    EXPECT_LT(g - first[q], attn::SplitsFor(positions[q])) << "split " << g;
+  }
+}
+
 }  // namespace
 }  // namespace pier::cuda

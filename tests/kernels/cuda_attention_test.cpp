@@ -65,25 +65,29 @@ class CudaAttentionTest : public CudaTest {
                             const std::vector<int32_t>& positions) {
     const int64_t n = static_cast<int64_t>(positions.size()), hd = kv.head_dim;
     std::vector<int32_t> offsets;
-    int32_t longest = 0;
     for (size_t i = 0; i < sequences.size(); ++i) {
       offsets.push_back(kv.table_offsets[sequences[i]]);
-      longest = std::max(longest, positions[i]);
     }
-    const int64_t max_splits = attn::SplitsFor(longest);
+    std::vector<int32_t> split_first(positions.size());
+    std::vector<int32_t> split_query(
+        static_cast<size_t>(attn::IndexSplits(positions.data(), n, split_first.data(), nullptr)));
+    const int64_t total =
+        attn::IndexSplits(positions.data(), n, split_first.data(), split_query.data());
     float* out = Put(std::vector<float>(n * n_head * hd));
-    const PierCudaAttentionArgs args{
-        Put(q),
-        out,
-        n,
-        n_head,
-        Put(positions),
-        Put(offsets),
-        d_tables,
-        d_kv,
-        ToC(kv.geometry),
-        max_splits,
-        Put(std::vector<float>(attn::ScratchFloats(n, n_head, hd, max_splits)))};
+    PierCudaAttentionArgs args{};
+    args.q = Put(q);
+    args.out = out;
+    args.n_queries = n;
+    args.n_head = n_head;
+    args.positions = Put(positions);
+    args.table_offsets = Put(offsets);
+    args.block_tables = d_tables;
+    args.kv_base = d_kv;
+    args.geometry = ToC(kv.geometry);
+    args.split_first = Put(split_first);
+    args.split_query = Put(split_query);
+    args.total_splits = total;
+    args.scratch = Put(std::vector<float>(attn::ScratchFloats(total, n_head, hd)));
     const Status s = device_->PagedAttention(args, stream());
     EXPECT_TRUE(s.ok()) << s.ToString();
     return Get(out, n * n_head * hd);
@@ -189,12 +193,13 @@ TEST_F(CudaAttentionTest, BadArgumentsAreRefusedWithTheReason) {
   args.n_queries = 1;
   args.n_head = 3;  // not a multiple of 2 K/V heads
   args.geometry = ToC(kv.geometry);
-  args.max_splits = 1;
+  args.total_splits = 1;
   float* buf = Put(std::vector<float>(4096));
   args.q = buf;
   args.out = buf;
   args.scratch = buf;
   args.positions = args.table_offsets = args.block_tables = reinterpret_cast<int32_t*>(buf);
+  args.split_first = args.split_query = reinterpret_cast<int32_t*>(buf);
   args.kv_base = buf;
   Status s = device_->PagedAttention(args, stream());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

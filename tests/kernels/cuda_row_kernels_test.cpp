@@ -85,7 +85,7 @@ class CudaRowKernelsTest : public CudaTest {
 };
 
 TEST_F(CudaRowKernelsTest, AddRmsNormMatchesTheGolden) {
-  for (int64_t n : {576, 4096}) {
+  for (int64_t n : {96, 576, 4096}) {  // 96: rows with padding
     for (int64_t n_tokens : kTokenCounts) {
       SCOPED_TRACE(std::to_string(n_tokens) + " tokens of " + std::to_string(n));
       const std::vector<float> x0 = Normal(n_tokens * n, 1, 3.0f), add = Normal(n_tokens * n, 2);
@@ -216,6 +216,25 @@ TEST_F(CudaRowKernelsTest, ArgmaxTakesTheLowestIndexAmongTheLargest) {
   EXPECT_EQ(got[3], -1);
   EXPECT_EQ(got[4], 0);
   EXPECT_EQ(got[5], n_vocab - 1);
+}
+
+// Vocabularies smaller than the kernel's 256 threads leave threads without an element: they
+// must lose every tie, also against an all -inf row.
+TEST_F(CudaRowKernelsTest, ArgmaxOfSmallRowsIncludingAllMinusInfinity) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n_vocab : {1, 100, 255, 256, 257}) {
+    std::vector<float> logits(3 * n_vocab, -inf);  // row 0: all -inf
+    for (int64_t k = 0; k < n_vocab; ++k) logits[n_vocab + k] = static_cast<float>(k % 7);
+    for (int64_t k = 0; k < n_vocab; ++k) logits[2 * n_vocab + k] = -static_cast<float>(k);
+    int32_t* out = Blank<int32_t>(3);
+    ASSERT_TRUE(device_->Argmax(Put(logits), 3, n_vocab, n_vocab, out, stream()).ok());
+    const std::vector<int32_t> got = Get(out, 3);
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_EQ(got[t], rowmath::ArgmaxGolden(logits.data() + t * n_vocab, n_vocab))
+          << n_vocab << " entries, row " << t;
+    }
+    EXPECT_EQ(got[0], 0) << n_vocab;
+  }
 }
 
 TEST_F(CudaRowKernelsTest, BadShapesAreRefusedWithTheReason) {

@@ -73,8 +73,12 @@ typedef struct PierCudaAttentionArgs {
   const int32_t* block_tables;
   const void* kv_base; /* block 0 */
   PierCudaKvGeometry geometry;
-  int64_t max_splits; /* >= largest position / 256 + 1 */
-  float* scratch;     /* n_queries * n_head * max_splits * (head_dim + 2) floats */
+  /* The launch's 256-position splits numbered query by query (attention_math.h's IndexSplits):
+   * query q's are split_first[q] .. split_first[q] + position / 256. */
+  const int32_t* split_first; /* [n_queries] */
+  const int32_t* split_query; /* [total_splits]: the query of each split */
+  int64_t total_splits;
+  float* scratch; /* total_splits * n_head * (head_dim + 2) floats */
 } PierCudaAttentionArgs;
 
 typedef struct PierCudaPluginApi {

@@ -255,11 +255,13 @@ PierCudaResult QuantMatMul(int32_t device, int32_t type, const void* weights, in
                   "quant_matmul: ggml type " + std::to_string(type) +
                       " has no GPU product (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K do)");
     }
-    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT,
-                "quant_matmul: bad shape or pointer (" + std::to_string(n_rows) + " x " +
-                    std::to_string(n_cols) + ", " + std::to_string(n_tokens) + " tokens, ldy " +
-                    std::to_string(ldy) +
-                    "): columns must be whole GGUF blocks, ldy >= rows, xq 16-byte aligned");
+    return Fail(
+        PIER_CUDA_ERROR_INVALID_ARGUMENT,
+        "quant_matmul: bad shape or pointer (" + std::to_string(n_rows) + " x " +
+            std::to_string(n_cols) + ", " + std::to_string(n_tokens) + " tokens, ldy " +
+            std::to_string(ldy) +
+            "): columns must be whole GGUF blocks, ldy >= rows, xq 16-byte aligned, at most "
+            "524,280 tokens");
   }
   return FromCuda(error, "quant_matmul launch");
 }
@@ -346,12 +348,14 @@ PierCudaResult PagedAttention(int32_t device, const PierCudaAttentionArgs* args,
                                          args->block_tables,
                                          static_cast<const uint8_t*>(args->kv_base),
                                          ToGeometry(args->geometry),
-                                         args->max_splits,
+                                         args->split_first,
+                                         args->split_query,
+                                         args->total_splits,
                                          args->scratch};
   return FromLaunch(pier::cuda::LaunchPagedAttention(a, ToCuda(stream)), "paged_attention",
                     std::to_string(args->n_queries) + " queries of " +
                         std::to_string(args->n_head) + " heads, " + Describe(args->geometry) +
-                        ", " + std::to_string(args->max_splits) +
+                        ", " + std::to_string(args->total_splits) +
                         " splits: needs at most 65,535 queries, head_dim <= 256, heads a "
                         "multiple of the K/V heads and every pointer set");
 }

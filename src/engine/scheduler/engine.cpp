@@ -37,10 +37,16 @@ class HostSwapSpace final : public SwapSpace {
   }
   int64_t num_slots() const override { return n_slots_; }
   void CopyOut(int32_t block, int64_t slot) override {
-    std::memcpy(Slot(slot), kv_->BlockData(block), bytes_per_block_);
+    Device& device = kv_->device();
+    const Status s =
+        device.CopyDeviceToHost(Slot(slot), kv_->BlockData(block), bytes_per_block_, Stream{});
+    PIER_CHECK(s.ok() && device.Synchronize(Stream{}).ok(), "KV swap out: " + s.ToString());
   }
   void CopyIn(int64_t slot, int32_t block) override {
-    std::memcpy(kv_->BlockData(block), Slot(slot), bytes_per_block_);
+    Device& device = kv_->device();
+    const Status s =
+        device.CopyHostToDevice(kv_->BlockData(block), Slot(slot), bytes_per_block_, Stream{});
+    PIER_CHECK(s.ok() && device.Synchronize(Stream{}).ok(), "KV swap in: " + s.ToString());
   }
 
  private:
@@ -66,7 +72,10 @@ class KvBlockCopier final : public BlockCopier {
  public:
   explicit KvBlockCopier(KvStore* kv) : kv_(kv) {}
   void CopyBlock(int32_t from, int32_t to) override {
-    std::memcpy(kv_->BlockData(to), kv_->BlockData(from), kv_->layout().bytes_per_block());
+    Device& device = kv_->device();
+    const Status s = device.CopyDeviceToDevice(kv_->BlockData(to), kv_->BlockData(from),
+                                               kv_->layout().bytes_per_block(), Stream{});
+    PIER_CHECK(s.ok() && device.Synchronize(Stream{}).ok(), "KV block copy: " + s.ToString());
   }
 
  private:

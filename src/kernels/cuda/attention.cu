@@ -1,7 +1,9 @@
 // Paged attention and K/V writes on the GPU (see attention.h; the order of every operation is
 // attention_math.h's).
 //
-// Split pass: one warp per (split, head, query). The query goes to shared memory; lane j
+// Split pass: one warp per (split of a query, head): blockIdx.x numbers the launch's splits
+// query by query (attn::IndexSplits), so a query gets exactly its own. The query goes to
+// shared memory; lane j
 // scores positions j, j + 32, ... of the split (a whole dot product each, so no shuffles per
 // position), the split's max is a warp max, lane j sums its positions' weights in order and
 // the lanes meet in the xor tree; then lane j owns dimensions j, j + 32, ... and runs their
@@ -18,10 +20,12 @@ __device__ __forceinline__ float MaxOf(float a, float b) { return a > b ? a : b;
 __global__ void __launch_bounds__(32) AttentionSplitKernel(PagedAttentionArgs a) {
   __shared__ float q_shared[attn::kMaxHeadDim];
   __shared__ float weights[attn::kSplit];
-  const int64_t split = blockIdx.x, head = blockIdx.y, query = blockIdx.z;
+  const int64_t global_split = blockIdx.x, head = blockIdx.y;
+  const int64_t query = a.split_query[global_split];
+  const int64_t split = global_split - a.split_first[query];
   const int64_t position = a.positions[query];
   const int64_t first = split * attn::kSplit;
-  if (first > position) return;  // this query has fewer splits than the longest
+  if (split < 0 || first > position) return;  // an index that disagrees with the positions
   const attn::KvGeometry& g = a.geometry;
   const int64_t hd = g.head_dim;
   const int lane = static_cast<int>(threadIdx.x);
@@ -54,7 +58,7 @@ __global__ void __launch_bounds__(32) AttentionSplitKernel(PagedAttentionArgs a)
     sum = sum + __shfl_xor_sync(kFullMask, sum, offset);
   __syncwarp();
 
-  float* out = a.scratch + ((query * a.n_head + head) * a.max_splits + split) * (hd + 2);
+  float* out = a.scratch + (global_split * a.n_head + head) * (hd + 2);
   for (int64_t d = lane; d < hd; d += 32) {
     float o = 0.0f;
     for (int i = 0; i < n; ++i) {
@@ -74,18 +78,25 @@ __global__ void AttentionMergeKernel(PagedAttentionArgs a) {
   const int64_t hd = a.geometry.head_dim;
   const int64_t d = threadIdx.x;
   if (d >= hd) return;
-  const int64_t n_splits = attn::SplitsFor(a.positions[query]);
-  const float* base = a.scratch + (query * a.n_head + head) * a.max_splits * (hd + 2);
+  const int64_t position = a.positions[query];
+  float* out = a.out + (query * a.n_head + head) * hd + d;
+  if (position < 0) {  // no splits: nothing attended
+    *out = __int_as_float(0x7fc00000);
+    return;
+  }
+  const int64_t n_splits = attn::SplitsFor(position);
+  const int64_t stride = a.n_head * (hd + 2);  // from one global split to the next
+  const float* base = a.scratch + (a.split_first[query] * a.n_head + head) * (hd + 2);
   float big = -INFINITY;
-  for (int64_t s = 0; s < n_splits; ++s) big = MaxOf(base[s * (hd + 2) + hd], big);
+  for (int64_t s = 0; s < n_splits; ++s) big = MaxOf(base[s * stride + hd], big);
   float sum = 0.0f, o = 0.0f;
   for (int64_t s = 0; s < n_splits; ++s) {
-    const float* split = base + s * (hd + 2);
+    const float* split = base + s * stride;
     const float w = rowmath::Exp(split[hd] - big);
     sum = quant::FmaRn(split[hd + 1], w, sum);
     o = quant::FmaRn(split[d], w, o);
   }
-  a.out[(query * a.n_head + head) * hd + d] = o * (1.0f / sum);
+  *out = o * (1.0f / sum);
 }
 
 __global__ void KvWriteKernel(const float* __restrict__ k, const float* __restrict__ v,
@@ -118,16 +129,18 @@ bool GeometryOk(const attn::KvGeometry& g) {
 cudaError_t LaunchPagedAttention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.n_queries == 0) return cudaSuccess;
   if (a.n_queries < 0 || a.n_queries > 65535 || !GeometryOk(a.geometry) || a.n_head <= 0 ||
-      a.n_head > 65535 || a.n_head % a.geometry.n_kv_head != 0 || a.max_splits <= 0 ||
-      a.max_splits > 0x7fffffff || a.q == nullptr || a.out == nullptr || a.positions == nullptr ||
+      a.n_head > 65535 || a.n_head % a.geometry.n_kv_head != 0 || a.total_splits < 0 ||
+      a.total_splits > 0x7fffffff || a.q == nullptr || a.out == nullptr || a.positions == nullptr ||
       a.table_offsets == nullptr || a.block_tables == nullptr || a.kv_base == nullptr ||
-      a.scratch == nullptr) {
+      a.split_first == nullptr ||
+      (a.total_splits > 0 && (a.split_query == nullptr || a.scratch == nullptr))) {
     return cudaErrorInvalidValue;
   }
-  const dim3 split_grid(static_cast<unsigned>(a.max_splits), static_cast<unsigned>(a.n_head),
-                        static_cast<unsigned>(a.n_queries));
-  AttentionSplitKernel<<<split_grid, 32, 0, stream>>>(a);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (a.total_splits > 0) {
+    const dim3 split_grid(static_cast<unsigned>(a.total_splits), static_cast<unsigned>(a.n_head));
+    AttentionSplitKernel<<<split_grid, 32, 0, stream>>>(a);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
   const dim3 merge_grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(a.n_queries));
   AttentionMergeKernel<<<merge_grid, static_cast<unsigned>((a.geometry.head_dim + 31) / 32 * 32), 0,
                          stream>>>(a);

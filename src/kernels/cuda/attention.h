@@ -7,9 +7,11 @@
 // (causal), so a prefill chunk's queries are simply consecutive positions. Grouped-query
 // attention: head h reads K/V head h / (n_head / n_kv_head).
 //
-// Two passes: a split pass (one warp per query, head and 256-position split) writes each
-// split's max, sum and weighted values into `scratch`; a merge pass combines the splits in
-// index order (attention_math.h). Launchers queue work on `stream`; stateless, any thread.
+// Two passes: a split pass (one warp per 256-position split of a query, and head) writes each
+// split's max, sum and weighted values into `scratch`; a merge pass combines a query's splits
+// in index order (attention_math.h). The positions and the split index must agree (both made
+// by the caller from the same positions: attn::IndexSplits). Launchers queue work on
+// `stream`; stateless, any thread.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,8 +32,11 @@ struct PagedAttentionArgs {
   const int32_t* block_tables;   // the tables, one int32 block number per 16 positions
   const uint8_t* kv_base;        // block 0 of the cache
   attn::KvGeometry geometry;     // head_dim at most 256
-  int64_t max_splits;            // >= SplitsFor(largest position)
-  float* scratch;                // attn::ScratchFloats(n_queries, n_head, head_dim, max_splits)
+  // The splits (attn::IndexSplits): query q's are split_first[q] .. + SplitsFor(position) - 1.
+  const int32_t* split_first;  // [n_queries]
+  const int32_t* split_query;  // [total_splits]
+  int64_t total_splits;        // at most 2^31 - 1
+  float* scratch;              // attn::ScratchFloats(total_splits, n_head, head_dim)
 };
 
 // cudaErrorInvalidValue for bad shapes or null pointers; cudaSuccess without launching for

@@ -115,10 +115,29 @@ PIER_HD float XorTreeSum32(const float* lanes) {
 
 PIER_HD int64_t SplitsFor(int64_t position) { return position / kSplit + 1; }
 
-// Floats of scratch the split pass writes: per query, head and split, o [head_dim], m and l.
-PIER_HD int64_t ScratchFloats(int64_t n_queries, int64_t n_head, int64_t head_dim,
-                              int64_t max_splits) {
-  return n_queries * n_head * max_splits * (head_dim + 2);
+// Floats of scratch the split pass writes: per split of every query and per head,
+// o [head_dim], m and l.
+PIER_HD int64_t ScratchFloats(int64_t total_splits, int64_t n_head, int64_t head_dim) {
+  return total_splits * n_head * (head_dim + 2);
+}
+
+// The splits of a launch, numbered query by query: query q's splits are the global splits
+// first[q] .. first[q] + SplitsFor(positions[q]) - 1, and split_query[g] names the query of
+// global split g (a negative position has none). Returns the total. Made on the host, uploaded
+// with the positions: each query gets exactly its own splits' scratch, so a long context in
+// one query does not multiply every other query's.
+inline int64_t IndexSplits(const int32_t* positions, int64_t n_queries, int32_t* first,
+                           int32_t* split_query /* [total]: call with nullptr to count */) {
+  int64_t total = 0;
+  for (int64_t q = 0; q < n_queries; ++q) {
+    first[q] = static_cast<int32_t>(total);
+    const int64_t n = positions[q] < 0 ? 0 : SplitsFor(positions[q]);
+    for (int64_t s = 0; s < n && split_query != nullptr; ++s) {
+      split_query[total + s] = static_cast<int32_t>(q);
+    }
+    total += n;
+  }
+  return total;
 }
 
 inline constexpr int64_t kGoldenMaxSplits = 64;  // AttendGolden: contexts up to 16,384

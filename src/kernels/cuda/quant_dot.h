@@ -176,7 +176,11 @@ PIER_HD float LoadHalf(const uint8_t* p) { return HalfToFloat(LoadU16(p)); }
 // ---- Activations --------------------------------------------------------------------------
 
 // One token's quantized activations on the GPU: q_x [n_cols] int8 | dx [n_blocks] f32 |
-// bx [n_blocks] f32, the row padded to 16 bytes. Rows of a batch follow each other.
+// bx [n_blocks] f32, the row padded with zeros to 16 bytes. Rows of a batch follow each other.
+// Inputs are finite activations: a NaN, or a block whose largest magnitude is below ~4e-37
+// (its inverse scale overflows), rounds differently on host and device (as on the CPU, whose
+// nearbyint of NaN is undefined too); the forward pass never produces either from finite
+// weights.
 PIER_HD int64_t ActivationRowBytes(int64_t n_cols) {
   const int64_t n_blocks = n_cols / kBlock;
   return (n_cols + 8 * n_blocks + 15) / 16 * 16;
@@ -192,6 +196,11 @@ PIER_HD int32_t QuantizeValue(float x, float inverse_scale) {
 }
 PIER_HD float ActivationOffsetSum(int32_t qsum, float dx) {  // bx
   return MulRn(static_cast<float>(qsum), dx);
+}
+
+// Zeroes the padding of an activation row (after its bx), as every writer of rows does.
+PIER_HD void ZeroActivationPadding(uint8_t* row, int64_t n_cols) {
+  for (int64_t i = n_cols + 8 * (n_cols / kBlock); i < ActivationRowBytes(n_cols); ++i) row[i] = 0;
 }
 
 // Quantizes one block of 32 floats: q[32], *dx and *bx as in the header comment.
@@ -399,6 +408,7 @@ inline void QuantizeActivationsGolden(const float* x, int64_t n_tokens, int64_t 
       QuantizeBlock(x + t * n_cols + kBlock * b, reinterpret_cast<int8_t*>(row) + kBlock * b,
                     &dx[b], &bx[b]);
     }
+    ZeroActivationPadding(row, n_cols);
   }
 }
 

@@ -6,7 +6,6 @@
 // SiluMul: one warp per block of 32. Rope, EmbeddingRows: one thread per pair or element.
 // Argmax: one 256-thread block per token; (value, index) pairs reduce with "larger value,
 // then lower index", which is the same pick in any order.
-#include <cfloat>
 #include <climits>
 
 #include "kernels/cuda/row_kernels.h"
@@ -125,18 +124,15 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   if (tid == 0) nan_seen = 0;
   __syncthreads();
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * ld;
-  float v = -FLT_MAX;
+  // A thread with no element keeps (-inf, INT_MAX): it loses every tie, so an all -inf row
+  // still gives its lowest index.
+  float v = -INFINITY;
   int32_t i = INT_MAX;
   bool nan = false;
   for (int64_t k = tid; k < n_vocab; k += kArgmaxThreads) {
     const float x = row[k];
     nan |= x != x;
     Better(v, i, x, static_cast<int32_t>(k));
-  }
-  // -inf entries never beat -FLT_MAX: give an all -inf row its lowest index.
-  if (i == INT_MAX && tid < n_vocab) {
-    v = -INFINITY;
-    i = tid;
   }
   if (nan) atomicOr(&nan_seen, 1);
   for (int offset = 16; offset > 0; offset >>= 1) {

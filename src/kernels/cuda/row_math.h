@@ -207,6 +207,7 @@ inline void AddRmsNormGolden(float* x, const float* add, const float* weight, in
                              &factors[n / quant::kBlock + b]);
       }
     }
+    if (row != nullptr) quant::ZeroActivationPadding(row, n);
   }
 }
 
@@ -227,6 +228,7 @@ inline void SiluMulGolden(const float* gate, const float* up, int64_t n_tokens, 
                              &factors[n / quant::kBlock + b]);
       }
     }
+    if (row != nullptr) quant::ZeroActivationPadding(row, n);
   }
 }
 

@@ -1,6 +1,7 @@
 // Device helper shared by the kernels that end in 8-bit activation blocks (quant_matmul.cu's
 // quantization, row_kernels.cu's fused norm and SwiGLU): one warp quantizes one block of 32
-// values, one value per lane, with quant_dot.h's steps. amax and the sum of q are warp
+// values, one value per lane, with quant_dot.h's steps (and zeroes the row's padding with the
+// last block). amax and the sum of q are warp
 // reductions, exact in any order (a max, and integer sums), so the block equals
 // quant::QuantizeBlock's bit for bit.
 #pragma once
@@ -28,6 +29,7 @@ __device__ __forceinline__ void WarpQuantizeBlock(float v, int lane, uint8_t* ro
     auto* factors = reinterpret_cast<float*>(row + n_cols);
     factors[b] = dx;
     factors[n_blocks + b] = quant::ActivationOffsetSum(qsum, dx);
+    if (b == n_blocks - 1) quant::ZeroActivationPadding(row, n_cols);
   }
 }
 

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "device/cpu/cpu_device.h"
 #include "engine/kv_store.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler/request.h"
@@ -43,10 +44,23 @@
 
 namespace pier::engine::testing {
 
+// The CPU device the fake stores' host memory belongs to (its copies are memcpy).
+inline Device* HostDevice() {
+  static Device* const device = [] {
+    CpuDeviceOptions options;
+    options.capacity_bytes = size_t{1} << 30;
+    auto created = CpuDevice::Create(options);
+    return created.ok() ? static_cast<Device*>(created.value().release()) : nullptr;
+  }();
+  return device;
+}
+
 class VectorKvStore final : public KvStore {
  public:
   VectorKvStore(const KvLayout& layout, int64_t n_blocks)
-      : KvStore(layout), n_blocks_(n_blocks), bytes_(layout.bytes_per_block() * n_blocks) {}
+      : KvStore(layout, HostDevice()),
+        n_blocks_(n_blocks),
+        bytes_(layout.bytes_per_block() * n_blocks) {}
   int64_t num_blocks() const override { return n_blocks_; }
   std::byte* BlockData(int32_t block) const override {
     return const_cast<std::byte*>(bytes_.data()) + layout().bytes_per_block() * block;
