@@ -1,8 +1,10 @@
 // `pier run [-m MODEL] [-p PROMPT | --chat] [-n N] [--temperature T] [--seed S] [--threads N]
 //           [--ctx N] [--kv-dtype f16|f32|q8_0] [--weights-dtype q8_0|q4_0]
-//           [--memory-budget B] [--device-memory B]
+//           [--memory-budget B] [--device-memory B] [--device cpu|cuda:N]
 //           [--memory-stats]`:
-// generates text with a model on the CPU and streams it to stdout.
+// generates text with a model on the CPU, or on GPU N with --device cuda:N, and streams it to
+// stdout. A GPU that cannot be used (no plugin, driver or device) is an error with the
+// reason, never a silent fall back to the CPU.
 //
 // Memory: the model runs under a memory governor whose budget is --memory-budget (bytes with
 // a unit, "512MiB", or a percentage of the device's capacity, "80%"; default 100%) on a CPU
@@ -67,6 +69,7 @@ struct RunOptions {
   std::optional<std::string> memory_budget;  // unset: 100% of the device
   std::optional<std::string> device_memory;  // unset: probed
   bool memory_stats = false;
+  std::string device = "cpu";  // or "cuda:N"
 };
 
 struct Speed {
@@ -245,8 +248,9 @@ int RunRun(const RunOptions& options) {
   model_options.max_logit_rows = 1;
   auto devices = serving::DeviceSet::Create(device_options);
   if (!devices.ok()) return Fail(devices.status());
-  auto model = engine::LocalModel::Create(std::move(file).value(), model_options,
-                                          &(*devices)->cpu_governor());
+  Result<MemoryGovernor*> governor = (*devices)->GovernorFor(options.device);
+  if (!governor.ok()) return Fail(governor.status().WithContext("--device"));
+  auto model = engine::LocalModel::Create(std::move(file).value(), model_options, *governor);
   if (!model.ok()) return Fail(model.status());
   const tokenizer::Tokenizer& tokenizer = **tok;
   engine::EngineOptions engine_options;
@@ -339,6 +343,9 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   command->add_option("--device-memory", options->device_memory,
                       "CPU device capacity, e.g. 1GiB (default: available memory, capped by "
                       "the cgroup limit)");
+  command->add_option("--device", options->device,
+                      "Where the model runs: cpu (default) or cuda:N (GPU N, through the CUDA "
+                      "plugin; `pier devices` lists them and says why none is usable)");
   command->add_flag("--memory-stats", options->memory_stats,
                     "Print the memory governor's figures to stderr at the end");
   command->add_flag("--verbose-prompt", options->verbose_prompt,

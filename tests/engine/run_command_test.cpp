@@ -143,12 +143,24 @@ TEST(RunCommandTest, BadValuesExitOneWithAReason) {
       {"", "give a prompt"},
       {"-p hi -m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
       {"-p hi --kv-dtype q4_0", "accepted: f32, f16, q8_0"},
+      {"-p hi --device gpu0", "is not a device (cpu, or cuda:N"},
+      {"-p hi --device cuda:x", "is not a device"},
   };
   for (const Case& c : cases) {
     const CommandResult r = RunPier(c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << ": " << r.err;
   }
+}
+
+// A GPU that cannot be used is an error with its reason, not a silent run on the CPU. (On a
+// machine with a GPU, cuda:0 runs and this checks a GPU that does not exist.)
+TEST(RunCommandTest, AnUnusableGpuIsRefusedWithTheReason) {
+  const CommandResult r = RunPier("-p hi -n 2 --device cuda:99");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cuda:99"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << "it generated on another device: " << r.out;
 }
 
 }  // namespace
