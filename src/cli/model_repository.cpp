@@ -254,12 +254,12 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       }
       model.idle_unload_after_seconds = seconds;
     } else if (key == "device") {
-      if (value != "cpu") {
-        return InvalidArgumentError(
-            at + ": " + Quote(value) +
-            (value.starts_with("cuda")
-                 ? " is not available: this build serves on the CPU only (device: cpu)"
-                 : " is not a device (device: cpu)"));
+      // cpu, or cuda:N (GPU N); whether that GPU is usable is known when the model loads.
+      const bool gpu = value.starts_with("cuda:") && value.size() > 5 && value.size() <= 8 &&
+                       value.find_first_not_of("0123456789", 5) == std::string::npos;
+      if (value != "cpu" && !gpu) {
+        return InvalidArgumentError(at + ": " + Quote(value) +
+                                    " is not a device (cpu, or cuda:N for GPU N)");
       }
       model.device = value;
     } else {

@@ -64,7 +64,7 @@ struct ModelConfig {
   // be unloaded when idle for idle_unload_after_seconds (0: never) or to make room.
   bool on_demand = false;
   double idle_unload_after_seconds = 0;
-  std::string device = "cpu";  // where it runs: "cpu" (CUDA devices come with the GPU backend)
+  std::string device = "cpu";  // where it runs: "cpu" or "cuda:N" (GPU N)
   // Engine settings for this model only, as (setting name, text), applied over the server's.
   std::vector<std::pair<std::string, std::string>> settings;
   // Where its worker processes run: `cpus` (a CPU list like 0-3, or auto), `numa_node` (a

@@ -268,6 +268,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.aliases = model.aliases;
     load.chat_template_path = model.chat_template;
     load.priority = model.priority;
+    load.device = model.device;
     load.instances = model.instances;
     load.threads = settings.threads > 0 ? settings.threads : threads;
     load.ctx = settings.ctx;

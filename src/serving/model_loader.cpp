@@ -313,7 +313,16 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
     PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
                           model::GgufFile::Open(options.path));
     PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
+    if (is_encoder && options.device != "cpu") {
+      return UnsupportedError("model " + id + ": embedding models run on the CPU (device: cpu)");
+    }
     if (is_encoder) return OpenEncoderModel(options, devices, id);
+  }
+  PIER_ASSIGN_OR_RETURN(MemoryGovernor * governor, devices.GovernorFor(options.device));
+  if (options.workers && options.device != "cpu") {
+    return UnsupportedError("model " + id + ": device " + options.device +
+                            " serves in the server process for now (workers: off); GPU worker "
+                            "processes are not there yet");
   }
   if (options.workers) return OpenModelInWorkers(options, devices, id);
   if (!options.bindings.empty()) {
@@ -338,8 +347,7 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
     PIER_ASSIGN_OR_RETURN(parts->chat_template, ReadChatTemplateFile(options.chat_template_path));
   }
   for (int i = 0; i < options.instances; ++i) {
-    PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host,
-                          ModelHost::Open(host_options, &devices.cpu_governor()));
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<ModelHost> host, ModelHost::Open(host_options, governor));
     parts->hosts.push_back(std::move(host));
   }
   ModelHost& first = *parts->hosts.front();

@@ -35,6 +35,9 @@ struct ModelLoadOptions {
   // that does not parse fails the load, naming the file.
   std::string chat_template_path;
   int priority = 0;   // its memory owners' priority under reclaim
+  // Where it runs: "cpu", or "cuda:N" (GPU N, through the CUDA runner, in the server process:
+  // GPU worker processes come later). A GPU that cannot be used fails the load with the reason.
+  std::string device = "cpu";
   int instances = 1;  // engines serving it (each with its own KV and owners)
   int threads = 1;    // compute threads, counting the engine thread
   // KV positions, all requests together, and the most one request may use; with kv_max set

@@ -370,7 +370,7 @@ models:
     aliases: small
     load: on_demand
     idle_unload_after: 2.5
-    device: cpu
+    device: cuda:1
 )");
   Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
@@ -400,7 +400,8 @@ models:
   EXPECT_EQ(a.idle_unload_after_seconds, 0);
   EXPECT_TRUE(o->models[1].on_demand);
   EXPECT_DOUBLE_EQ(o->models[1].idle_unload_after_seconds, 2.5);
-  EXPECT_EQ(o->models[1].device, "cpu");
+  EXPECT_EQ(o->models[1].device, "cuda:1");  // GPU 1: whether it is usable shows at load
+  EXPECT_EQ(a.device, "cpu");
 }
 
 TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
@@ -453,8 +454,8 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
        "models[0] (a): idle_unload_after: expected seconds (0 or more)"},
       {"models: [{name: a, path: a.gguf, idle_unload_after: 30}]",
        "models[0] (a): idle_unload_after needs load: on_demand"},
-      {"models: [{name: a, path: a.gguf, device: 'cuda:0'}]",
-       "models[0] (a): device: \"cuda:0\" is not available: this build serves on the CPU only"},
+      {"models: [{name: a, path: a.gguf, device: 'cuda:x'}]",
+       "models[0] (a): device: \"cuda:x\" is not a device (cpu, or cuda:N for GPU N)"},
       {"models: [{name: a, path: a.gguf, device: tpu}]",
        "models[0] (a): device: \"tpu\" is not a device"},
       {"models: [{name: a, path: a.gguf, cpus: 3-1}]",

@@ -245,3 +245,27 @@ models:
         assert states(s)["big"] == "unloaded"
     finally:
         s.stop_and_check()
+
+
+def test_a_model_on_a_gpu_that_cannot_be_used_fails_with_the_reason():
+    # GPU 7 exists nowhere this runs (no GPU, or one): the model fails to load, naming the
+    # device and why, and the CPU model beside it keeps serving.
+    folder = tempfile.mkdtemp(prefix="pier-gpu-")
+    config = write_config(folder, f"""
+models:
+  - {{name: here, path: {PIER_MODEL}}}
+  - {{name: there, path: {PIER_MODEL}, device: 'cuda:7', load: on_demand}}
+""")
+    s = PierServer(["--config", config], with_model=False)
+    try:
+        status, body = call(s, "POST", "/v1/completions", {"model": "there", "prompt": "hi"})
+        assert status == 503, body
+        message = body["error"]["message"]
+        assert message.startswith("model there failed to load: "), message
+        assert "cuda:7" in message, message
+        assert states(s)["there"] == "failed"
+        status, body = call(s, "POST", "/v1/completions",
+                            {"model": "here", "prompt": "hi", "max_tokens": 2})
+        assert status == 200, body
+    finally:
+        s.stop_and_check()
