@@ -1,9 +1,11 @@
 // `pier devices [--json]`: the devices Pier would use and why.
 //
 // Shows the CPU device's capacity (MemAvailable capped by the cgroup memory
-// limit, the default budget base of the memory governor) and whether the CUDA
-// plugin is usable; when it is not, the one-line reason (no plugin, no driver,
-// no device). Exits 0 either way: running on the CPU is not an error.
+// limit, the default budget base of the memory governor), the NVIDIA GPUs NVML sees (each
+// as the cuda:N a model's `device:` names, with its UUID, memory and MIG instances: what a
+// worker's `gpu:` can name), and whether the CUDA plugin is usable; when it is not, the
+// one-line reason (no plugin, no driver, no device). Exits 0 either way: running on the CPU
+// is not an error.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "device/cuda/cuda_plugin.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "memory/byte_size.h"
+#include "metrics/gpu_inventory.h"
 
 namespace pier::cli {
 namespace {
@@ -26,6 +29,7 @@ int RunDevices(bool json) {
   }
   const SystemMemory& memory = (*cpu)->system_memory();
   const cuda::CudaStatus& gpu = cuda::GetCudaStatus();
+  const metrics::GpuInventory inventory = metrics::ReadGpuInventory();
   if (json) {
     nlohmann::ordered_json out;
     out["cpu"] = {{"capacity_bytes", (*cpu)->TotalBytes()},
@@ -41,6 +45,25 @@ int RunDevices(bool json) {
                    {"reason", gpu.reason},
                    {"plugin", gpu.plugin_path},
                    {"devices", gpu.device_count}};
+    nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+    for (const metrics::GpuInfo& g : inventory.gpus) {
+      nlohmann::ordered_json entry = {{"device", "cuda:" + std::to_string(g.index)},
+                                      {"name", g.name},
+                                      {"uuid", g.uuid},
+                                      {"memory_total_bytes", g.memory_total_bytes},
+                                      {"memory_free_bytes", g.memory_free_bytes},
+                                      {"mig_enabled", g.mig_enabled}};
+      entry["mig"] = nlohmann::ordered_json::array();
+      for (const metrics::MigInstance& m : g.mig) {
+        entry["mig"].push_back({{"uuid", m.uuid},
+                                {"gpu_instance", m.gpu_instance},
+                                {"memory_total_bytes", m.memory_total_bytes}});
+      }
+      gpus.push_back(std::move(entry));
+    }
+    out["gpus"] = std::move(gpus);
+    out["nvml"] = {{"driver_version", inventory.driver_version},
+                   {"unavailable_reason", inventory.unavailable_reason}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -53,6 +76,21 @@ int RunDevices(bool json) {
   }
   std::printf(")\n       kernels %s (best on this CPU: %s; PIER_CPU_ISA forces a level)\n",
               kernels::IsaName(kernels::ActiveIsa()), kernels::IsaName(kernels::BestIsa()));
+  if (!inventory.unavailable_reason.empty()) {
+    std::printf("gpus:  none seen (NVML: %s)\n", inventory.unavailable_reason.c_str());
+  } else {
+    std::printf("gpus:  %zu (driver %s)\n", inventory.gpus.size(),
+                inventory.driver_version.c_str());
+  }
+  for (const metrics::GpuInfo& g : inventory.gpus) {
+    std::printf("  cuda:%u  %s  %s  %s (%s free)%s\n", g.index, g.name.c_str(), g.uuid.c_str(),
+                FormatBytes(g.memory_total_bytes).c_str(), FormatBytes(g.memory_free_bytes).c_str(),
+                g.mig_enabled ? "  MIG on" : "");
+    for (const metrics::MigInstance& m : g.mig) {
+      std::printf("          %s  GPU instance %u  %s\n", m.uuid.c_str(), m.gpu_instance,
+                  FormatBytes(m.memory_total_bytes).c_str());
+    }
+  }
   std::printf("cuda:  %s\n", gpu.Summary().c_str());
   return 0;
 }

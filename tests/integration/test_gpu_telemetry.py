@@ -4,11 +4,14 @@ Pier's and the DCGM exporter's names, NVML's per-process memory of a worker is r
 with its grant, a worker that NVML sees holding more device memory than its grant plus the
 leak margin is drained and restarted; and without NVML the server says so once and
 exports no GPU series."""
+import json
+import os
 import re
 import socket
+import subprocess
 import time
 
-from conftest import PierServer, call, fake_nvml_env, metrics_text, wait_for
+from conftest import PIER_BINARY, PierServer, call, fake_nvml_env, metrics_text, wait_for
 
 GIB = 1 << 30
 
@@ -113,3 +116,63 @@ def test_without_nvml_the_server_says_so_once_and_exports_no_gpu_series(tmp_path
         assert "GPU telemetry" not in off.log()
     finally:
         off.stop_and_check()
+
+
+def test_pier_devices_lists_each_gpu_and_its_mig_instances(tmp_path):
+    # Two GPUs as NVML reports them (the stand-in library): the second partitioned into two
+    # MIG instances, one slot empty. `pier devices` names each as the cuda:N a model's
+    # device: takes, with its UUID and memory, and each MIG instance a worker's gpu: takes.
+    script = """driver=550.54.15
+devices=2
+gpu0.name=NVIDIA H100 80GB HBM3
+gpu0.uuid=GPU-aaaa
+gpu0.mem_total=85899345920
+gpu0.mem_used=21474836480
+gpu1.name=NVIDIA A100-SXM4-40GB
+gpu1.uuid=GPU-bbbb
+gpu1.mem_total=42949672960
+gpu1.mem_used=0
+gpu1.mig_devices=2
+gpu1.mig0.uuid=MIG-1111
+gpu1.mig0.gi=3
+gpu1.mig0.mem_total=10737418240
+gpu1.mig0.mem_used=0
+gpu1.mig1.uuid=MIG-2222
+gpu1.mig1.gi=5
+gpu1.mig1.mem_total=5368709120
+gpu1.mig1.mem_used=0
+"""
+    env = dict(os.environ, **fake_nvml_env(tmp_path / "nvml.txt", script))
+    out = subprocess.run([PIER_BINARY, "devices", "--json"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["nvml"] == {"driver_version": "550.54.15", "unavailable_reason": ""}
+    gpus = info["gpus"]
+    assert [g["device"] for g in gpus] == ["cuda:0", "cuda:1"]
+    assert gpus[0]["name"] == "NVIDIA H100 80GB HBM3" and gpus[0]["uuid"] == "GPU-aaaa"
+    assert gpus[0]["memory_total_bytes"] == 80 * GIB
+    assert gpus[0]["memory_free_bytes"] == 60 * GIB
+    assert gpus[0]["mig_enabled"] is False and gpus[0]["mig"] == []
+    assert gpus[1]["mig_enabled"] is True
+    assert gpus[1]["mig"] == [
+        {"uuid": "MIG-1111", "gpu_instance": 3, "memory_total_bytes": 10 * GIB},
+        {"uuid": "MIG-2222", "gpu_instance": 5, "memory_total_bytes": 5 * GIB},
+    ]
+    # The text form says the same, and still why the CUDA plugin does or does not run.
+    text = subprocess.run([PIER_BINARY, "devices"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert text.returncode == 0, text.stderr
+    assert "cuda:1  NVIDIA A100-SXM4-40GB  GPU-bbbb  40.0 GiB" in text.stdout, text.stdout
+    assert "MIG-2222  GPU instance 5  5.0 GiB" in text.stdout, text.stdout
+    assert "cuda:  " in text.stdout
+
+
+def test_pier_devices_without_nvml_says_why(tmp_path):
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))  # no libnvidia-ml.so.1 there
+    out = subprocess.run([PIER_BINARY, "devices", "--json"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["gpus"] == [], info
+    assert info["nvml"]["unavailable_reason"] != "", info
