@@ -13,6 +13,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pier: %s\n", isa.message().c_str());
     return 2;
   }
+  // cuda:N is the N-th GPU in PCI bus order, as `pier devices`, NVML and nvidia-smi number
+  // them (CUDA's own default puts the fastest first). Set before anything loads CUDA; a
+  // user's own choice stays.
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/0);
   CLI::App app{"Pier: an inference server that hosts many models on shared GPUs and CPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pier 0.1.0");

@@ -254,12 +254,14 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       }
       model.idle_unload_after_seconds = seconds;
     } else if (key == "device") {
-      // cpu, or cuda:N (GPU N); whether that GPU is usable is known when the model loads.
-      const bool gpu = value.starts_with("cuda:") && value.size() > 5 && value.size() <= 8 &&
-                       value.find_first_not_of("0123456789", 5) == std::string::npos;
+      // cpu, cuda:N (GPU N) or a GPU's UUID; whether that GPU is usable is known when the
+      // model loads.
+      const bool gpu = (value.starts_with("cuda:") && value.size() > 5 && value.size() <= 8 &&
+                        value.find_first_not_of("0123456789", 5) == std::string::npos) ||
+                       (value.starts_with("GPU-") && value.size() > 4);
       if (value != "cpu" && !gpu) {
         return InvalidArgumentError(at + ": " + Quote(value) +
-                                    " is not a device (cpu, or cuda:N for GPU N)");
+                                    " is not a device (cpu, cuda:N for GPU N, or a GPU's UUID)");
       }
       model.device = value;
     } else {

@@ -5,6 +5,7 @@
 #include "device/cpu/cpu_device.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
+#include "metrics/gpu_inventory.h"
 
 namespace pier::serving {
 
@@ -60,9 +61,25 @@ Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
       index = index * 10 + (c - '0');
     }
   }
+  if (device.starts_with("GPU-")) {  // a GPU's UUID, as `pier devices` and nvidia-smi show it
+    const metrics::GpuInventory inventory = metrics::ReadGpuInventory();
+    for (const metrics::GpuInfo& gpu : inventory.gpus) {
+      if (gpu.uuid == device) index = static_cast<int>(gpu.index);
+    }
+    if (index < 0) {
+      return UnavailableError("device " + std::string(device) + ": no GPU has this UUID" +
+                              (inventory.unavailable_reason.empty()
+                                   ? " (`pier devices` lists them)"
+                                   : " (NVML: " + inventory.unavailable_reason + ")"));
+    }
+  } else if (device.starts_with("MIG-")) {
+    return UnsupportedError("device " + std::string(device) +
+                            ": a MIG instance is chosen when a process starts (a worker's gpu: "
+                            "binding), and GPU worker processes are not there yet");
+  }
   if (index < 0) {
     return InvalidArgumentError("device '" + std::string(device) +
-                                "' is not a device (cpu, or cuda:N for GPU N)");
+                                "' is not a device (cpu, cuda:N for GPU N, or a GPU's UUID)");
   }
   std::lock_guard<std::mutex> lock(gpus_mutex_);
   if (auto it = gpus_.find(index); it != gpus_.end()) return it->second.governor.get();

@@ -65,10 +65,12 @@ class DeviceSet {
   const std::shared_ptr<engine::FairShareLedger>& fair_share_ledger() const {
     return fair_share_ledger_;
   }
-  // The governor of `device`: "cpu", or "cuda:N" (GPU N, opened with its own governor at the
-  // first call: one budget per device). INVALID_ARGUMENT for another name; UNAVAILABLE with
-  // the reason (no plugin, no driver, no such GPU) when the GPU cannot be used, so a model
-  // placed there fails to load with it instead of silently running on the CPU.
+  // The governor of `device`: "cpu", "cuda:N" (GPU N in PCI bus order) or a GPU's UUID
+  // ("GPU-...", found through NVML), opened with its own governor at the first call (one
+  // budget per device). INVALID_ARGUMENT for another name; UNSUPPORTED for a MIG UUID (only a
+  // process's start can choose one); UNAVAILABLE with the reason (no plugin, no driver, no
+  // such GPU) when the GPU cannot be used, so a model placed there fails to load with it
+  // instead of silently running on the CPU.
   [[nodiscard]] Result<MemoryGovernor*> GovernorFor(std::string_view device);
 
   // Where worker instances are placed: the machine's topology (hwloc), read at the first call

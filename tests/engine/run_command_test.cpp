@@ -143,8 +143,10 @@ TEST(RunCommandTest, BadValuesExitOneWithAReason) {
       {"", "give a prompt"},
       {"-p hi -m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
       {"-p hi --kv-dtype q4_0", "accepted: f32, f16, q8_0"},
-      {"-p hi --device gpu0", "is not a device (cpu, or cuda:N"},
+      {"-p hi --device gpu0", "is not a device (cpu, cuda:N for GPU N, or a GPU's UUID)"},
       {"-p hi --device cuda:x", "is not a device"},
+      {"-p hi --device GPU-00000000-nope", "no GPU has this UUID"},
+      {"-p hi --device MIG-00000000-nope", "a MIG instance is chosen when a process starts"},
   };
   for (const Case& c : cases) {
     const CommandResult r = RunPier(c.args);
