@@ -1,9 +1,16 @@
 #include "engine/cuda_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/batch_check.h"
@@ -18,6 +25,9 @@ namespace pier::engine {
 namespace {
 
 constexpr size_t kAlign = 256;
+// The longest context a decode graph covers: its block tables and attention splits are sized
+// for it (a step reaching past it runs without a graph).
+constexpr int64_t kGraphMaxContext = 8192;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -51,6 +61,9 @@ class CudaLlamaRunner final : public ModelRunner {
     // Work a failed step left queued finishes before its memory goes back to the pool, and
     // the blocks go back while their stream still exists.
     if (stream_.id != 0) (void)device_.Synchronize(stream_);
+    for (const auto& [bucket, graph] : graphs_) device_.DestroyGraph(graph);
+    graph_workspace_.Reset();
+    if (graph_host_.ptr != nullptr) device_.FreePinnedHost(graph_host_);
     workspace_.Reset();
     weights_.Reset();
     if (host_.ptr != nullptr) device_.FreePinnedHost(host_);
@@ -68,6 +81,36 @@ class CudaLlamaRunner final : public ModelRunner {
   StepLayout LayOut(int64_t n_tok, int64_t n_out, int64_t n_table, int64_t total_splits) const;
   Status MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y);
   Status EnsureHost(size_t bytes);
+
+  // One step's host-side inputs, in the order they are staged in pinned memory.
+  struct StepInputs {
+    std::vector<int32_t> ids, positions, offsets, tables;
+    std::vector<float> cos_sin;
+    std::vector<int32_t> split_first, split_query;
+  };
+  void FillCosSin(StepInputs& in) const;
+  static std::vector<std::pair<const void*, size_t>> Parts(const StepInputs& in);
+  static size_t StagedBytes(const StepInputs& in);
+  static void WriteStaging(const StepInputs& in, uint8_t* staging);
+  // Queues the staged inputs' copies to their workspace buffers.
+  Status QueueUploads(const StepInputs& in, const StepLayout& L, uint8_t* base,
+                      const uint8_t* staging);
+  // Queues the embedding rows and every layer; false when stop_early asked to stop between
+  // layers.
+  Result<bool> EnqueueLayers(const StepLayout& L, uint8_t* base, int64_t n_tok,
+                             int64_t total_splits, const std::atomic<bool>* stop_early);
+  // Queues the final norm, the output head for `logit_rows` and the logits' copy to the host.
+  Status EnqueueHead(const StepLayout& L, uint8_t* base, int64_t n_tok,
+                     const std::vector<int64_t>& logit_rows, void* host_logits);
+
+  // CUDA graphs for decode steps: batches of single tokens, padded to a bucket (1, 2, 4, then
+  // multiples of 8 up to kMaxGraphBatch), each bucket captured at its first use and replayed.
+  static constexpr int64_t kMaxGraphBatch = 64;
+  static int64_t Bucket(int64_t n);
+  bool GraphEligible(const Batch& batch, int64_t n_tok, int64_t max_context) const;
+  StepInputs GraphInputs(const Batch& batch, int64_t bucket) const;
+  // The step through its bucket's graph; nullopt when the bucket cannot be captured.
+  Result<std::optional<StepOutput>> StepWithGraph(const Batch& batch, int64_t n_tok);
 
   const model::GgufFile& file_;
   const CudaRunnerOptions options_;
@@ -89,6 +132,17 @@ class CudaLlamaRunner final : public ModelRunner {
   uint8_t* kv_base_ = nullptr;
   Block workspace_;
   HostAllocation host_;  // pinned: the step's inputs going up and its logits coming down
+  // Graphs: the longest context a graph covers (longer steps run eagerly), their shared
+  // workspace and pinned buffer (fixed for their lifetime), and the graphs per bucket.
+  int64_t graph_max_context_ = 0;
+  Block graph_workspace_;
+  HostAllocation graph_host_;
+  size_t graph_up_bytes_ = 0;
+  std::map<int64_t, PierCudaGraph> graphs_;
+  std::set<int64_t> eager_buckets_;  // capture failed: these sizes run without a graph
+
+ public:
+  CudaGraphStats graph_stats_;
 };
 
 Status CudaLlamaRunner::Upload(const model::GgufTensorInfo& t, const void** device_ptr) {
@@ -224,6 +278,8 @@ Status CudaLlamaRunner::Init() {
   shape_.kv_groups = GroupLayersByWindow(std::vector<int64_t>(static_cast<size_t>(n_layer_), 0));
 
   PIER_ASSIGN_OR_RETURN(stream_, device_.CreateStream());
+  graph_max_context_ = std::min<int64_t>(n_ctx_, kGraphMaxContext) / cuda::attn::kBlockPositions *
+                       cuda::attn::kBlockPositions;
 
   // One block for every tensor; the governor refuses (with its breakdown) when the GPU's
   // budget cannot hold them.
@@ -322,104 +378,72 @@ Status CudaLlamaRunner::EnsureHost(size_t bytes) {
   return Status::Ok();
 }
 
-Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
-  int64_t n_tok = 0, max_context = 0;
-  const BatchLimits limits{n_vocab_, n_ctx_, shape_.kv.block_size, options_.kv->num_blocks(),
-                           &shape_.kv_groups};
-  PIER_RETURN_IF_ERROR(CheckBatch(batch, limits, &n_tok, &max_context));
-  StepOutput output;
-  output.n_vocab = n_vocab_;
-  if (n_tok == 0) return output;
-  if (n_tok > 65535) {
-    return InvalidArgumentError("CUDA runner: at most 65,535 tokens per step, got " +
-                                std::to_string(n_tok));
-  }
-
-  // The step's inputs, laid out on the host as they go up.
-  std::vector<int32_t> ids, positions, offsets, tables;
-  std::vector<int64_t> logit_rows;
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceSpan& seq = batch.sequences[s];
-    const auto offset = static_cast<int32_t>(tables.size());
-    const int64_t n = static_cast<int64_t>(seq.tokens.size());
-    const int64_t n_blocks = (seq.first_position + n + 15) / 16;
-    tables.insert(tables.end(), seq.block_table.begin(), seq.block_table.begin() + n_blocks);
-    for (int64_t i = 0; i < n; ++i) {
-      ids.push_back(seq.tokens[i]);
-      positions.push_back(static_cast<int32_t>(seq.first_position + i));
-      offsets.push_back(offset);
-      if (seq.logits == LogitsWanted::kAll || (seq.logits == LogitsWanted::kLast && i == n - 1)) {
-        logit_rows.push_back(static_cast<int64_t>(ids.size()) - 1);
-        output.rows.push_back({static_cast<int32_t>(s), seq.first_position + i});
-      }
-    }
-  }
-  const int64_t n_out = static_cast<int64_t>(logit_rows.size());
+// The step's token rows as they go to the GPU.
+void CudaLlamaRunner::FillCosSin(StepInputs& in) const {
   const int64_t half_rot = n_rot_ / 2;
-  std::vector<float> cos_sin(static_cast<size_t>(n_tok * n_rot_));
-  for (int64_t t = 0; t < n_tok; ++t) {  // as the CPU runner makes them
+  const auto n = static_cast<int64_t>(in.positions.size());
+  in.cos_sin.assign(static_cast<size_t>(n * n_rot_), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {  // as the CPU runner makes them; padding rows stay 0
+    if (in.positions[t] < 0) continue;
     for (int64_t i = 0; i < half_rot; ++i) {
-      const double angle = static_cast<double>(positions[t]) * inv_freq_[i];
-      cos_sin[(t * half_rot + i) * 2] = static_cast<float>(std::cos(angle));
-      cos_sin[(t * half_rot + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+      const double angle = static_cast<double>(in.positions[t]) * inv_freq_[i];
+      in.cos_sin[(t * half_rot + i) * 2] = static_cast<float>(std::cos(angle));
+      in.cos_sin[(t * half_rot + i) * 2 + 1] = static_cast<float>(std::sin(angle));
     }
   }
-  // Each query's attention splits (its own, however long the others' contexts).
-  std::vector<int32_t> split_first(static_cast<size_t>(n_tok));
-  std::vector<int32_t> split_query(static_cast<size_t>(
-      cuda::attn::IndexSplits(positions.data(), n_tok, split_first.data(), nullptr)));
-  const int64_t total_splits =
-      cuda::attn::IndexSplits(positions.data(), n_tok, split_first.data(), split_query.data());
-  const StepLayout L = LayOut(n_tok, n_out, static_cast<int64_t>(tables.size()), total_splits);
-  if (!workspace_ || workspace_.size() < L.bytes) {
-    workspace_.Reset();
-    PIER_ASSIGN_OR_RETURN(
-        workspace_, options_.governor->Allocate(options_.workspace_owner, L.bytes, {stream_}));
+}
+
+std::vector<std::pair<const void*, size_t>> CudaLlamaRunner::Parts(const StepInputs& in) {
+  auto part = [](const auto& v) {
+    return std::pair<const void*, size_t>(v.data(), v.size() * sizeof(v[0]));
+  };
+  return {part(in.ids),     part(in.positions),   part(in.offsets),    part(in.tables),
+          part(in.cos_sin), part(in.split_first), part(in.split_query)};
+}
+
+size_t CudaLlamaRunner::StagedBytes(const StepInputs& in) {
+  size_t bytes = 0;
+  for (const auto& [data, n] : Parts(in)) bytes += n;
+  return bytes;
+}
+
+void CudaLlamaRunner::WriteStaging(const StepInputs& in, uint8_t* staging) {
+  for (const auto& [data, n] : Parts(in)) {
+    std::memcpy(staging, data, n);
+    staging += n;
   }
-  auto* base = static_cast<uint8_t*>(workspace_.data());
-  auto at = [&](size_t offset) { return base + offset; };
+}
+
+Status CudaLlamaRunner::QueueUploads(const StepInputs& in, const StepLayout& L, uint8_t* base,
+                                     const uint8_t* staging) {
+  const size_t targets[] = {L.ids,     L.positions,   L.offsets,    L.tables,
+                            L.cos_sin, L.split_first, L.split_query};
+  size_t k = 0;
+  for (const auto& [data, n] : Parts(in)) {
+    PIER_RETURN_IF_ERROR(device_.CopyHostToDevice(base + targets[k++], staging, n, stream_));
+    staging += n;
+  }
+  return Status::Ok();
+}
+
+Result<bool> CudaLlamaRunner::EnqueueLayers(const StepLayout& L, uint8_t* base, int64_t n_tok,
+                                            int64_t total_splits,
+                                            const std::atomic<bool>* stop_early) {
   auto f32 = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
   auto i32 = [&](size_t offset) { return reinterpret_cast<int32_t*>(base + offset); };
-
-  // Inputs up through pinned memory (one copy each; the stream orders them before use).
-  const size_t up_bytes =
-      (ids.size() * 4 + tables.size() + split_query.size() + cos_sin.size()) * 4;
-  const size_t down_bytes = static_cast<size_t>(n_out * n_vocab_) * 4;
-  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the pinned buffer is free again
-  PIER_RETURN_IF_ERROR(EnsureHost(std::max(up_bytes, down_bytes)));
-  auto* staged = static_cast<uint8_t*>(host_.ptr);
-  size_t staged_at = 0;
-  auto send = [&](const void* src, size_t bytes, void* dst) {
-    std::memcpy(staged + staged_at, src, bytes);
-    const Status s = device_.CopyHostToDevice(dst, staged + staged_at, bytes, stream_);
-    staged_at += bytes;
-    return s;
-  };
-  PIER_RETURN_IF_ERROR(send(ids.data(), ids.size() * 4, at(L.ids)));
-  PIER_RETURN_IF_ERROR(send(positions.data(), positions.size() * 4, at(L.positions)));
-  PIER_RETURN_IF_ERROR(send(offsets.data(), offsets.size() * 4, at(L.offsets)));
-  PIER_RETURN_IF_ERROR(send(tables.data(), tables.size() * 4, at(L.tables)));
-  PIER_RETURN_IF_ERROR(send(cos_sin.data(), cos_sin.size() * 4, at(L.cos_sin)));
-  PIER_RETURN_IF_ERROR(send(split_first.data(), split_first.size() * 4, at(L.split_first)));
-  PIER_RETURN_IF_ERROR(send(split_query.data(), split_query.size() * 4, at(L.split_query)));
-
   const int64_t q_dim = n_head_ * hd_;
   float* x = f32(L.x);
   float* add = f32(L.add);
-  void* xq = at(L.xq);
+  void* xq = base + L.xq;
   PIER_RETURN_IF_ERROR(device_.EmbeddingRows(static_cast<int32_t>(token_embd_->type),
                                              token_embd_device_, n_vocab_, E_, i32(L.ids), n_tok, x,
                                              stream_));
   const size_t plane = shape_.kv.plane_bytes();
   const int64_t last_stop_layer = n_layer_ * 3 / 4;
   for (int64_t il = 0; il < n_layer_; ++il) {
-    if (batch.stop_early != nullptr && il > 0 && il <= last_stop_layer &&
-        batch.stop_early->load(std::memory_order_relaxed)) {
-      StepOutput stopped;
-      stopped.n_vocab = n_vocab_;
-      stopped.stopped_early = true;
-      PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
-      return stopped;
+    if (stop_early != nullptr && il > 0 && il <= last_stop_layer &&
+        stop_early->load(std::memory_order_relaxed)) {
+      return false;
     }
     const Layer& l = layers_[il];
     // x += the previous layer's FFN output; h = RMSNorm(x) quantized.
@@ -463,32 +487,236 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
         device_.SiluMul(f32(L.gate), f32(L.up), n_tok, n_ff_, nullptr, xq, stream_));
     PIER_RETURN_IF_ERROR(MatMul(l.down, xq, n_tok, add));
   }
+  return true;
+}
 
-  if (n_out > 0) {
-    // x += the last FFN output, the final norm quantized for every row, then the rows that
-    // want logits gathered for the output head.
-    PIER_RETURN_IF_ERROR(
-        device_.AddRmsNorm(x, add, output_norm_, n_tok, E_, eps_, nullptr, xq, stream_));
-    const size_t row_bytes = static_cast<size_t>(cuda::quant::ActivationRowBytes(E_));
-    const void* head_input = xq;  // every row wants logits: no gather
-    if (n_out < n_tok) {
-      for (int64_t r = 0; r < n_out; ++r) {
-        PIER_RETURN_IF_ERROR(device_.CopyDeviceToDevice(
-            at(L.out_xq) + r * row_bytes, static_cast<uint8_t*>(xq) + logit_rows[r] * row_bytes,
-            row_bytes, stream_));
-      }
-      head_input = at(L.out_xq);
+Status CudaLlamaRunner::EnqueueHead(const StepLayout& L, uint8_t* base, int64_t n_tok,
+                                    const std::vector<int64_t>& logit_rows, void* host_logits) {
+  const auto n_out = static_cast<int64_t>(logit_rows.size());
+  if (n_out == 0) return Status::Ok();
+  float* x = reinterpret_cast<float*>(base + L.x);
+  float* add = reinterpret_cast<float*>(base + L.add);
+  void* xq = base + L.xq;
+  // x += the last FFN output, the final norm quantized for every row, then the rows that want
+  // logits gathered for the output head.
+  PIER_RETURN_IF_ERROR(
+      device_.AddRmsNorm(x, add, output_norm_, n_tok, E_, eps_, nullptr, xq, stream_));
+  const size_t row_bytes = static_cast<size_t>(cuda::quant::ActivationRowBytes(E_));
+  const void* head_input = xq;  // every row wants logits: no gather
+  if (n_out < n_tok) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      PIER_RETURN_IF_ERROR(device_.CopyDeviceToDevice(
+          base + L.out_xq + r * row_bytes, static_cast<uint8_t*>(xq) + logit_rows[r] * row_bytes,
+          row_bytes, stream_));
     }
-    PIER_RETURN_IF_ERROR(MatMul(output_, head_input, n_out, f32(L.logits)));
-    PIER_RETURN_IF_ERROR(device_.CopyDeviceToHost(host_.ptr, f32(L.logits), down_bytes, stream_));
+    head_input = base + L.out_xq;
   }
+  float* logits = reinterpret_cast<float*>(base + L.logits);
+  PIER_RETURN_IF_ERROR(MatMul(output_, head_input, n_out, logits));
+  return device_.CopyDeviceToHost(host_logits, logits,
+                                  static_cast<size_t>(n_out * n_vocab_) * sizeof(float), stream_);
+}
+
+Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
+  int64_t n_tok = 0, max_context = 0;
+  const BatchLimits limits{n_vocab_, n_ctx_, shape_.kv.block_size, options_.kv->num_blocks(),
+                           &shape_.kv_groups};
+  PIER_RETURN_IF_ERROR(CheckBatch(batch, limits, &n_tok, &max_context));
+  StepOutput output;
+  output.n_vocab = n_vocab_;
+  if (n_tok == 0) return output;
+  if (n_tok > 65535) {
+    return InvalidArgumentError("CUDA runner: at most 65,535 tokens per step, got " +
+                                std::to_string(n_tok));
+  }
+  if (GraphEligible(batch, n_tok, max_context)) {
+    Result<std::optional<StepOutput>> graphed = StepWithGraph(batch, n_tok);
+    if (!graphed.ok()) return graphed.status();
+    if (graphed->has_value()) return std::move(**graphed);
+    // The bucket could not be captured: this step (and later ones of its size) run eagerly.
+  }
+
+  // The step's inputs, laid out on the host as they go up.
+  StepInputs in;
+  std::vector<int64_t> logit_rows;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSpan& seq = batch.sequences[s];
+    const auto offset = static_cast<int32_t>(in.tables.size());
+    const int64_t n = static_cast<int64_t>(seq.tokens.size());
+    const int64_t n_blocks = (seq.first_position + n + 15) / 16;
+    in.tables.insert(in.tables.end(), seq.block_table.begin(), seq.block_table.begin() + n_blocks);
+    for (int64_t i = 0; i < n; ++i) {
+      in.ids.push_back(seq.tokens[i]);
+      in.positions.push_back(static_cast<int32_t>(seq.first_position + i));
+      in.offsets.push_back(offset);
+      if (seq.logits == LogitsWanted::kAll || (seq.logits == LogitsWanted::kLast && i == n - 1)) {
+        logit_rows.push_back(static_cast<int64_t>(in.ids.size()) - 1);
+        output.rows.push_back({static_cast<int32_t>(s), seq.first_position + i});
+      }
+    }
+  }
+  FillCosSin(in);
+  // Each query's attention splits (its own, however long the others' contexts).
+  in.split_first.resize(static_cast<size_t>(n_tok));
+  in.split_query.resize(static_cast<size_t>(
+      cuda::attn::IndexSplits(in.positions.data(), n_tok, in.split_first.data(), nullptr)));
+  const int64_t total_splits = cuda::attn::IndexSplits(
+      in.positions.data(), n_tok, in.split_first.data(), in.split_query.data());
+  const int64_t n_out = static_cast<int64_t>(logit_rows.size());
+  const StepLayout L = LayOut(n_tok, n_out, static_cast<int64_t>(in.tables.size()), total_splits);
+  if (!workspace_ || workspace_.size() < L.bytes) {
+    workspace_.Reset();
+    PIER_ASSIGN_OR_RETURN(
+        workspace_, options_.governor->Allocate(options_.workspace_owner, L.bytes, {stream_}));
+  }
+  auto* base = static_cast<uint8_t*>(workspace_.data());
+
+  // Inputs up through pinned memory (one copy each; the stream orders them before use), the
+  // logits back through the same buffer after them.
+  const size_t up_bytes = AlignUp(StagedBytes(in));
+  const size_t down_bytes = static_cast<size_t>(n_out * n_vocab_) * sizeof(float);
+  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the pinned buffer is free again
+  PIER_RETURN_IF_ERROR(EnsureHost(up_bytes + down_bytes));
+  auto* staging = static_cast<uint8_t*>(host_.ptr);
+  WriteStaging(in, staging);
+  PIER_RETURN_IF_ERROR(QueueUploads(in, L, base, staging));
+  PIER_ASSIGN_OR_RETURN(const bool finished,
+                        EnqueueLayers(L, base, n_tok, total_splits, batch.stop_early));
+  if (!finished) {
+    StepOutput stopped;
+    stopped.n_vocab = n_vocab_;
+    stopped.stopped_early = true;
+    PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
+    return stopped;
+  }
+  PIER_RETURN_IF_ERROR(EnqueueHead(L, base, n_tok, logit_rows, staging + up_bytes));
   PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
-  output.logits = std::span<const float>(static_cast<const float*>(host_.ptr),
+  output.logits = std::span<const float>(reinterpret_cast<const float*>(staging + up_bytes),
                                          static_cast<size_t>(n_out * n_vocab_));
   return output;
 }
 
+// ---- CUDA graphs for decode -------------------------------------------------------------------
+
+int64_t CudaLlamaRunner::Bucket(int64_t n) {
+  if (n <= 1) return 1;
+  if (n <= 2) return 2;
+  if (n <= 4) return 4;
+  return (n + 7) / 8 * 8;
+}
+
+bool CudaLlamaRunner::GraphEligible(const Batch& batch, int64_t n_tok, int64_t max_context) const {
+  if (!options_.use_graphs || n_tok > kMaxGraphBatch || max_context > graph_max_context_) {
+    return false;
+  }
+  for (const SequenceSpan& seq : batch.sequences) {
+    if (seq.tokens.size() != 1 || seq.logits != LogitsWanted::kLast) return false;
+  }
+  return !eager_buckets_.contains(Bucket(n_tok));
+}
+
+// A decode batch padded to its bucket in the fixed shapes a captured graph reads: every row's
+// block table gets graph_max_context_ / 16 entries, the split index
+// SplitsFor(graph_max_context_ - 1) slots per row (unused ones -1), and padding rows sit at
+// position -1 (they write no K/V, attend nothing, and their logits are dropped).
+CudaLlamaRunner::StepInputs CudaLlamaRunner::GraphInputs(const Batch& batch, int64_t bucket) const {
+  const int64_t max_blocks = graph_max_context_ / cuda::attn::kBlockPositions;
+  const int64_t max_splits = cuda::attn::SplitsFor(graph_max_context_ - 1);
+  StepInputs in;
+  in.ids.assign(static_cast<size_t>(bucket), 0);
+  in.positions.assign(static_cast<size_t>(bucket), -1);
+  in.offsets.resize(static_cast<size_t>(bucket));
+  in.tables.assign(static_cast<size_t>(bucket * max_blocks), 0);
+  for (int64_t r = 0; r < bucket; ++r) in.offsets[r] = static_cast<int32_t>(r * max_blocks);
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSpan& seq = batch.sequences[s];
+    in.ids[s] = seq.tokens[0];
+    in.positions[s] = static_cast<int32_t>(seq.first_position);
+    const int64_t n_blocks = seq.first_position / cuda::attn::kBlockPositions + 1;
+    std::copy(seq.block_table.begin(), seq.block_table.begin() + n_blocks,
+              in.tables.begin() + static_cast<int64_t>(s) * max_blocks);
+  }
+  FillCosSin(in);
+  in.split_first.resize(static_cast<size_t>(bucket));
+  in.split_query.assign(static_cast<size_t>(bucket * max_splits), -1);
+  cuda::attn::IndexSplits(in.positions.data(), bucket, in.split_first.data(),
+                          in.split_query.data());
+  return in;
+}
+
+Result<std::optional<StepOutput>> CudaLlamaRunner::StepWithGraph(const Batch& batch,
+                                                                 int64_t n_tok) {
+  const int64_t bucket = Bucket(n_tok);
+  const int64_t max_blocks = graph_max_context_ / cuda::attn::kBlockPositions;
+  const int64_t max_splits = cuda::attn::SplitsFor(graph_max_context_ - 1);
+  const StepInputs in = GraphInputs(batch, bucket);
+  const StepLayout L = LayOut(bucket, bucket, bucket * max_blocks, bucket * max_splits);
+  // One workspace and one pinned buffer for every bucket, sized for the largest, at fixed
+  // addresses for as long as the graphs live.
+  if (!graph_workspace_) {
+    const StepLayout largest = LayOut(kMaxGraphBatch, kMaxGraphBatch, kMaxGraphBatch * max_blocks,
+                                      kMaxGraphBatch * max_splits);
+    PIER_ASSIGN_OR_RETURN(graph_workspace_, options_.governor->Allocate(options_.workspace_owner,
+                                                                        largest.bytes, {stream_}));
+    StepInputs widest = GraphInputs(Batch{}, kMaxGraphBatch);
+    graph_up_bytes_ = AlignUp(StagedBytes(widest));
+    PIER_ASSIGN_OR_RETURN(graph_host_, device_.AllocatePinnedHost(
+                                           graph_up_bytes_ + static_cast<size_t>(kMaxGraphBatch) *
+                                                                 n_vocab_ * sizeof(float)));
+  }
+  auto* base = static_cast<uint8_t*>(graph_workspace_.data());
+  auto* staging = static_cast<uint8_t*>(graph_host_.ptr);
+  uint8_t* host_logits = staging + graph_up_bytes_;
+  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the staging buffer is free again
+  WriteStaging(in, staging);
+
+  auto found = graphs_.find(bucket);
+  if (found == graphs_.end()) {
+    std::vector<int64_t> all_rows(static_cast<size_t>(bucket));
+    for (int64_t r = 0; r < bucket; ++r) all_rows[r] = r;
+    Status captured = device_.BeginCapture(stream_);
+    bool capturing = captured.ok();
+    if (captured.ok()) captured = QueueUploads(in, L, base, staging);
+    if (captured.ok()) {
+      Result<bool> layers = EnqueueLayers(L, base, bucket, bucket * max_splits, nullptr);
+      captured = layers.status();
+    }
+    if (captured.ok()) captured = EnqueueHead(L, base, bucket, all_rows, host_logits);
+    Result<PierCudaGraph> graph =
+        capturing ? device_.EndCapture(stream_) : Result<PierCudaGraph>(captured);
+    if (captured.ok() && !graph.ok()) captured = graph.status();
+    if (!captured.ok()) {
+      if (graph.ok()) device_.DestroyGraph(*graph);
+      ++graph_stats_.fallbacks;
+      eager_buckets_.insert(bucket);
+      spdlog::warn(
+          "CUDA runner: capturing the graph of decode batch {} failed ({}); that size "
+          "runs without a graph",
+          bucket, captured.ToString());
+      return std::optional<StepOutput>();
+    }
+    ++graph_stats_.captures;
+    found = graphs_.emplace(bucket, *graph).first;
+  }
+  PIER_RETURN_IF_ERROR(device_.LaunchGraph(found->second, stream_));
+  ++graph_stats_.launches;
+  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
+  StepOutput output;
+  output.n_vocab = n_vocab_;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    output.rows.push_back({static_cast<int32_t>(s), batch.sequences[s].first_position});
+  }
+  output.logits = std::span<const float>(reinterpret_cast<const float*>(host_logits),
+                                         static_cast<size_t>(n_tok * n_vocab_));
+  return std::optional<StepOutput>(std::move(output));
+}
+
 }  // namespace
+
+CudaGraphStats GraphStatsOf(const ModelRunner& runner) {
+  const auto* cuda = dynamic_cast<const CudaLlamaRunner*>(&runner);
+  return cuda != nullptr ? cuda->graph_stats_ : CudaGraphStats{};
+}
 
 Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const model::GgufFile& file,
                                                            const CudaRunnerOptions& options) {

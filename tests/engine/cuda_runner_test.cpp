@@ -227,6 +227,55 @@ TEST_F(CudaRunnerTest, DecodeStepsFollowThePrefill) {
   }
 }
 
+// Decode steps through the CUDA graphs (a bucket per batch size, padded) against the same
+// steps without graphs, and a token decoded alone (bucket 1) against in a batch of 64.
+TEST_F(CudaRunnerTest, GraphedDecodeIsBitwiseTheEagerOneAtEveryBatchSize) {
+  const OwnerId owner = *rig_->gpu_governor->AddOwner({.name = "eager-twin"});
+  CudaRunnerOptions eager_options{rig_->gpu.get(), rig_->gpu_governor.get(), owner, owner,
+                                  rig_->gpu_kv.get()};
+  eager_options.use_graphs = false;
+  auto eager = CreateCudaModelRunner(*rig_->file, eager_options);
+  ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+  ModelRunner& graphed = *rig_->gpu_runner;
+
+  // 64 sequences with prompts of 3..66 tokens (prefilled without graphs), then decode steps of
+  // 1, 3, 8, 9, 33 and 64 of them.
+  std::vector<SequenceSpan> seqs;
+  for (int i = 0; i < 64; ++i) seqs.push_back(Sequence(2000 + i, 3 + i, 100 + 6 * i, 500 + i));
+  Batch prefill;
+  prefill.sequences = seqs;
+  ASSERT_FALSE(Run(graphed, prefill).empty());
+  const CudaGraphStats before = GraphStatsOf(graphed);
+  for (int64_t n : {1, 3, 8, 9, 33, 64}) {
+    Batch decode;
+    for (int64_t i = 0; i < n; ++i) {
+      SequenceSpan d = seqs[i];
+      d.first_position = static_cast<int64_t>(seqs[i].tokens.size());
+      d.tokens = {static_cast<int32_t>((7 * i + n) % 49152)};
+      decode.sequences.push_back(d);
+    }
+    const std::vector<float> with_graph = Run(graphed, decode);
+    const std::vector<float> without = Run(**eager, decode);
+    ASSERT_EQ(with_graph.size(), static_cast<size_t>(n) * 49152);
+    ASSERT_EQ(with_graph.size(), without.size());
+    EXPECT_EQ(std::memcmp(with_graph.data(), without.data(), with_graph.size() * 4), 0)
+        << "a graphed decode of " << n << " differs from the eager one";
+    if (n == 64) {
+      // Row 0 of the 64 against the same token decoded alone.
+      Batch alone;
+      alone.sequences = {decode.sequences[0]};
+      const std::vector<float> one = Run(graphed, alone);
+      EXPECT_EQ(std::memcmp(one.data(), with_graph.data(), one.size() * 4), 0)
+          << "a token's logits differ between batch 1 and batch 64";
+    }
+  }
+  const CudaGraphStats after = GraphStatsOf(graphed);
+  EXPECT_GE(after.launches - before.launches, 7) << "the decode steps did not use graphs";
+  EXPECT_EQ(after.fallbacks, 0);
+  std::printf("graphs: %lld captured, %lld launched\n", static_cast<long long>(after.captures),
+              static_cast<long long>(after.launches));
+}
+
 TEST_F(CudaRunnerTest, BadBatchesAreRefusedAndChangeNothing) {
   Batch bad;
   SequenceSpan s = Sequence(1, 4, 700, 5);

@@ -362,4 +362,25 @@ Status CudaDevice::KvWrite(const float* k, const float* v, int64_t n_tokens,
                           name() + ": K/V write");
 }
 
+Status CudaDevice::BeginCapture(Stream stream) {
+  return plugin_.ToStatus(api().begin_capture(index(), ToStream(stream)),
+                          name() + ": begin graph capture");
+}
+
+Result<PierCudaGraph> CudaDevice::EndCapture(Stream stream) {
+  PierCudaGraph graph = nullptr;
+  PIER_RETURN_IF_ERROR(plugin_.ToStatus(api().end_capture(index(), ToStream(stream), &graph),
+                                        name() + ": end graph capture"));
+  return graph;
+}
+
+Status CudaDevice::LaunchGraph(PierCudaGraph graph, Stream stream) {
+  return plugin_.ToStatus(api().graph_launch(index(), graph, ToStream(stream)),
+                          name() + ": graph launch");
+}
+
+void CudaDevice::DestroyGraph(PierCudaGraph graph) {
+  (void)api().graph_destroy(index(), graph);
+}
+
 }  // namespace pier::cuda

@@ -102,6 +102,12 @@ class CudaDevice final : public Device {
                                      float* out, Stream stream);
   [[nodiscard]] Status Argmax(const float* logits, int64_t n_tokens, int64_t n_vocab, int64_t ld,
                               int32_t* out, Stream stream);
+  // Graphs: Capture what the calling thread queues on `stream` between BeginCapture and
+  // EndCapture into an executable graph, launched later as one unit (CUDA graphs).
+  [[nodiscard]] Status BeginCapture(Stream stream);
+  [[nodiscard]] Result<PierCudaGraph> EndCapture(Stream stream);
+  [[nodiscard]] Status LaunchGraph(PierCudaGraph graph, Stream stream);
+  void DestroyGraph(PierCudaGraph graph);
   // Paged attention and K/V writes (kernels/cuda/attention.h; device pointers).
   [[nodiscard]] Status PagedAttention(const PierCudaAttentionArgs& args, Stream stream);
   [[nodiscard]] Status KvWrite(const float* k, const float* v, int64_t n_tokens,

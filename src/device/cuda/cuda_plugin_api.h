@@ -40,6 +40,7 @@ typedef int32_t PierCudaResult;
 #define PIER_CUDA_ERROR_FAILED 6           /* any other CUDA error; last_error() has details */
 
 typedef struct PierCudaStream_* PierCudaStream;
+typedef struct PierCudaGraph_* PierCudaGraph; /* an instantiated (executable) CUDA graph */
 typedef struct PierCudaEvent_* PierCudaEvent;
 
 typedef struct PierCudaDeviceInfo {
@@ -191,6 +192,17 @@ typedef struct PierCudaPluginApi {
                              const int32_t* positions, const int32_t* table_offsets,
                              const int32_t* block_tables, void* kv_base,
                              const PierCudaKvGeometry* geometry, PierCudaStream stream);
+
+  /* ---- Graphs (ABI 2) ------------------------------------------------------------------ */
+  /* Starts capturing what the calling thread queues on `stream` (relaxed mode) instead of
+   * running it. */
+  PierCudaResult (*begin_capture)(int32_t device, PierCudaStream stream);
+  /* Ends the capture and instantiates it. On failure (e.g. OUT_OF_MEMORY) nothing is kept
+   * and the stream is no longer capturing. */
+  PierCudaResult (*end_capture)(int32_t device, PierCudaStream stream, PierCudaGraph* graph);
+  /* Queues the whole graph on `stream`. */
+  PierCudaResult (*graph_launch)(int32_t device, PierCudaGraph graph, PierCudaStream stream);
+  PierCudaResult (*graph_destroy)(int32_t device, PierCudaGraph graph);
 } PierCudaPluginApi;
 
 /* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */

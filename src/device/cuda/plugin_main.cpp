@@ -374,6 +374,44 @@ PierCudaResult KvWrite(int32_t device, const float* k, const float* v, int64_t n
                         ": needs head_dim <= 256, even offsets and every pointer set");
 }
 
+PierCudaResult BeginCapture(int32_t device, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaStreamBeginCapture(ToCuda(stream), cudaStreamCaptureModeRelaxed),
+                  "cudaStreamBeginCapture");
+}
+
+PierCudaResult EndCapture(int32_t device, PierCudaStream stream, PierCudaGraph* graph) {
+  if (graph == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "end_capture: null");
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  cudaGraph_t captured = nullptr;
+  if (PierCudaResult rc =
+          FromCuda(cudaStreamEndCapture(ToCuda(stream), &captured), "cudaStreamEndCapture")) {
+    if (captured != nullptr) cudaGraphDestroy(captured);
+    return rc;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const PierCudaResult rc =
+      FromCuda(cudaGraphInstantiate(&exec, captured, 0), "cudaGraphInstantiate");
+  cudaGraphDestroy(captured);
+  if (rc != PIER_CUDA_OK) return rc;
+  *graph = reinterpret_cast<PierCudaGraph>(exec);
+  return PIER_CUDA_OK;
+}
+
+PierCudaResult GraphLaunch(int32_t device, PierCudaGraph graph, PierCudaStream stream) {
+  if (graph == nullptr) return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "graph_launch: null");
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaGraphLaunch(reinterpret_cast<cudaGraphExec_t>(graph), ToCuda(stream)),
+                  "cudaGraphLaunch");
+}
+
+PierCudaResult GraphDestroy(int32_t device, PierCudaGraph graph) {
+  if (graph == nullptr) return PIER_CUDA_OK;
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromCuda(cudaGraphExecDestroy(reinterpret_cast<cudaGraphExec_t>(graph)),
+                  "cudaGraphExecDestroy");
+}
+
 const PierCudaPluginApi kApi = {
     PIER_CUDA_PLUGIN_ABI_VERSION,
     sizeof(PierCudaPluginApi),
@@ -413,6 +451,10 @@ const PierCudaPluginApi kApi = {
     Argmax,
     PagedAttention,
     KvWrite,
+    BeginCapture,
+    EndCapture,
+    GraphLaunch,
+    GraphDestroy,
 };
 
 }  // namespace

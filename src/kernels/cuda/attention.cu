@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(32) AttentionSplitKernel(PagedAttentionArgs a)
   __shared__ float weights[attn::kSplit];
   const int64_t global_split = blockIdx.x, head = blockIdx.y;
   const int64_t query = a.split_query[global_split];
+  if (query < 0) return;  // a slot past the launch's splits (graphs launch a fixed grid)
   const int64_t split = global_split - a.split_first[query];
   const int64_t position = a.positions[query];
   const int64_t first = split * attn::kSplit;
@@ -110,6 +111,7 @@ __global__ void KvWriteKernel(const float* __restrict__ k, const float* __restri
   const int64_t t = e / row, within = e % row;
   const int64_t kv_head = within / g.head_dim, d = within % g.head_dim;
   const int64_t p = positions[t];
+  if (p < 0) return;  // a padding row: nothing to keep
   const int32_t* table = block_tables + table_offsets[t];
   const int64_t offset =
       static_cast<int64_t>(table[p / attn::kBlockPositions]) * g.bytes_per_block +

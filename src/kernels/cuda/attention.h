@@ -44,7 +44,9 @@ struct PagedAttentionArgs {
 cudaError_t LaunchPagedAttention(const PagedAttentionArgs& args, cudaStream_t stream);
 
 // Writes k and v ([n_tokens][n_kv_head][head_dim] f32) as f16 (round to nearest even) into
-// the cache slots of their positions: block table[position / 16], slot position % 16.
+// the cache slots of their positions: block table[position / 16], slot position % 16. A
+// negative position (a row padding a batch) writes nothing; such a query attends nothing and
+// its output is NaN. A split_query entry of -1 is an unused slot of a fixed-size launch.
 cudaError_t LaunchKvWrite(const float* k, const float* v, int64_t n_tokens,
                           const int32_t* positions, const int32_t* table_offsets,
                           const int32_t* block_tables, uint8_t* kv_base,
