@@ -61,7 +61,7 @@ class CudaLlamaRunner final : public ModelRunner {
     // Work a failed step left queued finishes before its memory goes back to the pool, and
     // the blocks go back while their stream still exists.
     if (stream_.id != 0) (void)device_.Synchronize(stream_);
-    for (const auto& [bucket, graph] : graphs_) device_.DestroyGraph(graph);
+    for (const auto& [key, graph] : graphs_) device_.DestroyGraph(graph);
     graph_workspace_.Reset();
     if (graph_host_.ptr != nullptr) device_.FreePinnedHost(graph_host_);
     workspace_.Reset();
@@ -107,10 +107,18 @@ class CudaLlamaRunner final : public ModelRunner {
   // multiples of 8 up to kMaxGraphBatch), each bucket captured at its first use and replayed.
   static constexpr int64_t kMaxGraphBatch = 64;
   static int64_t Bucket(int64_t n);
+  // Graphs are also keyed by the longest context they cover (512, 2,048, then
+  // graph_max_context_): their attention launch is sized for it, so short contexts do not pay
+  // for the long ones' empty splits.
+  int64_t ContextTier(int64_t max_context) const;
   bool GraphEligible(const Batch& batch, int64_t n_tok, int64_t max_context) const;
-  StepInputs GraphInputs(const Batch& batch, int64_t bucket) const;
-  // The step through its bucket's graph; nullopt when the bucket cannot be captured.
-  Result<std::optional<StepOutput>> StepWithGraph(const Batch& batch, int64_t n_tok);
+  StepInputs GraphInputs(const Batch& batch, int64_t bucket, int64_t tier) const;
+  // The graphs' workspace and pinned buffer; false (graphs off from then on, counted) when
+  // either cannot be had or the host memory is not page-locked.
+  bool SetUpGraphMemory();
+  // The step through its graph; nullopt when it cannot be captured (the step runs eagerly).
+  Result<std::optional<StepOutput>> StepWithGraph(const Batch& batch, int64_t n_tok,
+                                                  int64_t max_context);
 
   const model::GgufFile& file_;
   const CudaRunnerOptions options_;
@@ -138,8 +146,9 @@ class CudaLlamaRunner final : public ModelRunner {
   Block graph_workspace_;
   HostAllocation graph_host_;
   size_t graph_up_bytes_ = 0;
-  std::map<int64_t, PierCudaGraph> graphs_;
-  std::set<int64_t> eager_buckets_;  // capture failed: these sizes run without a graph
+  std::map<std::pair<int64_t, int64_t>, PierCudaGraph> graphs_;  // by (bucket, context tier)
+  std::set<std::pair<int64_t, int64_t>> eager_keys_;  // capture failed: these run eagerly
+  bool graphs_disabled_ = false;                      // no memory for graphs
 
  public:
   CudaGraphStats graph_stats_;
@@ -530,7 +539,7 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
                                 std::to_string(n_tok));
   }
   if (GraphEligible(batch, n_tok, max_context)) {
-    Result<std::optional<StepOutput>> graphed = StepWithGraph(batch, n_tok);
+    Result<std::optional<StepOutput>> graphed = StepWithGraph(batch, n_tok, max_context);
     if (!graphed.ok()) return graphed.status();
     if (graphed->has_value()) return std::move(**graphed);
     // The bucket could not be captured: this step (and later ones of its size) run eagerly.
@@ -605,23 +614,32 @@ int64_t CudaLlamaRunner::Bucket(int64_t n) {
   return (n + 7) / 8 * 8;
 }
 
+int64_t CudaLlamaRunner::ContextTier(int64_t max_context) const {
+  for (int64_t tier : {int64_t{512}, int64_t{2048}}) {
+    if (max_context <= tier && tier < graph_max_context_) return tier;
+  }
+  return graph_max_context_;
+}
+
 bool CudaLlamaRunner::GraphEligible(const Batch& batch, int64_t n_tok, int64_t max_context) const {
-  if (!options_.use_graphs || n_tok > kMaxGraphBatch || max_context > graph_max_context_) {
+  if (!options_.use_graphs || graphs_disabled_ || n_tok > kMaxGraphBatch ||
+      max_context > graph_max_context_) {
     return false;
   }
   for (const SequenceSpan& seq : batch.sequences) {
     if (seq.tokens.size() != 1 || seq.logits != LogitsWanted::kLast) return false;
   }
-  return !eager_buckets_.contains(Bucket(n_tok));
+  return !eager_keys_.contains({Bucket(n_tok), ContextTier(max_context)});
 }
 
 // A decode batch padded to its bucket in the fixed shapes a captured graph reads: every row's
-// block table gets graph_max_context_ / 16 entries, the split index
-// SplitsFor(graph_max_context_ - 1) slots per row (unused ones -1), and padding rows sit at
-// position -1 (they write no K/V, attend nothing, and their logits are dropped).
-CudaLlamaRunner::StepInputs CudaLlamaRunner::GraphInputs(const Batch& batch, int64_t bucket) const {
-  const int64_t max_blocks = graph_max_context_ / cuda::attn::kBlockPositions;
-  const int64_t max_splits = cuda::attn::SplitsFor(graph_max_context_ - 1);
+// block table gets tier / 16 entries, the split index SplitsFor(tier - 1) slots per row
+// (unused ones -1), and padding rows sit at position -1 (they write no K/V, attend nothing, and
+// their logits are dropped).
+CudaLlamaRunner::StepInputs CudaLlamaRunner::GraphInputs(const Batch& batch, int64_t bucket,
+                                                         int64_t tier) const {
+  const int64_t max_blocks = tier / cuda::attn::kBlockPositions;
+  const int64_t max_splits = cuda::attn::SplitsFor(tier - 1);
   StepInputs in;
   in.ids.assign(static_cast<size_t>(bucket), 0);
   in.positions.assign(static_cast<size_t>(bucket), -1);
@@ -644,59 +662,109 @@ CudaLlamaRunner::StepInputs CudaLlamaRunner::GraphInputs(const Batch& batch, int
   return in;
 }
 
-Result<std::optional<StepOutput>> CudaLlamaRunner::StepWithGraph(const Batch& batch,
-                                                                 int64_t n_tok) {
-  const int64_t bucket = Bucket(n_tok);
-  const int64_t max_blocks = graph_max_context_ / cuda::attn::kBlockPositions;
-  const int64_t max_splits = cuda::attn::SplitsFor(graph_max_context_ - 1);
-  const StepInputs in = GraphInputs(batch, bucket);
-  const StepLayout L = LayOut(bucket, bucket, bucket * max_blocks, bucket * max_splits);
-  // One workspace and one pinned buffer for every bucket, sized for the largest, at fixed
-  // addresses for as long as the graphs live.
-  if (!graph_workspace_) {
-    const StepLayout largest = LayOut(kMaxGraphBatch, kMaxGraphBatch, kMaxGraphBatch * max_blocks,
-                                      kMaxGraphBatch * max_splits);
-    PIER_ASSIGN_OR_RETURN(graph_workspace_, options_.governor->Allocate(options_.workspace_owner,
-                                                                        largest.bytes, {stream_}));
-    StepInputs widest = GraphInputs(Batch{}, kMaxGraphBatch);
-    graph_up_bytes_ = AlignUp(StagedBytes(widest));
-    PIER_ASSIGN_OR_RETURN(graph_host_, device_.AllocatePinnedHost(
-                                           graph_up_bytes_ + static_cast<size_t>(kMaxGraphBatch) *
-                                                                 n_vocab_ * sizeof(float)));
+bool CudaLlamaRunner::SetUpGraphMemory() {
+  if (graph_workspace_ && graph_host_.ptr != nullptr) return true;
+  const int64_t tier = graph_max_context_;
+  const StepLayout largest =
+      LayOut(kMaxGraphBatch, kMaxGraphBatch, kMaxGraphBatch * (tier / cuda::attn::kBlockPositions),
+             kMaxGraphBatch * cuda::attn::SplitsFor(tier - 1));
+  const size_t up_bytes = AlignUp(StagedBytes(GraphInputs(Batch{}, kMaxGraphBatch, tier)));
+  const size_t host_bytes = up_bytes + static_cast<size_t>(kMaxGraphBatch * n_vocab_) * 4;
+  MemoryResult<Block> workspace =
+      options_.governor->Allocate(options_.workspace_owner, largest.bytes, {stream_});
+  Result<HostAllocation> host = workspace.ok() ? device_.AllocatePinnedHost(host_bytes)
+                                               : Result<HostAllocation>(workspace.status());
+  std::string why;
+  if (!workspace.ok()) {
+    why = workspace.status().ToString();
+  } else if (!host.ok()) {
+    why = host.status().ToString();
+  } else if (!host->locked) {
+    // A capture may only copy from pinned memory.
+    why = "no page-locked host memory for the graphs' inputs";
+    device_.FreePinnedHost(*host);
   }
+  if (!why.empty()) {
+    graphs_disabled_ = true;
+    ++graph_stats_.fallbacks;
+    spdlog::warn("CUDA runner: decode steps run without graphs: {}", why);
+    return false;
+  }
+  graph_workspace_ = std::move(workspace).value();
+  graph_host_ = *host;
+  graph_up_bytes_ = up_bytes;
+  return true;
+}
+
+namespace {
+
+// Ends a capture that an early return would otherwise leave open (the stream would refuse
+// everything after it).
+class CaptureGuard {
+ public:
+  CaptureGuard(cuda::CudaDevice& device, Stream stream) : device_(device), stream_(stream) {}
+  ~CaptureGuard() {
+    if (!open_) return;
+    Result<PierCudaGraph> graph = device_.EndCapture(stream_);
+    if (graph.ok()) device_.DestroyGraph(*graph);
+  }
+  void Opened() { open_ = true; }
+  Result<PierCudaGraph> End() {
+    open_ = false;
+    return device_.EndCapture(stream_);
+  }
+
+ private:
+  cuda::CudaDevice& device_;
+  Stream stream_;
+  bool open_ = false;
+};
+
+}  // namespace
+
+Result<std::optional<StepOutput>> CudaLlamaRunner::StepWithGraph(const Batch& batch, int64_t n_tok,
+                                                                 int64_t max_context) {
+  // One workspace and one pinned buffer for every graph, sized for the largest, at fixed
+  // addresses for as long as the graphs live; without them every step runs eagerly.
+  if (!SetUpGraphMemory()) return std::optional<StepOutput>();
+  const int64_t bucket = Bucket(n_tok);
+  const int64_t tier = ContextTier(max_context);
+  const int64_t max_blocks = tier / cuda::attn::kBlockPositions;
+  const int64_t max_splits = cuda::attn::SplitsFor(tier - 1);
+  const StepInputs in = GraphInputs(batch, bucket, tier);
+  const StepLayout L = LayOut(bucket, bucket, bucket * max_blocks, bucket * max_splits);
   auto* base = static_cast<uint8_t*>(graph_workspace_.data());
   auto* staging = static_cast<uint8_t*>(graph_host_.ptr);
   uint8_t* host_logits = staging + graph_up_bytes_;
   PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the staging buffer is free again
   WriteStaging(in, staging);
 
-  auto found = graphs_.find(bucket);
+  const std::pair<int64_t, int64_t> key{bucket, tier};
+  auto found = graphs_.find(key);
   if (found == graphs_.end()) {
     std::vector<int64_t> all_rows(static_cast<size_t>(bucket));
     for (int64_t r = 0; r < bucket; ++r) all_rows[r] = r;
+    CaptureGuard guard(device_, stream_);
     Status captured = device_.BeginCapture(stream_);
-    bool capturing = captured.ok();
-    if (captured.ok()) captured = QueueUploads(in, L, base, staging);
     if (captured.ok()) {
-      Result<bool> layers = EnqueueLayers(L, base, bucket, bucket * max_splits, nullptr);
-      captured = layers.status();
+      guard.Opened();
+      captured = QueueUploads(in, L, base, staging);
     }
+    if (captured.ok())
+      captured = EnqueueLayers(L, base, bucket, bucket * max_splits, nullptr).status();
     if (captured.ok()) captured = EnqueueHead(L, base, bucket, all_rows, host_logits);
-    Result<PierCudaGraph> graph =
-        capturing ? device_.EndCapture(stream_) : Result<PierCudaGraph>(captured);
-    if (captured.ok() && !graph.ok()) captured = graph.status();
-    if (!captured.ok()) {
-      if (graph.ok()) device_.DestroyGraph(*graph);
+    Result<PierCudaGraph> graph = captured.ok() ? guard.End() : Result<PierCudaGraph>(captured);
+    if (!graph.ok()) {
       ++graph_stats_.fallbacks;
-      eager_buckets_.insert(bucket);
+      eager_keys_.insert(key);
       spdlog::warn(
-          "CUDA runner: capturing the graph of decode batch {} failed ({}); that size "
-          "runs without a graph",
-          bucket, captured.ToString());
+          "CUDA runner: capturing the graph of decode batch {} (contexts to {}) failed ({}); "
+          "that size runs without a graph",
+          bucket, tier, graph.status().ToString());
       return std::optional<StepOutput>();
     }
     ++graph_stats_.captures;
-    found = graphs_.emplace(bucket, *graph).first;
+    found = graphs_.emplace(key, *graph).first;
   }
   PIER_RETURN_IF_ERROR(device_.LaunchGraph(found->second, stream_));
   ++graph_stats_.launches;

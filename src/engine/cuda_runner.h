@@ -45,11 +45,13 @@ struct CudaRunnerOptions {
   OwnerId workspace_owner;
   KvStore* kv = nullptr;  // layout KvLayoutFor(file, 16) with f16 values, on the GPU
   // Decode steps (batches of single tokens, up to 64, contexts up to 8,192) replay a CUDA
-  // graph per batch-size bucket (1, 2, 4, then multiples of 8), captured at its first use,
-  // padded with rows that write nothing: one launch instead of ~14 per layer, the same bits as
-  // without (the kernels and their arguments are the same; padding rows are independent). A
-  // bucket whose capture fails (e.g. out of memory) runs without a graph from then on. Graphs
-  // ignore Batch::stop_early (a decode step is short).
+  // graph per batch-size bucket (1, 2, 4, then multiples of 8) and context tier (512, 2,048,
+  // 8,192), captured at its first use, padded with rows that write nothing: one launch instead
+  // of ~14 per layer, the same bits as without (every real row takes the same operations;
+  // padding rows are independent). A graph whose capture fails runs without a graph from then
+  // on; without memory for the graphs' workspace, or page-locked host memory, no step uses
+  // one (each counted in GraphStatsOf). Graphs ignore Batch::stop_early (a decode step is
+  // short). Serving leaves this on; tests turn it off to compare.
   bool use_graphs = true;
 };
 

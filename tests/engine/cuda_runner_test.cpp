@@ -230,7 +230,11 @@ TEST_F(CudaRunnerTest, DecodeStepsFollowThePrefill) {
 // Decode steps through the CUDA graphs (a bucket per batch size, padded) against the same
 // steps without graphs, and a token decoded alone (bucket 1) against in a batch of 64.
 TEST_F(CudaRunnerTest, GraphedDecodeIsBitwiseTheEagerOneAtEveryBatchSize) {
-  const OwnerId owner = *rig_->gpu_governor->AddOwner({.name = "eager-twin"});
+  static int twins = 0;
+  Result<OwnerId> owner_or =
+      rig_->gpu_governor->AddOwner({.name = "eager-twin-" + std::to_string(++twins)});
+  ASSERT_TRUE(owner_or.ok()) << owner_or.status().ToString();
+  const OwnerId owner = *owner_or;
   CudaRunnerOptions eager_options{rig_->gpu.get(), rig_->gpu_governor.get(), owner, owner,
                                   rig_->gpu_kv.get()};
   eager_options.use_graphs = false;
@@ -246,12 +250,13 @@ TEST_F(CudaRunnerTest, GraphedDecodeIsBitwiseTheEagerOneAtEveryBatchSize) {
   prefill.sequences = seqs;
   ASSERT_FALSE(Run(graphed, prefill).empty());
   const CudaGraphStats before = GraphStatsOf(graphed);
-  for (int64_t n : {1, 3, 8, 9, 33, 64}) {
+  // Each size twice (the second a replay, with other tokens).
+  for (int64_t n : {1, 3, 8, 9, 33, 64, 1, 3, 8, 9, 33, 64}) {
     Batch decode;
     for (int64_t i = 0; i < n; ++i) {
       SequenceSpan d = seqs[i];
       d.first_position = static_cast<int64_t>(seqs[i].tokens.size());
-      d.tokens = {static_cast<int32_t>((7 * i + n) % 49152)};
+      d.tokens = {static_cast<int32_t>((7 * i + n + GraphStatsOf(graphed).launches) % 49152)};
       decode.sequences.push_back(d);
     }
     const std::vector<float> with_graph = Run(graphed, decode);
@@ -269,8 +274,29 @@ TEST_F(CudaRunnerTest, GraphedDecodeIsBitwiseTheEagerOneAtEveryBatchSize) {
           << "a token's logits differ between batch 1 and batch 64";
     }
   }
+  // Contexts past one attention split (positions 300-308, several splits per row, rows whose
+  // splits start past the first) in the 512 tier's graphs.
+  std::vector<SequenceSpan> longer;
+  for (int i = 0; i < 9; ++i) longer.push_back(Sequence(3000 + i, 300 + i, 500 + 21 * i, 900 + i));
+  Batch long_prefill;
+  long_prefill.sequences = longer;
+  ASSERT_FALSE(Run(graphed, long_prefill).empty());
+  for (int64_t n : {2, 9, 9}) {
+    Batch decode;
+    for (int64_t i = 0; i < n; ++i) {
+      SequenceSpan d = longer[i];
+      d.first_position = static_cast<int64_t>(longer[i].tokens.size());
+      d.tokens = {static_cast<int32_t>((11 * i + n + GraphStatsOf(graphed).launches) % 49152)};
+      decode.sequences.push_back(d);
+    }
+    const std::vector<float> with_graph = Run(graphed, decode);
+    const std::vector<float> without = Run(**eager, decode);
+    ASSERT_EQ(with_graph.size(), without.size());
+    EXPECT_EQ(std::memcmp(with_graph.data(), without.data(), with_graph.size() * 4), 0)
+        << "a graphed decode of " << n << " at ~300 positions differs from the eager one";
+  }
   const CudaGraphStats after = GraphStatsOf(graphed);
-  EXPECT_GE(after.launches - before.launches, 7) << "the decode steps did not use graphs";
+  EXPECT_GE(after.launches - before.launches, 16) << "the decode steps did not use graphs";
   EXPECT_EQ(after.fallbacks, 0);
   std::printf("graphs: %lld captured, %lld launched\n", static_cast<long long>(after.captures),
               static_cast<long long>(after.launches));
