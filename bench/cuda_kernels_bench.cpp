@@ -18,6 +18,7 @@
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
 #include "kernels/cuda/quant_dot.h"
+#include "kernels/cuda/quant_pack.h"
 #include "tests/kernels/random_gguf.h"
 #include "tests/kernels/random_kv.h"
 
@@ -221,6 +222,30 @@ int main() {
       std::printf("RESULT %s_us %.1f us\n", name.c_str(), ms * 1e3);
       std::printf("RESULT %s_bandwidth %.1f GB/s (%.0f%% of copy)\n", name.c_str(), gbs,
                   100.0 * gbs / copy_gbs);
+    }
+    if (pier::cuda::quant::HasPackedLayout32(s.type)) {  // the packed GPU layout, same shapes
+      std::vector<uint8_t> packed(pier::cuda::quant::PackedBytes(s.type, s.rows, s.cols));
+      pier::cuda::quant::PackRows32(s.type, w.data(), 0, s.rows, s.rows, s.cols, packed.data());
+      Buffer dp(device, packed.size());
+      if (!dp.ptr ||
+          !Check(device.CopyHostToDevice(dp.ptr, packed.data(), packed.size(), stream), "upload")) {
+        return 1;
+      }
+      for (int64_t n : token_counts) {
+        const double ms = TimeMedianMs(device, stream, [&] {
+          return Check(device.PackedMatMul(static_cast<int32_t>(s.type), dp.ptr, s.rows, s.cols,
+                                           dxq.ptr, n, static_cast<float*>(dy.ptr), s.rows, stream),
+                       "packed matmul");
+        });
+        if (ms <= 0) return 1;
+        const double gbs = static_cast<double>(packed.size()) / ms / 1e6;
+        const std::string name = std::string(s.model) + "_" + s.matrix + "_" +
+                                 pier::cuda::testing::QuantTypeName(s.type) + "_packed_b" +
+                                 std::to_string(n);
+        std::printf("RESULT %s_us %.1f us\n", name.c_str(), ms * 1e3);
+        std::printf("RESULT %s_bandwidth %.1f GB/s (%.0f%% of copy)\n", name.c_str(), gbs,
+                    100.0 * gbs / copy_gbs);
+      }
     }
     const double quantize_ms = TimeMedianMs(device, stream, [&] {
       return Check(device.QuantizeActivations(static_cast<const float*>(dx.ptr), 64, s.cols,

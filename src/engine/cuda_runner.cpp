@@ -18,6 +18,7 @@
 #include "engine/kv_groups.h"
 #include "kernels/cuda/attention_math.h"
 #include "kernels/cuda/quant_dot.h"
+#include "kernels/cuda/quant_pack.h"
 #include "model/model_info.h"
 #include "tensor/dequantize.h"
 
@@ -37,6 +38,7 @@ struct DeviceMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
+  bool packed = false;  // in quant_pack.h's GPU layout
 };
 
 struct Layer {
@@ -64,6 +66,7 @@ class CudaLlamaRunner final : public ModelRunner {
     for (const auto& [key, graph] : graphs_) device_.DestroyGraph(graph);
     graph_workspace_.Reset();
     if (graph_host_.ptr != nullptr) device_.FreePinnedHost(graph_host_);
+    if (pack_staging_.ptr != nullptr) device_.FreePinnedHost(pack_staging_);
     workspace_.Reset();
     weights_.Reset();
     if (host_.ptr != nullptr) device_.FreePinnedHost(host_);
@@ -78,6 +81,12 @@ class CudaLlamaRunner final : public ModelRunner {
   Result<DeviceMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
   Result<const float*> Vector(const std::string& name, int64_t n);
   Status Upload(const model::GgufTensorInfo& t, const void** device_ptr);
+  // Whether a matrix goes to the GPU packed (CudaRunnerOptions::packed_weights), and the
+  // bytes it takes there.
+  bool Packs(const model::GgufTensorInfo& t) const;
+  size_t DeviceBytes(const model::GgufTensorInfo& t) const;
+  Status UploadPacked(const model::GgufTensorInfo& t, int64_t rows, int64_t cols,
+                      const void** device_ptr);
   StepLayout LayOut(int64_t n_tok, int64_t n_out, int64_t n_table, int64_t total_splits) const;
   Status MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y);
   Status EnsureHost(size_t bytes);
@@ -139,7 +148,8 @@ class CudaLlamaRunner final : public ModelRunner {
   const float* output_norm_ = nullptr;
   uint8_t* kv_base_ = nullptr;
   Block workspace_;
-  HostAllocation host_;  // pinned: the step's inputs going up and its logits coming down
+  HostAllocation host_;          // pinned: the step's inputs going up and its logits coming down
+  HostAllocation pack_staging_;  // pinned, while packing weights at load
   // Graphs: the longest context a graph covers (longer steps run eagerly), their shared
   // workspace and pinned buffer (fixed for their lifetime), and the graphs per bucket.
   int64_t graph_max_context_ = 0;
@@ -181,8 +191,67 @@ Result<DeviceMatrix> CudaLlamaRunner::Matrix(const std::string& name, int64_t ro
                             "Q8_0, Q4_K, Q5_K and Q6_K in whole blocks do)");
   }
   DeviceMatrix m{type, rows, cols, nullptr};
-  PIER_RETURN_IF_ERROR(Upload(*t, &m.data));
+  if (Packs(*t)) {
+    PIER_RETURN_IF_ERROR(UploadPacked(*t, rows, cols, &m.data));
+    m.packed = true;
+  } else {
+    PIER_RETURN_IF_ERROR(Upload(*t, &m.data));
+  }
   return m;
+}
+
+bool CudaLlamaRunner::Packs(const model::GgufTensorInfo& t) const {
+  return options_.packed_weights && t.dims.size() == 2 && &t != token_embd_ &&
+         cuda::quant::IsQuantType(static_cast<int32_t>(t.type)) &&
+         cuda::quant::HasPackedLayout32(static_cast<cuda::quant::QuantType>(t.type));
+}
+
+size_t CudaLlamaRunner::DeviceBytes(const model::GgufTensorInfo& t) const {
+  if (!Packs(t)) return AlignUp(t.size_bytes);
+  return AlignUp(static_cast<size_t>(
+      cuda::quant::PackedBytes(static_cast<cuda::quant::QuantType>(t.type), t.dims[1], t.dims[0])));
+}
+
+// Packs a matrix for the GPU (quant_pack.h) a piece of rows at a time through a pinned staging
+// buffer: each piece is packed as a matrix of its own, then its three regions go to their
+// places in the whole matrix's.
+Status CudaLlamaRunner::UploadPacked(const model::GgufTensorInfo& t, int64_t rows, int64_t cols,
+                                     const void** device_ptr) {
+  namespace q = cuda::quant;
+  const auto type = static_cast<q::QuantType>(t.type);
+  const size_t bytes = static_cast<size_t>(q::PackedBytes(type, rows, cols));
+  const size_t offset = weights_used_;
+  weights_used_ += AlignUp(bytes);
+  if (weights_used_ > weights_.size()) return InternalError("weights block too small");
+  uint8_t* dst = static_cast<uint8_t*>(weights_.data()) + offset;
+  const int64_t n_blocks = cols / q::kBlock;
+  const int64_t qs_row = n_blocks * q::PackedQsBytes(type);
+  const int64_t scales_row = n_blocks * 2 * q::PackedScaleHalves(type);
+  const int64_t qh_row = q::HasHighBits(type) ? n_blocks * 4 : 0;
+  constexpr size_t kStagingBytes = size_t{16} << 20;
+  if (pack_staging_.ptr == nullptr) {
+    PIER_ASSIGN_OR_RETURN(pack_staging_, device_.AllocatePinnedHost(kStagingBytes));
+  }
+  const int64_t per_row = qs_row + scales_row + qh_row;
+  const int64_t piece = std::max<int64_t>(1, static_cast<int64_t>(kStagingBytes) / per_row - 3);
+  const int64_t row_bytes = q::GgufRowBytes(type, cols);
+  auto* staging = static_cast<uint8_t*>(pack_staging_.ptr);
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    const int64_t n = std::min(piece, rows - r0);
+    PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the staging buffer is free again
+    q::PackRows32(type, t.data + r0 * row_bytes, 0, n, n, cols, staging);
+    PIER_RETURN_IF_ERROR(device_.CopyHostToDevice(dst + r0 * qs_row, staging, n * qs_row, stream_));
+    PIER_RETURN_IF_ERROR(device_.CopyHostToDevice(
+        dst + q::PackedScalesOffset(type, rows, n_blocks) + r0 * scales_row,
+        staging + q::PackedScalesOffset(type, n, n_blocks), n * scales_row, stream_));
+    if (qh_row > 0) {
+      PIER_RETURN_IF_ERROR(device_.CopyHostToDevice(
+          dst + q::PackedQhOffset(type, rows, n_blocks) + r0 * qh_row,
+          staging + q::PackedQhOffset(type, n, n_blocks), n * qh_row, stream_));
+    }
+  }
+  *device_ptr = dst;
+  return Status::Ok();
 }
 
 Result<const float*> CudaLlamaRunner::Vector(const std::string& name, int64_t n) {
@@ -294,7 +363,7 @@ Status CudaLlamaRunner::Init() {
   // budget cannot hold them.
   const model::GgufTensorInfo* output = file_.FindTensor("output.weight");
   size_t total = AlignUp(token_embd_->size_bytes);
-  if (output != nullptr) total += AlignUp(output->size_bytes);
+  if (output != nullptr) total += DeviceBytes(*output);
   total += AlignUp(E_ * sizeof(float));
   const std::string names[] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
                                "ffn_gate", "ffn_up", "ffn_down"};
@@ -302,7 +371,7 @@ Status CudaLlamaRunner::Init() {
     for (const std::string& n : names) {
       const model::GgufTensorInfo* t =
           file_.FindTensor("blk." + std::to_string(il) + "." + n + ".weight");
-      if (t != nullptr) total += AlignUp(t->size_bytes);
+      if (t != nullptr) total += DeviceBytes(*t);
     }
     total += 2 * AlignUp(E_ * sizeof(float));
   }
@@ -336,7 +405,12 @@ Status CudaLlamaRunner::Init() {
     PIER_ASSIGN_OR_RETURN(l.down, Matrix(p + "ffn_down.weight", E_, n_ff_));
     layers_.push_back(l);
   }
-  return device_.Synchronize(stream_);
+  PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));
+  if (pack_staging_.ptr != nullptr) {
+    device_.FreePinnedHost(pack_staging_);
+    pack_staging_ = {};
+  }
+  return Status::Ok();
 }
 
 StepLayout CudaLlamaRunner::LayOut(int64_t n_tok, int64_t n_out, int64_t n_table,
@@ -376,6 +450,9 @@ StepLayout CudaLlamaRunner::LayOut(int64_t n_tok, int64_t n_out, int64_t n_table
 }
 
 Status CudaLlamaRunner::MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y) {
+  if (w.packed) {
+    return device_.PackedMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);
+  }
   return device_.QuantMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);
 }
 

@@ -53,6 +53,10 @@ struct CudaRunnerOptions {
   // one (each counted in GraphStatsOf). Graphs ignore Batch::stop_early (a decode step is
   // short). Serving leaves this on; tests turn it off to compare.
   bool use_graphs = true;
+  // Layer matrices of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 packed at load into the GPU layout of
+  // kernels/cuda/quant_pack.h (whole-block aligned loads; the same bytes, the same bits). Off
+  // until a GPU run shows it faster than reading the GGUF blocks in place (docs/benchmarks.md).
+  bool packed_weights = false;
 };
 
 // How often a CUDA runner captured, replayed and gave up on graphs (zeros for another runner).

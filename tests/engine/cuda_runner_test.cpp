@@ -302,6 +302,35 @@ TEST_F(CudaRunnerTest, GraphedDecodeIsBitwiseTheEagerOneAtEveryBatchSize) {
               static_cast<long long>(after.launches));
 }
 
+// Layer matrices packed at load into the GPU layout give the GGUF layout's bits.
+TEST_F(CudaRunnerTest, PackedWeightsGiveTheSameLogits) {
+  static int twins = 0;
+  Result<OwnerId> owner =
+      rig_->gpu_governor->AddOwner({.name = "packed-twin-" + std::to_string(++twins)});
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  CudaRunnerOptions options{rig_->gpu.get(), rig_->gpu_governor.get(), *owner, *owner,
+                            rig_->gpu_kv.get()};
+  options.packed_weights = true;
+  auto packed = CreateCudaModelRunner(*rig_->file, options);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  Batch batch;
+  batch.sequences = {Sequence(1, 70, 800, 31, LogitsWanted::kAll), Sequence(2, 3, 810, 32)};
+  const std::vector<float> a = Run(**packed, batch);
+  const std::vector<float> b = Run(*rig_->gpu_runner, batch);
+  ASSERT_EQ(a.size(), 71u * 49152);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  Batch decode;  // and through its decode graph
+  SequenceSpan d = batch.sequences[1];
+  d.first_position = 3;
+  d.tokens = {17};
+  decode.sequences = {d};
+  const std::vector<float> c = Run(**packed, decode);
+  const std::vector<float> e = Run(*rig_->gpu_runner, decode);
+  ASSERT_EQ(c.size(), e.size());
+  EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0);
+}
+
 TEST_F(CudaRunnerTest, BadBatchesAreRefusedAndChangeNothing) {
   Batch bad;
   SequenceSpan s = Sequence(1, 4, 700, 5);

@@ -11,6 +11,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cuda/quant_dot.h"
+#include "kernels/cuda/quant_pack.h"
 #include "tensor/dequantize.h"
 #include "tensor/dtype.h"
 #include "tensor/float16.h"
@@ -203,6 +204,53 @@ TEST(CudaQuantDotTest, ExtremeBlocksStayExact) {
     const std::vector<float> cpu = CpuMatMul(type, w, 1, n_cols, x, 1, kernels::Isa::kScalar);
     EXPECT_TRUE(SameBits(golden, cpu[0])) << golden << " vs " << cpu[0];
   }
+}
+
+// The packed GPU layout holds the GGUF blocks' integers and factors, and its product is the
+// GGUF-layout golden's bits (so the CPU MatMul's), packed whole or in pieces of rows.
+TEST(CudaQuantDotTest, PackedLayoutGivesTheSameIntegersFactorsAndBits) {
+  for (QuantType type : kAllQuantTypes) {
+    if (!quant::HasPackedLayout32(type)) continue;
+    SCOPED_TRACE(QuantTypeName(type));
+    const int64_t n_rows = 37, n_cols = 96, n_tokens = 5, n_blocks = n_cols / 32;
+    const std::vector<uint8_t> w = RandomGgufMatrix(type, n_rows, n_cols, 21);
+    const int64_t bytes = quant::PackedBytes(type, n_rows, n_cols);
+    EXPECT_LE(bytes, quant::AlignUp16(quant::GgufRowBytes(type, n_cols) * n_rows) + 48);
+    std::vector<uint8_t> whole(bytes, 0xee), pieces(bytes, 0xee);
+    quant::PackRows32(type, w.data(), 0, n_rows, n_rows, n_cols, whole.data());
+    const int64_t row_bytes = quant::GgufRowBytes(type, n_cols);
+    quant::PackRows32(type, w.data(), 0, 20, n_rows, n_cols, pieces.data());
+    quant::PackRows32(type, w.data() + 20 * row_bytes, 20, n_rows - 20, n_rows, n_cols,
+                      pieces.data());
+    const quant::PackedView v = quant::ViewPacked(type, whole.data(), n_rows, n_cols);
+    const quant::PackedView p = quant::ViewPacked(type, pieces.data(), n_rows, n_cols);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* row = w.data() + r * row_bytes;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        uint32_t words[8], again[8];
+        quant::LoadPackedBlock(type, v, r, b, words);
+        quant::LoadPackedBlock(type, p, r, b, again);
+        for (int k = 0; k < 8; ++k) {
+          ASSERT_EQ(words[k], quant::LoadWeightQuad(type, row, b, k).packed)
+              << "row " << r << " block " << b << " word " << k;
+          ASSERT_EQ(again[k], words[k]);
+        }
+        const quant::BlockFactors a = quant::LoadPackedFactors(type, v, r, b);
+        const quant::BlockFactors e = quant::LoadBlockFactors(type, row, b);
+        ASSERT_TRUE(SameBits(a.dw, e.dw) && SameBits(a.mw, e.mw) && a.has_offset == e.has_offset);
+      }
+    }
+    const std::vector<float> x = RandomActivations(n_tokens, n_cols, 22);
+    std::vector<uint8_t> xq(quant::ActivationRowBytes(n_cols) * n_tokens);
+    quant::QuantizeActivationsGolden(x.data(), n_tokens, n_cols, xq.data());
+    std::vector<float> gguf(n_tokens * n_rows), packed(n_tokens * n_rows);
+    quant::QuantMatMulGolden(type, w.data(), n_rows, n_cols, xq.data(), n_tokens, gguf.data(),
+                             n_rows);
+    quant::PackedMatMulGolden(type, whole.data(), n_rows, n_cols, xq.data(), n_tokens,
+                              packed.data(), n_rows);
+    for (size_t i = 0; i < gguf.size(); ++i) ASSERT_TRUE(SameBits(gguf[i], packed[i])) << i;
+  }
+  EXPECT_FALSE(quant::HasPackedLayout32(QuantType::kQ4_K));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/quant_dot.h"
+#include "kernels/cuda/quant_pack.h"
 #include "tests/kernels/cuda_test_device.h"
 #include "tests/kernels/random_gguf.h"
 
@@ -115,6 +116,27 @@ class CudaQuantMatMulTest : public CudaTest {
       // Tokens past the batch are never written either.
       if (n_tokens < kMaxTokens) {
         ASSERT_TRUE(std::isnan(y[n_tokens * ldy]));
+      }
+    }
+    if (!quant::HasPackedLayout32(type)) return;
+    // The packed GPU layout: the same bits at every token count.
+    std::vector<uint8_t> packed(quant::PackedBytes(type, n_rows, n_cols));
+    quant::PackRows32(type, w.data(), 0, n_rows, n_rows, n_cols, packed.data());
+    DeviceBuffer dp(device_.get(), packed.size());
+    ASSERT_NE(dp.ptr, nullptr);
+    Upload(dp, packed);
+    for (int64_t n_tokens : kTokenCounts) {
+      ASSERT_TRUE(device_->Memset(dy.ptr, 0xff, dy.bytes, stream).ok());
+      const Status run =
+          device_->PackedMatMul(static_cast<int32_t>(type), dp.ptr, n_rows, n_cols, dxq.ptr,
+                                n_tokens, static_cast<float*>(dy.ptr), ldy, stream);
+      ASSERT_TRUE(run.ok()) << run.ToString();
+      const std::vector<float> y = Download<float>(dy, golden.size());
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+          ASSERT_TRUE(SameBits(y[t * ldy + r], golden[t * ldy + r]))
+              << "packed, " << n_tokens << " tokens: token " << t << " row " << r;
+        }
       }
     }
   }

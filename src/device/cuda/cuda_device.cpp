@@ -383,4 +383,12 @@ void CudaDevice::DestroyGraph(PierCudaGraph graph) {
   (void)api().graph_destroy(index(), graph);
 }
 
+Status CudaDevice::PackedMatMul(int32_t type, const void* packed, int64_t n_rows, int64_t n_cols,
+                                const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                                Stream stream) {
+  return plugin_.ToStatus(api().packed_matmul(index(), type, packed, n_rows, n_cols, xq, n_tokens,
+                                              y, ldy, ToStream(stream)),
+                          name() + ": packed quantized matrix product");
+}
+
 }  // namespace pier::cuda

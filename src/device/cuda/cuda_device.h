@@ -89,6 +89,10 @@ class CudaDevice final : public Device {
                                    int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
                                    int64_t ldy, Stream stream);
 
+  // QuantMatMul over a matrix packed by quant::PackRows32 (kernels/cuda/quant_pack.h).
+  [[nodiscard]] Status PackedMatMul(int32_t type, const void* packed, int64_t n_rows,
+                                    int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
+                                    int64_t ldy, Stream stream);
   // The per-token operations of kernels/cuda/row_kernels.h on `stream` (device pointers; see
   // PierCudaPluginApi for each).
   [[nodiscard]] Status AddRmsNorm(float* x, const float* add, const float* weight, int64_t n_tokens,

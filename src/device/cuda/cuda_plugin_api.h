@@ -203,6 +203,12 @@ typedef struct PierCudaPluginApi {
   /* Queues the whole graph on `stream`. */
   PierCudaResult (*graph_launch)(int32_t device, PierCudaGraph graph, PierCudaStream stream);
   PierCudaResult (*graph_destroy)(int32_t device, PierCudaGraph graph);
+
+  /* quant_matmul over a matrix in the packed GPU layout (kernels/cuda/quant_pack.h: Q4_0,
+   * Q4_1, Q5_0, Q5_1, Q8_0; 16-byte aligned): the same bits, whole-block loads. */
+  PierCudaResult (*packed_matmul)(int32_t device, int32_t type, const void* packed,
+                                  int64_t n_rows, int64_t n_cols, const void* xq,
+                                  int64_t n_tokens, float* y, int64_t ldy, PierCudaStream stream);
 } PierCudaPluginApi;
 
 /* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */

@@ -34,4 +34,11 @@ cudaError_t LaunchQuantMatMul(int32_t type, const void* weights, int64_t n_rows,
                               const void* xq, int64_t n_tokens, float* y, int64_t ldy,
                               cudaStream_t stream);
 
+// The same product over a matrix packed by quant::PackRows32 (quant_pack.h: Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0; `packed` 16-byte aligned): the same bits as LaunchQuantMatMul on the GGUF rows,
+// with whole-block aligned loads. cudaErrorInvalidValue for another type or bad arguments.
+cudaError_t LaunchPackedMatMul(int32_t type, const void* packed, int64_t n_rows, int64_t n_cols,
+                               const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                               cudaStream_t stream);
+
 }  // namespace pier::cuda
