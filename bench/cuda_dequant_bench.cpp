@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench/cuda_bench_util.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
 
@@ -22,37 +23,8 @@ using pier::Status;
 using pier::Stream;
 using pier::cuda::CudaDevice;
 
-constexpr int kWarmups = 3;
-constexpr int kRepeats = 20;
-
-bool Check(const Status& status, const char* what) {
-  if (status.ok()) return true;
-  std::fprintf(stderr, "FAIL %s: %s\n", what, status.ToString().c_str());
-  return false;
-}
-
-// Runs `op` kWarmups + kRepeats times on `stream`; returns the median milliseconds.
-template <typename Op>
-double TimeMedianMs(CudaDevice& device, Stream stream, Op op) {
-  Result<Event> start = device.CreateEvent();
-  Result<Event> stop = device.CreateEvent();
-  if (!start.ok() || !stop.ok()) return -1;
-  std::vector<double> times;
-  for (int i = 0; i < kWarmups + kRepeats; ++i) {
-    if (!Check(device.RecordEvent(*start, stream), "record") || !op() ||
-        !Check(device.RecordEvent(*stop, stream), "record") ||
-        !Check(device.SynchronizeEvent(*stop), "sync")) {
-      return -1;
-    }
-    Result<float> ms = device.ElapsedMs(*start, *stop);
-    if (!ms.ok()) return -1;
-    if (i >= kWarmups) times.push_back(*ms);
-  }
-  device.DestroyEvent(*start);
-  device.DestroyEvent(*stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using pier::cuda::bench::Check;
+using pier::cuda::bench::TimeMedianMs;
 
 }  // namespace
 

@@ -25,35 +25,8 @@ using testing::SameBits;
 
 const std::vector<int64_t> kLengths = {1, 15, 16, 17, 511, 512, 513, 4097};
 
-class CudaAttentionTest : public CudaTest {
+class CudaAttentionTest : public CudaBuffersTest {
  protected:
-  void TearDown() override {
-    for (auto& [ptr, bytes] : buffers_) device_->FreeRaw(ptr, bytes);
-  }
-  template <typename T>
-  T* Put(const std::vector<T>& host) {
-    const size_t bytes = std::max<size_t>(host.size() * sizeof(T), 16);
-    Result<void*> p = device_->AllocateRaw(bytes, 256);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    if (!p.ok()) return nullptr;
-    buffers_.emplace_back(*p, bytes);
-    EXPECT_TRUE(device_->Memset(*p, 0xff, bytes, stream()).ok());
-    if (!host.empty()) {
-      EXPECT_TRUE(
-          device_->CopyHostToDevice(*p, host.data(), host.size() * sizeof(T), stream()).ok());
-    }
-    return static_cast<T*>(*p);
-  }
-  template <typename T>
-  std::vector<T> Get(const T* p, size_t count) {
-    std::vector<T> out(count);
-    EXPECT_TRUE(device_->CopyDeviceToHost(out.data(), p, count * sizeof(T), stream()).ok());
-    const Status sync = device_->Synchronize(stream());
-    EXPECT_TRUE(sync.ok()) << sync.ToString();
-    return out;
-  }
-  Stream stream() { return device_->DefaultStream(); }
-
   static PierCudaKvGeometry ToC(const attn::KvGeometry& g) {
     return {g.bytes_per_block, g.key_offset, g.value_offset, g.n_kv_head, g.head_dim};
   }
@@ -134,8 +107,6 @@ class CudaAttentionTest : public CudaTest {
           << "query " << i << " alone differs from the batch";
     }
   }
-
-  std::vector<std::pair<void*, size_t>> buffers_;
 };
 
 TEST_F(CudaAttentionTest, DefaultModelShapeMatchesTheGoldenAloneAndInABatch) {

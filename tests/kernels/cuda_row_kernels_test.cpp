@@ -31,45 +31,8 @@ std::vector<float> Normal(size_t n, uint32_t seed, float sigma = 1.0f) {
   return v;
 }
 
-// Device copies of host vectors, freed with the fixture's device.
-class CudaRowKernelsTest : public CudaTest {
+class CudaRowKernelsTest : public CudaBuffersTest {
  protected:
-  void TearDown() override {
-    for (auto& [ptr, bytes] : buffers_) device_->FreeRaw(ptr, bytes);
-  }
-
-  template <typename T>
-  T* Put(const std::vector<T>& host) {
-    const size_t bytes = std::max<size_t>(host.size() * sizeof(T), 16);
-    Result<void*> p = device_->AllocateRaw(bytes, 256);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    if (!p.ok()) return nullptr;
-    buffers_.emplace_back(*p, bytes);
-    if (!host.empty()) {
-      EXPECT_TRUE(
-          device_
-              ->CopyHostToDevice(*p, host.data(), host.size() * sizeof(T), device_->DefaultStream())
-              .ok());
-    }
-    return static_cast<T*>(*p);
-  }
-  template <typename T>
-  T* Blank(size_t count) {  // filled with 0xff bytes: NaN floats, -1 ints
-    T* p = Put(std::vector<T>(count));
-    EXPECT_TRUE(device_->Memset(p, 0xff, count * sizeof(T), device_->DefaultStream()).ok());
-    return p;
-  }
-  template <typename T>
-  std::vector<T> Get(const T* device_ptr, size_t count) {
-    std::vector<T> out(count);
-    EXPECT_TRUE(
-        device_
-            ->CopyDeviceToHost(out.data(), device_ptr, count * sizeof(T), device_->DefaultStream())
-            .ok());
-    const Status sync = device_->Synchronize(device_->DefaultStream());
-    EXPECT_TRUE(sync.ok()) << sync.ToString();
-    return out;
-  }
   static void ExpectSameFloats(const std::vector<float>& got, const std::vector<float>& want,
                                const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
@@ -78,10 +41,6 @@ class CudaRowKernelsTest : public CudaTest {
           << what << ": element " << i << ": gpu " << got[i] << " golden " << want[i];
     }
   }
-
-  Stream stream() { return device_->DefaultStream(); }
-
-  std::vector<std::pair<void*, size_t>> buffers_;
 };
 
 TEST_F(CudaRowKernelsTest, AddRmsNormMatchesTheGolden) {

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
@@ -22,6 +26,54 @@ class CudaTest : public ::testing::Test {
   }
 
   std::unique_ptr<CudaDevice> device_;
+};
+
+// A CudaTest whose device buffers (copies of host vectors) are freed when the test ends.
+class CudaBuffersTest : public CudaTest {
+ protected:
+  void TearDown() override {
+    for (auto& [ptr, bytes] : buffers_) device_->FreeRaw(ptr, bytes);
+  }
+  Stream stream() { return device_->DefaultStream(); }
+
+  // A device copy of `host` (at least 16 bytes; first filled with 0xff bytes).
+  template <typename T>
+  T* Put(const std::vector<T>& host) {
+    const size_t bytes = std::max<size_t>(host.size() * sizeof(T), 16);
+    Result<void*> p = device_->AllocateRaw(bytes, 256);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return nullptr;
+    buffers_.emplace_back(*p, bytes);
+    EXPECT_TRUE(device_->Memset(*p, 0xff, bytes, stream()).ok());
+    if (!host.empty()) {
+      EXPECT_TRUE(
+          device_->CopyHostToDevice(*p, host.data(), host.size() * sizeof(T), stream()).ok());
+    }
+    return static_cast<T*>(*p);
+  }
+  // `count` elements of 0xff bytes: NaN floats, -1 ints.
+  template <typename T>
+  T* Blank(size_t count) {
+    return Put(std::vector<T>(count, FilledWithOnes<T>()));
+  }
+  template <typename T>
+  std::vector<T> Get(const T* device_ptr, size_t count) {
+    std::vector<T> out(count);
+    EXPECT_TRUE(
+        device_->CopyDeviceToHost(out.data(), device_ptr, count * sizeof(T), stream()).ok());
+    const Status sync = device_->Synchronize(stream());
+    EXPECT_TRUE(sync.ok()) << sync.ToString();
+    return out;
+  }
+
+ private:
+  template <typename T>
+  static T FilledWithOnes() {
+    T value;
+    std::memset(&value, 0xff, sizeof(T));
+    return value;
+  }
+  std::vector<std::pair<void*, size_t>> buffers_;
 };
 
 }  // namespace pier::cuda
