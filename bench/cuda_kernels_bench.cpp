@@ -195,6 +195,22 @@ int main() {
       std::printf("RESULT %s_bandwidth %.1f GB/s (%.0f%% of copy)\n", name.c_str(), gbs,
                   100.0 * gbs / copy_gbs);
     }
+    if (s.type != QuantType::kQ6_K) {  // the tensor-core product at 8 and 64 tokens
+      for (int64_t n : {int64_t{8}, int64_t{64}}) {
+        const double ms = TimeMedianMs(device, stream, [&] {
+          return Check(device.MmaMatMul(static_cast<int32_t>(s.type), dw.ptr, s.rows, s.cols,
+                                        dxq.ptr, n, static_cast<float*>(dy.ptr), s.rows, stream),
+                       "mma matmul");
+        });
+        if (ms <= 0) return 1;
+        const std::string name = std::string(s.model) + "_" + s.matrix + "_" +
+                                 pier::cuda::testing::QuantTypeName(s.type) + "_mma_b" +
+                                 std::to_string(n);
+        std::printf("RESULT %s_us %.1f us\n", name.c_str(), ms * 1e3);
+        std::printf("RESULT %s_tops %.1f TOPS\n", name.c_str(),
+                    2.0 * s.rows * s.cols * n / ms / 1e9);
+      }
+    }
     if (pier::cuda::quant::HasPackedLayout32(s.type)) {  // the packed GPU layout, same shapes
       std::vector<uint8_t> packed(pier::cuda::quant::PackedBytes(s.type, s.rows, s.cols));
       pier::cuda::quant::PackRows32(s.type, w.data(), 0, s.rows, s.rows, s.cols, packed.data());

@@ -453,6 +453,10 @@ Status CudaLlamaRunner::MatMul(const DeviceMatrix& w, const void* xq, int64_t n_
   if (w.packed) {
     return device_.PackedMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);
   }
+  if (options_.mma_min_tokens > 0 && n_tok >= options_.mma_min_tokens &&
+      w.type != static_cast<int32_t>(cuda::quant::QuantType::kQ6_K)) {
+    return device_.MmaMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);
+  }
   return device_.QuantMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);
 }
 

@@ -57,6 +57,9 @@ struct CudaRunnerOptions {
   // kernels/cuda/quant_pack.h (whole-block aligned loads; the same bytes, the same bits). Off
   // until a GPU run shows it faster than reading the GGUF blocks in place (docs/benchmarks.md).
   bool packed_weights = false;
+  // Steps of at least this many tokens multiply on the tensor cores (int8 mma; every matrix
+  // type but Q6_K, GGUF layout): the same bits. 0: never, until a GPU run sets the crossover.
+  int64_t mma_min_tokens = 0;
 };
 
 // How often a CUDA runner captured, replayed and gave up on graphs (zeros for another runner).

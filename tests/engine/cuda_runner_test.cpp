@@ -331,6 +331,26 @@ TEST_F(CudaRunnerTest, PackedWeightsGiveTheSameLogits) {
   EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0);
 }
 
+// Products on the tensor cores (from 2 tokens on) give the same logits.
+TEST_F(CudaRunnerTest, TensorCoreProductsGiveTheSameLogits) {
+  static int twins = 0;
+  Result<OwnerId> owner =
+      rig_->gpu_governor->AddOwner({.name = "mma-twin-" + std::to_string(++twins)});
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  CudaRunnerOptions options{rig_->gpu.get(), rig_->gpu_governor.get(), *owner, *owner,
+                            rig_->gpu_kv.get()};
+  options.mma_min_tokens = 2;
+  auto mma = CreateCudaModelRunner(*rig_->file, options);
+  ASSERT_TRUE(mma.ok()) << mma.status().ToString();
+  Batch batch;
+  batch.sequences = {Sequence(1, 90, 830, 41, LogitsWanted::kAll), Sequence(2, 5, 840, 42)};
+  const std::vector<float> a = Run(**mma, batch);
+  const std::vector<float> b = Run(*rig_->gpu_runner, batch);
+  ASSERT_EQ(a.size(), 91u * 49152);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
 TEST_F(CudaRunnerTest, BadBatchesAreRefusedAndChangeNothing) {
   Batch bad;
   SequenceSpan s = Sequence(1, 4, 700, 5);

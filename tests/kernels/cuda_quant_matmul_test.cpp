@@ -118,6 +118,23 @@ class CudaQuantMatMulTest : public CudaTest {
         ASSERT_TRUE(std::isnan(y[n_tokens * ldy]));
       }
     }
+    if (type != QuantType::kQ6_K) {  // the tensor-core product: the same bits
+      for (int64_t n_tokens : kTokenCounts) {
+        ASSERT_TRUE(device_->Memset(dy.ptr, 0xff, dy.bytes, stream).ok());
+        const Status run =
+            device_->MmaMatMul(static_cast<int32_t>(type), dw.ptr, n_rows, n_cols, dxq.ptr,
+                               n_tokens, static_cast<float*>(dy.ptr), ldy, stream);
+        ASSERT_TRUE(run.ok()) << run.ToString();
+        const std::vector<float> y = Download<float>(dy, golden.size());
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n_rows; ++r) {
+            ASSERT_TRUE(SameBits(y[t * ldy + r], golden[t * ldy + r]))
+                << "mma, " << n_tokens << " tokens: token " << t << " row " << r;
+          }
+          for (int64_t r = n_rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r]));
+        }
+      }
+    }
     if (!quant::HasPackedLayout32(type)) return;
     // The packed GPU layout: the same bits at every token count.
     std::vector<uint8_t> packed(quant::PackedBytes(type, n_rows, n_cols));

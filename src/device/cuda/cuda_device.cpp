@@ -379,9 +379,7 @@ Status CudaDevice::LaunchGraph(PierCudaGraph graph, Stream stream) {
                           name() + ": graph launch");
 }
 
-void CudaDevice::DestroyGraph(PierCudaGraph graph) {
-  (void)api().graph_destroy(index(), graph);
-}
+void CudaDevice::DestroyGraph(PierCudaGraph graph) { (void)api().graph_destroy(index(), graph); }
 
 Status CudaDevice::PackedMatMul(int32_t type, const void* packed, int64_t n_rows, int64_t n_cols,
                                 const void* xq, int64_t n_tokens, float* y, int64_t ldy,
@@ -389,6 +387,14 @@ Status CudaDevice::PackedMatMul(int32_t type, const void* packed, int64_t n_rows
   return plugin_.ToStatus(api().packed_matmul(index(), type, packed, n_rows, n_cols, xq, n_tokens,
                                               y, ldy, ToStream(stream)),
                           name() + ": packed quantized matrix product");
+}
+
+Status CudaDevice::MmaMatMul(int32_t type, const void* weights, int64_t n_rows, int64_t n_cols,
+                             const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                             Stream stream) {
+  return plugin_.ToStatus(api().mma_matmul(index(), type, weights, n_rows, n_cols, xq, n_tokens, y,
+                                           ldy, ToStream(stream)),
+                          name() + ": tensor-core quantized matrix product");
 }
 
 }  // namespace pier::cuda

@@ -93,6 +93,10 @@ class CudaDevice final : public Device {
   [[nodiscard]] Status PackedMatMul(int32_t type, const void* packed, int64_t n_rows,
                                     int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
                                     int64_t ldy, Stream stream);
+  // QuantMatMul on the tensor cores (kernels/cuda/quant_matmul.h: every type but Q6_K).
+  [[nodiscard]] Status MmaMatMul(int32_t type, const void* weights, int64_t n_rows, int64_t n_cols,
+                                 const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                                 Stream stream);
   // The per-token operations of kernels/cuda/row_kernels.h on `stream` (device pointers; see
   // PierCudaPluginApi for each).
   [[nodiscard]] Status AddRmsNorm(float* x, const float* add, const float* weight, int64_t n_tokens,

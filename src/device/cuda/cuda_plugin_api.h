@@ -206,9 +206,13 @@ typedef struct PierCudaPluginApi {
 
   /* quant_matmul over a matrix in the packed GPU layout (kernels/cuda/quant_pack.h: Q4_0,
    * Q4_1, Q5_0, Q5_1, Q8_0; 16-byte aligned): the same bits, whole-block loads. */
-  PierCudaResult (*packed_matmul)(int32_t device, int32_t type, const void* packed,
-                                  int64_t n_rows, int64_t n_cols, const void* xq,
-                                  int64_t n_tokens, float* y, int64_t ldy, PierCudaStream stream);
+  PierCudaResult (*packed_matmul)(int32_t device, int32_t type, const void* packed, int64_t n_rows,
+                                  int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
+                                  int64_t ldy, PierCudaStream stream);
+  /* quant_matmul on the tensor cores (int8 mma; every type but Q6_K): the same bits. */
+  PierCudaResult (*mma_matmul)(int32_t device, int32_t type, const void* weights, int64_t n_rows,
+                               int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
+                               int64_t ldy, PierCudaStream stream);
 } PierCudaPluginApi;
 
 /* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */

@@ -413,8 +413,8 @@ PierCudaResult GraphDestroy(int32_t device, PierCudaGraph graph) {
 }
 
 PierCudaResult PackedMatMul(int32_t device, int32_t type, const void* packed, int64_t n_rows,
-                            int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
-                            int64_t ldy, PierCudaStream stream) {
+                            int64_t n_cols, const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                            PierCudaStream stream) {
   if (PierCudaResult rc = UseDevice(device)) return rc;
   return FromLaunch(pier::cuda::LaunchPackedMatMul(type, packed, n_rows, n_cols, xq, n_tokens, y,
                                                    ldy, ToCuda(stream)),
@@ -423,6 +423,19 @@ PierCudaResult PackedMatMul(int32_t device, int32_t type, const void* packed, in
                         std::to_string(n_cols) + ", " + std::to_string(n_tokens) +
                         " tokens: needs Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0, whole blocks of 32, "
                         "ldy >= rows, packed and xq 16-byte aligned");
+}
+
+PierCudaResult MmaMatMul(int32_t device, int32_t type, const void* weights, int64_t n_rows,
+                         int64_t n_cols, const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                         PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  return FromLaunch(pier::cuda::LaunchMmaMatMul(type, weights, n_rows, n_cols, xq, n_tokens, y, ldy,
+                                                ToCuda(stream)),
+                    "mma_matmul",
+                    "ggml type " + std::to_string(type) + ", " + std::to_string(n_rows) + " x " +
+                        std::to_string(n_cols) + ", " + std::to_string(n_tokens) +
+                        " tokens: needs a type with a GPU product other than Q6_K, whole blocks, "
+                        "ldy >= rows, xq 16-byte aligned");
 }
 
 const PierCudaPluginApi kApi = {
@@ -469,6 +482,7 @@ const PierCudaPluginApi kApi = {
     GraphLaunch,
     GraphDestroy,
     PackedMatMul,
+    MmaMatMul,
 };
 
 }  // namespace

@@ -41,4 +41,13 @@ cudaError_t LaunchPackedMatMul(int32_t type, const void* packed, int64_t n_rows,
                                const void* xq, int64_t n_tokens, float* y, int64_t ldy,
                                cudaStream_t stream);
 
+// The same product on the tensor cores (int8 mma.sync, sm_80 and later): a warp takes 16
+// rows by up to 64 tokens, the block sums exact in int32, then the canonical chain: the same
+// bits as LaunchQuantMatMul, for many tokens at once (prefill, large decode batches). All the
+// types but Q6_K (whose two half-block scales an int8 mma over 32 values cannot apply).
+bool MmaMatMulTakes(int32_t type);
+cudaError_t LaunchMmaMatMul(int32_t type, const void* weights, int64_t n_rows, int64_t n_cols,
+                            const void* xq, int64_t n_tokens, float* y, int64_t ldy,
+                            cudaStream_t stream);
+
 }  // namespace pier::cuda
