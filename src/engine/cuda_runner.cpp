@@ -228,12 +228,19 @@ Status CudaLlamaRunner::UploadPacked(const model::GgufTensorInfo& t, int64_t row
   const int64_t qs_row = n_blocks * q::PackedQsBytes(type);
   const int64_t scales_row = n_blocks * 2 * q::PackedScaleHalves(type);
   const int64_t qh_row = q::HasHighBits(type) ? n_blocks * 4 : 0;
-  constexpr size_t kStagingBytes = size_t{16} << 20;
-  if (pack_staging_.ptr == nullptr) {
-    PIER_ASSIGN_OR_RETURN(pack_staging_, device_.AllocatePinnedHost(kStagingBytes));
-  }
   const int64_t per_row = qs_row + scales_row + qh_row;
-  const int64_t piece = std::max<int64_t>(1, static_cast<int64_t>(kStagingBytes) / per_row - 3);
+  // 16 MiB, or one row and the regions' padding where a row is larger.
+  const size_t staging_bytes =
+      std::max<size_t>(size_t{16} << 20, static_cast<size_t>(q::PackedBytes(type, 1, cols)));
+  if (pack_staging_.ptr != nullptr && pack_staging_.bytes < staging_bytes) {
+    device_.FreePinnedHost(pack_staging_);
+    pack_staging_ = {};
+  }
+  if (pack_staging_.ptr == nullptr) {
+    PIER_ASSIGN_OR_RETURN(pack_staging_, device_.AllocatePinnedHost(staging_bytes));
+  }
+  const int64_t piece =
+      std::max<int64_t>(1, static_cast<int64_t>(pack_staging_.bytes) / per_row - 3);
   const int64_t row_bytes = q::GgufRowBytes(type, cols);
   auto* staging = static_cast<uint8_t*>(pack_staging_.ptr);
   for (int64_t r0 = 0; r0 < rows; r0 += piece) {

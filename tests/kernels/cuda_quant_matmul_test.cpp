@@ -24,8 +24,9 @@ using testing::RandomActivations;
 using testing::RandomGgufMatrix;
 using testing::SameBits;
 
-constexpr int64_t kTokenCounts[] = {1, 2, 3, 7, 8, 9, 16, 33, 64};
-constexpr int64_t kMaxTokens = 64;
+// 65 and 100: past the tensor-core product's 64 tokens per block of threads.
+constexpr int64_t kTokenCounts[] = {1, 2, 3, 7, 8, 9, 16, 33, 64, 65, 100};
+constexpr int64_t kMaxTokens = 100;
 
 // A device buffer freed with the test's device.
 struct DeviceBuffer {
@@ -133,6 +134,9 @@ class CudaQuantMatMulTest : public CudaTest {
           }
           for (int64_t r = n_rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r]));
         }
+        if (n_tokens < kMaxTokens) {
+          ASSERT_TRUE(std::isnan(y[n_tokens * ldy])) << "mma wrote past the batch";
+        }
       }
     }
     if (!quant::HasPackedLayout32(type)) return;
@@ -154,6 +158,10 @@ class CudaQuantMatMulTest : public CudaTest {
           ASSERT_TRUE(SameBits(y[t * ldy + r], golden[t * ldy + r]))
               << "packed, " << n_tokens << " tokens: token " << t << " row " << r;
         }
+        for (int64_t r = n_rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r]));
+      }
+      if (n_tokens < kMaxTokens) {
+        ASSERT_TRUE(std::isnan(y[n_tokens * ldy])) << "packed wrote past the batch";
       }
     }
   }

@@ -434,8 +434,9 @@ PierCudaResult MmaMatMul(int32_t device, int32_t type, const void* weights, int6
                     "mma_matmul",
                     "ggml type " + std::to_string(type) + ", " + std::to_string(n_rows) + " x " +
                         std::to_string(n_cols) + ", " + std::to_string(n_tokens) +
-                        " tokens: needs a type with a GPU product other than Q6_K, whole blocks, "
-                        "ldy >= rows, xq 16-byte aligned");
+                        " tokens: needs a GPU of compute capability 8.0 or later, a type with a "
+                        "GPU product other than Q6_K, whole blocks, ldy >= rows, xq 16-byte "
+                        "aligned");
 }
 
 const PierCudaPluginApi kApi = {

@@ -35,6 +35,8 @@ __device__ __forceinline__ void MmaS8(const uint32_t a[4], const uint32_t b[2], 
       "{%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built for a GPU without int8 mma: never silently zero (the launcher refuses)
 #endif
 }
 
@@ -132,6 +134,13 @@ cudaError_t LaunchMmaMatMul(int32_t type, const void* weights, int64_t n_rows, i
       weights == nullptr || xq == nullptr || y == nullptr ||
       reinterpret_cast<uintptr_t>(xq) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 4 != 0 ||
       (n_tokens + 63) / 64 > 65535 || (n_rows + 63) / 64 > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  // int8 mma.sync needs compute capability 8.0 or later.
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      major < 8) {
     return cudaErrorInvalidValue;
   }
   switch (static_cast<QuantType>(type)) {

@@ -125,9 +125,9 @@ PIER_HD int32_t BlockDot(const uint32_t w[8], const uint32_t x[8]) {
 
 // ---- Host side -----------------------------------------------------------------------------
 
-// Packs `rows` GGUF rows of `cols` into `out` (PackedBytes(type, rows, cols) bytes, zeroed
-// padding), starting at row `first_row` of the packed matrix of `total_rows` rows: a matrix can
-// be packed in pieces of rows.
+// Packs `rows` GGUF rows of `cols` into `out` (PackedBytes(type, rows, cols) bytes; the
+// padding between regions is left as it is, never read), starting at row `first_row` of the
+// packed matrix of `total_rows` rows: a matrix can be packed in pieces of rows.
 inline void PackRows32(QuantType type, const uint8_t* gguf_rows, int64_t first_row, int64_t rows,
                        int64_t total_rows, int64_t cols, uint8_t* out) {
   const int64_t n_blocks = cols / kBlock;
