@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "device/cuda/cuda_device.h"
+#include "device/cuda/cuda_plugin.h"
 
 namespace pier::cuda::bench {
 
@@ -42,6 +44,25 @@ double TimeMedianMs(CudaDevice& device, Stream stream, Op op) {
   device.DestroyEvent(*stop);
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// GPU 0, announced with "INFO <name>"; null when there is none to run on, with *exit_code
+// set: 0 after "SKIP <reason>" (no usable GPU is not a failure), 1 after "FAIL open: ...".
+inline std::unique_ptr<CudaDevice> OpenBenchDevice(int* exit_code) {
+  const CudaStatus& status = GetCudaStatus();
+  if (!status.usable()) {
+    std::printf("SKIP %s\n", status.Summary().c_str());
+    *exit_code = 0;
+    return nullptr;
+  }
+  Result<std::unique_ptr<CudaDevice>> opened = CudaDevice::Open(0);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "FAIL open: %s\n", opened.status().ToString().c_str());
+    *exit_code = 1;
+    return nullptr;
+  }
+  std::printf("INFO %s\n", (*opened)->name().c_str());
+  return std::move(opened).value();
 }
 
 }  // namespace pier::cuda::bench

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_bench_util.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
 #include "engine/cuda_runner.h"
@@ -119,17 +120,10 @@ bool Bench(pier::cuda::CudaDevice& device, const Model& m) {
 }  // namespace
 
 int main() {
-  const pier::cuda::CudaStatus& status = pier::cuda::GetCudaStatus();
-  if (!status.usable()) {
-    std::printf("SKIP %s\n", status.Summary().c_str());
-    return 0;
-  }
-  auto opened = pier::cuda::CudaDevice::Open(0);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "FAIL open: %s\n", opened.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("INFO %s\n", (*opened)->name().c_str());
+  int exit_code = 0;
+  const std::unique_ptr<pier::cuda::CudaDevice> opened =
+      pier::cuda::bench::OpenBenchDevice(&exit_code);
+  if (opened == nullptr) return exit_code;
   Model small{"135m_q4_0", {}};
   small.spec.matrix_type = pier::DType::kQ4_0;
   Model seven{"7b_q4_0", {}};
@@ -143,7 +137,7 @@ int main() {
   seven.spec.rope_freq_base = 10000.0f;
   seven.spec.matrix_type = pier::DType::kQ4_0;
   for (const Model& m : {small, seven}) {
-    if (!Bench(**opened, m)) return 1;
+    if (!Bench(*opened, m)) return 1;
   }
   return 0;
 }

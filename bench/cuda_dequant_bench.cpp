@@ -29,18 +29,10 @@ using pier::cuda::bench::TimeMedianMs;
 }  // namespace
 
 int main() {
-  const pier::cuda::CudaStatus& status = pier::cuda::GetCudaStatus();
-  if (!status.usable()) {
-    std::printf("SKIP %s\n", status.Summary().c_str());
-    return 0;
-  }
-  Result<std::unique_ptr<CudaDevice>> opened = CudaDevice::Open(0);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "FAIL open: %s\n", opened.status().ToString().c_str());
-    return 1;
-  }
-  CudaDevice& device = **opened;
-  std::printf("INFO %s\n", device.name().c_str());
+  int exit_code = 0;
+  const std::unique_ptr<CudaDevice> opened = pier::cuda::bench::OpenBenchDevice(&exit_code);
+  if (opened == nullptr) return exit_code;
+  CudaDevice& device = *opened;
   const Stream stream = device.DefaultStream();
 
   // 2^22 blocks = 128M elements: 80 MiB of Q4_1 in, 512 MiB of f32 out.

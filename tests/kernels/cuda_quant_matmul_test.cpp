@@ -94,76 +94,52 @@ class CudaQuantMatMulTest : public CudaTest {
     ASSERT_EQ(std::memcmp(xq.data(), xq_golden.data(), xq.size()), 0)
         << "activation quantization differs from the golden";
 
-    for (int64_t n_tokens : kTokenCounts) {
-      ASSERT_TRUE(device_->Memset(dy.ptr, 0xff, dy.bytes, stream).ok());  // NaN until written
-      const Status run =
-          device_->QuantMatMul(static_cast<int32_t>(type), dw.ptr, n_rows, n_cols, dxq.ptr,
-                               n_tokens, static_cast<float*>(dy.ptr), ldy, stream);
-      ASSERT_TRUE(run.ok()) << run.ToString();
-      const std::vector<float> y = Download<float>(dy, golden.size());
-      int64_t mismatches = 0;
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t r = 0; r < n_rows; ++r) {
-          const float got = y[t * ldy + r], want = golden[t * ldy + r];
-          if (!SameBits(got, want) && ++mismatches <= 3) {
-            ADD_FAILURE() << n_tokens << " tokens: token " << t << " row " << r << ": gpu " << got
-                          << " golden " << want;
-          }
-        }
-        // The padding between rows is never written.
-        for (int64_t r = n_rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r]));
-      }
-      ASSERT_EQ(mismatches, 0) << n_tokens << " tokens";
-      // Tokens past the batch are never written either.
-      if (n_tokens < kMaxTokens) {
-        ASSERT_TRUE(std::isnan(y[n_tokens * ldy]));
-      }
-    }
-    if (type != QuantType::kQ6_K) {  // the tensor-core product: the same bits
+    // Runs one product at every token count into dy (NaN until written) and checks every
+    // token's rows against the golden bit for bit, the padding between rows and the tokens past
+    // the batch untouched.
+    auto expect_golden = [&](const char* product, auto&& run) {
       for (int64_t n_tokens : kTokenCounts) {
+        SCOPED_TRACE(std::string(product) + ", " + std::to_string(n_tokens) + " tokens");
         ASSERT_TRUE(device_->Memset(dy.ptr, 0xff, dy.bytes, stream).ok());
-        const Status run =
-            device_->MmaMatMul(static_cast<int32_t>(type), dw.ptr, n_rows, n_cols, dxq.ptr,
-                               n_tokens, static_cast<float*>(dy.ptr), ldy, stream);
-        ASSERT_TRUE(run.ok()) << run.ToString();
+        const Status status = run(n_tokens);
+        ASSERT_TRUE(status.ok()) << status.ToString();
         const std::vector<float> y = Download<float>(dy, golden.size());
+        int64_t mismatches = 0;
         for (int64_t t = 0; t < n_tokens; ++t) {
           for (int64_t r = 0; r < n_rows; ++r) {
-            ASSERT_TRUE(SameBits(y[t * ldy + r], golden[t * ldy + r]))
-                << "mma, " << n_tokens << " tokens: token " << t << " row " << r;
+            const float got = y[t * ldy + r], want = golden[t * ldy + r];
+            if (!SameBits(got, want) && ++mismatches <= 3) {
+              ADD_FAILURE() << "token " << t << " row " << r << ": gpu " << got << " golden "
+                            << want;
+            }
           }
           for (int64_t r = n_rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r]));
         }
+        ASSERT_EQ(mismatches, 0);
         if (n_tokens < kMaxTokens) {
-          ASSERT_TRUE(std::isnan(y[n_tokens * ldy])) << "mma wrote past the batch";
+          ASSERT_TRUE(std::isnan(y[n_tokens * ldy])) << "wrote past the batch";
         }
       }
+    };
+    auto* out = static_cast<float*>(dy.ptr);
+    const auto t = static_cast<int32_t>(type);
+    expect_golden("GGUF layout", [&](int64_t n) {
+      return device_->QuantMatMul(t, dw.ptr, n_rows, n_cols, dxq.ptr, n, out, ldy, stream);
+    });
+    if (type != QuantType::kQ6_K) {  // the tensor-core product
+      expect_golden("tensor cores", [&](int64_t n) {
+        return device_->MmaMatMul(t, dw.ptr, n_rows, n_cols, dxq.ptr, n, out, ldy, stream);
+      });
     }
     if (!quant::HasPackedLayout32(type)) return;
-    // The packed GPU layout: the same bits at every token count.
     std::vector<uint8_t> packed(quant::PackedBytes(type, n_rows, n_cols));
     quant::PackRows32(type, w.data(), 0, n_rows, n_rows, n_cols, packed.data());
     DeviceBuffer dp(device_.get(), packed.size());
     ASSERT_NE(dp.ptr, nullptr);
     Upload(dp, packed);
-    for (int64_t n_tokens : kTokenCounts) {
-      ASSERT_TRUE(device_->Memset(dy.ptr, 0xff, dy.bytes, stream).ok());
-      const Status run =
-          device_->PackedMatMul(static_cast<int32_t>(type), dp.ptr, n_rows, n_cols, dxq.ptr,
-                                n_tokens, static_cast<float*>(dy.ptr), ldy, stream);
-      ASSERT_TRUE(run.ok()) << run.ToString();
-      const std::vector<float> y = Download<float>(dy, golden.size());
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t r = 0; r < n_rows; ++r) {
-          ASSERT_TRUE(SameBits(y[t * ldy + r], golden[t * ldy + r]))
-              << "packed, " << n_tokens << " tokens: token " << t << " row " << r;
-        }
-        for (int64_t r = n_rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r]));
-      }
-      if (n_tokens < kMaxTokens) {
-        ASSERT_TRUE(std::isnan(y[n_tokens * ldy])) << "packed wrote past the batch";
-      }
-    }
+    expect_golden("packed layout", [&](int64_t n) {
+      return device_->PackedMatMul(t, dp.ptr, n_rows, n_cols, dxq.ptr, n, out, ldy, stream);
+    });
   }
 };
 

@@ -13,6 +13,7 @@
 //                           a2, a3 = the same rows, bytes 16+4t..16+4t+3
 //   B (32 x 8, column-major): b0 = token g, bytes 4t..4t+3; b1 = bytes 16+4t..16+4t+3
 //   C (16 x 8): c0, c1 = row g, tokens 2t, 2t+1; c2, c3 = row g+8, tokens 2t, 2t+1
+#include "kernels/cuda/quant_dispatch.cuh"
 #include "kernels/cuda/quant_dot.h"
 #include "kernels/cuda/quant_matmul.h"
 
@@ -143,24 +144,14 @@ cudaError_t LaunchMmaMatMul(int32_t type, const void* weights, int64_t n_rows, i
       major < 8) {
     return cudaErrorInvalidValue;
   }
-  switch (static_cast<QuantType>(type)) {
-    case QuantType::kQ4_0:
-      return Launch<QuantType::kQ4_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ4_1:
-      return Launch<QuantType::kQ4_1>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_0:
-      return Launch<QuantType::kQ5_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_1:
-      return Launch<QuantType::kQ5_1>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ8_0:
-      return Launch<QuantType::kQ8_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ4_K:
-      return Launch<QuantType::kQ4_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_K:
-      return Launch<QuantType::kQ5_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return DispatchQuantType(type, [&](auto tag) -> cudaError_t {
+    constexpr QuantType kType = decltype(tag)::value;
+    if constexpr (kType == QuantType::kQ6_K) {
+      return cudaErrorInvalidValue;  // refused above: no int8 mma for its half-block scales
+    } else {
+      return Launch<kType>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    }
+  });
 }
 
 }  // namespace pier::cuda

@@ -8,6 +8,7 @@
 // taking the sums and factors from their lanes with shuffles, so all lanes hold the canonical
 // value (quant_dot.h) and lane 0 writes it. Per block and token that is one shuffle and two
 // float operations, against a whole block's weights per lane and load.
+#include "kernels/cuda/quant_dispatch.cuh"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/quant_pack.h"
 
@@ -88,9 +89,9 @@ cudaError_t Launch(const void* packed, int64_t n_rows, int64_t n_cols, const voi
                    int64_t n_tokens, float* y, int64_t ldy, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n_rows + kWarpsPerCta - 1) / kWarpsPerCta),
                   static_cast<unsigned>((n_tokens + kTokenTile - 1) / kTokenTile));
-  PackedMatMulKernel<kType><<<grid, 32 * kWarpsPerCta, 0, stream>>>(
-      static_cast<const uint8_t*>(packed), n_rows, n_cols, static_cast<const uint8_t*>(xq),
-      n_tokens, y, ldy);
+  PackedMatMulKernel<kType>
+      <<<grid, 32 * kWarpsPerCta, 0, stream>>>(static_cast<const uint8_t*>(packed), n_rows, n_cols,
+                                               static_cast<const uint8_t*>(xq), n_tokens, y, ldy);
   return cudaGetLastError();
 }
 
@@ -109,20 +110,15 @@ cudaError_t LaunchPackedMatMul(int32_t type, const void* packed, int64_t n_rows,
       (n_tokens + kTokenTile - 1) / kTokenTile > 65535) {
     return cudaErrorInvalidValue;
   }
-  switch (static_cast<QuantType>(type)) {
-    case QuantType::kQ4_0:
-      return Launch<QuantType::kQ4_0>(packed, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ4_1:
-      return Launch<QuantType::kQ4_1>(packed, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_0:
-      return Launch<QuantType::kQ5_0>(packed, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_1:
-      return Launch<QuantType::kQ5_1>(packed, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ8_0:
-      return Launch<QuantType::kQ8_0>(packed, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return DispatchQuantType(type, [&](auto tag) -> cudaError_t {
+    constexpr QuantType kType = decltype(tag)::value;
+    if constexpr (kType == QuantType::kQ4_K || kType == QuantType::kQ5_K ||
+                  kType == QuantType::kQ6_K) {
+      return cudaErrorInvalidValue;  // refused above: no packed layout for the k-quants
+    } else {
+      return Launch<kType>(packed, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+    }
+  });
 }
 
 }  // namespace pier::cuda

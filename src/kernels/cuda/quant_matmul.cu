@@ -11,6 +11,7 @@
 // depends on the tile, the grid or the batch: each (row, token) takes the same operations.
 //
 // Activation quantization: one warp per block of 32 values (warp_quantize.cuh).
+#include "kernels/cuda/quant_dispatch.cuh"
 #include "kernels/cuda/quant_dot.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/warp_quantize.cuh"
@@ -170,25 +171,10 @@ cudaError_t LaunchQuantMatMul(int32_t type, const void* weights, int64_t n_rows,
       (n_tokens + kTokenTile - 1) / kTokenTile > 65535) {
     return cudaErrorInvalidValue;
   }
-  switch (static_cast<QuantType>(type)) {
-    case QuantType::kQ4_0:
-      return Launch<QuantType::kQ4_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ4_1:
-      return Launch<QuantType::kQ4_1>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_0:
-      return Launch<QuantType::kQ5_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_1:
-      return Launch<QuantType::kQ5_1>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ8_0:
-      return Launch<QuantType::kQ8_0>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ4_K:
-      return Launch<QuantType::kQ4_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ5_K:
-      return Launch<QuantType::kQ5_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-    case QuantType::kQ6_K:
-      return Launch<QuantType::kQ6_K>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
-  }
-  return cudaErrorInvalidValue;
+  return DispatchQuantType(type, [&](auto tag) -> cudaError_t {
+    constexpr QuantType kType = decltype(tag)::value;
+    return Launch<kType>(weights, n_rows, n_cols, xq, n_tokens, y, ldy, stream);
+  });
 }
 
 }  // namespace pier::cuda
