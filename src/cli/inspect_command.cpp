@@ -40,6 +40,7 @@ struct InspectOptions {
   std::string weights_dtype;
   std::optional<std::string> memory_budget;
   std::optional<std::string> device_memory;
+  std::string device = "cpu";  // cpu, or cuda / cuda:N: what the model would take on a GPU
 };
 
 std::string HumanBytes(uint64_t bytes) {
@@ -153,6 +154,7 @@ nlohmann::json MemoryJson(const model::GgufFile& file, const engine::MemoryEstim
           {"mapped_weight_bytes", e.mapped_weight_bytes},
           {"packed_weight_bytes", e.packed_weight_bytes},
           {"converted_weight_bytes", e.small_weight_bytes},
+          {"gpu_weight_bytes", e.gpu_weight_bytes},
           {"weight_bytes", e.weight_bytes()},
           {"kv_dtype", engine::KvDtypeName(e.kv_dtype)},
           {"kv_bytes_per_token", e.kv_bytes_per_token},
@@ -163,6 +165,7 @@ nlohmann::json MemoryJson(const model::GgufFile& file, const engine::MemoryEstim
           {"kv_sequence_bytes", e.kv_sequence_bytes},
           {"workspace_step_bytes", e.workspace_step_bytes},
           {"workspace_bytes", e.workspace_bytes},
+          {"graph_workspace_bytes", e.graph_workspace_bytes},
           {"total_bytes", e.total_bytes()}};
 }
 
@@ -174,10 +177,15 @@ void PrintMemory(const model::GgufFile& file, const engine::MemoryEstimate& e) {
   std::printf("memory to load %s with %lld tokens of context (%d threads, steps of %lld tokens):\n",
               file.path().c_str(), static_cast<long long>(e.kv_tokens), e.threads,
               static_cast<long long>(e.max_step_tokens));
-  line("weights, mapped", e.mapped_weight_bytes, ", used in place");
-  line("weights, packed", e.packed_weight_bytes,
-       ", matrices repacked for the packed kernels, pool segment");
-  line("weights, converted", e.small_weight_bytes, ", f32 norms and biases, pool segment");
+  if (e.gpu_weight_bytes > 0) {
+    line("weights, on the GPU", e.gpu_weight_bytes,
+         ", every tensor as the file stores it (norms in f32), one block");
+  } else {
+    line("weights, mapped", e.mapped_weight_bytes, ", used in place");
+    line("weights, packed", e.packed_weight_bytes,
+         ", matrices repacked for the packed kernels, pool segment");
+    line("weights, converted", e.small_weight_bytes, ", f32 norms and biases, pool segment");
+  }
   line("KV cache per token", e.kv_bytes_per_token,
        ", " + std::string(engine::KvDtypeName(e.kv_dtype)) + " K and V, all layers");
   line("KV cache for " + std::to_string(e.kv_tokens) + " tokens", e.kv_bytes);
@@ -195,6 +203,9 @@ void PrintMemory(const model::GgufFile& file, const engine::MemoryEstimate& e) {
   }
   line("workspace", e.workspace_bytes,
        ", pool segment for a step of " + std::to_string(e.workspace_step_bytes) + " bytes");
+  if (e.graph_workspace_bytes > 0) {
+    line("of which decode graphs", e.graph_workspace_bytes, ", CUDA graphs' buffers");
+  }
   line("total", e.total_bytes(), ", reserved before loading");
 }
 
@@ -244,6 +255,18 @@ int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file)
     auto weights = engine::ParseWeightsDtype(options.weights_dtype);
     if (!weights.ok()) return Fail(weights.status().WithContext("--weights-dtype"));
     model_options.weights_dtype = *weights;
+  }
+  if (options.device == "cuda" || options.device.starts_with("cuda:")) {
+    model_options.device = DeviceKind::kCuda;
+  } else if (options.device != "cpu") {
+    return Fail(InvalidArgumentError("--device '" + options.device + "': cpu or cuda[:N]"));
+  }
+  if (model_options.device == DeviceKind::kCuda && options.memory_budget.has_value() &&
+      !options.device_memory.has_value()) {
+    // The capacity probed here is the CPU's; a GPU's must be given.
+    return Fail(
+        InvalidArgumentError("--device cuda with --memory-budget needs --device-memory "
+                             "(the GPU's memory)"));
   }
   auto budget = ResolveBudget(options);
   if (!budget.ok()) return Fail(budget.status());
@@ -378,7 +401,12 @@ void RegisterInspect(CLI::App& app, int& exit_code) {
   command->add_option("--memory-budget", options->memory_budget,
                       "With --memory: say whether the model fits this budget (as pier run)");
   command->add_option("--device-memory", options->device_memory,
-                      "With --memory: the CPU device capacity to assume (as pier run)");
+                      "With --memory: the device capacity to assume (as pier run)");
+  command
+      ->add_option("--device", options->device,
+                   "With --memory: the device to size for, cpu or cuda[:N] (a GPU: the CUDA "
+                   "runner's weights and workspaces; no GPU needed)")
+      ->capture_default_str();
   command->callback([options, &exit_code] { exit_code = RunInspect(*options); });
 }
 

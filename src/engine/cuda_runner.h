@@ -70,6 +70,27 @@ struct CudaGraphStats {
 };
 CudaGraphStats GraphStatsOf(const ModelRunner& runner);
 
+// What a CUDA runner for a file will allocate from the GPU's governor, known without a GPU:
+// admission reserves it before loading (EstimateMemory in local_model.h).
+struct CudaRunnerMemoryOptions {
+  int64_t max_step_tokens = 512;  // the largest step's tokens
+  int64_t max_logit_rows = 1;     // and rows that want logits
+  int64_t context_tokens = 4096;  // the KV capacity: the longest context a step attends over
+  bool packed_weights = false;    // as CudaRunnerOptions
+  bool use_graphs = true;
+};
+struct CudaRunnerMemory {
+  uint64_t weight_bytes = 0;  // the one weight block: every tensor as uploaded, 256-aligned
+  // The eager workspace of the largest step (an upper bound: every token its own sequence at
+  // the whole context), and the decode graphs' shared workspace (0 without graphs).
+  uint64_t step_workspace_bytes = 0;
+  uint64_t graph_workspace_bytes = 0;
+};
+// The runner's refusals for a file it does not run (UNSUPPORTED, INVALID_ARGUMENT), so a
+// model that cannot run on the GPU is refused before anything is reserved.
+[[nodiscard]] Result<CudaRunnerMemory> EstimateCudaRunnerMemory(
+    const model::GgufFile& file, const CudaRunnerMemoryOptions& options);
+
 // UNSUPPORTED for what the runner does not run (see above); NOT_FOUND / INVALID_ARGUMENT for
 // missing or misshapen tensors or a KV store that does not fit; the governor's refusal when
 // the GPU's budget cannot hold the weights; the plugin's error when a copy fails.

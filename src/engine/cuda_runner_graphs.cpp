@@ -69,9 +69,7 @@ CudaLlamaRunner::StepInputs CudaLlamaRunner::GraphInputs(const Batch& batch, int
 bool CudaLlamaRunner::SetUpGraphMemory() {
   if (graph_workspace_ && graph_host_.ptr != nullptr) return true;
   const int64_t tier = graph_max_context_;
-  const StepLayout largest =
-      LayOut(kMaxGraphBatch, kMaxGraphBatch, kMaxGraphBatch * (tier / cuda::attn::kBlockPositions),
-             kMaxGraphBatch * cuda::attn::SplitsFor(tier - 1));
+  const StepLayout largest = GraphWorkspaceLayout(dims_);
   const size_t up_bytes = AlignUp(StagedBytes(GraphInputs(Batch{}, kMaxGraphBatch, tier)));
   const size_t host_bytes = up_bytes + static_cast<size_t>(kMaxGraphBatch * n_vocab_) * 4;
   MemoryResult<Block> workspace =

@@ -20,6 +20,8 @@ constexpr size_t kAlign = 256;
 // The longest context a decode graph covers: its block tables and attention splits are sized
 // for it (a step reaching past it runs without a graph).
 constexpr int64_t kGraphMaxContext = 8192;
+// The largest decode batch a graph runs (CudaLlamaRunner::Bucket).
+constexpr int64_t kMaxGraphBatch = 64;
 
 inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -44,6 +46,28 @@ struct StepLayout {
   size_t x, add, xq, q, k, v, attn, gate, up, ids, positions, offsets, tables, cos_sin, split_first,
       split_query, scratch, out_xq, logits, bytes;
 };
+
+// The model's sizes as the runner reads them, without a device (so admission can size what the
+// runner will allocate: EstimateCudaRunnerMemory).
+struct ModelDims {
+  int64_t E = 0, n_layer = 0, n_head = 0, n_kv = 0, hd = 0, n_rot = 0, n_ff = 0;
+  int64_t n_vocab = 0, n_ctx = 0;
+  const model::GgufTensorInfo* token_embd = nullptr;
+};
+// UNSUPPORTED for what the runner does not run (architecture, features, head sizes, widths,
+// embedding type), INVALID_ARGUMENT for a misshapen token_embd.weight; ReadModelInfo's errors.
+[[nodiscard]] Result<ModelDims> ReadModelDims(const model::GgufFile& file);
+StepLayout LayOutStep(const ModelDims& d, int64_t n_tok, int64_t n_out, int64_t n_table,
+                      int64_t total_splits);
+// Whether matrix `t` goes to the GPU packed (CudaRunnerOptions::packed_weights), and the bytes
+// it takes there; the weight block holding every tensor the runner uploads.
+bool PacksMatrix(const model::GgufTensorInfo& t, const ModelDims& d, bool packed_weights);
+size_t DeviceMatrixBytes(const model::GgufTensorInfo& t, const ModelDims& d, bool packed_weights);
+size_t WeightBlockBytes(const model::GgufFile& file, const ModelDims& d, bool packed_weights);
+// The longest context a decode graph covers for this model, and the graphs' shared workspace
+// (the largest bucket at that context).
+int64_t GraphMaxContext(const ModelDims& d);
+StepLayout GraphWorkspaceLayout(const ModelDims& d);
 
 class CudaLlamaRunner final : public ModelRunner {
  public:
@@ -74,11 +98,14 @@ class CudaLlamaRunner final : public ModelRunner {
   Status Upload(const model::GgufTensorInfo& t, const void** device_ptr);
   // Whether a matrix goes to the GPU packed (CudaRunnerOptions::packed_weights), and the
   // bytes it takes there.
-  bool Packs(const model::GgufTensorInfo& t) const;
-  size_t DeviceBytes(const model::GgufTensorInfo& t) const;
+  bool Packs(const model::GgufTensorInfo& t) const {
+    return PacksMatrix(t, dims_, options_.packed_weights);
+  }
   Status UploadPacked(const model::GgufTensorInfo& t, int64_t rows, int64_t cols,
                       const void** device_ptr);
-  StepLayout LayOut(int64_t n_tok, int64_t n_out, int64_t n_table, int64_t total_splits) const;
+  StepLayout LayOut(int64_t n_tok, int64_t n_out, int64_t n_table, int64_t total_splits) const {
+    return LayOutStep(dims_, n_tok, n_out, n_table, total_splits);
+  }
   Status MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y);
   Status EnsureHost(size_t bytes);
 
@@ -105,7 +132,6 @@ class CudaLlamaRunner final : public ModelRunner {
 
   // CUDA graphs for decode steps: batches of single tokens, padded to a bucket (1, 2, 4, then
   // multiples of 8 up to kMaxGraphBatch), each bucket captured at its first use and replayed.
-  static constexpr int64_t kMaxGraphBatch = 64;
   static int64_t Bucket(int64_t n);
   // Graphs are also keyed by the longest context they cover (512, 2,048, then
   // graph_max_context_): their attention launch is sized for it, so short contexts do not pay
@@ -125,6 +151,7 @@ class CudaLlamaRunner final : public ModelRunner {
   cuda::CudaDevice& device_;
   Stream stream_{};
   ModelShape shape_;
+  ModelDims dims_;
   int64_t E_ = 0, n_layer_ = 0, n_head_ = 0, n_kv_ = 0, hd_ = 0, n_rot_ = 0, n_ff_ = 0;
   int64_t n_vocab_ = 0, n_ctx_ = 0;
   float eps_ = 0.0f;

@@ -52,18 +52,6 @@ Result<DeviceMatrix> CudaLlamaRunner::Matrix(const std::string& name, int64_t ro
   return m;
 }
 
-bool CudaLlamaRunner::Packs(const model::GgufTensorInfo& t) const {
-  return options_.packed_weights && t.dims.size() == 2 && &t != token_embd_ &&
-         cuda::quant::IsQuantType(static_cast<int32_t>(t.type)) &&
-         cuda::quant::HasPackedLayout32(static_cast<cuda::quant::QuantType>(t.type));
-}
-
-size_t CudaLlamaRunner::DeviceBytes(const model::GgufTensorInfo& t) const {
-  if (!Packs(t)) return AlignUp(t.size_bytes);
-  return AlignUp(static_cast<size_t>(
-      cuda::quant::PackedBytes(static_cast<cuda::quant::QuantType>(t.type), t.dims[1], t.dims[0])));
-}
-
 // Packs a matrix for the GPU (quant_pack.h) a piece of rows at a time through a pinned staging
 // buffer: each piece is packed as a matrix of its own, then its three regions go to their
 // places in the whole matrix's.
@@ -141,45 +129,19 @@ Status CudaLlamaRunner::Init() {
     return InvalidArgumentError("CUDA runner: the governor must be the GPU's own");
   }
   PIER_ASSIGN_OR_RETURN(const model::ModelInfo info, model::ReadModelInfo(file_));
-  if (info.architecture != "llama") {
-    return UnsupportedError(file_.path() + ": the CUDA runner runs the llama architecture, not '" +
-                            info.architecture + "' (the CPU runner does)");
-  }
-  if (info.rope_scaling || info.sliding_window > 0 || info.attn_logit_softcapping > 0 ||
-      info.final_logit_softcapping > 0 || file_.FindTensor("rope_freqs.weight") != nullptr) {
-    return UnsupportedError(file_.path() +
-                            ": RoPE scaling, rope_freqs, sliding windows and soft-capping are not "
-                            "on the GPU yet (the CPU runner has them)");
-  }
-  E_ = info.embedding_length;
-  n_layer_ = info.block_count;
-  n_ff_ = info.feed_forward_length;
-  n_head_ = info.head_count;
-  n_kv_ = info.head_count_kv;
-  hd_ = info.head_dim;
-  n_rot_ = info.rope_dimension_count;
-  n_ctx_ = info.context_length;
-  eps_ = static_cast<float>(info.rms_norm_eps);
-  if (hd_ > cuda::attn::kMaxHeadDim || n_rot_ > hd_ || n_rot_ % 2 != 0 || n_kv_ < 1 ||
-      n_head_ % n_kv_ != 0) {
-    return UnsupportedError(file_.path() + ": head size " + std::to_string(hd_) + ", " +
-                            std::to_string(n_rot_) + " rotated, " + std::to_string(n_head_) +
-                            " heads over " + std::to_string(n_kv_) +
-                            " K/V heads: the GPU attention takes head sizes up to 256");
-  }
-  if (E_ % 32 != 0 || n_ff_ % 32 != 0 || (n_head_ * hd_) % 32 != 0) {
-    return UnsupportedError(file_.path() + ": widths must be multiples of 32 on the GPU");
-  }
-  token_embd_ = file_.FindTensor("token_embd.weight");
-  if (token_embd_ == nullptr || token_embd_->dims.size() != 2 || token_embd_->dims[0] != E_) {
-    return InvalidArgumentError(file_.path() + ": token_embd.weight is missing or misshapen");
-  }
-  n_vocab_ = token_embd_->dims[1];
+  PIER_ASSIGN_OR_RETURN(dims_, ReadModelDims(file_));
+  E_ = dims_.E;
+  n_layer_ = dims_.n_layer;
+  n_ff_ = dims_.n_ff;
+  n_head_ = dims_.n_head;
+  n_kv_ = dims_.n_kv;
+  hd_ = dims_.hd;
+  n_rot_ = dims_.n_rot;
+  n_ctx_ = dims_.n_ctx;
+  n_vocab_ = dims_.n_vocab;
+  token_embd_ = dims_.token_embd;
   const auto embd_type = static_cast<int32_t>(token_embd_->type);
-  if (embd_type != 0 && embd_type != 1 && !cuda::quant::IsQuantType(embd_type)) {
-    return UnsupportedError(file_.path() + ": token_embd.weight is " +
-                            std::string(DTypeName(token_embd_->type)) + ", not read on the GPU");
-  }
+  eps_ = static_cast<float>(info.rms_norm_eps);
   for (int64_t i = 0; i < n_rot_ / 2; ++i) {
     inv_freq_.push_back(1.0 * std::pow(info.rope_freq_base, -2.0 * static_cast<double>(i) /
                                                                 static_cast<double>(n_rot_)));
@@ -215,25 +177,12 @@ Status CudaLlamaRunner::Init() {
   shape_.kv_groups = GroupLayersByWindow(std::vector<int64_t>(static_cast<size_t>(n_layer_), 0));
 
   PIER_ASSIGN_OR_RETURN(stream_, device_.CreateStream());
-  graph_max_context_ = std::min<int64_t>(n_ctx_, kGraphMaxContext) / cuda::attn::kBlockPositions *
-                       cuda::attn::kBlockPositions;
+  graph_max_context_ = GraphMaxContext(dims_);
 
   // One block for every tensor; the governor refuses (with its breakdown) when the GPU's
   // budget cannot hold them.
   const model::GgufTensorInfo* output = file_.FindTensor("output.weight");
-  size_t total = AlignUp(token_embd_->size_bytes);
-  if (output != nullptr) total += DeviceBytes(*output);
-  total += AlignUp(E_ * sizeof(float));
-  const std::string names[] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
-                               "ffn_gate", "ffn_up", "ffn_down"};
-  for (int64_t il = 0; il < n_layer_; ++il) {
-    for (const std::string& n : names) {
-      const model::GgufTensorInfo* t =
-          file_.FindTensor("blk." + std::to_string(il) + "." + n + ".weight");
-      if (t != nullptr) total += DeviceBytes(*t);
-    }
-    total += 2 * AlignUp(E_ * sizeof(float));
-  }
+  const size_t total = WeightBlockBytes(file_, dims_, options_.packed_weights);
   PIER_ASSIGN_OR_RETURN(weights_,
                         options_.governor->Allocate(options_.weights_owner, total, {stream_}));
 

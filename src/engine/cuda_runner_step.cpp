@@ -12,42 +12,6 @@
 namespace pier::engine {
 namespace cuda_runner {
 
-StepLayout CudaLlamaRunner::LayOut(int64_t n_tok, int64_t n_out, int64_t n_table,
-                                   int64_t total_splits) const {
-  const auto T = static_cast<size_t>(n_tok);
-  const int64_t q_dim = n_head_ * hd_, kv_dim = n_kv_ * hd_;
-  const int64_t widest = std::max({E_, n_ff_, q_dim});
-  StepLayout s{};
-  size_t at = 0;
-  auto take = [&](size_t bytes) {
-    const size_t offset = at;
-    at += AlignUp(bytes);
-    return offset;
-  };
-  s.x = take(T * E_ * 4);
-  s.add = take(T * E_ * 4);
-  s.xq = take(T * cuda::quant::ActivationRowBytes(widest));
-  s.q = take(T * q_dim * 4);
-  s.k = take(T * kv_dim * 4);
-  s.v = take(T * kv_dim * 4);
-  s.attn = take(T * q_dim * 4);
-  s.gate = take(T * n_ff_ * 4);
-  s.up = take(T * n_ff_ * 4);
-  s.ids = take(T * 4);
-  s.positions = take(T * 4);
-  s.offsets = take(T * 4);
-  s.tables = take(static_cast<size_t>(n_table) * 4);
-  s.cos_sin = take(T * n_rot_ * 4);
-  s.split_first = take(T * 4);
-  s.split_query = take(static_cast<size_t>(total_splits) * 4);
-  s.scratch = take(static_cast<size_t>(cuda::attn::ScratchFloats(total_splits, n_head_, hd_)) *
-                   sizeof(float));
-  s.out_xq = take(static_cast<size_t>(n_out) * cuda::quant::ActivationRowBytes(E_));
-  s.logits = take(static_cast<size_t>(n_out * n_vocab_) * 4);
-  s.bytes = at;
-  return s;
-}
-
 Status CudaLlamaRunner::MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y) {
   if (w.packed) {
     return device_.PackedMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);

@@ -114,6 +114,39 @@ Result<KvBounds> ResolveKvBounds(const LocalModelOptions& o, uint64_t bytes_per_
   return b;
 }
 
+// The GPU's side of EstimateMemory: the CUDA runner's weight block in place of the CPU's packed
+// and mapped weights, its step and graph workspaces in place of the CPU's (K/V are the same).
+Status EstimateOnGpu(const model::GgufFile& file, const LocalModelOptions& options,
+                     const CachingAllocatorOptions& pool, MemoryEstimate& e) {
+  if (options.weights_dtype.has_value()) {
+    return UnsupportedError(
+        "--weights-dtype is not available on a GPU (it quantizes on the CPU); run the GGUF's "
+        "own types there");
+  }
+  if (options.kv_dtype != KvDtype::kF16) {
+    return UnsupportedError("a GPU holds K/V in f16 (kv_dtype f16), not " +
+                            std::string(KvDtypeName(options.kv_dtype)));
+  }
+  if (options.block_size != 16) {
+    return UnsupportedError("a GPU holds K/V in blocks of 16 positions, not " +
+                            std::to_string(options.block_size));
+  }
+  CudaRunnerMemoryOptions gpu;
+  gpu.max_step_tokens = e.max_step_tokens;
+  gpu.max_logit_rows = std::min(options.max_logit_rows, e.max_step_tokens);
+  gpu.context_tokens = e.kv_tokens;
+  PIER_ASSIGN_OR_RETURN(const CudaRunnerMemory runner, EstimateCudaRunnerMemory(file, gpu));
+  e.mapped_weight_bytes = 0;
+  e.packed_weight_bytes = 0;
+  e.small_weight_bytes = 0;
+  e.gpu_weight_bytes = PoolFootprint(runner.weight_bytes, pool);
+  e.workspace_step_bytes = runner.step_workspace_bytes;
+  e.graph_workspace_bytes =
+      runner.graph_workspace_bytes > 0 ? PoolFootprint(runner.graph_workspace_bytes, pool) : 0;
+  e.workspace_bytes = PoolFootprint(runner.step_workspace_bytes, pool) + e.graph_workspace_bytes;
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view OwnerModelName(std::string_view owner) {
@@ -134,6 +167,13 @@ std::string MemoryEstimate::Breakdown() const {
                        FormatBytes(kv_min_bytes) + " and up to " + std::to_string(kv_tokens) +
                        " tokens " + FormatBytes(kv_bytes)
                  : "KV cache for " + std::to_string(kv_tokens) + " tokens " + FormatBytes(kv_bytes);
+  if (gpu_weight_bytes > 0) {
+    return "weights " + FormatBytes(gpu_weight_bytes) + " on the GPU (as the file stores them), " +
+           kv + " (" + FormatBytes(kv_bytes_per_token) + " per token, " +
+           std::string(KvDtypeName(kv_dtype)) + "), workspace " + FormatBytes(workspace_bytes) +
+           " (steps of " + std::to_string(max_step_tokens) + " tokens, decode graphs " +
+           FormatBytes(graph_workspace_bytes) + ")";
+  }
   return "weights " + FormatBytes(mapped_weight_bytes) + " mapped + " +
          FormatBytes(packed_weight_bytes) + " packed + " + FormatBytes(small_weight_bytes) +
          " converted, " + kv + " (" + FormatBytes(kv_bytes_per_token) + " per token, " +
@@ -213,6 +253,9 @@ Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
   e.workspace_step_bytes =
       StepWorkspaceBytes(file, info, layout, n_tok, n_out, e.kv_tokens, options.threads);
   e.workspace_bytes = PoolFootprint(e.workspace_step_bytes, pool);
+  if (options.device == DeviceKind::kCuda) {
+    PIER_RETURN_IF_ERROR(EstimateOnGpu(file, options, pool, e));
+  }
   return e;
 }
 
@@ -279,7 +322,9 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   m->file_ = std::move(file);
 
   // Admission: reserve what the model needs before any of it is allocated.
-  PIER_ASSIGN_OR_RETURN(m->estimate_, EstimateMemory(*m->file_, options));
+  LocalModelOptions sized = options;
+  sized.device = governor->device().kind();
+  PIER_ASSIGN_OR_RETURN(m->estimate_, EstimateMemory(*m->file_, sized));
   const MemoryEstimate& e = m->estimate_;
   const std::string name = UniqueOwnerPrefix(
       *m->governor_, options.owner_name.empty() ? ModelName(*m->file_) : options.owner_name);
@@ -348,11 +393,6 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
   }
 
   if (m->governor_->device().kind() == DeviceKind::kCuda) {
-    if (options.weights_dtype.has_value()) {
-      return UnsupportedError(
-          "--weights-dtype is not available on a GPU (it quantizes on the "
-          "CPU); run the GGUF's own types there");
-    }
     CudaRunnerOptions cuda_options;
     cuda_options.device = static_cast<cuda::CudaDevice*>(&m->governor_->device());
     cuda_options.governor = m->governor_;

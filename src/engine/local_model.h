@@ -77,6 +77,10 @@ struct LocalModelOptions {
   // an error.
   KvSize kv_max;
   int64_t kv_chunk_tokens = 256;
+  // The device the model runs on: admission sizes what that device's runner allocates (the
+  // CPU's packed and mapped weights, or the GPU's weight block, step and graph workspaces).
+  // LocalModel::Create takes it from its governor's device.
+  DeviceKind device = DeviceKind::kCpu;
 };
 
 // What loading a model reserves from its device's budget, in bytes as the governor will
@@ -87,6 +91,7 @@ struct MemoryEstimate {
   uint64_t mapped_weight_bytes = 0;  // tensor bytes used in place (mapped)
   uint64_t packed_weight_bytes = 0;  // packed copies of matrices (pool segment; same bytes)
   uint64_t small_weight_bytes = 0;   // f32 copies of norms and biases (pool segment)
+  uint64_t gpu_weight_bytes = 0;     // on a GPU: every tensor in one block (the rest are 0)
   KvDtype kv_dtype = KvDtype::kF16;  // what the KV store holds
   uint64_t kv_bytes_per_token = 0;   // K and V of one position, all layers, in kv_dtype
   int64_t kv_tokens = 0;             // KV capacity, rounded up to whole blocks
@@ -102,13 +107,14 @@ struct MemoryEstimate {
   int64_t kv_sliding_layers = 0;
   int64_t kv_window = 0;
   uint64_t kv_sequence_bytes = 0;
-  uint64_t workspace_step_bytes = 0;  // the largest step's buffers, as the runner lays them out
-  uint64_t workspace_bytes = 0;       // the pool segment holding them
+  uint64_t workspace_step_bytes = 0;   // the largest step's buffers, as the runner lays them out
+  uint64_t workspace_bytes = 0;        // the pool segment holding them (and a GPU's graphs')
+  uint64_t graph_workspace_bytes = 0;  // of which the GPU's decode graphs' workspace
   int64_t max_step_tokens = 0;
   int threads = 0;
 
   uint64_t weight_bytes() const {
-    return mapped_weight_bytes + packed_weight_bytes + small_weight_bytes;
+    return mapped_weight_bytes + packed_weight_bytes + small_weight_bytes + gpu_weight_bytes;
   }
   // What admission needs: all of it, or with elastic KV only the KV minimum.
   uint64_t total_bytes() const {
@@ -120,7 +126,9 @@ struct MemoryEstimate {
 };
 
 // The estimate for `file` under `options` (the path is ignored).
-// Errors as ReadModelInfo's, and INVALID_ARGUMENT for non-positive sizes or counts.
+// Errors as ReadModelInfo's, and INVALID_ARGUMENT for non-positive sizes or counts; on a GPU,
+// the CUDA runner's refusals (EstimateCudaRunnerMemory) and UNSUPPORTED for --weights-dtype or
+// a KV dtype other than f16, so such a model is refused before anything is reserved.
 [[nodiscard]] Result<MemoryEstimate> EstimateMemory(const model::GgufFile& file,
                                                     const LocalModelOptions& options);
 

@@ -199,9 +199,10 @@ Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
   PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
   if (is_encoder) return EncoderHost::EstimateBytes(EncoderOptionsOf(options, id));
   const ModelLoadOptions one = options.workers ? WorkerInstanceOptions(options) : options;
-  PIER_ASSIGN_OR_RETURN(
-      engine::MemoryEstimate estimate,
-      engine::EstimateMemory(*file, ResolvedModelOptions(HostOptionsOf(one, id))));
+  engine::LocalModelOptions sized = ResolvedModelOptions(HostOptionsOf(one, id));
+  // On a GPU: what the CUDA runner allocates there (its weight block, workspaces and graphs).
+  sized.device = options.device == "cpu" ? DeviceKind::kCpu : DeviceKind::kCuda;
+  PIER_ASSIGN_OR_RETURN(engine::MemoryEstimate estimate, engine::EstimateMemory(*file, sized));
   return estimate.total_bytes() * static_cast<uint64_t>(std::max(1, options.instances));
 }
 

@@ -63,6 +63,8 @@ Status ModelManager::CheckOnStartModelsFit(const std::vector<ModelSpec>& specs) 
   std::string parts;
   for (const ModelSpec& spec : specs) {
     if (spec.policy != LoadPolicy::kOnStart) continue;
+    // Models on a GPU are admitted by that GPU's governor when they load (with the breakdown).
+    if (spec.load.device != "cpu") continue;
     // A file that does not open fails its own load, with the file's error.
     Result<uint64_t> bytes = GuaranteedBytes(spec.load);
     if (!bytes.ok()) continue;

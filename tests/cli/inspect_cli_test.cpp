@@ -75,6 +75,47 @@ TEST(InspectCliTest, MemoryWithF16KvShowsHalfTheKvBytes) {
   EXPECT_THAT(text.output, HasSubstr("23040 bytes (22.5 KiB), f16 K and V, all layers"));
 }
 
+// Sized for a GPU (no GPU needed): the file's quantized tensors in one block instead of the
+// CPU's packed copies, the same f16 K/V, the CUDA runner's workspaces with its decode graphs'.
+TEST(InspectCliTest, MemoryOnAGpuIsTheFilesWeightsTheSameKvAndTheGraphsWorkspace) {
+  nlohmann::json by_device;
+  for (const char* device : {"cpu", "cuda:0"}) {
+    CommandResult result = RunPier(std::string("inspect --memory --json --ctx 4096 --device ") +
+                                       device + " " + PIER_DEFAULT_MODEL_PATH,
+                                   false);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    by_device[device] = nlohmann::json::parse(result.output);
+  }
+  const nlohmann::json& cpu = by_device["cpu"];
+  const nlohmann::json& gpu = by_device["cuda:0"];
+  EXPECT_EQ(gpu["kv_bytes"], cpu["kv_bytes"]);
+  EXPECT_EQ(gpu["mapped_weight_bytes"].get<uint64_t>() + gpu["packed_weight_bytes"].get<uint64_t>(),
+            0u);
+  EXPECT_EQ(cpu["gpu_weight_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(cpu["graph_workspace_bytes"].get<uint64_t>(), 0u);
+  // The file's tensors (inspect's weight_bytes) as they are: at least those bytes, plus the
+  // f32 norms, alignment and the pool segment's rounding (a few MiB).
+  CommandResult facts = RunPier(std::string("inspect --json ") + PIER_DEFAULT_MODEL_PATH, false);
+  ASSERT_EQ(facts.exit_code, 0) << facts.output;
+  const auto file_bytes = nlohmann::json::parse(facts.output)["weight_bytes"].get<uint64_t>();
+  const auto on_gpu = gpu["gpu_weight_bytes"].get<uint64_t>();
+  EXPECT_GE(on_gpu, file_bytes);
+  EXPECT_LT(on_gpu, file_bytes + (uint64_t{4} << 20));
+  EXPECT_GT(gpu["graph_workspace_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(gpu["total_bytes"].get<uint64_t>(),
+            on_gpu + gpu["kv_bytes"].get<uint64_t>() + gpu["workspace_bytes"].get<uint64_t>());
+
+  CommandResult f32 = RunPier(
+      std::string("inspect --memory --device cuda --kv-dtype f32 ") + PIER_DEFAULT_MODEL_PATH,
+      true);
+  EXPECT_EQ(f32.exit_code, 1);
+  EXPECT_THAT(f32.output, HasSubstr("a GPU holds K/V in f16"));
+  CommandResult other =
+      RunPier(std::string("inspect --memory --device tpu:0 ") + PIER_DEFAULT_MODEL_PATH, true);
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_THAT(other.output, HasSubstr("cpu or cuda"));
+}
+
 TEST(InspectCliTest, UnknownKvDtypeExitsOneNamingTheAccepted) {
   CommandResult result =
       RunPier(std::string("inspect --memory --kv-dtype q4_0 ") + PIER_DEFAULT_MODEL_PATH, true);

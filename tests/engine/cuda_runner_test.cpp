@@ -23,6 +23,7 @@
 #include "engine/cpu_runner.h"
 #include "engine/kv_store.h"
 #include "engine/leased_kv_store.h"
+#include "engine/local_model.h"
 #include "memory/memory_governor.h"
 #include "model/gguf_file.h"
 #include "tests/engine/random_llama.h"
@@ -381,6 +382,47 @@ TEST_F(CudaRunnerTest, AGpuBudgetTooSmallForTheWeightsIsRefusedWithTheBreakdown)
   ASSERT_FALSE(runner.ok());
   EXPECT_EQ(runner.status().code(), StatusCode::kResourceExhausted) << runner.status().ToString();
   std::printf("refusal: %s\n", runner.status().ToString().c_str());
+}
+
+// Admission on a GPU reserves what the CUDA runner then allocates (EstimateMemory with the
+// runner's weight block, step and graph workspaces): a model loaded through LocalModel never
+// holds more than its estimate, through a prefill of the largest step and a graphed decode of
+// 64 sequences.
+TEST_F(CudaRunnerTest, ALocalModelOnTheGpuStaysWithinWhatAdmissionReserved) {
+  auto governor = MemoryGovernor::Create(rig_->gpu.get());
+  ASSERT_TRUE(governor.ok()) << governor.status().ToString();
+  auto file = model::GgufFile::FromMemory(rig_->image.data(), rig_->image.size(), "est.gguf");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  LocalModelOptions options;
+  options.kv_tokens = 2048;
+  options.max_step_tokens = 256;
+  options.owner_name = "est";
+  auto model = LocalModel::Create(std::move(*file), options, governor->get());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const MemoryEstimate& e = (*model)->estimate();
+  EXPECT_GT(e.gpu_weight_bytes, 0u);
+  EXPECT_GT(e.graph_workspace_bytes, 0u);
+  Batch prefill;
+  prefill.sequences = {Sequence(1, 256, 0, 7)};
+  EXPECT_FALSE(Run((*model)->runner(), prefill).empty());
+  Batch decode;
+  for (int64_t s = 0; s < 64; ++s) {
+    decode.sequences.push_back(Sequence(100 + s, 1, static_cast<int32_t>(2 * s), 9 + s));
+  }
+  EXPECT_FALSE(Run((*model)->runner(), decode).empty());
+  EXPECT_EQ(GraphStatsOf((*model)->runner()).launches, 1);
+  for (const OwnerStats& o : (*governor)->Stats().owners) {
+    std::printf("%s: peak %llu bytes\n", o.name.c_str(),
+                static_cast<unsigned long long>(o.peak_allocated_bytes));
+    if (o.name == "est/weights") {
+      EXPECT_LE(o.peak_allocated_bytes, e.weight_bytes());
+      EXPECT_GE(o.peak_allocated_bytes, e.weight_bytes() * 9 / 10);
+    } else if (o.name == "est/workspace") {
+      EXPECT_LE(o.peak_allocated_bytes, e.workspace_bytes);
+    } else if (o.name == "est/kv") {
+      EXPECT_LE(o.peak_allocated_bytes, e.kv_bytes);
+    }
+  }
 }
 
 }  // namespace
