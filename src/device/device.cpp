@@ -10,6 +10,8 @@ std::string_view DeviceKindName(DeviceKind kind) {
       return "cuda";
     case DeviceKind::kFake:
       return "fake";
+    case DeviceKind::kLedger:
+      return "ledger";
   }
   return "unknown";
 }

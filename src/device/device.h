@@ -28,6 +28,9 @@ enum class DeviceKind : uint8_t {
   kCpu = 0,
   kCuda,
   kFake,  // tests: host memory with a small, fixed capacity and failure injection
+  // A GPU this process only accounts for (ledger_device.h): its models run in worker
+  // processes.
+  kLedger,
 };
 
 // "cpu", "cuda", "fake".

@@ -5,6 +5,7 @@
 #include "device/cpu/cpu_device.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
+#include "device/ledger_device.h"
 #include "metrics/gpu_inventory.h"
 
 namespace pier::serving {
@@ -33,6 +34,7 @@ Result<std::unique_ptr<DeviceSet>> DeviceSet::Create(const DeviceSetOptions& opt
   swap_options.limit_bytes = options.swap_space_bytes;
   set->swap_pool_ = std::make_unique<PinnedHostPool>(set->cpu_.get(), swap_options);
   set->topology_xml_ = options.topology_xml;
+  set->gpu_budget_ = options.gpu_budget;
   return set;
 }
 
@@ -48,19 +50,29 @@ Result<placement::Placer*> DeviceSet::placer() {
   return placer_.get();
 }
 
+namespace {
+
+// "cuda:N" -> N; -1 for anything else.
+int CudaIndexOf(std::string_view device) {
+  if (!device.starts_with("cuda:") || device.size() <= 5 || device.size() > 8) return -1;
+  int index = 0;
+  for (char c : device.substr(5)) {
+    if (c < '0' || c > '9') return -1;
+    index = index * 10 + (c - '0');
+  }
+  return index;
+}
+
+std::string NvmlSays(const metrics::GpuInventory& inventory) {
+  return inventory.unavailable_reason.empty() ? " (`pier devices` lists them)"
+                                              : " (NVML: " + inventory.unavailable_reason + ")";
+}
+
+}  // namespace
+
 Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
   if (device == "cpu") return cpu_governor_.get();
-  int index = -1;
-  if (device.starts_with("cuda:") && device.size() > 5 && device.size() <= 8) {
-    index = 0;
-    for (char c : device.substr(5)) {
-      if (c < '0' || c > '9') {
-        index = -1;
-        break;
-      }
-      index = index * 10 + (c - '0');
-    }
-  }
+  int index = CudaIndexOf(device);
   if (device.starts_with("GPU-")) {  // a GPU's UUID, as `pier devices` and nvidia-smi show it
     const metrics::GpuInventory inventory = metrics::ReadGpuInventory();
     for (const metrics::GpuInfo& gpu : inventory.gpus) {
@@ -68,21 +80,27 @@ Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
     }
     if (index < 0) {
       return UnavailableError("device " + std::string(device) + ": no GPU has this UUID" +
-                              (inventory.unavailable_reason.empty()
-                                   ? " (`pier devices` lists them)"
-                                   : " (NVML: " + inventory.unavailable_reason + ")"));
+                              NvmlSays(inventory));
     }
   } else if (device.starts_with("MIG-")) {
     return UnsupportedError("device " + std::string(device) +
-                            ": a MIG instance is chosen when a process starts (a worker's gpu: "
-                            "binding), and GPU worker processes are not there yet");
+                            ": a MIG instance is chosen when a process starts: serve the model "
+                            "in worker processes (workers: on)");
   }
   if (index < 0) {
     return InvalidArgumentError("device '" + std::string(device) +
                                 "' is not a device (cpu, cuda:N for GPU N, or a GPU's UUID)");
   }
   std::lock_guard<std::mutex> lock(gpus_mutex_);
-  if (auto it = gpus_.find(index); it != gpus_.end()) return it->second.governor.get();
+  if (auto it = gpus_.find(index); it != gpus_.end()) {
+    if (it->second.device->kind() == DeviceKind::kLedger) {
+      return FailedPreconditionError(
+          "device " + std::string(device) + ": GPU " + std::to_string(index) +
+          " serves models in worker processes (workers: on), and one budget cannot be kept "
+          "both here and in them: serve this model in workers too");
+    }
+    return it->second.governor.get();
+  }
   const cuda::CudaStatus& status = cuda::GetCudaStatus();
   if (!status.usable()) {
     return UnavailableError("device " + std::string(device) +
@@ -92,15 +110,93 @@ Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
   if (!gpu.ok()) return gpu.status().WithContext("device " + std::string(device));
   Gpu entry;
   entry.device = std::move(gpu).value();
-  PIER_ASSIGN_OR_RETURN(entry.governor, MemoryGovernor::Create(entry.device.get()));
+  GovernorOptions governor_options;
+  governor_options.budget = gpu_budget_;
+  PIER_ASSIGN_OR_RETURN(entry.governor,
+                        MemoryGovernor::Create(entry.device.get(), governor_options));
   MemoryGovernor* governor = entry.governor.get();
   gpus_.emplace(index, std::move(entry));
   return governor;
 }
 
+Result<WorkerGpu> DeviceSet::WorkerGpuFor(std::string_view device) {
+  const metrics::GpuInventory inventory = metrics::ReadGpuInventory();
+  const std::string name(device);
+  int index = CudaIndexOf(device);
+  const metrics::GpuInfo* gpu = nullptr;
+  const metrics::MigInstance* mig = nullptr;
+  for (const metrics::GpuInfo& g : inventory.gpus) {
+    if ((index >= 0 && g.index == static_cast<unsigned>(index)) || g.uuid == device) gpu = &g;
+    for (const metrics::MigInstance& m : g.mig) {
+      if (m.uuid == device) {
+        gpu = &g;
+        mig = &m;
+      }
+    }
+  }
+  if (index < 0 && !device.starts_with("GPU-") && !device.starts_with("MIG-")) {
+    return InvalidArgumentError("device '" + name +
+                                "' is not a GPU (cuda:N for GPU N, a GPU's UUID or a MIG "
+                                "instance's)");
+  }
+  if (gpu == nullptr) {
+    return UnavailableError("device " + name + ": no such GPU or MIG instance" +
+                            NvmlSays(inventory) +
+                            "; a GPU served by worker processes is sized "
+                            "through NVML");
+  }
+  if (mig == nullptr && gpu->mig_enabled) {
+    return FailedPreconditionError("device " + name + ": GPU " + std::to_string(gpu->index) +
+                                   " is in MIG mode: place the model on one of its instances "
+                                   "(device: MIG-..., as `pier devices` lists them)");
+  }
+  WorkerGpu out;
+  out.visible = mig != nullptr      ? mig->uuid
+                : gpu->uuid.empty() ? std::to_string(gpu->index)
+                                    : gpu->uuid;
+  out.index = static_cast<int>(gpu->index);
+  std::lock_guard<std::mutex> lock(gpus_mutex_);
+  if (mig == nullptr) {
+    // The whole GPU: the governor of the GPU this process already computes on (then the
+    // workers are charged with the in-process models), or a ledger of its own.
+    if (auto it = gpus_.find(out.index); it != gpus_.end()) {
+      out.governor = it->second.governor.get();
+      return out;
+    }
+  } else if (auto it = migs_.find(mig->uuid); it != migs_.end()) {
+    out.governor = it->second.governor.get();
+    return out;
+  }
+  const uint64_t capacity = mig != nullptr ? mig->memory_total_bytes : gpu->memory_total_bytes;
+  if (capacity == 0) {
+    return UnavailableError("device " + name + ": NVML gives no memory size for it");
+  }
+  Gpu entry;
+  // Named as the GPU is when this process computes on it, so its series keep their labels.
+  const std::string gpu_name = gpu->name.empty() ? "" : " (" + gpu->name + ")";
+  entry.device = std::make_unique<LedgerDevice>(
+      out.index,
+      mig != nullptr ? mig->uuid + " on cuda:" + std::to_string(out.index) + gpu_name
+                     : "cuda:" + std::to_string(out.index) + gpu_name,
+      capacity);
+  GovernorOptions governor_options;
+  governor_options.budget = gpu_budget_;
+  PIER_ASSIGN_OR_RETURN(entry.governor,
+                        MemoryGovernor::Create(entry.device.get(), governor_options));
+  out.governor = entry.governor.get();
+  if (mig != nullptr) {
+    migs_.emplace(mig->uuid, std::move(entry));
+  } else {
+    gpus_.emplace(out.index, std::move(entry));
+  }
+  return out;
+}
+
 DeviceSet::~DeviceSet() {
   for (auto& [index, gpu] : gpus_) gpu.governor.reset();
   gpus_.clear();
+  for (auto& [uuid, mig] : migs_) mig.governor.reset();
+  migs_.clear();
   swap_pool_.reset();
   cpu_governor_.reset();
   cpu_.reset();

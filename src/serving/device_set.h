@@ -42,6 +42,15 @@ struct DeviceSetOptions {
   // `--topology`: place worker instances on the machine this hwloc XML file describes instead
   // of this one (to check a configuration for another machine; workers still bind here).
   std::string topology_xml;
+  // Each GPU's budget (a worker process's is its grant); the whole GPU by default.
+  BudgetSpec gpu_budget = BudgetSpec::Percent(100);
+};
+
+// A GPU (or MIG instance) that worker processes compute on, as the server process keeps it.
+struct WorkerGpu {
+  MemoryGovernor* governor = nullptr;  // where each worker's grant is charged
+  std::string visible;                 // the worker's CUDA_VISIBLE_DEVICES: a UUID or index
+  int index = -1;                      // the (parent) GPU, in PCI bus order
 };
 
 class DeviceSet {
@@ -73,6 +82,15 @@ class DeviceSet {
   // instead of silently running on the CPU.
   [[nodiscard]] Result<MemoryGovernor*> GovernorFor(std::string_view device);
 
+  // The GPU `device` ("cuda:N", a GPU's UUID or a MIG instance's "MIG-...") as worker
+  // processes use it: its governor here, which only accounts (ledger_device.h: the server
+  // process opens no CUDA context there) unless this process already computes on that GPU,
+  // sized from NVML; and what the worker sees it as. UNAVAILABLE when NVML cannot be read or
+  // does not list it; FAILED_PRECONDITION for a whole GPU in MIG mode (name an instance);
+  // INVALID_ARGUMENT for a name that is not a GPU's. After it, GovernorFor refuses that GPU
+  // (FAILED_PRECONDITION): one budget cannot be kept both here and in the workers.
+  [[nodiscard]] Result<WorkerGpu> WorkerGpuFor(std::string_view device);
+
   // Where worker instances are placed: the machine's topology (hwloc), read at the first call
   // (a worker's own device set never reads it). hwloc's error when it cannot be read.
   [[nodiscard]] Result<placement::Placer*> placer();
@@ -91,7 +109,9 @@ class DeviceSet {
     std::unique_ptr<MemoryGovernor> governor;
   };
   std::mutex gpus_mutex_;
-  std::map<int, Gpu> gpus_;                       // guarded by gpus_mutex_
+  std::map<int, Gpu> gpus_;          // guarded by gpus_mutex_
+  std::map<std::string, Gpu> migs_;  // by MIG UUID (ledgers); gpus_mutex_
+  BudgetSpec gpu_budget_ = BudgetSpec::Percent(100);
   std::unique_ptr<MemoryGovernor> cpu_governor_;  // destroyed before the device
   std::unique_ptr<PinnedHostPool> swap_pool_;     // destroyed first
   std::shared_ptr<engine::FairShareLedger> fair_share_ledger_ =

@@ -227,20 +227,57 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
   ModelLoadOptions one = WorkerInstanceOptions(options);
   one.id = id;
   PIER_ASSIGN_OR_RETURN(const uint64_t grant, GuaranteedBytes(one));
+  // On a GPU: the server keeps that GPU's books (no CUDA context here); each worker sees only
+  // its GPU (or MIG instance), as cuda:0, through CUDA_VISIBLE_DEVICES set by its binding.
+  MemoryGovernor* device_governor = &devices.cpu_governor();
+  std::vector<placement::BindingRequest> bindings = options.bindings;
+  if (options.device != "cpu") {
+    PIER_ASSIGN_OR_RETURN(const WorkerGpu gpu, devices.WorkerGpuFor(options.device));
+    device_governor = gpu.governor;
+    if (bindings.empty()) bindings.emplace_back();
+    for (placement::BindingRequest& binding : bindings) {
+      if (!binding.gpu.empty() && binding.gpu != gpu.visible &&
+          binding.gpu != std::to_string(gpu.index)) {
+        return InvalidArgumentError("model " + id + ": device " + options.device +
+                                    " places it on GPU " + gpu.visible +
+                                    ", but its gpu: binding names " + binding.gpu +
+                                    " (leave gpu: out: device: picks the GPU)");
+      }
+      binding.gpu = gpu.visible;
+    }
+    one.device = "cuda:0";
+    // Admission before a worker starts: the grant must fit the GPU's budget (the worker
+    // would otherwise be refused there after loading the file).
+    const GovernorStats stats = device_governor->Stats();
+    const uint64_t free_bytes =
+        stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes);
+    const uint64_t needed = grant * static_cast<uint64_t>(options.instances);
+    if (needed > free_bytes) {
+      PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
+                            model::GgufFile::Open(options.path));
+      engine::LocalModelOptions sized = ResolvedModelOptions(HostOptionsOf(one, id));
+      sized.device = DeviceKind::kCuda;
+      PIER_ASSIGN_OR_RETURN(engine::MemoryEstimate estimate, engine::EstimateMemory(*file, sized));
+      return ResourceExhaustedError(
+          "model " + id + " needs " + FormatBytes(needed) + " on " + stats.device + " (" +
+          std::to_string(options.instances) + " x " + FormatBytes(grant) + ": " +
+          estimate.Breakdown() + ") but its budget of " + FormatBytes(stats.budget_bytes) +
+          " has " + FormatBytes(free_bytes) + " free; lower ctx or kv_min, or free the GPU");
+    }
+  }
   auto model = std::make_shared<ServedModel>();
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
   placement::Placer* placer = nullptr;
-  if (!options.bindings.empty()) {
+  if (!bindings.empty()) {
     PIER_ASSIGN_OR_RETURN(placer, devices.placer());
   }
   for (int i = 0; i < options.instances; ++i) {
     WorkerOptions worker;
     if (placer != nullptr) {
-      const placement::BindingRequest& request = options.bindings.size() == 1
-                                                     ? options.bindings.front()
-                                                     : options.bindings.at(static_cast<size_t>(i));
+      const placement::BindingRequest& request =
+          bindings.size() == 1 ? bindings.front() : bindings.at(static_cast<size_t>(i));
       const std::string who = "model " + id + " instance " + std::to_string(i + 1);
       PIER_ASSIGN_OR_RETURN(std::unique_ptr<placement::Placement> placed,
                             placer->Place(request, options.threads, who));
@@ -254,9 +291,15 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
     worker.load = one;
     worker.instance = i + 1;
     worker.budget_bytes = grant;
-    worker.device_governor = &devices.cpu_governor();
+    worker.device_governor = device_governor;
     worker.heartbeat_timeout = options.heartbeat_timeout;
     worker.leak_margin_bytes = options.worker_leak_margin_bytes;
+    if (options.device != "cpu") {
+      // Its host side: the mapped file (read once while uploading), the CUDA runtime and
+      // context (about 1 GiB), pinned staging and swap space.
+      worker.host_allowance_bytes =
+          parts->file->file_size() + (uint64_t{1} << 30) + options.swap_space_bytes;
+    }
     worker.device_health = options.device_health;
     worker.drain_grace = options.worker_drain_grace;
     worker.environment = options.worker_environment;
@@ -300,7 +343,7 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
   model->client = parts->pool != nullptr ? parts->pool.get() : parts->workers.front().get();
   model->tokenizer = parts->tokenizer.get();
   model->chat_template = parts->chat_template ? &*parts->chat_template : nullptr;
-  model->governor = &devices.cpu_governor();
+  model->governor = device_governor;
   model->parts = std::move(parts);
   return ModelRef(std::move(model));
 }
@@ -319,13 +362,9 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
     }
     if (is_encoder) return OpenEncoderModel(options, devices, id);
   }
-  PIER_ASSIGN_OR_RETURN(MemoryGovernor * governor, devices.GovernorFor(options.device));
-  if (options.workers && options.device != "cpu") {
-    return UnsupportedError("model " + id + ": device " + options.device +
-                            " serves in the server process for now (workers: off); GPU worker "
-                            "processes are not there yet");
-  }
+  // Workers first: a GPU served by workers is never opened in this process.
   if (options.workers) return OpenModelInWorkers(options, devices, id);
+  PIER_ASSIGN_OR_RETURN(MemoryGovernor * governor, devices.GovernorFor(options.device));
   if (!options.bindings.empty()) {
     return InvalidArgumentError("model " + id +
                                 ": cpus, numa_node and gpu bind worker processes: they need "

@@ -449,9 +449,12 @@ void WorkerClient::CheckHealthLocked(uint64_t granted) {
   if (probe != nullptr && pid_ > 0) device_bytes_ = probe->DeviceMemoryOf(pid_);
   std::string why;
   const uint64_t margin = options_.leak_margin_bytes;
-  if (margin > 0 && rss_bytes_ > granted + margin) {
-    why = "leaking: resident memory " + FormatBytes(rss_bytes_) + " is more than its grant of " +
-          FormatBytes(granted) + " plus the margin of " + FormatBytes(margin);
+  const uint64_t host_allowance = options_.host_allowance_bytes;
+  if (margin > 0 && rss_bytes_ > (host_allowance > 0 ? host_allowance : granted) + margin) {
+    why = "leaking: resident memory " + FormatBytes(rss_bytes_) + " is more than its " +
+          (host_allowance > 0 ? "host allowance of " + FormatBytes(host_allowance)
+                              : "grant of " + FormatBytes(granted)) +
+          " plus the margin of " + FormatBytes(margin);
   } else if (margin > 0 && device_bytes_.has_value() && state_ == State::kReady) {
     // Device memory is measured against what the worker held at its first reading once ready
     // (its CUDA context, weights, workspace: not in a host grant), plus what its grant has

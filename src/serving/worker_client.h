@@ -76,6 +76,9 @@ struct WorkerOptions {
   // no new requests, those in flight may finish for `drain_grace`, then it is restarted
   // (0: not checked).
   uint64_t leak_margin_bytes = 0;
+  // What its resident memory is measured against instead of the grant (0: the grant). A GPU
+  // worker's grant is GPU memory; on the host it holds the mapped file and the CUDA runtime.
+  uint64_t host_allowance_bytes = 0;
   // A second source beside RSS (null: none): the worker's device memory, which may grow past
   // what it held at its first reading once ready by its grant's growth plus the leak margin,
   // and device-level errors of its bound GPU; either drains and restarts it.

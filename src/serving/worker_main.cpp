@@ -48,11 +48,16 @@ uint64_t ResidentBytes() {
 // The live requests and the frames that carry their events.
 class Worker {
  public:
-  Worker(ipc::Channel* channel, std::unique_ptr<DeviceSet> devices, std::unique_ptr<ModelHost> host)
-      : channel_(channel), devices_(std::move(devices)), host_(std::move(host)) {
+  // `governor`: the model's device's (the CPU's, or its GPU's), whose budget is the grant.
+  Worker(ipc::Channel* channel, std::unique_ptr<DeviceSet> devices, MemoryGovernor* governor,
+         std::unique_ptr<ModelHost> host)
+      : channel_(channel),
+        devices_(std::move(devices)),
+        governor_(*governor),
+        host_(std::move(host)) {
     // An elastic KV lease short of budget asks the supervisor (which answers with a Budget
     // frame). One question at a time; asked again if no answer came within a second.
-    devices_->cpu_governor().SetBudgetShortHandler([this](uint64_t bytes, int urgency) {
+    governor_.SetBudgetShortHandler([this](uint64_t bytes, int urgency) {
       const int64_t now = NowMicros();
       int64_t asked = asked_at_us_.load();
       if (asked != 0 && now - asked < 1'000'000) return false;
@@ -65,7 +70,7 @@ class Worker {
   }
 
   ~Worker() {
-    devices_->cpu_governor().SetBudgetShortHandler({});
+    governor_.SetBudgetShortHandler({});
     StopHeartbeat();
     host_.reset();  // ends every request before the handles' listeners go
   }
@@ -143,8 +148,7 @@ class Worker {
     // under an older seq (the supervisor skips it), never an older budget under its seq
     // (the supervisor would take back chunks the worker was just granted).
     const uint64_t seq = budget_seq_.load();
-    const MemoryGovernor& governor = devices_->cpu_governor();
-    const GovernorStats g = governor.Stats();
+    const GovernorStats g = governor_.Stats();
     stats->set_committed_bytes(g.committed_bytes);
     stats->set_rss_bytes(ResidentBytes());
     stats->set_budget_bytes(g.budget_bytes);
@@ -166,7 +170,7 @@ class Worker {
   void ApplyBudget(const ipc::proto::Budget& budget) {
     // The supervisor sends from several threads: a frame older than one applied is stale.
     if (budget.seq() != 0 && budget.seq() <= budget_seq_.load()) return;
-    Status set = devices_->cpu_governor().SetBudget(budget.budget_bytes());
+    Status set = governor_.SetBudget(budget.budget_bytes());
     if (!set.ok()) spdlog::warn("worker: budget from the supervisor: {}", set.message());
     budget_seq_ = budget.seq();
     asked_at_us_ = 0;
@@ -217,6 +221,7 @@ class Worker {
 
   ipc::Channel* const channel_;
   std::unique_ptr<DeviceSet> devices_;
+  MemoryGovernor& governor_;  // one of devices_'s
   std::unique_ptr<ModelHost> host_;
   Mutex handles_mutex_;
   std::map<std::string, std::shared_ptr<engine::RequestHandle>> handles_
@@ -275,15 +280,28 @@ int RunWorker(int fd) {
   DeviceSetOptions device_options;
   device_options.cpu_budget = BudgetSpec::Bytes(h.load().budget_bytes());
   device_options.swap_space_bytes = load->swap_space_bytes;
+  // On a GPU the grant is the GPU's budget (what admission sized there).
+  device_options.gpu_budget = BudgetSpec::Bytes(h.load().budget_bytes());
   Result<std::unique_ptr<DeviceSet>> devices = DeviceSet::Create(device_options);
   if (!devices.ok()) {
     (void)Refuse(channel, devices.status().message());
     return 3;
   }
+  // Test-only: a GPU worker computing on the CPU, so the supervisor's side of GPU workers (the
+  // GPU's books, the worker's CUDA_VISIBLE_DEVICES, its grant) is tested without a GPU.
+  if (load->device != "cpu" && std::getenv("PIER_WORKER_TEST_GPU_ON_CPU") != nullptr) {
+    spdlog::warn("worker {}: test hook: computing on the CPU in place of {}", load->id,
+                 load->device);
+    load->device = "cpu";
+  }
+  Result<MemoryGovernor*> governor = (*devices)->GovernorFor(load->device);
+  if (!governor.ok()) {
+    (void)Refuse(channel, governor.status().message());
+    return 3;
+  }
   ModelHostOptions host_options = HostOptionsOf(*load, load->id);
   host_options.swap_pool = &(*devices)->swap_pool();
-  Result<std::unique_ptr<ModelHost>> host =
-      ModelHost::Open(host_options, &(*devices)->cpu_governor());
+  Result<std::unique_ptr<ModelHost>> host = ModelHost::Open(host_options, *governor);
   if (!host.ok()) {
     (void)Refuse(channel, host.status().message());
     return 3;
@@ -292,8 +310,8 @@ int RunWorker(int fd) {
   ready.mutable_ready()->set_protocol_version(ipc::kProtocolVersion);
   ready.mutable_ready()->set_pid(::getpid());
   ready.mutable_ready()->set_max_request_tokens((*host)->max_request_tokens());
-  ready.mutable_ready()->set_committed_bytes((*devices)->cpu_governor().Stats().committed_bytes);
-  for (const LeaseStats& lease : (*devices)->cpu_governor().Stats().leases) {
+  ready.mutable_ready()->set_committed_bytes((*governor)->Stats().committed_bytes);
+  for (const LeaseStats& lease : (*governor)->Stats().leases) {
     // The KV cache's elastic lease: the supervisor mirrors its growth in the device's ledger.
     ready.mutable_ready()->set_kv_chunk_bytes(lease.chunk_bytes);
     ready.mutable_ready()->set_kv_chunks(static_cast<int64_t>(lease.chunks));
@@ -320,7 +338,7 @@ int RunWorker(int fd) {
     }
   }
 
-  Worker worker(&channel, std::move(devices).value(), std::move(host).value());
+  Worker worker(&channel, std::move(devices).value(), *governor, std::move(host).value());
   worker.StartHeartbeat(std::chrono::milliseconds(std::max<uint32_t>(h.heartbeat_ms(), 10)));
   const Status served = worker.Serve();
   if (!served.ok() && served.code() != StatusCode::kUnavailable) {

@@ -27,6 +27,7 @@ ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_
   spec.set_qos_reserve(o.qos_reserve);
   spec.set_qos_off(!o.qos);
   spec.set_qos_steps_run_to_end(!o.qos_stop_steps);
+  if (o.device != "cpu") spec.set_device(o.device);
   spec.set_adaptive_batching(o.adaptive_batching);
   spec.set_min_batched_tokens(o.min_batched_tokens);
   spec.set_max_prefill_chunk(o.max_prefill_chunk);
@@ -63,6 +64,12 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   }
   o.qos = !spec.qos_off();
   o.qos_stop_steps = !spec.qos_steps_run_to_end();
+  if (!spec.device().empty()) {
+    if (spec.device() != "cpu" && !spec.device().starts_with("cuda:")) {
+      return InvalidArgumentError("LoadSpec: device '" + spec.device() + "' is not cpu or cuda:N");
+    }
+    o.device = spec.device();
+  }
   o.adaptive_batching = spec.adaptive_batching();
   o.min_batched_tokens = spec.min_batched_tokens();
   o.max_prefill_chunk = spec.max_prefill_chunk();

@@ -455,8 +455,8 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
       {"models: [{name: a, path: a.gguf, idle_unload_after: 30}]",
        "models[0] (a): idle_unload_after needs load: on_demand"},
       {"models: [{name: a, path: a.gguf, device: 'cuda:x'}]",
-       "models[0] (a): device: \"cuda:x\" is not a device (cpu, cuda:N for GPU N, or a GPU's "
-       "UUID)"},
+       "models[0] (a): device: \"cuda:x\" is not a device (cpu, cuda:N for GPU N, a GPU's "
+       "UUID, or a MIG instance's with workers: on)"},
       {"models: [{name: a, path: a.gguf, device: tpu}]",
        "models[0] (a): device: \"tpu\" is not a device"},
       {"models: [{name: a, path: a.gguf, cpus: 3-1}]",

@@ -305,6 +305,18 @@ TEST(WorkerSpecTest, TheSchedulerSettingsReachTheWorker) {
   EXPECT_EQ(back->prefill_chunk_while_decoding, 48);
   EXPECT_EQ(back->weights_dtype, DType::kQ4_0);
   EXPECT_FALSE(back->qos_stop_steps);
+  EXPECT_EQ(back->device, "cpu");
+  // A GPU worker's device as it sees it (its one visible GPU); anything else is refused.
+  load.device = "cuda:0";
+  back = FromLoadSpec(ToLoadSpec(load, 1, 1));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->device, "cuda:0");
+  ipc::proto::LoadSpec spec = ToLoadSpec(load, 1, 1);
+  spec.set_device("tpu:0");
+  back = FromLoadSpec(spec);
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(back.status().message().find("tpu:0"), std::string::npos);
 }
 
 TEST(WorkerMainTest, AnotherProtocolVersionIsRefusedNamingBoth) {
