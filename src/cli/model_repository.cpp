@@ -254,17 +254,8 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       }
       model.idle_unload_after_seconds = seconds;
     } else if (key == "device") {
-      // cpu, cuda:N (GPU N), a GPU's UUID or a MIG instance's (worker processes only);
-      // whether that GPU is usable is known when the model loads.
-      const bool gpu = (value.starts_with("cuda:") && value.size() > 5 && value.size() <= 8 &&
-                        value.find_first_not_of("0123456789", 5) == std::string::npos) ||
-                       (value.starts_with("GPU-") && value.size() > 4) ||
-                       (value.starts_with("MIG-") && value.size() > 4);
-      if (value != "cpu" && !gpu) {
-        return InvalidArgumentError(at + ": " + Quote(value) +
-                                    " is not a device (cpu, cuda:N for GPU N, a GPU's UUID, or a "
-                                    "MIG instance's with workers: on)");
-      }
+      // Whether that GPU is usable is known when the model loads.
+      PIER_RETURN_IF_ERROR(CheckDeviceName(value, at));
       model.device = value;
     } else {
       // An engine setting: checked now with the server-wide parser, applied at load.

@@ -20,13 +20,13 @@
 // `fallback_max_class` (the highest class diverted; default critical: all), `load` (`on_start`, the
 // default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
 // (seconds without work after which an on_demand model is unloaded; default never), `device`
-// (`cpu`), `chat_template` (a Jinja file used instead of the GGUF's), and the engine settings
-// `ctx`, `kv_dtype`, `weights_dtype`, `kv_min`, `kv_max`, `max_batched_tokens`,
-// `prefill_chunk_while_decoding`, `max_seqs`, `max_queued`, `threads`, `swap_space`, which override
-// the server-wide keys of the same name for this model; and, with `workers: on`, the binding of its
-// worker processes: `cpus`, `numa_node`, `gpu`, `mps_thread_percentage` and `mps_memory_limit` (see
-// ModelConfig::bindings). Without a list the flat `model` and `name` keys (or -m) describe the one
-// model.
+// (default: the server's `device`, itself `cpu` by default), `chat_template` (a Jinja file used
+// instead of the GGUF's), and the engine settings `ctx`, `kv_dtype`, `weights_dtype`, `kv_min`,
+// `kv_max`, `max_batched_tokens`, `prefill_chunk_while_decoding`, `max_seqs`, `max_queued`,
+// `threads`, `swap_space`, which override the server-wide keys of the same name for this model;
+// and, with `workers: on`, the binding of its worker processes: `cpus`, `numa_node`, `gpu`,
+// `mps_thread_percentage` and `mps_memory_limit` (see ModelConfig::bindings). Without a list the
+// flat `model` and `name` keys (or -m) describe the one model.
 //
 // Everything is validated before anything loads, each error naming the file, the model and
 // the key: unknown keys, values that do not parse, missing files, names that are not
@@ -64,7 +64,8 @@ struct ModelConfig {
   // be unloaded when idle for idle_unload_after_seconds (0: never) or to make room.
   bool on_demand = false;
   double idle_unload_after_seconds = 0;
-  std::string device = "cpu";  // where it runs: "cpu" or "cuda:N" (GPU N)
+  // Where it runs: cpu, cuda:N, a GPU's or MIG instance's UUID; empty: the server's `device`.
+  std::string device;
   // Engine settings for this model only, as (setting name, text), applied over the server's.
   std::vector<std::pair<std::string, std::string>> settings;
   // Where its worker processes run: `cpus` (a CPU list like 0-3, or auto), `numa_node` (a

@@ -95,6 +95,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"memory_budget", "BYTES|PCT",
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
     {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
+    {"device", "DEVICE",
+     "Where models run unless they name their own: cpu (default), cuda:N (GPU N in PCI bus "
+     "order), a GPU's UUID, or with --workers on a MIG instance's (MIG-...)"},
     {"workers", "on|off",
      "on: each model instance runs in its own worker process, restarted when it crashes or "
      "hangs, its KV cache fixed at its capacity (default off: in this process, elastic KV)"},
@@ -268,7 +271,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.aliases = model.aliases;
     load.chat_template_path = model.chat_template;
     load.priority = model.priority;
-    load.device = model.device;
+    load.device = model.device.empty() ? settings.device : model.device;
     load.instances = model.instances;
     load.threads = settings.threads > 0 ? settings.threads : threads;
     load.ctx = settings.ctx;

@@ -146,6 +146,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "worker_leak_margin",
                                                        "topology",
                                                        "device_memory",
+                                                       "device",
                                                        "ctx",
                                                        "kv_dtype",
                                                        "weights_dtype",
@@ -206,6 +207,17 @@ Result<bool> ParseOnOff(std::string_view value, std::string_view source) {
 
 }  // namespace
 
+Status CheckDeviceName(std::string_view value, std::string_view at) {
+  const bool gpu = (value.starts_with("cuda:") && value.size() > 5 && value.size() <= 8 &&
+                    value.find_first_not_of("0123456789", 5) == std::string_view::npos) ||
+                   (value.starts_with("GPU-") && value.size() > 4) ||
+                   (value.starts_with("MIG-") && value.size() > 4);
+  if (value == "cpu" || gpu) return Status::Ok();
+  return InvalidArgumentError(std::string(at) + ": \"" + std::string(value) +
+                              "\" is not a device (cpu, cuda:N for GPU N, a GPU's UUID, or a "
+                              "MIG instance's with workers: on)");
+}
+
 Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_view value,
                          std::string_view source) {
   if (name == "model") {
@@ -260,6 +272,9 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     }
   } else if (name == "device_memory") {
     PIER_ASSIGN_OR_RETURN(o->device_memory, ParseByteSize(value, source));
+  } else if (name == "device") {
+    PIER_RETURN_IF_ERROR(CheckDeviceName(value, source));
+    o->device = std::string(value);
   } else if (name == "ctx") {
     PIER_ASSIGN_OR_RETURN(o->ctx, ParseInteger(value, source, 2, kMaxTokens));
   } else if (name == "kv_dtype") {

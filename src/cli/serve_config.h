@@ -52,7 +52,10 @@ struct ServeOptions {
   std::string admin_key;     // empty: /admin/* answer on loopback only
   int64_t max_queued = 256;  // waiting sequences before 429; 0: no limit
   BudgetSpec memory_budget = BudgetSpec::Percent(100);
-  std::optional<uint64_t> device_memory;             // CPU capacity; unset: probed
+  std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed
+  // Where models run unless they name their own `device`: cpu, cuda:N, a GPU's UUID, or a MIG
+  // instance's (worker processes only).
+  std::string device = "cpu";
   uint64_t memory_reserve = 0;                       // bytes of the budget never handed to models
   int64_t ctx = 4096;                                // KV cache positions, all requests together
   engine::KvDtype kv_dtype = engine::KvDtype::kF16;  // K/V element type in the cache
@@ -123,6 +126,10 @@ struct ServeOptions {
 // The names of all settings, as YAML keys (flags: "--" + name with '_' -> '-'), except
 // "config", which is a flag only.
 const std::vector<std::string_view>& ServeSettingNames();
+
+// INVALID_ARGUMENT (naming `at`) unless `value` names a device: cpu, cuda:N, a GPU's UUID
+// (GPU-...) or a MIG instance's (MIG-...). Whether it is usable is known when a model loads.
+[[nodiscard]] Status CheckDeviceName(std::string_view value, std::string_view at);
 
 // "--max-batched-tokens" for "max_batched_tokens".
 std::string FlagName(std::string_view setting);

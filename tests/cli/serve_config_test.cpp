@@ -40,6 +40,7 @@ TEST_F(ServeConfigTest, DefaultsWithoutFileOrFlags) {
   EXPECT_EQ((*options).http_threads, 1);
   EXPECT_EQ((*options).threads, 0);
   EXPECT_EQ((*options).ctx, 4096);
+  EXPECT_EQ((*options).device, "cpu");
   EXPECT_EQ((*options).max_batched_tokens, 512);
   EXPECT_EQ((*options).max_seqs, 64);
   EXPECT_EQ((*options).max_body_bytes, uint64_t{4} << 20);
@@ -108,6 +109,7 @@ cors_origins: "https://app.example, http://localhost:3000/"
 gpu_telemetry: off
 gpu_telemetry_min_period: 0.5
 gpu_telemetry_max_period: 20
+device: cuda:1
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -172,7 +174,8 @@ gpu_telemetry_max_period: 20
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_min_period_seconds, 0.5);
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_max_period_seconds, 20);
   // Every setting name appears in the file above: none is flag-only by mistake.
-  EXPECT_EQ(ServeSettingNames().size(), 56u);
+  EXPECT_EQ(o.device, "cuda:1");
+  EXPECT_EQ(ServeSettingNames().size(), 57u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
@@ -270,6 +273,7 @@ TEST_F(ServeConfigTest, BadFlagValuesNameTheFlag) {
   ExpectBad({{"memory_budget", ""}}, "--memory-budget");
   ExpectBad({{"memory_budget", "150%"}}, "--memory-budget");
   ExpectBad({{"device_memory", "lots"}}, "--device-memory");
+  ExpectBad({{"device", "gpu0"}}, "--device: \"gpu0\" is not a device");
   ExpectBad({{"memory_reserve", "-1MiB"}}, "--memory-reserve");
   ExpectBad({{"workers", "yes"}}, "expected on or off");
   ExpectBad({{"worker_heartbeat_timeout", "0"}}, "--worker-heartbeat-timeout");
@@ -401,7 +405,7 @@ models:
   EXPECT_TRUE(o->models[1].on_demand);
   EXPECT_DOUBLE_EQ(o->models[1].idle_unload_after_seconds, 2.5);
   EXPECT_EQ(o->models[1].device, "cuda:1");  // GPU 1: whether it is usable shows at load
-  EXPECT_EQ(a.device, "cpu");
+  EXPECT_EQ(a.device, "") << "none of its own: the server's device";
 }
 
 TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {

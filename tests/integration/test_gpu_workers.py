@@ -141,3 +141,23 @@ models:
         assert status == 200, body
     finally:
         s.stop_and_check()
+
+
+def test_the_servers_device_places_models_that_name_none(tmp_path):
+    # `pier serve -m FILE --device cuda:0 --workers on`: the one model runs in a worker on GPU 0.
+    env = dict(fake_nvml_env(tmp_path / "nvml.txt", SCRIPT), PIER_WORKER_TEST_GPU_ON_CPU="1")
+    s = PierServer(["--workers", "on", "--device", "cuda:0"], env=env)
+    try:
+        _, m = detail(s, s.model_id)
+        assert m["pier"]["device"] == "cuda:0 (NVIDIA H100 80GB HBM3)", m["pier"]
+        worker = m["pier"]["instances"][0]["worker"]
+        assert environ(worker["pid"])["CUDA_VISIBLE_DEVICES"] == "GPU-e2e"
+    finally:
+        s.stop_and_check()
+    # Without a usable GPU (and without the hook), an in-process GPU model fails the start,
+    # naming the device and why.
+    out = subprocess.run([PIER_BINARY, "serve", "-m", PIER_MODEL, "--port", "0", "--device",
+                          "cuda:7"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **fake_nvml_env(tmp_path / "nvml.txt", SCRIPT)})
+    assert out.returncode != 0, out.stdout
+    assert "cuda:7" in out.stderr, out.stderr
