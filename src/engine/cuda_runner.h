@@ -60,6 +60,12 @@ struct CudaRunnerOptions {
   // Steps of at least this many tokens multiply on the tensor cores (int8 mma; every matrix
   // type but Q6_K, GGUF layout): the same bits. 0: never, until a GPU run sets the crossover.
   int64_t mma_min_tokens = 0;
+  // Fewer launches per layer, the same bits: Q, K and V in one product launch (and gate with
+  // up) when they share a type and the warp-per-row product runs them; RoPE with the K/V
+  // writes; attention's merge writing the quantized rows the output product reads. 11
+  // launches per layer instead of 17, which is what a small model's decode is bound by. Tests
+  // turn it off to compare.
+  bool fuse_kernels = true;
 };
 
 // How often a CUDA runner captured, replayed and gave up on graphs (zeros for another runner).

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -107,6 +108,10 @@ class CudaLlamaRunner final : public ModelRunner {
     return LayOutStep(dims_, n_tok, n_out, n_table, total_splits);
   }
   Status MatMul(const DeviceMatrix& w, const void* xq, int64_t n_tok, float* y);
+  // y[i] = w[i] . xq for 2-3 matrices sharing xq: one launch when fuse_kernels and they share a
+  // type, GGUF layout and the warp-per-row product at this many tokens; else MatMul each.
+  Status MatMuls(std::initializer_list<std::pair<const DeviceMatrix*, float*>> products,
+                 const void* xq, int64_t n_tok);
   Status EnsureHost(size_t bytes);
 
   // One step's host-side inputs, in the order they are staged in pinned memory.

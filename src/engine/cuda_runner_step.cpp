@@ -23,6 +23,26 @@ Status CudaLlamaRunner::MatMul(const DeviceMatrix& w, const void* xq, int64_t n_
   return device_.QuantMatMul(w.type, w.data, w.rows, w.cols, xq, n_tok, y, w.rows, stream_);
 }
 
+Status CudaLlamaRunner::MatMuls(
+    std::initializer_list<std::pair<const DeviceMatrix*, float*>> products, const void* xq,
+    int64_t n_tok) {
+  const DeviceMatrix& first = *products.begin()->first;
+  bool one_launch = options_.fuse_kernels && products.size() <= PIER_CUDA_MAX_MATRIX_SLICES;
+  for (const auto& [w, y] : products) {
+    one_launch = one_launch && w->type == first.type && w->cols == first.cols && !w->packed;
+  }
+  const bool on_tensor_cores = options_.mma_min_tokens > 0 && n_tok >= options_.mma_min_tokens &&
+                               first.type != static_cast<int32_t>(cuda::quant::QuantType::kQ6_K);
+  if (!one_launch || on_tensor_cores) {
+    for (const auto& [w, y] : products) PIER_RETURN_IF_ERROR(MatMul(*w, xq, n_tok, y));
+    return Status::Ok();
+  }
+  PierCudaMatrixSlice slices[PIER_CUDA_MAX_MATRIX_SLICES];
+  int32_t count = 0;
+  for (const auto& [w, y] : products) slices[count++] = {w->data, w->rows, y, w->rows};
+  return device_.QuantMatMulSlices(first.type, slices, count, first.cols, xq, n_tok, stream_);
+}
+
 Status CudaLlamaRunner::EnsureHost(size_t bytes) {
   if (host_.ptr != nullptr && host_.bytes >= bytes) return Status::Ok();
   if (host_.ptr != nullptr) device_.FreePinnedHost(host_);
@@ -102,18 +122,23 @@ Result<bool> CudaLlamaRunner::EnqueueLayers(const StepLayout& L, uint8_t* base, 
     // x += the previous layer's FFN output; h = RMSNorm(x) quantized.
     PIER_RETURN_IF_ERROR(device_.AddRmsNorm(x, il == 0 ? nullptr : add, l.attn_norm, n_tok, E_,
                                             eps_, nullptr, xq, stream_));
-    PIER_RETURN_IF_ERROR(MatMul(l.wq, xq, n_tok, f32(L.q)));
-    PIER_RETURN_IF_ERROR(MatMul(l.wk, xq, n_tok, f32(L.k)));
-    PIER_RETURN_IF_ERROR(MatMul(l.wv, xq, n_tok, f32(L.v)));
     PIER_RETURN_IF_ERROR(
-        device_.Rope(f32(L.q), n_tok, n_head_, hd_, n_rot_, false, f32(L.cos_sin), stream_));
-    PIER_RETURN_IF_ERROR(
-        device_.Rope(f32(L.k), n_tok, n_kv_, hd_, n_rot_, false, f32(L.cos_sin), stream_));
+        MatMuls({{&l.wq, f32(L.q)}, {&l.wk, f32(L.k)}, {&l.wv, f32(L.v)}}, xq, n_tok));
     const PierCudaKvGeometry g{static_cast<int64_t>(shape_.kv.bytes_per_block()),
                                static_cast<int64_t>(2 * il * plane),
                                static_cast<int64_t>((2 * il + 1) * plane), n_kv_, hd_};
-    PIER_RETURN_IF_ERROR(device_.KvWrite(f32(L.k), f32(L.v), n_tok, i32(L.positions),
-                                         i32(L.offsets), i32(L.tables), kv_base_, g, stream_));
+    if (options_.fuse_kernels) {
+      PIER_RETURN_IF_ERROR(device_.RopeKvWrite(f32(L.q), f32(L.k), f32(L.v), n_tok, n_head_, n_rot_,
+                                               f32(L.cos_sin), i32(L.positions), i32(L.offsets),
+                                               i32(L.tables), kv_base_, g, stream_));
+    } else {
+      PIER_RETURN_IF_ERROR(
+          device_.Rope(f32(L.q), n_tok, n_head_, hd_, n_rot_, false, f32(L.cos_sin), stream_));
+      PIER_RETURN_IF_ERROR(
+          device_.Rope(f32(L.k), n_tok, n_kv_, hd_, n_rot_, false, f32(L.cos_sin), stream_));
+      PIER_RETURN_IF_ERROR(device_.KvWrite(f32(L.k), f32(L.v), n_tok, i32(L.positions),
+                                           i32(L.offsets), i32(L.tables), kv_base_, g, stream_));
+    }
     PierCudaAttentionArgs args{};
     args.q = f32(L.q);
     args.out = f32(L.attn);
@@ -128,14 +153,18 @@ Result<bool> CudaLlamaRunner::EnqueueLayers(const StepLayout& L, uint8_t* base, 
     args.split_query = i32(L.split_query);
     args.total_splits = total_splits;
     args.scratch = f32(L.scratch);
+    // The merge quantizes its rows itself where a block never spans two heads.
+    const bool merge_quantizes = options_.fuse_kernels && hd_ % cuda::quant::kBlock == 0;
+    args.out_xq = merge_quantizes ? xq : nullptr;
     PIER_RETURN_IF_ERROR(device_.PagedAttention(args, stream_));
-    PIER_RETURN_IF_ERROR(device_.QuantizeActivations(f32(L.attn), n_tok, q_dim, xq, stream_));
+    if (!merge_quantizes) {
+      PIER_RETURN_IF_ERROR(device_.QuantizeActivations(f32(L.attn), n_tok, q_dim, xq, stream_));
+    }
     PIER_RETURN_IF_ERROR(MatMul(l.wo, xq, n_tok, add));
     // x += attention output; h = RMSNorm(x) quantized; the SwiGLU block.
     PIER_RETURN_IF_ERROR(
         device_.AddRmsNorm(x, add, l.ffn_norm, n_tok, E_, eps_, nullptr, xq, stream_));
-    PIER_RETURN_IF_ERROR(MatMul(l.gate, xq, n_tok, f32(L.gate)));
-    PIER_RETURN_IF_ERROR(MatMul(l.up, xq, n_tok, f32(L.up)));
+    PIER_RETURN_IF_ERROR(MatMuls({{&l.gate, f32(L.gate)}, {&l.up, f32(L.up)}}, xq, n_tok));
     PIER_RETURN_IF_ERROR(
         device_.SiluMul(f32(L.gate), f32(L.up), n_tok, n_ff_, nullptr, xq, stream_));
     PIER_RETURN_IF_ERROR(MatMul(l.down, xq, n_tok, add));

@@ -332,6 +332,43 @@ TEST_F(CudaRunnerTest, PackedWeightsGiveTheSameLogits) {
   EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0);
 }
 
+// The fused launches (Q/K/V and gate/up products, RoPE with the K/V writes, the merge's
+// quantization; the rig's runner has them, the default) give the unfused runner's logits, bit
+// for bit, in a prefill and through a decode graph.
+TEST_F(CudaRunnerTest, FusedLaunchesGiveTheSameLogitsAsTheSeparateOnes) {
+  static int twins = 0;
+  Result<OwnerId> owner =
+      rig_->gpu_governor->AddOwner({.name = "unfused-twin-" + std::to_string(++twins)});
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  CudaRunnerOptions options{rig_->gpu.get(), rig_->gpu_governor.get(), *owner, *owner,
+                            rig_->gpu_kv.get()};
+  options.fuse_kernels = false;
+  auto unfused = CreateCudaModelRunner(*rig_->file, options);
+  ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
+  Batch batch;
+  batch.sequences = {Sequence(1, 300, 860, 51, LogitsWanted::kAll), Sequence(2, 4, 890, 52)};
+  const std::vector<float> a = Run(**unfused, batch);
+  const std::vector<float> b = Run(*rig_->gpu_runner, batch);
+  ASSERT_EQ(a.size(), 301u * 49152);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  Batch decode;  // two decode steps: the first captures the graph, the second replays it
+  for (int step = 0; step < 2; ++step) {
+    SequenceSpan d1 = batch.sequences[0], d2 = batch.sequences[1];
+    d1.first_position = 300 + step;
+    d1.tokens = {23 + step};
+    d1.logits = LogitsWanted::kLast;
+    d2.first_position = 4 + step;
+    d2.tokens = {29 + step};
+    decode.sequences = {d1, d2};
+    const std::vector<float> c = Run(**unfused, decode);
+    const std::vector<float> e = Run(*rig_->gpu_runner, decode);
+    ASSERT_EQ(c.size(), 2u * 49152);
+    ASSERT_EQ(c.size(), e.size());
+    EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0) << "decode step " << step;
+  }
+}
+
 // Products on the tensor cores (from 2 tokens on) give the same logits.
 TEST_F(CudaRunnerTest, TensorCoreProductsGiveTheSameLogits) {
   static int twins = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention_math.h"
+#include "kernels/cuda/quant_dot.h"
 #include "tests/kernels/cuda_test_device.h"
 #include "tests/kernels/random_gguf.h"
 #include "tests/kernels/random_kv.h"
@@ -32,10 +33,12 @@ class CudaAttentionTest : public CudaBuffersTest {
   }
 
   // Runs attention for the given (sequence, position) queries in one launch.
+  // With `xq`, the merge also quantizes the rows (args.out_xq), downloaded into it.
   std::vector<float> Attend(const RandomKvCache& kv, const uint8_t* d_kv, const int32_t* d_tables,
                             int64_t n_head, const std::vector<float>& q,
                             const std::vector<int32_t>& sequences,
-                            const std::vector<int32_t>& positions) {
+                            const std::vector<int32_t>& positions,
+                            std::vector<uint8_t>* xq = nullptr) {
     const int64_t n = static_cast<int64_t>(positions.size()), hd = kv.head_dim;
     std::vector<int32_t> offsets;
     for (size_t i = 0; i < sequences.size(); ++i) {
@@ -61,8 +64,11 @@ class CudaAttentionTest : public CudaBuffersTest {
     args.split_query = Put(split_query);
     args.total_splits = total;
     args.scratch = Put(std::vector<float>(attn::ScratchFloats(total, n_head, hd)));
+    const int64_t xq_bytes = n * quant::ActivationRowBytes(n_head * hd);
+    if (xq != nullptr) args.out_xq = Put(std::vector<uint8_t>(xq_bytes));
     const Status s = device_->PagedAttention(args, stream());
     EXPECT_TRUE(s.ok()) << s.ToString();
+    if (xq != nullptr) *xq = Get(static_cast<uint8_t*>(args.out_xq), xq_bytes);
     return Get(out, n * n_head * hd);
   }
 
@@ -85,7 +91,17 @@ class CudaAttentionTest : public CudaBuffersTest {
     }
     const int64_t n = static_cast<int64_t>(positions.size()), row = n_head * hd;
     const std::vector<float> q = RandomQueries(n * row, seed + 1);
-    const std::vector<float> batch = Attend(kv, d_kv, d_tables, n_head, q, sequences, positions);
+    std::vector<uint8_t> xq;
+    const std::vector<float> batch =
+        Attend(kv, d_kv, d_tables, n_head, q, sequences, positions, &xq);
+    // The merge's own quantization: the bytes the separate quantization makes of its rows.
+    std::vector<uint8_t> xq_golden(xq.size());
+    quant::QuantizeActivationsGolden(batch.data(), n, row, xq_golden.data());
+    ASSERT_EQ(xq, xq_golden) << "the merge's quantized rows differ from quantizing its output";
+    const std::vector<float> unquantized =
+        Attend(kv, d_kv, d_tables, n_head, q, sequences, positions);
+    ASSERT_EQ(std::memcmp(unquantized.data(), batch.data(), batch.size() * sizeof(float)), 0)
+        << "quantizing in the merge changed its output";
     for (int64_t i = 0; i < n; ++i) {
       // Golden.
       for (int64_t h = 0; h < n_head; ++h) {
@@ -156,6 +172,61 @@ TEST_F(CudaAttentionTest, PrefillAndDecodeWritesGiveTheSameCache) {
   }
   EXPECT_EQ(Get(prefill, kv.bytes.size()), expected);
   EXPECT_EQ(Get(decode, kv.bytes.size()), expected);
+}
+
+// RoPE of q and k and the K/V write in one launch against the three launches it replaces:
+// the same q, the same cache bytes, k left as it was; with full and partial rotation and a
+// padding row (position -1) that writes nothing.
+TEST_F(CudaAttentionTest, RopeWithTheKvWriteIsTheSeparateLaunchesBitForBit) {
+  for (const int64_t n_rot : {int64_t{64}, int64_t{32}}) {
+    SCOPED_TRACE(std::to_string(n_rot) + " of 64 rotated");
+    const int64_t n_head = 9, n_kv_head = 3, hd = 64, n_tokens = 21;
+    RandomKvCache kv(2, 1, n_kv_head, hd, {n_tokens}, 11);
+    const std::vector<float> q = RandomQueries(n_tokens * n_head * hd, 12);
+    const std::vector<float> k = RandomQueries(n_tokens * n_kv_head * hd, 13);
+    const std::vector<float> v = RandomQueries(n_tokens * n_kv_head * hd, 14);
+    std::vector<float> cos_sin(n_tokens * (n_rot / 2) * 2);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t i = 0; i < n_rot / 2; ++i) {
+        const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / n_rot);
+        cos_sin[(t * (n_rot / 2) + i) * 2] = static_cast<float>(std::cos(angle));
+        cos_sin[(t * (n_rot / 2) + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+      }
+    }
+    std::vector<int32_t> positions(n_tokens), offsets(n_tokens, 0);
+    for (int32_t i = 0; i < n_tokens; ++i) positions[i] = i;
+    positions[7] = -1;  // a padding row
+    const PierCudaKvGeometry g = ToC(kv.geometry);
+    const int32_t* d_tables = Put(kv.tables);
+    const int32_t* d_positions = Put(positions);
+    const int32_t* d_offsets = Put(offsets);
+    const float* d_cos_sin = Put(cos_sin);
+    // Separate: RoPE on q, RoPE on k, then the write.
+    float* q_a = Put(q);
+    float* k_a = Put(k);
+    const float* v_d = Put(v);
+    uint8_t* cache_a = Put(kv.bytes);
+    ASSERT_TRUE(device_->Rope(q_a, n_tokens, n_head, hd, n_rot, false, d_cos_sin, stream()).ok());
+    ASSERT_TRUE(
+        device_->Rope(k_a, n_tokens, n_kv_head, hd, n_rot, false, d_cos_sin, stream()).ok());
+    ASSERT_TRUE(
+        device_->KvWrite(k_a, v_d, n_tokens, d_positions, d_offsets, d_tables, cache_a, g, stream())
+            .ok());
+    // Fused.
+    float* q_b = Put(q);
+    const float* k_b = Put(k);
+    uint8_t* cache_b = Put(kv.bytes);
+    const Status fused =
+        device_->RopeKvWrite(q_b, k_b, v_d, n_tokens, n_head, n_rot, d_cos_sin, d_positions,
+                             d_offsets, d_tables, cache_b, g, stream());
+    ASSERT_TRUE(fused.ok()) << fused.ToString();
+    const std::vector<float> got_q = Get(q_b, q.size()), want_q = Get(q_a, q.size());
+    ASSERT_EQ(std::memcmp(got_q.data(), want_q.data(), q.size() * sizeof(float)), 0);
+    EXPECT_EQ(Get(cache_b, kv.bytes.size()), Get(cache_a, kv.bytes.size()));
+    const std::vector<float> k_after = Get(k_b, k.size());
+    EXPECT_EQ(std::memcmp(k_after.data(), k.data(), k.size() * sizeof(float)), 0)
+        << "k itself is left as it was";
+  }
 }
 
 TEST_F(CudaAttentionTest, BadArgumentsAreRefusedWithTheReason) {

@@ -126,6 +126,17 @@ class CudaQuantMatMulTest : public CudaTest {
     expect_golden("GGUF layout", [&](int64_t n) {
       return device_->QuantMatMul(t, dw.ptr, n_rows, n_cols, dxq.ptr, n, out, ldy, stream);
     });
+    // The same rows as three matrices of one launch (Q, K and V): each lands where its rows'
+    // results belong, bitwise the golden.
+    expect_golden("three slices", [&](int64_t n) {
+      const int64_t a = n_rows / 3, b = 2 * n_rows / 3;
+      const int64_t row_bytes = quant::GgufRowBytes(type, n_cols);
+      const auto* base = static_cast<const uint8_t*>(dw.ptr);
+      const PierCudaMatrixSlice slices[3] = {{base, a, out, ldy},
+                                             {base + a * row_bytes, b - a, out + a, ldy},
+                                             {base + b * row_bytes, n_rows - b, out + b, ldy}};
+      return device_->QuantMatMulSlices(t, slices, 3, n_cols, dxq.ptr, n, stream);
+    });
     if (type != QuantType::kQ6_K) {  // the tensor-core product
       expect_golden("tensor cores", [&](int64_t n) {
         return device_->MmaMatMul(t, dw.ptr, n_rows, n_cols, dxq.ptr, n, out, ldy, stream);
@@ -191,6 +202,20 @@ TEST_F(CudaQuantMatMulTest, UnknownTypeAndBadShapesAreRefused) {
   // Misaligned activations.
   s = device_->QuantMatMul(static_cast<int32_t>(QuantType::kQ8_0), buf.ptr, 4, 64,
                            static_cast<char*>(buf.ptr) + 4, 1, y, 4, stream);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  // One launch takes 1 to 4 matrices, each checked as one alone.
+  const PierCudaMatrixSlice five[5] = {{buf.ptr, 1, y, 1},
+                                       {buf.ptr, 1, y, 1},
+                                       {buf.ptr, 1, y, 1},
+                                       {buf.ptr, 1, y, 1},
+                                       {buf.ptr, 1, y, 1}};
+  s = device_->QuantMatMulSlices(static_cast<int32_t>(QuantType::kQ8_0), five, 5, 64, buf.ptr, 1,
+                                 stream);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("1 to 4"), std::string::npos) << s.ToString();
+  const PierCudaMatrixSlice short_ldy[2] = {{buf.ptr, 4, y, 4}, {buf.ptr, 8, y, 4}};
+  s = device_->QuantMatMulSlices(static_cast<int32_t>(QuantType::kQ8_0), short_ldy, 2, 64, buf.ptr,
+                                 1, stream);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   s = device_->QuantizeActivations(y, 2, 48, buf.ptr, stream);  // not whole blocks of 32
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();

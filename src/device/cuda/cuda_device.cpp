@@ -362,6 +362,25 @@ Status CudaDevice::KvWrite(const float* k, const float* v, int64_t n_tokens,
                           name() + ": K/V write");
 }
 
+Status CudaDevice::QuantMatMulSlices(int32_t type, const PierCudaMatrixSlice* matrices,
+                                     int32_t count, int64_t n_cols, const void* xq,
+                                     int64_t n_tokens, Stream stream) {
+  return plugin_.ToStatus(api().quant_matmul_slices(index(), type, matrices, count, n_cols, xq,
+                                                    n_tokens, ToStream(stream)),
+                          name() + ": quantized matrix products");
+}
+
+Status CudaDevice::RopeKvWrite(float* q, const float* k, const float* v, int64_t n_tokens,
+                               int64_t n_head, int64_t n_rot, const float* cos_sin,
+                               const int32_t* positions, const int32_t* table_offsets,
+                               const int32_t* block_tables, void* kv_base,
+                               const PierCudaKvGeometry& geometry, Stream stream) {
+  return plugin_.ToStatus(
+      api().rope_kv_write(index(), q, k, v, n_tokens, n_head, n_rot, cos_sin, positions,
+                          table_offsets, block_tables, kv_base, &geometry, ToStream(stream)),
+      name() + ": RoPE and K/V write");
+}
+
 Status CudaDevice::BeginCapture(Stream stream) {
   return plugin_.ToStatus(api().begin_capture(index(), ToStream(stream)),
                           name() + ": begin graph capture");

@@ -89,6 +89,11 @@ class CudaDevice final : public Device {
                                    int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
                                    int64_t ldy, Stream stream);
 
+  // QuantMatMul over 1-4 matrices of one type and width sharing xq, in one launch (see
+  // PierCudaPluginApi::quant_matmul_slices).
+  [[nodiscard]] Status QuantMatMulSlices(int32_t type, const PierCudaMatrixSlice* matrices,
+                                         int32_t count, int64_t n_cols, const void* xq,
+                                         int64_t n_tokens, Stream stream);
   // QuantMatMul over a matrix packed by quant::PackRows32 (kernels/cuda/quant_pack.h).
   [[nodiscard]] Status PackedMatMul(int32_t type, const void* packed, int64_t n_rows,
                                     int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
@@ -122,6 +127,12 @@ class CudaDevice final : public Device {
                                const int32_t* positions, const int32_t* table_offsets,
                                const int32_t* block_tables, void* kv_base,
                                const PierCudaKvGeometry& geometry, Stream stream);
+  // Rope of q and k with the K/V write, one launch (PierCudaPluginApi::rope_kv_write).
+  [[nodiscard]] Status RopeKvWrite(float* q, const float* k, const float* v, int64_t n_tokens,
+                                   int64_t n_head, int64_t n_rot, const float* cos_sin,
+                                   const int32_t* positions, const int32_t* table_offsets,
+                                   const int32_t* block_tables, void* kv_base,
+                                   const PierCudaKvGeometry& geometry, Stream stream);
 
  private:
   // One reserved address range: the physical handle of each granule (0 = unmapped).

@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define PIER_CUDA_PLUGIN_ABI_VERSION 2u
+#define PIER_CUDA_PLUGIN_ABI_VERSION 3u
 #define PIER_CUDA_PLUGIN_ENTRY_SYMBOL "pier_cuda_plugin_api"
 
 typedef int32_t PierCudaResult;
@@ -80,7 +80,20 @@ typedef struct PierCudaAttentionArgs {
   const int32_t* split_query; /* [total_splits]: the query of each split */
   int64_t total_splits;
   float* scratch; /* total_splits * n_head * (head_dim + 2) floats */
+  /* ABI 3. NULL, or where the merge also writes each output row as 8-bit activation blocks
+   * (what quantize_activations would write from `out`); head_dim then a multiple of 32. */
+  void* out_xq;
 } PierCudaAttentionArgs;
+
+/* One matrix of quant_matmul_slices (ABI 3): n_rows rows in GGUF layout, results y
+ * [n_tokens, ldy]. At most PIER_CUDA_MAX_MATRIX_SLICES in one launch. */
+#define PIER_CUDA_MAX_MATRIX_SLICES 4
+typedef struct PierCudaMatrixSlice {
+  const void* weights;
+  int64_t n_rows;
+  float* y;
+  int64_t ldy;
+} PierCudaMatrixSlice;
 
 typedef struct PierCudaPluginApi {
   uint32_t abi_version; /* PIER_CUDA_PLUGIN_ABI_VERSION the plugin was built with */
@@ -213,6 +226,22 @@ typedef struct PierCudaPluginApi {
   PierCudaResult (*mma_matmul)(int32_t device, int32_t type, const void* weights, int64_t n_rows,
                                int64_t n_cols, const void* xq, int64_t n_tokens, float* y,
                                int64_t ldy, PierCudaStream stream);
+
+  /* ---- Fused launches (ABI 3): fewer kernels per decode step, the same bits --------------- */
+  /* quant_matmul over 1-4 matrices of one type and width sharing xq (Q, K and V; gate and
+   * up) in one launch: each row's result is the one quant_matmul gives for its own matrix. */
+  PierCudaResult (*quant_matmul_slices)(int32_t device, int32_t type,
+                                        const PierCudaMatrixSlice* matrices, int32_t count,
+                                        int64_t n_cols, const void* xq, int64_t n_tokens,
+                                        PierCudaStream stream);
+  /* rope (pairs 2i, 2i + 1) of q [n_tokens][n_head][head_dim] in place and of k on its way into
+   * the cache, then kv_write of k and v: one launch, the same bits (k itself is not changed). */
+  PierCudaResult (*rope_kv_write)(int32_t device, float* q, const float* k, const float* v,
+                                  int64_t n_tokens, int64_t n_head, int64_t n_rot,
+                                  const float* cos_sin, const int32_t* positions,
+                                  const int32_t* table_offsets, const int32_t* block_tables,
+                                  void* kv_base, const PierCudaKvGeometry* geometry,
+                                  PierCudaStream stream);
 } PierCudaPluginApi;
 
 /* The plugin's only exported symbol. Returns NULL when abi_version is not the plugin's. */

@@ -351,13 +351,15 @@ PierCudaResult PagedAttention(int32_t device, const PierCudaAttentionArgs* args,
                                          args->split_first,
                                          args->split_query,
                                          args->total_splits,
-                                         args->scratch};
+                                         args->scratch,
+                                         static_cast<uint8_t*>(args->out_xq)};
   return FromLaunch(pier::cuda::LaunchPagedAttention(a, ToCuda(stream)), "paged_attention",
                     std::to_string(args->n_queries) + " queries of " +
                         std::to_string(args->n_head) + " heads, " + Describe(args->geometry) +
                         ", " + std::to_string(args->total_splits) +
                         " splits: needs at most 65,535 queries, head_dim <= 256, heads a "
-                        "multiple of the K/V heads and every pointer set");
+                        "multiple of the K/V heads, every pointer set, and with out_xq a "
+                        "head_dim that is a multiple of 32 and a 16-byte aligned out_xq");
 }
 
 PierCudaResult KvWrite(int32_t device, const float* k, const float* v, int64_t n_tokens,
@@ -372,6 +374,53 @@ PierCudaResult KvWrite(int32_t device, const float* k, const float* v, int64_t n
                     "kv_write",
                     std::to_string(n_tokens) + " tokens, " + Describe(*geometry) +
                         ": needs head_dim <= 256, even offsets and every pointer set");
+}
+
+PierCudaResult QuantMatMulSlices(int32_t device, int32_t type, const PierCudaMatrixSlice* matrices,
+                                 int32_t count, int64_t n_cols, const void* xq, int64_t n_tokens,
+                                 PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  if (matrices == nullptr || count < 1 || count > pier::cuda::kMaxMatrixSlices) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT,
+                "quant_matmul_slices: " + std::to_string(count) + " matrices (1 to " +
+                    std::to_string(pier::cuda::kMaxMatrixSlices) + " in one launch)");
+  }
+  static_assert(pier::cuda::kMaxMatrixSlices == PIER_CUDA_MAX_MATRIX_SLICES);
+  pier::cuda::MatrixSlice slices[pier::cuda::kMaxMatrixSlices];
+  for (int32_t i = 0; i < count; ++i) {
+    slices[i] = {matrices[i].weights, matrices[i].n_rows, matrices[i].y, matrices[i].ldy};
+  }
+  const cudaError_t error = pier::cuda::LaunchQuantMatMulSlices(type, slices, count, n_cols, xq,
+                                                                n_tokens, ToCuda(stream));
+  if (error == cudaErrorInvalidValue) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT,
+                "quant_matmul_slices: ggml type " + std::to_string(type) + ", " +
+                    std::to_string(count) + " matrices of " + std::to_string(n_cols) +
+                    " columns, " + std::to_string(n_tokens) +
+                    " tokens: needs a GPU product type, whole blocks, ldy >= rows and non-null, "
+                    "aligned pointers");
+  }
+  return FromCuda(error, "quant_matmul_slices launch");
+}
+
+PierCudaResult RopeKvWrite(int32_t device, float* q, const float* k, const float* v,
+                           int64_t n_tokens, int64_t n_head, int64_t n_rot, const float* cos_sin,
+                           const int32_t* positions, const int32_t* table_offsets,
+                           const int32_t* block_tables, void* kv_base,
+                           const PierCudaKvGeometry* geometry, PierCudaStream stream) {
+  if (PierCudaResult rc = UseDevice(device)) return rc;
+  if (geometry == nullptr) {
+    return Fail(PIER_CUDA_ERROR_INVALID_ARGUMENT, "rope_kv_write: no geometry");
+  }
+  return FromLaunch(
+      pier::cuda::LaunchRopeKvWrite(q, k, v, n_tokens, n_head, n_rot, cos_sin, positions,
+                                    table_offsets, block_tables, static_cast<uint8_t*>(kv_base),
+                                    ToGeometry(*geometry), ToCuda(stream)),
+      "rope_kv_write",
+      std::to_string(n_tokens) + " tokens of " + std::to_string(n_head) + " heads, " +
+          std::to_string(n_rot) + " rotated, " + Describe(*geometry) +
+          ": needs an even head_dim <= 256, an even n_rot <= head_dim, heads a "
+          "multiple of the K/V heads and every pointer set");
 }
 
 PierCudaResult BeginCapture(int32_t device, PierCudaStream stream) {
@@ -484,6 +533,8 @@ const PierCudaPluginApi kApi = {
     GraphDestroy,
     PackedMatMul,
     MmaMatMul,
+    QuantMatMulSlices,
+    RopeKvWrite,
 };
 
 }  // namespace

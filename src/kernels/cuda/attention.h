@@ -37,6 +37,11 @@ struct PagedAttentionArgs {
   const int32_t* split_query;  // [total_splits]
   int64_t total_splits;        // at most 2^31 - 1
   float* scratch;              // attn::ScratchFloats(total_splits, n_head, head_dim)
+  // When set, the merge pass also writes each output row as 8-bit activation blocks (the
+  // bytes LaunchQuantizeActivations writes from `out`), saving that launch: n_queries rows of
+  // quant::ActivationRowBytes(n_head * head_dim) bytes, 16-byte aligned. head_dim must then
+  // be a multiple of 32 (a block never spans two heads).
+  uint8_t* out_xq;
 };
 
 // cudaErrorInvalidValue for bad shapes or null pointers; cudaSuccess without launching for
@@ -51,5 +56,16 @@ cudaError_t LaunchKvWrite(const float* k, const float* v, int64_t n_tokens,
                           const int32_t* positions, const int32_t* table_offsets,
                           const int32_t* block_tables, uint8_t* kv_base,
                           const attn::KvGeometry& geometry, cudaStream_t stream);
+
+// What LaunchRope (on q, then on k) and LaunchKvWrite do, in one launch and with the same
+// bits: q [n_tokens][n_head][head_dim] rotated in place, k [n_tokens][n_kv_head][head_dim]
+// rotated on its way into the cache (k itself is left as it is) and v written, both as f16.
+// RoPE pairs (2i, 2i + 1) for i < n_rot / 2 from cos_sin [n_tokens][n_rot / 2][2] (the llama
+// form; n_rot even and at most head_dim, head_dim even).
+cudaError_t LaunchRopeKvWrite(float* q, const float* k, const float* v, int64_t n_tokens,
+                              int64_t n_head, int64_t n_rot, const float* cos_sin,
+                              const int32_t* positions, const int32_t* table_offsets,
+                              const int32_t* block_tables, uint8_t* kv_base,
+                              const attn::KvGeometry& geometry, cudaStream_t stream);
 
 }  // namespace pier::cuda

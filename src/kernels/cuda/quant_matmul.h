@@ -34,6 +34,24 @@ cudaError_t LaunchQuantMatMul(int32_t type, const void* weights, int64_t n_rows,
                               const void* xq, int64_t n_tokens, float* y, int64_t ldy,
                               cudaStream_t stream);
 
+// One of the matrices of LaunchQuantMatMulSlices: n_rows rows (weights as for
+// LaunchQuantMatMul) and their results y [n_tokens, ldy].
+struct MatrixSlice {
+  const void* weights;
+  int64_t n_rows;
+  float* y;
+  int64_t ldy;
+};
+constexpr int kMaxMatrixSlices = 4;
+
+// LaunchQuantMatMul over up to kMaxMatrixSlices matrices of one type and width that multiply
+// the same activations (Q, K and V; gate and up), in one launch: each row's result is bitwise
+// the one LaunchQuantMatMul gives for its own matrix. cudaErrorInvalidValue as there, or for
+// no matrices or too many.
+cudaError_t LaunchQuantMatMulSlices(int32_t type, const MatrixSlice* matrices, int count,
+                                    int64_t n_cols, const void* xq, int64_t n_tokens,
+                                    cudaStream_t stream);
+
 // The same product over a matrix packed by quant::PackRows32 (quant_pack.h: Q4_0, Q4_1, Q5_0,
 // Q5_1, Q8_0; `packed` 16-byte aligned): the same bits as LaunchQuantMatMul on the GGUF rows,
 // with whole-block aligned loads. cudaErrorInvalidValue for another type or bad arguments.
