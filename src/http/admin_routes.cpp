@@ -457,7 +457,10 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
   if (options_.gpu_telemetry != nullptr) {
     // A GPU's governor is named "cuda:N": its waiting allocations weigh that GPU's pressure.
     std::map<unsigned, uint64_t> waiting;
-    for (const MemoryGovernor* g : {options_.device_governor}) {
+    const std::vector<const MemoryGovernor*> governors =
+        options_.device_governors ? options_.device_governors()
+                                  : std::vector<const MemoryGovernor*>{options_.device_governor};
+    for (const MemoryGovernor* g : governors) {
       if (g == nullptr) continue;
       const GovernorStats stats = g->Stats();
       if (stats.device.starts_with("cuda:")) {
@@ -500,6 +503,22 @@ HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
                       {"committed_bytes", g.committed_bytes},
                       {"models_committed_bytes", committed}};
   }
+  // Every device with its budget: the GPUs too (a GPU served by worker processes shows what
+  // their grants hold of it).
+  Json devices = Json::array();
+  const std::vector<const MemoryGovernor*> governors =
+      options_.device_governors ? options_.device_governors()
+                                : std::vector<const MemoryGovernor*>{options_.device_governor};
+  for (const MemoryGovernor* governor : governors) {
+    if (governor == nullptr) continue;
+    const GovernorStats g = governor->Stats();
+    devices.push_back({{"name", g.device},
+                       {"kind", std::string(DeviceKindName(governor->device().kind()))},
+                       {"capacity_bytes", g.capacity_bytes},
+                       {"budget_bytes", g.budget_bytes},
+                       {"committed_bytes", g.committed_bytes}});
+  }
+  body["devices"] = std::move(devices);
   return JsonResponse(200, body);
 }
 

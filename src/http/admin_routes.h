@@ -90,6 +90,9 @@ struct AdminRoutesOptions {
   // The device's governor: /admin/models and /metrics show its figures even when no model
   // on it is loaded. Null: those of the loaded models' governors only.
   const MemoryGovernor* device_governor = nullptr;
+  // Every device's governor (the CPU, each GPU, GPUs kept for worker processes), listed under
+  // /admin/models' "devices"; null: only device_governor.
+  std::function<std::vector<const MemoryGovernor*>()> device_governors = nullptr;
   // GPU telemetry (NVML) appended to /metrics, with each worker's device memory; null: none.
   const metrics::GpuTelemetry* gpu_telemetry = nullptr;
   // Lifecycle routes: null manager: they answer 501. read_config: the models of the

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "device/device.h"
@@ -90,6 +91,10 @@ class DeviceSet {
   // INVALID_ARGUMENT for a name that is not a GPU's. After it, GovernorFor refuses that GPU
   // (FAILED_PRECONDITION): one budget cannot be kept both here and in the workers.
   [[nodiscard]] Result<WorkerGpu> WorkerGpuFor(std::string_view device);
+
+  // Every device's governor: the CPU's, then each GPU and MIG instance opened or kept for
+  // workers so far (for /admin/models). The pointers live as long as the set.
+  std::vector<const MemoryGovernor*> Governors();
 
   // Where worker instances are placed: the machine's topology (hwloc), read at the first call
   // (a worker's own device set never reads it). hwloc's error when it cannot be read.

@@ -86,9 +86,17 @@ models:
             status, reply = call(s, "POST", "/v1/completions",
                                  {"model": model, "prompt": "Hello", "max_tokens": 3})
             assert status == 200, reply
-        # Nothing of theirs is charged to the CPU's budget.
+        # Nothing of theirs is charged to the CPU's budget; each GPU's books hold its grant.
         assert body["device"]["name"] == "cpu"
         assert body["device"]["committed_bytes"] == 0, body["device"]
+        devices = {d["name"]: d for d in body["devices"]}
+        assert devices["cpu"]["kind"] == "cpu"
+        whole = devices["cuda:0 (NVIDIA H100 80GB HBM3)"]
+        assert whole["kind"] == "ledger" and whole["capacity_bytes"] == 80 * GIB, whole
+        assert whole["committed_bytes"] == detail(s, "whole")[1]["pier"]["memory"][
+            "committed_bytes"], whole
+        part = devices["MIG-1111 on cuda:1 (NVIDIA A100-SXM4-40GB)"]
+        assert part["capacity_bytes"] == 10 * GIB and part["committed_bytes"] > 0, part
         text = metrics_text(s)
         assert 'device="cuda:0 (NVIDIA H100 80GB HBM3)"' in text
     finally:
