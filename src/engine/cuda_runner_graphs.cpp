@@ -68,9 +68,8 @@ CudaLlamaRunner::StepInputs CudaLlamaRunner::GraphInputs(const Batch& batch, int
 
 bool CudaLlamaRunner::SetUpGraphMemory() {
   if (graph_workspace_ && graph_host_.ptr != nullptr) return true;
-  const int64_t tier = graph_max_context_;
   const StepLayout largest = GraphWorkspaceLayout(dims_);
-  const size_t up_bytes = AlignUp(StagedBytes(GraphInputs(Batch{}, kMaxGraphBatch, tier)));
+  const size_t up_bytes = AlignUp(InputBytes(largest));  // every bucket's inputs fit
   const size_t host_bytes = up_bytes + static_cast<size_t>(kMaxGraphBatch * n_vocab_) * 4;
   MemoryResult<Block> workspace =
       options_.governor->Allocate(options_.workspace_owner, largest.bytes, {stream_});
@@ -139,7 +138,7 @@ Result<std::optional<StepOutput>> CudaLlamaRunner::StepWithGraph(const Batch& ba
   auto* staging = static_cast<uint8_t*>(graph_host_.ptr);
   uint8_t* host_logits = staging + graph_up_bytes_;
   PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the staging buffer is free again
-  WriteStaging(in, staging);
+  WriteStaging(in, L, staging);
 
   const std::pair<int64_t, int64_t> key{bucket, tier};
   auto found = graphs_.find(key);
@@ -150,7 +149,7 @@ Result<std::optional<StepOutput>> CudaLlamaRunner::StepWithGraph(const Batch& ba
     Status captured = device_.BeginCapture(stream_);
     if (captured.ok()) {
       guard.Opened();
-      captured = QueueUploads(in, L, base, staging);
+      captured = QueueUploads(L, base, staging);
     }
     if (captured.ok())
       captured = EnqueueLayers(L, base, bucket, bucket * max_splits, nullptr).status();

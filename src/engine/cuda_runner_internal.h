@@ -122,11 +122,11 @@ class CudaLlamaRunner final : public ModelRunner {
   };
   void FillCosSin(StepInputs& in) const;
   static std::vector<std::pair<const void*, size_t>> Parts(const StepInputs& in);
-  static size_t StagedBytes(const StepInputs& in);
-  static void WriteStaging(const StepInputs& in, uint8_t* staging);
-  // Queues the staged inputs' copies to their workspace buffers.
-  Status QueueUploads(const StepInputs& in, const StepLayout& L, uint8_t* base,
-                      const uint8_t* staging);
+  // The step's inputs are one region of the workspace (ids .. split_query, in LayOutStep's
+  // order): staged in pinned memory at the same offsets, they go up in one copy.
+  static size_t InputBytes(const StepLayout& L);
+  static void WriteStaging(const StepInputs& in, const StepLayout& L, uint8_t* staging);
+  Status QueueUploads(const StepLayout& L, uint8_t* base, const uint8_t* staging);
   // Queues the embedding rows and every layer; false when stop_early asked to stop between
   // layers.
   Result<bool> EnqueueLayers(const StepLayout& L, uint8_t* base, int64_t n_tok,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/check.h"
 #include "engine/batch_check.h"
 #include "engine/cuda_runner_internal.h"
 #include "kernels/cuda/attention_math.h"
@@ -74,29 +75,23 @@ std::vector<std::pair<const void*, size_t>> CudaLlamaRunner::Parts(const StepInp
           part(in.cos_sin), part(in.split_first), part(in.split_query)};
 }
 
-size_t CudaLlamaRunner::StagedBytes(const StepInputs& in) {
-  size_t bytes = 0;
-  for (const auto& [data, n] : Parts(in)) bytes += n;
-  return bytes;
-}
+size_t CudaLlamaRunner::InputBytes(const StepLayout& L) { return L.scratch - L.ids; }
 
-void CudaLlamaRunner::WriteStaging(const StepInputs& in, uint8_t* staging) {
-  for (const auto& [data, n] : Parts(in)) {
-    std::memcpy(staging, data, n);
-    staging += n;
-  }
-}
-
-Status CudaLlamaRunner::QueueUploads(const StepInputs& in, const StepLayout& L, uint8_t* base,
-                                     const uint8_t* staging) {
+void CudaLlamaRunner::WriteStaging(const StepInputs& in, const StepLayout& L, uint8_t* staging) {
+  // Each part where it goes in the workspace, relative to the first: the input region is then
+  // one copy.
   const size_t targets[] = {L.ids,     L.positions,   L.offsets,    L.tables,
                             L.cos_sin, L.split_first, L.split_query};
   size_t k = 0;
   for (const auto& [data, n] : Parts(in)) {
-    PIER_RETURN_IF_ERROR(device_.CopyHostToDevice(base + targets[k++], staging, n, stream_));
-    staging += n;
+    const size_t at = targets[k++] - L.ids;
+    PIER_CHECK(at + n <= InputBytes(L), "CUDA runner: a step input outgrew its buffer");
+    std::memcpy(staging + at, data, n);
   }
-  return Status::Ok();
+}
+
+Status CudaLlamaRunner::QueueUploads(const StepLayout& L, uint8_t* base, const uint8_t* staging) {
+  return device_.CopyHostToDevice(base + L.ids, staging, InputBytes(L), stream_);
 }
 
 Result<bool> CudaLlamaRunner::EnqueueLayers(const StepLayout& L, uint8_t* base, int64_t n_tok,
@@ -253,15 +248,15 @@ Result<StepOutput> CudaLlamaRunner::Step(const Batch& batch) {
   }
   auto* base = static_cast<uint8_t*>(workspace_.data());
 
-  // Inputs up through pinned memory (one copy each; the stream orders them before use), the
+  // Inputs up through pinned memory (one copy; the stream orders it before their use), the
   // logits back through the same buffer after them.
-  const size_t up_bytes = AlignUp(StagedBytes(in));
+  const size_t up_bytes = AlignUp(InputBytes(L));
   const size_t down_bytes = static_cast<size_t>(n_out * n_vocab_) * sizeof(float);
   PIER_RETURN_IF_ERROR(device_.Synchronize(stream_));  // the pinned buffer is free again
   PIER_RETURN_IF_ERROR(EnsureHost(up_bytes + down_bytes));
   auto* staging = static_cast<uint8_t*>(host_.ptr);
-  WriteStaging(in, staging);
-  PIER_RETURN_IF_ERROR(QueueUploads(in, L, base, staging));
+  WriteStaging(in, L, staging);
+  PIER_RETURN_IF_ERROR(QueueUploads(L, base, staging));
   PIER_ASSIGN_OR_RETURN(const bool finished,
                         EnqueueLayers(L, base, n_tok, total_splits, batch.stop_early));
   if (!finished) {
