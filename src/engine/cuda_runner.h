@@ -62,8 +62,8 @@ struct CudaRunnerOptions {
   int64_t mma_min_tokens = 0;
   // Fewer launches per layer, the same bits: Q, K and V in one product launch (and gate with
   // up) when they share a type and the warp-per-row product runs them; RoPE with the K/V
-  // writes; attention's merge writing the quantized rows the output product reads. 11
-  // launches per layer instead of 17, which is what a small model's decode is bound by. Tests
+  // writes; attention's merge writing the quantized rows the output product reads. 10
+  // launches per layer instead of 16, which is what a small model's decode is bound by. Tests
   // turn it off to compare.
   bool fuse_kernels = true;
 };

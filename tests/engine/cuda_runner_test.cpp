@@ -345,25 +345,37 @@ TEST_F(CudaRunnerTest, FusedLaunchesGiveTheSameLogitsAsTheSeparateOnes) {
   options.fuse_kernels = false;
   auto unfused = CreateCudaModelRunner(*rig_->file, options);
   ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
-  Batch batch;
-  batch.sequences = {Sequence(1, 300, 860, 51, LogitsWanted::kAll), Sequence(2, 4, 890, 52)};
-  const std::vector<float> a = Run(**unfused, batch);
-  const std::vector<float> b = Run(*rig_->gpu_runner, batch);
-  ASSERT_EQ(a.size(), 301u * 49152);
+  // Each runner on blocks of its own, so that K/V the fused one failed to write could not be
+  // read from the other's.
+  auto sequences = [&](int32_t first_block) {
+    return std::vector<SequenceSpan>{Sequence(1, 300, first_block, 51, LogitsWanted::kAll),
+                                     Sequence(2, 4, first_block + 30, 52),
+                                     Sequence(3, 17, first_block + 40, 53)};
+  };
+  Batch separate, fused;
+  separate.sequences = sequences(860);
+  fused.sequences = sequences(904);
+  const std::vector<float> a = Run(**unfused, separate);
+  const std::vector<float> b = Run(*rig_->gpu_runner, fused);
+  ASSERT_EQ(a.size(), 302u * 49152);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
-  Batch decode;  // two decode steps: the first captures the graph, the second replays it
+  // Two decode steps of 3 sequences (a graph of 4: one padding row): the first captures the
+  // graph, the second replays it.
   for (int step = 0; step < 2; ++step) {
-    SequenceSpan d1 = batch.sequences[0], d2 = batch.sequences[1];
-    d1.first_position = 300 + step;
-    d1.tokens = {23 + step};
-    d1.logits = LogitsWanted::kLast;
-    d2.first_position = 4 + step;
-    d2.tokens = {29 + step};
-    decode.sequences = {d1, d2};
-    const std::vector<float> c = Run(**unfused, decode);
-    const std::vector<float> e = Run(*rig_->gpu_runner, decode);
-    ASSERT_EQ(c.size(), 2u * 49152);
+    auto next = [&](Batch& batch) {
+      for (size_t i = 0; i < batch.sequences.size(); ++i) {
+        SequenceSpan& s = batch.sequences[i];
+        s.first_position += static_cast<int64_t>(s.tokens.size());
+        s.tokens = {static_cast<int32_t>(23 + 7 * i + step)};
+        s.logits = LogitsWanted::kLast;
+      }
+    };
+    next(separate);
+    next(fused);
+    const std::vector<float> c = Run(**unfused, separate);
+    const std::vector<float> e = Run(*rig_->gpu_runner, fused);
+    ASSERT_EQ(c.size(), 3u * 49152);
     ASSERT_EQ(c.size(), e.size());
     EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0) << "decode step " << step;
   }

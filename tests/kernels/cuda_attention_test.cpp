@@ -6,6 +6,7 @@
 // reason when no GPU is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -97,7 +98,11 @@ class CudaAttentionTest : public CudaBuffersTest {
     // The merge's own quantization: the bytes the separate quantization makes of its rows.
     std::vector<uint8_t> xq_golden(xq.size());
     quant::QuantizeActivationsGolden(batch.data(), n, row, xq_golden.data());
-    ASSERT_EQ(xq, xq_golden) << "the merge's quantized rows differ from quantizing its output";
+    ASSERT_EQ(xq.size(), xq_golden.size());
+    const auto differ = std::mismatch(xq.begin(), xq.end(), xq_golden.begin());
+    ASSERT_TRUE(differ.first == xq.end())
+        << "the merge's quantized rows differ from quantizing its output, first at byte "
+        << (differ.first - xq.begin());
     const std::vector<float> unquantized =
         Attend(kv, d_kv, d_tables, n_head, q, sequences, positions);
     ASSERT_EQ(std::memcmp(unquantized.data(), batch.data(), batch.size() * sizeof(float)), 0)

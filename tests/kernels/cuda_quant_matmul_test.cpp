@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,40 @@ class CudaQuantMatMulTest : public CudaTest {
                                              {base + b * row_bytes, n_rows - b, out + b, ldy}};
       return device_->QuantMatMulSlices(t, slices, 3, n_cols, dxq.ptr, n, stream);
     });
+    // Slices out of order, each into a buffer of its own with its own row stride, one empty:
+    // the kernel must take each slice's weights, results and stride.
+    {
+      const int64_t a = n_rows / 3, b = 2 * n_rows / 3;
+      const int64_t row_bytes = quant::GgufRowBytes(type, n_cols);
+      const auto* base = static_cast<const uint8_t*>(dw.ptr);
+      const int64_t first[3] = {b, 0, a}, count[3] = {n_rows - b, a, b - a};
+      std::vector<std::unique_ptr<DeviceBuffer>> outs;
+      PierCudaMatrixSlice slices[4];
+      for (int i = 0; i < 3; ++i) {
+        const int64_t ld = count[i] + 1 + i;
+        outs.push_back(
+            std::make_unique<DeviceBuffer>(device_.get(), kMaxTokens * ld * sizeof(float)));
+        ASSERT_NE(outs.back()->ptr, nullptr);
+        ASSERT_TRUE(device_->Memset(outs.back()->ptr, 0xff, outs.back()->bytes, stream).ok());
+        slices[i] = {base + first[i] * row_bytes, count[i], static_cast<float*>(outs.back()->ptr),
+                     ld};
+      }
+      slices[3] = {nullptr, 0, nullptr, 0};  // empty
+      const Status status =
+          device_->QuantMatMulSlices(t, slices, 4, n_cols, dxq.ptr, kMaxTokens, stream);
+      ASSERT_TRUE(status.ok()) << status.ToString();
+      for (int i = 0; i < 3; ++i) {
+        const int64_t ld = count[i] + 1 + i;
+        const std::vector<float> y = Download<float>(*outs[i], kMaxTokens * ld);
+        for (int64_t tok = 0; tok < kMaxTokens; ++tok) {
+          for (int64_t r = 0; r < count[i]; ++r) {
+            ASSERT_TRUE(SameBits(y[tok * ld + r], golden[tok * ldy + first[i] + r]))
+                << "slice " << i << " token " << tok << " row " << r;
+          }
+          ASSERT_TRUE(std::isnan(y[tok * ld + count[i]])) << "slice " << i << " wrote past ldy";
+        }
+      }
+    }
     if (type != QuantType::kQ6_K) {  // the tensor-core product
       expect_golden("tensor cores", [&](int64_t n) {
         return device_->MmaMatMul(t, dw.ptr, n_rows, n_cols, dxq.ptr, n, out, ldy, stream);

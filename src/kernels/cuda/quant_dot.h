@@ -164,12 +164,30 @@ PIER_HD float HalfToFloat(uint16_t h) {
   return BitsToFloat(sign | (e << 23) | ((mantissa & 0x3ffu) << 13));
 }
 
+// A byte of weights or activations, which no kernel writes while it reads them: on the GPU
+// through the read-only data cache (ld.global.nc), which the compiler cannot infer once the
+// pointer comes from a struct (a launch's matrix slices).
+PIER_HD uint8_t LoadByte(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+PIER_HD int8_t LoadSignedByte(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return static_cast<int8_t>(__ldg(reinterpret_cast<const signed char*>(p)));
+#else
+  return static_cast<int8_t>(*p);
+#endif
+}
 PIER_HD uint16_t LoadU16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (static_cast<uint32_t>(p[1]) << 8));
+  return static_cast<uint16_t>(LoadByte(p) | (static_cast<uint32_t>(LoadByte(p + 1)) << 8));
 }
 PIER_HD uint32_t LoadU32(const uint8_t* p) {
-  return p[0] | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
+  return LoadByte(p) | (static_cast<uint32_t>(LoadByte(p + 1)) << 8) |
+         (static_cast<uint32_t>(LoadByte(p + 2)) << 16) |
+         (static_cast<uint32_t>(LoadByte(p + 3)) << 24);
 }
 PIER_HD float LoadHalf(const uint8_t* p) { return HalfToFloat(LoadU16(p)); }
 
@@ -245,7 +263,7 @@ PIER_HD WeightQuad LoadWeightQuad(QuantType type, const uint8_t* row, int64_t b,
       const uint32_t qh = five ? LoadU32(blk + qs_offset - 4) : 0;
       for (int i = 0; i < 4; ++i) {
         const int e = e0 + i;
-        const uint8_t byte = blk[qs_offset + (e & 15)];
+        const uint8_t byte = LoadByte(blk + qs_offset + (e & 15));
         uint32_t v = e < 16 ? (byte & 0x0fu) : (byte >> 4);
         if (five) v |= ((qh >> e) & 1u) << 4;
         packed |= v << (8 * i);
@@ -254,7 +272,8 @@ PIER_HD WeightQuad LoadWeightQuad(QuantType type, const uint8_t* row, int64_t b,
     }
     case QuantType::kQ8_0: {
       const uint8_t* blk = row + b * 34;
-      for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(blk[2 + e0 + i]) << (8 * i);
+      for (int i = 0; i < 4; ++i)
+        packed |= static_cast<uint32_t>(LoadByte(blk + 2 + e0 + i)) << (8 * i);
       break;
     }
     case QuantType::kQ4_K:
@@ -266,8 +285,9 @@ PIER_HD WeightQuad LoadWeightQuad(QuantType type, const uint8_t* row, int64_t b,
       const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (sub / 2);
       for (int i = 0; i < 4; ++i) {
         const int l = e0 + i;
-        uint32_t v = (sub % 2 == 0) ? (qs[l] & 0x0fu) : (qs[l] >> 4);
-        if (five) v |= ((qh[l] >> sub) & 1u) << 4;
+        const uint32_t byte = LoadByte(qs + l);
+        uint32_t v = (sub % 2 == 0) ? (byte & 0x0fu) : (byte >> 4);
+        if (five) v |= ((LoadByte(qh + l) >> sub) & 1u) << 4;
         packed |= v << (8 * i);
       }
       break;
@@ -280,13 +300,14 @@ PIER_HD WeightQuad LoadWeightQuad(QuantType type, const uint8_t* row, int64_t b,
       const uint8_t* qh = blk + 128 + 32 * half;
       for (int i = 0; i < 4; ++i) {
         const int l = e0 + i;
-        const uint32_t low = k < 2 ? (ql[l] & 0x0fu) : (ql[l] >> 4);
-        const int32_t v = static_cast<int32_t>(low | (((qh[l] >> (2 * k)) & 3u) << 4)) - 32;
+        const uint32_t byte = LoadByte(ql + l);
+        const uint32_t low = k < 2 ? (byte & 0x0fu) : (byte >> 4);
+        const int32_t v =
+            static_cast<int32_t>(low | (((LoadByte(qh + l) >> (2 * k)) & 3u) << 4)) - 32;
         packed |= (static_cast<uint32_t>(v) & 0xffu) << (8 * i);
       }
       // Scale of the 16-element half this quad lies in (quads 0-3: first, 4-7: second).
-      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-      scale = sc[8 * half + 2 * k + (quad >= 4 ? 1 : 0)];
+      scale = LoadSignedByte(blk + 192 + 8 * half + 2 * k + (quad >= 4 ? 1 : 0));
       break;
     }
   }
@@ -307,11 +328,11 @@ struct BlockFactors {
 
 PIER_HD void ScaleMinK4(int j, const uint8_t* scales, int* scale, int* min) {
   if (j < 4) {
-    *scale = scales[j] & 63;
-    *min = scales[j + 4] & 63;
+    *scale = LoadByte(scales + j) & 63;
+    *min = LoadByte(scales + j + 4) & 63;
   } else {
-    *scale = (scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4);
-    *min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+    *scale = (LoadByte(scales + j + 4) & 0x0f) | ((LoadByte(scales + j - 4) >> 6) << 4);
+    *min = (LoadByte(scales + j + 4) >> 4) | ((LoadByte(scales + j) >> 6) << 4);
   }
 }
 

@@ -237,11 +237,16 @@ cudaError_t LaunchQuantMatMulSlices(int32_t type, const MatrixSlice* matrices, i
   if (!quant::IsQuantType(type) || matrices == nullptr || count < 1 || count > kMaxMatrixSlices) {
     return cudaErrorInvalidValue;
   }
+  if (n_tokens == 0) return cudaSuccess;  // as LaunchQuantMatMul: nothing to check or do
   Slices slices{};
   int64_t rows = 0;
   for (int s = 0; s < count; ++s) {
     const MatrixSlice& m = matrices[s];
-    if (!MatrixOk(type, m.weights, m.n_rows, n_cols, m.y, m.ldy)) return cudaErrorInvalidValue;
+    // An empty slice is skipped (its pointers unused), as an empty matrix alone is.
+    if (m.n_rows < 0 ||
+        (m.n_rows != 0 && !MatrixOk(type, m.weights, m.n_rows, n_cols, m.y, m.ldy))) {
+      return cudaErrorInvalidValue;
+    }
     rows += m.n_rows;
     slices.w[s] = static_cast<const uint8_t*>(m.weights);
     slices.y[s] = m.y;

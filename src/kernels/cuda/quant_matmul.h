@@ -47,7 +47,8 @@ constexpr int kMaxMatrixSlices = 4;
 // LaunchQuantMatMul over up to kMaxMatrixSlices matrices of one type and width that multiply
 // the same activations (Q, K and V; gate and up), in one launch: each row's result is bitwise
 // the one LaunchQuantMatMul gives for its own matrix. cudaErrorInvalidValue as there, or for
-// no matrices or too many.
+// no matrices or too many; an empty slice (0 rows) is skipped, and 0 tokens is success, as
+// there.
 cudaError_t LaunchQuantMatMulSlices(int32_t type, const MatrixSlice* matrices, int count,
                                     int64_t n_cols, const void* xq, int64_t n_tokens,
                                     cudaStream_t stream);
