@@ -272,6 +272,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.chat_template_path = model.chat_template;
     load.priority = model.priority;
     load.device = model.device.empty() ? settings.device : model.device;
+    load.device_from_server = model.device.empty();
     load.instances = model.instances;
     load.threads = settings.threads > 0 ? settings.threads : threads;
     load.ctx = settings.ctx;

@@ -139,11 +139,15 @@ Result<WorkerGpu> DeviceSet::WorkerGpuFor(std::string_view device) {
                                 "' is not a GPU (cuda:N for GPU N, a GPU's UUID or a MIG "
                                 "instance's)");
   }
+  if (gpu == nullptr && !inventory.unavailable_reason.empty()) {
+    return UnavailableError("device " + name +
+                            ": a GPU served by worker processes is sized through NVML, which "
+                            "cannot be read: " +
+                            inventory.unavailable_reason);
+  }
   if (gpu == nullptr) {
-    return UnavailableError("device " + name + ": no such GPU or MIG instance" +
-                            NvmlSays(inventory) +
-                            "; a GPU served by worker processes is sized "
-                            "through NVML");
+    return UnavailableError("device " + name +
+                            ": no such GPU or MIG instance (`pier devices` lists them)");
   }
   if (mig == nullptr && gpu->mig_enabled) {
     return FailedPreconditionError("device " + name + ": GPU " + std::to_string(gpu->index) +
@@ -181,6 +185,10 @@ Result<WorkerGpu> DeviceSet::WorkerGpuFor(std::string_view device) {
       capacity);
   GovernorOptions governor_options;
   governor_options.budget = gpu_budget_;
+  // What other processes hold there now stays out of the budget.
+  const uint64_t free_now =
+      mig != nullptr || gpu->memory_free_bytes == 0 ? capacity : gpu->memory_free_bytes;
+  governor_options.reserve_bytes = free_now < capacity ? capacity - free_now : 0;
   PIER_ASSIGN_OR_RETURN(entry.governor,
                         MemoryGovernor::Create(entry.device.get(), governor_options));
   out.governor = entry.governor.get();

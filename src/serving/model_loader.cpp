@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "engine/local_model.h"
 #include "model/gguf_file.h"
 #include "model/gguf_tokenizer.h"
+#include "model/model_info.h"
 #include "serving/encoder_host.h"
 #include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
@@ -193,6 +195,13 @@ Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& de
 
 }  // namespace
 
+Result<std::string> EffectiveDevice(const ModelLoadOptions& options) {
+  if (options.device == "cpu" || !options.device_from_server) return options.device;
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
+  PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
+  return is_encoder ? std::string("cpu") : options.device;
+}
+
 Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
@@ -207,6 +216,64 @@ Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
 }
 
 namespace {
+
+// What a GPU worker's process holds on its GPU outside its governor (the CUDA context, module
+// images, cuBLAS-free), charged to the GPU's books beside its grant.
+constexpr uint64_t kCudaContextBytes = uint64_t{512} << 20;
+
+// The GPU (or MIG instance) a GPU model's workers run on, as the server keeps it, after
+// admission: the grants of every instance must fit what its books have free, refused before a
+// worker starts, with the breakdown and what would help.
+Result<WorkerGpu> AdmitOnGpu(const ModelLoadOptions& options, const ModelLoadOptions& one,
+                             const std::string& id, uint64_t grant, const model::GgufFile& file,
+                             DeviceSet& devices) {
+  PIER_ASSIGN_OR_RETURN(WorkerGpu gpu, devices.WorkerGpuFor(options.device));
+  const GovernorStats stats = gpu.governor->Stats();
+  const uint64_t free_bytes =
+      stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes);
+  const uint64_t needed = (grant + kCudaContextBytes) * static_cast<uint64_t>(options.instances);
+  if (needed <= free_bytes) return gpu;
+  engine::LocalModelOptions sized = ResolvedModelOptions(HostOptionsOf(one, id));
+  sized.device = DeviceKind::kCuda;
+  PIER_ASSIGN_OR_RETURN(engine::MemoryEstimate estimate, engine::EstimateMemory(file, sized));
+  const std::string advice =
+      estimate.weight_bytes() > free_bytes
+          ? "its weights alone do not fit: a smaller quantization, or another GPU"
+          : "lower ctx or kv_min, or unload a model on this GPU";
+  return ResourceExhaustedError(
+      "model " + id + " needs " + FormatBytes(needed) + " on " + stats.device + ": " +
+      std::to_string(options.instances) + " instance(s) of " + FormatBytes(grant) + " and " +
+      FormatBytes(kCudaContextBytes) +
+      " for its process's CUDA "
+      "context, each " +
+      estimate.Breakdown() + "; its budget of " + FormatBytes(stats.budget_bytes) + " has " +
+      FormatBytes(free_bytes) + " free; " + advice);
+}
+
+// A GPU worker sees only its device: CUDA_VISIBLE_DEVICES (a UUID) in PCI bus order, replacing
+// what a placement set from the GPU's index.
+void SeeOnlyGpu(const std::string& visible, placement::Binding& binding) {
+  binding.gpu = visible;
+  std::erase_if(binding.environment, [](const std::string& e) {
+    return e.starts_with("CUDA_VISIBLE_DEVICES=") || e.starts_with("CUDA_DEVICE_ORDER=");
+  });
+  binding.environment.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  binding.environment.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+}
+
+// What a GPU worker holds on the host, which its resident memory is checked against (its grant
+// is GPU memory): the mapped file (read while uploading), the CUDA runtime and context (about
+// 1 GiB), pinned staging of logits for the largest step and the decode graphs, swap space.
+uint64_t GpuWorkerHostBytes(const ModelLoadOptions& one, const model::GgufFile& file) {
+  uint64_t vocab = 0;
+  if (Result<model::ModelInfo> info = model::ReadModelInfo(file); info.ok()) {
+    vocab = static_cast<uint64_t>(std::max<int64_t>(info->vocab_size, 0));
+  }
+  const auto logit_rows =
+      static_cast<uint64_t>(std::min(one.max_seqs, one.max_batched_tokens) + 64);
+  return file.file_size() + (uint64_t{1} << 30) + logit_rows * vocab * sizeof(float) +
+         one.swap_space_bytes;
+}
 
 // OpenModel with every instance in its own worker process.
 Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& devices,
@@ -228,42 +295,26 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
   one.id = id;
   PIER_ASSIGN_OR_RETURN(const uint64_t grant, GuaranteedBytes(one));
   // On a GPU: the server keeps that GPU's books (no CUDA context here); each worker sees only
-  // its GPU (or MIG instance), as cuda:0, through CUDA_VISIBLE_DEVICES set by its binding.
+  // its GPU (or MIG instance), as cuda:0.
   MemoryGovernor* device_governor = &devices.cpu_governor();
   std::vector<placement::BindingRequest> bindings = options.bindings;
+  std::optional<WorkerGpu> gpu;
   if (options.device != "cpu") {
-    PIER_ASSIGN_OR_RETURN(const WorkerGpu gpu, devices.WorkerGpuFor(options.device));
-    device_governor = gpu.governor;
-    if (bindings.empty()) bindings.emplace_back();
+    PIER_ASSIGN_OR_RETURN(gpu, AdmitOnGpu(options, one, id, grant, *parts->file, devices));
+    device_governor = gpu->governor;
     for (placement::BindingRequest& binding : bindings) {
-      if (!binding.gpu.empty() && binding.gpu != gpu.visible &&
-          binding.gpu != std::to_string(gpu.index)) {
+      if (!binding.gpu.empty() && binding.gpu != gpu->visible &&
+          binding.gpu != std::to_string(gpu->index)) {
         return InvalidArgumentError("model " + id + ": device " + options.device +
-                                    " places it on GPU " + gpu.visible +
+                                    " places it on GPU " + gpu->visible +
                                     ", but its gpu: binding names " + binding.gpu +
                                     " (leave gpu: out: device: picks the GPU)");
       }
-      binding.gpu = gpu.visible;
+      // The GPU by index for the Placer's locality (a MIG instance's: its parent's); the
+      // worker's CUDA_VISIBLE_DEVICES is set to the exact device below.
+      binding.gpu = std::to_string(gpu->index);
     }
     one.device = "cuda:0";
-    // Admission before a worker starts: the grant must fit the GPU's budget (the worker
-    // would otherwise be refused there after loading the file).
-    const GovernorStats stats = device_governor->Stats();
-    const uint64_t free_bytes =
-        stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes);
-    const uint64_t needed = grant * static_cast<uint64_t>(options.instances);
-    if (needed > free_bytes) {
-      PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
-                            model::GgufFile::Open(options.path));
-      engine::LocalModelOptions sized = ResolvedModelOptions(HostOptionsOf(one, id));
-      sized.device = DeviceKind::kCuda;
-      PIER_ASSIGN_OR_RETURN(engine::MemoryEstimate estimate, engine::EstimateMemory(*file, sized));
-      return ResourceExhaustedError(
-          "model " + id + " needs " + FormatBytes(needed) + " on " + stats.device + " (" +
-          std::to_string(options.instances) + " x " + FormatBytes(grant) + ": " +
-          estimate.Breakdown() + ") but its budget of " + FormatBytes(stats.budget_bytes) +
-          " has " + FormatBytes(free_bytes) + " free; lower ctx or kv_min, or free the GPU");
-    }
   }
   auto model = std::make_shared<ServedModel>();
   model->id = id;
@@ -288,17 +339,16 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
       }
       parts->placements.push_back(std::move(placed));
     }
+    if (gpu.has_value()) SeeOnlyGpu(gpu->visible, worker.binding);
     worker.load = one;
     worker.instance = i + 1;
     worker.budget_bytes = grant;
     worker.device_governor = device_governor;
     worker.heartbeat_timeout = options.heartbeat_timeout;
     worker.leak_margin_bytes = options.worker_leak_margin_bytes;
-    if (options.device != "cpu") {
-      // Its host side: the mapped file (read once while uploading), the CUDA runtime and
-      // context (about 1 GiB), pinned staging and swap space.
-      worker.host_allowance_bytes =
-          parts->file->file_size() + (uint64_t{1} << 30) + options.swap_space_bytes;
+    if (gpu.has_value()) {
+      worker.host_allowance_bytes = GpuWorkerHostBytes(one, *parts->file);
+      worker.device_overhead_bytes = kCudaContextBytes;
     }
     worker.device_health = options.device_health;
     worker.drain_grace = options.worker_drain_grace;
@@ -358,7 +408,11 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
                           model::GgufFile::Open(options.path));
     PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
     if (is_encoder && options.device != "cpu") {
-      return UnsupportedError("model " + id + ": embedding models run on the CPU (device: cpu)");
+      if (!options.device_from_server) {
+        return UnsupportedError("model " + id + ": embedding models run on the CPU (device: cpu)");
+      }
+      spdlog::info("model {} is an embedding model: it runs on the CPU, not on --device {}", id,
+                   options.device);
     }
     if (is_encoder) return OpenEncoderModel(options, devices, id);
   }

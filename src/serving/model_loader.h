@@ -34,10 +34,14 @@ struct ModelLoadOptions {
   // A Jinja chat template file that replaces the GGUF's (empty: the file's own). A template
   // that does not parse fails the load, naming the file.
   std::string chat_template_path;
-  int priority = 0;   // its memory owners' priority under reclaim
-  // Where it runs: "cpu", or "cuda:N" (GPU N, through the CUDA runner, in the server process:
-  // GPU worker processes come later). A GPU that cannot be used fails the load with the reason.
+  int priority = 0;  // its memory owners' priority under reclaim
+  // Where it runs: "cpu", "cuda:N" (GPU N in PCI bus order, through the CUDA runner), a GPU's
+  // UUID, or with workers a MIG instance's ("MIG-..."). A GPU that cannot be used fails the
+  // load with the reason.
   std::string device = "cpu";
+  // The device is the server's default (`--device`), not the model's own: an embedding model
+  // then runs on the CPU (where encoders run) instead of being refused.
+  bool device_from_server = false;
   int instances = 1;  // engines serving it (each with its own KV and owners)
   int threads = 1;    // compute threads, counting the engine thread
   // KV positions, all requests together, and the most one request may use; with kv_max set
@@ -100,6 +104,10 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
 // The file's and the host's errors (a model that does not fit the device's budget is
 // RESOURCE_EXHAUSTED with the numbers).
 [[nodiscard]] Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices);
+
+// Where the model runs: options.device, or "cpu" for an embedding model whose device is the
+// server's default. The file's errors.
+[[nodiscard]] Result<std::string> EffectiveDevice(const ModelLoadOptions& options);
 
 // What admission will hold for the model from load on (all instances): weights, workspace and
 // the KV minimum (elastic) or the whole KV cache (static), estimated from the file's header.

@@ -64,7 +64,8 @@ Status ModelManager::CheckOnStartModelsFit(const std::vector<ModelSpec>& specs) 
   for (const ModelSpec& spec : specs) {
     if (spec.policy != LoadPolicy::kOnStart) continue;
     // Models on a GPU are admitted by that GPU's governor when they load (with the breakdown).
-    if (spec.load.device != "cpu") continue;
+    Result<std::string> device = EffectiveDevice(spec.load);
+    if (!device.ok() || *device != "cpu") continue;
     // A file that does not open fails its own load, with the file's error.
     Result<uint64_t> bytes = GuaranteedBytes(spec.load);
     if (!bytes.ok()) continue;
@@ -238,7 +239,10 @@ Result<ModelRef> ModelManager::OpenWithEviction(const ModelSpec& spec) {
   while (true) {
     Result<ModelRef> opened = OpenModel(spec.load, *devices_);
     if (opened.ok() || opened.status().code() != StatusCode::kResourceExhausted) return opened;
-    const std::string victim = PickEviction(spec.load.id);
+    // Only a model on the same device gives back memory this one can use.
+    Result<std::string> device = EffectiveDevice(spec.load);
+    if (!device.ok()) return opened;
+    const std::string victim = PickEviction(spec.load.id, *device);
     if (victim.empty()) return opened;
     spdlog::info("unloading idle model {} to make room for {}", victim, spec.load.id);
     ModelRef model = registry_->Retire(victim, "unloaded to make room for " + spec.load.id);
@@ -256,7 +260,7 @@ Result<ModelRef> ModelManager::OpenWithEviction(const ModelSpec& spec) {
   }
 }
 
-std::string ModelManager::PickEviction(const std::string& except) {
+std::string ModelManager::PickEviction(const std::string& except, const std::string& device) {
   std::string best;
   int64_t best_bytes = std::numeric_limits<int64_t>::max();
   for (const ModelEntry& entry : registry_->Snapshot()) {
@@ -266,6 +270,8 @@ std::string ModelManager::PickEviction(const std::string& except) {
     }
     std::shared_ptr<const ModelSpec> spec = SpecOf(entry.id);
     if (spec == nullptr) continue;
+    Result<std::string> on = EffectiveDevice(spec->load);
+    if (!on.ok() || *on != device) continue;
     const int64_t bytes = FileIdentity(spec->load.path).first;
     if (bytes < best_bytes) {
       best_bytes = bytes;

@@ -138,8 +138,9 @@ class ModelManager {
   void AdoptSpec(std::shared_ptr<const ModelSpec> spec, ReloadReport* report);
   // OpenModel, making room by evicting idle on_demand models while it does not fit.
   Result<ModelRef> OpenWithEviction(const ModelSpec& spec);
-  // The idle on_demand model cheapest to reload (not `except`), or empty.
-  std::string PickEviction(const std::string& except);
+  // The idle on_demand model on `device` (EffectiveDevice) cheapest to reload (not `except`), or
+  // empty.
+  std::string PickEviction(const std::string& except, const std::string& device);
   void Tick();
   void FinishDrain(Drain& drain);
   // Gives the device's cached free segments back (after a model is gone).

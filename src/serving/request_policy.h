@@ -92,8 +92,7 @@ std::optional<std::chrono::steady_clock::time_point> RequestQueueDeadline(
 // is free for it now; nullopt while the drain rate is not measured (no evidence: nothing is
 // refused).
 std::optional<double> PredictQueueWaitMs(const engine::EngineStats& stats,
-                                         engine::Priority priority,
-                                         std::string_view tenant = {});
+                                         engine::Priority priority, std::string_view tenant = {});
 
 // When a request of `priority` arriving at `now` must have started: now + its class's limit, or
 // time_point::max() when the class has none.

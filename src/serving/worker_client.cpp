@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "ipc/convert.h"
@@ -49,12 +51,25 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
     return ResourceExhaustedError(client->name_ + " does not fit: " + grant.status().message());
   }
   client->grant_ = std::move(grant).value();
+  if (o.device_overhead_bytes > 0) {
+    MemoryResult<ExternalCharge> overhead =
+        o.device_governor->ChargeExternal(client->owner_, o.device_overhead_bytes);
+    if (!overhead.ok()) {
+      client->grant_.reset();
+      (void)o.device_governor->RemoveOwner(client->owner_);
+      return ResourceExhaustedError(client->name_ + " does not fit with its process's " +
+                                    FormatBytes(o.device_overhead_bytes) +
+                                    " on the device: " + overhead.status().message());
+    }
+    client->overhead_ = std::move(overhead).value();
+  }
   // Errors its GPU reported before this instance existed are not its own.
   if (o.device_health != nullptr && !o.binding.gpu.empty()) {
     client->gpu_errors_seen_ = o.device_health->ErrorsOn(o.binding.gpu);
   }
   if (Status launched = client->Launch(); !launched.ok()) {
     client->grant_.reset();
+    client->overhead_.reset();
     (void)o.device_governor->RemoveOwner(client->owner_);
     return launched;
   }
@@ -112,6 +127,7 @@ WorkerClient::~WorkerClient() {
   channel_.reset();
   DropKvMirror();
   grant_.reset();
+  overhead_.reset();
   if (options_.device_governor != nullptr) (void)options_.device_governor->RemoveOwner(owner_);
 }
 
@@ -128,10 +144,23 @@ Status WorkerClient::Launch() {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The server's environment, then the options', then the binding's, each entry replacing
+  // one of the same name: getenv returns the first match, so a CUDA_VISIBLE_DEVICES the server
+  // itself was started with (Slurm, Ray) must not hide the binding's.
   std::vector<std::string> env_strings;
+  auto put = [&env_strings](const std::string& entry) {
+    const std::string_view name = std::string_view(entry).substr(0, entry.find('='));
+    for (std::string& existing : env_strings) {
+      if (std::string_view(existing).substr(0, existing.find('=')) == name) {
+        existing = entry;
+        return;
+      }
+    }
+    env_strings.push_back(entry);
+  };
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-  for (const std::string& e : options_.environment) env_strings.push_back(e);
-  for (const std::string& e : options_.binding.environment) env_strings.push_back(e);
+  for (const std::string& e : options_.environment) put(e);
+  for (const std::string& e : options_.binding.environment) put(e);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -67,6 +67,9 @@ struct WorkerOptions {
   int instance = 1;       // from 1
   uint64_t budget_bytes = 0;
   MemoryGovernor* device_governor = nullptr;  // where the grant is reserved (borrowed)
+  // Charged beside the grant, never part of the worker's budget: what the worker's process
+  // holds on the device outside its governor (a GPU worker's CUDA context).
+  uint64_t device_overhead_bytes = 0;
   std::string binary = "/proc/self/exe";
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};
@@ -195,6 +198,7 @@ class WorkerClient final : public engine::EngineClient {
   const WorkerOptions options_;
   const std::string name_;
   std::optional<ExternalCharge> grant_;
+  std::optional<ExternalCharge> overhead_;  // device_overhead_bytes, with the grant
   struct KvMirror;
   std::shared_ptr<KvMirror> kv_;  // with an elastic KV cache, from the first Ready on
   OwnerId owner_;

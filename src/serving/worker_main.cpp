@@ -277,8 +277,19 @@ int RunWorker(int fd) {
     return 3;
   }
   const auto started = std::chrono::steady_clock::now();
+  // Test-only: a GPU worker computing on the CPU, so the supervisor's side of GPU workers (the
+  // GPU's books, the worker's CUDA_VISIBLE_DEVICES, its grant) is tested without a GPU.
+  if (load->device != "cpu" && std::getenv("PIER_WORKER_TEST_GPU_ON_CPU") != nullptr) {
+    spdlog::warn("worker {}: test hook: computing on the CPU in place of {}", load->id,
+                 load->device);
+    load->device = "cpu";
+  }
   DeviceSetOptions device_options;
-  device_options.cpu_budget = BudgetSpec::Bytes(h.load().budget_bytes());
+  // The grant is the budget of the device the model runs on: the CPU's, or its GPU's (the
+  // host then holds no governed memory of the model's; its resident memory is checked by the
+  // supervisor against a host allowance).
+  device_options.cpu_budget =
+      load->device == "cpu" ? BudgetSpec::Bytes(h.load().budget_bytes()) : BudgetSpec::Percent(100);
   device_options.swap_space_bytes = load->swap_space_bytes;
   // On a GPU the grant is the GPU's budget (what admission sized there).
   device_options.gpu_budget = BudgetSpec::Bytes(h.load().budget_bytes());
@@ -286,13 +297,6 @@ int RunWorker(int fd) {
   if (!devices.ok()) {
     (void)Refuse(channel, devices.status().message());
     return 3;
-  }
-  // Test-only: a GPU worker computing on the CPU, so the supervisor's side of GPU workers (the
-  // GPU's books, the worker's CUDA_VISIBLE_DEVICES, its grant) is tested without a GPU.
-  if (load->device != "cpu" && std::getenv("PIER_WORKER_TEST_GPU_ON_CPU") != nullptr) {
-    spdlog::warn("worker {}: test hook: computing on the CPU in place of {}", load->id,
-                 load->device);
-    load->device = "cpu";
   }
   Result<MemoryGovernor*> governor = (*devices)->GovernorFor(load->device);
   if (!governor.ok()) {

@@ -65,7 +65,10 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.qos = !spec.qos_off();
   o.qos_stop_steps = !spec.qos_steps_run_to_end();
   if (!spec.device().empty()) {
-    if (spec.device() != "cpu" && !spec.device().starts_with("cuda:")) {
+    const std::string& d = spec.device();
+    const bool cuda = d.starts_with("cuda:") && d.size() > 5 && d.size() <= 8 &&
+                      d.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (d != "cpu" && !cuda) {
       return InvalidArgumentError("LoadSpec: device '" + spec.device() + "' is not cpu or cuda:N");
     }
     o.device = spec.device();

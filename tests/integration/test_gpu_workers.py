@@ -12,10 +12,11 @@ import os
 import subprocess
 import tempfile
 
-from conftest import (PIER_BINARY, PIER_MODEL, PierServer, call, fake_nvml_env, metrics_text,
-                      write_config)
+from conftest import (MINILM, PIER_BINARY, PIER_MODEL, PierServer, call, fake_nvml_env,
+                      metrics_text, wait_for, write_config)
 
 GIB = 1 << 30
+MIB = 1 << 20
 
 SCRIPT = """driver=550.54.15
 devices=2
@@ -41,8 +42,17 @@ gpu1.mig1.mem_used=0
 
 
 def environ(pid):
+    """The process's environment; a name set twice is an error (getenv takes the first)."""
     with open(f"/proc/{pid}/environ", "rb") as f:
-        return dict(e.split("=", 1) for e in f.read().decode().split("\0") if "=" in e)
+        entries = [e.split("=", 1) for e in f.read().decode().split("\0") if "=" in e]
+    names = [name for name, _ in entries]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    return dict(entries)
+
+
+def maps(pid):
+    with open(f"/proc/{pid}/maps", encoding="utf-8") as f:
+        return f.read()
 
 
 def detail(server, model):
@@ -64,9 +74,14 @@ models:
   - {{name: whole, path: {PIER_MODEL}, device: 'cuda:0', ctx: 1024, threads: 1}}
   - {{name: part, path: {PIER_MODEL}, device: MIG-1111, ctx: 1024, threads: 1}}
 """)
-    env = dict(fake_nvml_env(tmp_path / "nvml.txt", SCRIPT), PIER_WORKER_TEST_GPU_ON_CPU="1")
+    # The server itself started with another CUDA_VISIBLE_DEVICES (as under Slurm): the workers
+    # must see their own GPU, not that one.
+    env = dict(fake_nvml_env(tmp_path / "nvml.txt", SCRIPT), PIER_WORKER_TEST_GPU_ON_CPU="1",
+               CUDA_VISIBLE_DEVICES="7")
     s = PierServer(["--config", config], with_model=False, env=env)
     try:
+        # The server process opens no GPU its workers compute on.
+        assert "libpier_cuda" not in maps(s.proc.pid) and "libcuda" not in maps(s.proc.pid)
         for model, device, visible in [("whole", "cuda:0 (NVIDIA H100 80GB HBM3)", "GPU-e2e"),
                                        ("part", "MIG-1111 on cuda:1 (NVIDIA A100-SXM4-40GB)",
                                         "MIG-1111")]:
@@ -77,7 +92,8 @@ models:
             worker = pier["instances"][0]["worker"]
             assert worker["state"] == "ready", worker
             assert worker["granted_bytes"] > 100 << 20, worker
-            assert pier["memory"]["committed_bytes"] == worker["granted_bytes"], pier
+            # Plus what its process holds there outside its governor (the CUDA context).
+            assert pier["memory"]["committed_bytes"] == worker["granted_bytes"] + 512 * MIB, pier
             # The worker sees one GPU, in PCI bus order.
             env_of = environ(worker["pid"])
             assert env_of["CUDA_VISIBLE_DEVICES"] == visible, env_of
@@ -108,6 +124,7 @@ def test_what_cannot_run_on_a_gpu_in_workers_is_refused_with_the_reason(tmp_path
 workers: on
 models:
   - {{name: here, path: {PIER_MODEL}, ctx: 512, threads: 1}}
+  - {{name: idle, path: {PIER_MODEL}, ctx: 512, threads: 1, load: on_demand}}
   - {{name: mig-mode, path: {PIER_MODEL}, device: 'cuda:1', load: on_demand}}
   - {{name: nowhere, path: {PIER_MODEL}, device: 'cuda:5', load: on_demand}}
   - {{name: ghost, path: {PIER_MODEL}, device: MIG-nope, load: on_demand}}
@@ -124,11 +141,18 @@ models:
         assert "device cuda:5: no such GPU or MIG instance" in message, message
         message = refusal(s, "ghost")
         assert "device MIG-nope: no such GPU or MIG instance" in message, message
-        # Refused by the GPU's books before any worker starts, with the breakdown.
+        # Refused by the GPU's books before any worker starts, with the breakdown; an idle
+        # model on the CPU is not unloaded for it (that frees nothing on the GPU).
+        status, body = call(s, "POST", "/v1/completions",
+                            {"model": "idle", "prompt": "hi", "max_tokens": 2})
+        assert status == 200, body
         message = refusal(s, "too-big")
+        assert "unloading idle model idle" not in s.log()
+        assert detail(s, "idle")[1]["pier"]["state"] == "ready"
         assert "needs" in message and "on MIG-tiny on cuda:1" in message, message
         assert "weights" in message and "on the GPU" in message, message
         assert "budget of 64.0 MiB" in message, message
+        assert "its weights alone do not fit" in message, message
         message = refusal(s, "clash")
         assert "its gpu: binding names 1" in message, message
         # Without the test hook the worker opens the GPU itself: with no usable GPU here its
@@ -169,3 +193,25 @@ def test_the_servers_device_places_models_that_name_none(tmp_path):
                          env={**os.environ, **fake_nvml_env(tmp_path / "nvml.txt", SCRIPT)})
     assert out.returncode != 0, out.stdout
     assert "cuda:7" in out.stderr, out.stderr
+
+
+def test_without_nvml_a_gpu_worker_model_fails_naming_why_and_embeddings_stay_on_the_cpu(
+        tmp_path):
+    # The server's --device applies to LLMs: an embedding model that names no device runs on
+    # the CPU. Without NVML a GPU served by workers cannot be sized: the load says so.
+    config = write_config(str(tmp_path), f"""
+workers: on
+device: 'cuda:0'
+models:
+  - {{name: minilm, path: {MINILM}}}
+  - {{name: llm, path: {PIER_MODEL}, load: on_demand}}
+""")
+    s = PierServer(["--config", config], with_model=False, env={"LD_LIBRARY_PATH": "/nonexistent"})
+    try:
+        status, body = call(s, "POST", "/v1/embeddings", {"model": "minilm", "input": "hello"})
+        assert status == 200, body
+        assert "minilm is an embedding model: it runs on the CPU" in s.log()
+        message = refusal(s, "llm")
+        assert "sized through NVML, which cannot be read" in message, message
+    finally:
+        s.stop_and_check()
