@@ -195,6 +195,13 @@ Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& de
 
 }  // namespace
 
+Result<uint64_t> DeviceBytes(const ModelLoadOptions& options) {
+  PIER_ASSIGN_OR_RETURN(const uint64_t bytes, GuaranteedBytes(options));
+  PIER_ASSIGN_OR_RETURN(const std::string device, EffectiveDevice(options));
+  if (device == "cpu" || !options.workers) return bytes;
+  return bytes + kGpuWorkerContextBytes * static_cast<uint64_t>(std::max(1, options.instances));
+}
+
 Result<std::string> EffectiveDevice(const ModelLoadOptions& options) {
   if (options.device == "cpu" || !options.device_from_server) return options.device;
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
@@ -217,10 +224,6 @@ Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
 
 namespace {
 
-// What a GPU worker's process holds on its GPU outside its governor (the CUDA context, module
-// images, cuBLAS-free), charged to the GPU's books beside its grant.
-constexpr uint64_t kCudaContextBytes = uint64_t{512} << 20;
-
 // The GPU (or MIG instance) a GPU model's workers run on, as the server keeps it, after
 // admission: the grants of every instance must fit what its books have free, refused before a
 // worker starts, with the breakdown and what would help.
@@ -231,7 +234,8 @@ Result<WorkerGpu> AdmitOnGpu(const ModelLoadOptions& options, const ModelLoadOpt
   const GovernorStats stats = gpu.governor->Stats();
   const uint64_t free_bytes =
       stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes);
-  const uint64_t needed = (grant + kCudaContextBytes) * static_cast<uint64_t>(options.instances);
+  const uint64_t needed =
+      (grant + kGpuWorkerContextBytes) * static_cast<uint64_t>(options.instances);
   if (needed <= free_bytes) return gpu;
   engine::LocalModelOptions sized = ResolvedModelOptions(HostOptionsOf(one, id));
   sized.device = DeviceKind::kCuda;
@@ -243,7 +247,7 @@ Result<WorkerGpu> AdmitOnGpu(const ModelLoadOptions& options, const ModelLoadOpt
   return ResourceExhaustedError(
       "model " + id + " needs " + FormatBytes(needed) + " on " + stats.device + ": " +
       std::to_string(options.instances) + " instance(s) of " + FormatBytes(grant) + " and " +
-      FormatBytes(kCudaContextBytes) +
+      FormatBytes(kGpuWorkerContextBytes) +
       " for its process's CUDA "
       "context, each " +
       estimate.Breakdown() + "; its budget of " + FormatBytes(stats.budget_bytes) + " has " +
@@ -348,7 +352,7 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
     worker.leak_margin_bytes = options.worker_leak_margin_bytes;
     if (gpu.has_value()) {
       worker.host_allowance_bytes = GpuWorkerHostBytes(one, *parts->file);
-      worker.device_overhead_bytes = kCudaContextBytes;
+      worker.device_overhead_bytes = kGpuWorkerContextBytes;
     }
     worker.device_health = options.device_health;
     worker.drain_grace = options.worker_drain_grace;

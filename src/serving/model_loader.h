@@ -113,6 +113,14 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
 // the KV minimum (elastic) or the whole KV cache (static), estimated from the file's header.
 [[nodiscard]] Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options);
 
+// What a GPU worker's process holds on its GPU outside its governor (the CUDA context and
+// module images), charged to the GPU's books beside its grant.
+inline constexpr uint64_t kGpuWorkerContextBytes = uint64_t{512} << 20;
+
+// What the model's device's books hold for it from load on: GuaranteedBytes, plus each GPU
+// worker's kGpuWorkerContextBytes.
+[[nodiscard]] Result<uint64_t> DeviceBytes(const ModelLoadOptions& options);
+
 // "SmolLM2-135M-Instruct.Q4_1" for ".../SmolLM2-135M-Instruct.Q4_1.gguf".
 std::string ModelIdFromPath(std::string_view path);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -57,27 +58,48 @@ Status ModelManager::Start(std::vector<ModelSpec> specs) {
 }
 
 Status ModelManager::CheckOnStartModelsFit(const std::vector<ModelSpec>& specs) const {
-  const GovernorStats device = devices_->cpu_governor().Stats();
-  const uint64_t free = device.budget_bytes - std::min(device.budget_bytes, device.committed_bytes);
-  uint64_t total = 0;
-  std::string parts;
+  // The on_start models of each device together against what its budget has free: the CPU's,
+  // and each GPU's (its books, for workers; its governor, opened now, in this process).
+  struct Need {
+    uint64_t total = 0;
+    std::string parts;
+    bool workers = false;
+  };
+  std::map<std::string, Need> needs;
   for (const ModelSpec& spec : specs) {
     if (spec.policy != LoadPolicy::kOnStart) continue;
-    // Models on a GPU are admitted by that GPU's governor when they load (with the breakdown).
-    Result<std::string> device = EffectiveDevice(spec.load);
-    if (!device.ok() || *device != "cpu") continue;
     // A file that does not open fails its own load, with the file's error.
-    Result<uint64_t> bytes = GuaranteedBytes(spec.load);
+    Result<std::string> device = EffectiveDevice(spec.load);
+    Result<uint64_t> bytes = device.ok() ? DeviceBytes(spec.load) : device.status();
     if (!bytes.ok()) continue;
-    total += *bytes;
-    parts += (parts.empty() ? "" : ", ") + spec.load.id + " " + FormatBytes(*bytes);
+    Need& need = needs[*device];
+    need.total += *bytes;
+    need.parts += (need.parts.empty() ? "" : ", ") + spec.load.id + " " + FormatBytes(*bytes);
+    need.workers = spec.load.workers;
   }
-  if (total <= free) return Status::Ok();
-  return ResourceExhaustedError(
-      "the on_start models need " + FormatBytes(total) + " together (" + parts +
-      ") but the memory budget has " + FormatBytes(free) + " free (of " +
-      FormatBytes(device.budget_bytes) + "): " + FormatBytes(total - free) +
-      " too much; load some on_demand, lower their ctx or kv_min, or raise --memory-budget");
+  for (const auto& [device, need] : needs) {
+    const MemoryGovernor* governor = nullptr;
+    if (device == "cpu") {
+      governor = &devices_->cpu_governor();
+    } else if (need.workers) {
+      Result<WorkerGpu> gpu = devices_->WorkerGpuFor(device);
+      if (gpu.ok()) governor = gpu->governor;
+    } else if (Result<MemoryGovernor*> opened = devices_->GovernorFor(device); opened.ok()) {
+      governor = *opened;
+    }
+    if (governor == nullptr) continue;  // the loads say why the device cannot be used
+    const GovernorStats stats = governor->Stats();
+    const uint64_t free = stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes);
+    if (need.total <= free) continue;
+    const std::string raise = device == "cpu" ? ", or raise --memory-budget" : "";
+    const std::string where = device == "cpu" ? "" : " on " + stats.device;
+    return ResourceExhaustedError(
+        "the on_start models" + where + " need " + FormatBytes(need.total) + " together (" +
+        need.parts + ") but the memory budget has " + FormatBytes(free) + " free (of " +
+        FormatBytes(stats.budget_bytes) + "): " + FormatBytes(need.total - free) +
+        " too much; load some on_demand, lower their ctx or kv_min" + raise);
+  }
+  return Status::Ok();
 }
 
 void ModelManager::Stop() {

@@ -215,3 +215,25 @@ models:
         assert "sized through NVML, which cannot be read" in message, message
     finally:
         s.stop_and_check()
+
+
+def test_on_start_gpu_models_that_do_not_fit_together_stop_the_start(tmp_path):
+    # Two models on one 1 GiB MIG instance: each alone fits (its grant and its CUDA context),
+    # both do not; the server stops before listening, naming the instance and each model.
+    script = SCRIPT.replace("gpu1.mig1.mem_total=67108864", "gpu1.mig1.mem_total=1073741824")
+    config = write_config(str(tmp_path), f"""
+workers: on
+models:
+  - {{name: one, path: {PIER_MODEL}, device: MIG-tiny, ctx: 512}}
+  - {{name: two, path: {PIER_MODEL}, device: MIG-tiny, ctx: 512}}
+""")
+    out = subprocess.run([PIER_BINARY, "serve", "--config", config, "--port", "0"],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **fake_nvml_env(tmp_path / "nvml.txt", script),
+                              "PIER_WORKER_TEST_GPU_ON_CPU": "1"})
+    assert out.returncode != 0, out.stdout
+    assert "listening" not in out.stdout
+    assert "the on_start models on MIG-tiny on cuda:1 (NVIDIA A100-SXM4-40GB) need" in out.stderr, \
+        out.stderr
+    assert "(one " in out.stderr and ", two " in out.stderr, out.stderr
+    assert "budget has 1.0 GiB free" in out.stderr, out.stderr
