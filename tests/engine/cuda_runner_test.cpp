@@ -136,6 +136,20 @@ class CudaRunnerTest : public ::testing::Test {
     return std::vector<float>(out->logits.begin(), out->logits.end());
   }
 
+  // A second runner on the rig's GPU, governor and KV store with options changed by `change`
+  // (owners of its own, named after `what`).
+  template <typename Change>
+  Result<std::unique_ptr<ModelRunner>> Twin(const std::string& what, Change change) {
+    static int twins = 0;
+    PIER_ASSIGN_OR_RETURN(
+        const OwnerId owner,
+        rig_->gpu_governor->AddOwner({.name = what + "-twin-" + std::to_string(++twins)}));
+    CudaRunnerOptions options{rig_->gpu.get(), rig_->gpu_governor.get(), owner, owner,
+                              rig_->gpu_kv.get()};
+    change(options);
+    return CreateCudaModelRunner(*rig_->file, options);
+  }
+
   Rig* rig_ = nullptr;
 };
 
@@ -231,15 +245,7 @@ TEST_F(CudaRunnerTest, DecodeStepsFollowThePrefill) {
 // Decode steps through the CUDA graphs (a bucket per batch size, padded) against the same
 // steps without graphs, and a token decoded alone (bucket 1) against in a batch of 64.
 TEST_F(CudaRunnerTest, GraphedDecodeIsBitwiseTheEagerOneAtEveryBatchSize) {
-  static int twins = 0;
-  Result<OwnerId> owner_or =
-      rig_->gpu_governor->AddOwner({.name = "eager-twin-" + std::to_string(++twins)});
-  ASSERT_TRUE(owner_or.ok()) << owner_or.status().ToString();
-  const OwnerId owner = *owner_or;
-  CudaRunnerOptions eager_options{rig_->gpu.get(), rig_->gpu_governor.get(), owner, owner,
-                                  rig_->gpu_kv.get()};
-  eager_options.use_graphs = false;
-  auto eager = CreateCudaModelRunner(*rig_->file, eager_options);
+  auto eager = Twin("eager", [](CudaRunnerOptions& o) { o.use_graphs = false; });
   ASSERT_TRUE(eager.ok()) << eager.status().ToString();
   ModelRunner& graphed = *rig_->gpu_runner;
 
@@ -305,14 +311,7 @@ TEST_F(CudaRunnerTest, GraphedDecodeIsBitwiseTheEagerOneAtEveryBatchSize) {
 
 // Layer matrices packed at load into the GPU layout give the GGUF layout's bits.
 TEST_F(CudaRunnerTest, PackedWeightsGiveTheSameLogits) {
-  static int twins = 0;
-  Result<OwnerId> owner =
-      rig_->gpu_governor->AddOwner({.name = "packed-twin-" + std::to_string(++twins)});
-  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
-  CudaRunnerOptions options{rig_->gpu.get(), rig_->gpu_governor.get(), *owner, *owner,
-                            rig_->gpu_kv.get()};
-  options.packed_weights = true;
-  auto packed = CreateCudaModelRunner(*rig_->file, options);
+  auto packed = Twin("packed", [](CudaRunnerOptions& o) { o.packed_weights = true; });
   ASSERT_TRUE(packed.ok()) << packed.status().ToString();
   Batch batch;
   batch.sequences = {Sequence(1, 70, 800, 31, LogitsWanted::kAll), Sequence(2, 3, 810, 32)};
@@ -336,14 +335,7 @@ TEST_F(CudaRunnerTest, PackedWeightsGiveTheSameLogits) {
 // quantization; the rig's runner has them, the default) give the unfused runner's logits, bit
 // for bit, in a prefill and through a decode graph.
 TEST_F(CudaRunnerTest, FusedLaunchesGiveTheSameLogitsAsTheSeparateOnes) {
-  static int twins = 0;
-  Result<OwnerId> owner =
-      rig_->gpu_governor->AddOwner({.name = "unfused-twin-" + std::to_string(++twins)});
-  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
-  CudaRunnerOptions options{rig_->gpu.get(), rig_->gpu_governor.get(), *owner, *owner,
-                            rig_->gpu_kv.get()};
-  options.fuse_kernels = false;
-  auto unfused = CreateCudaModelRunner(*rig_->file, options);
+  auto unfused = Twin("unfused", [](CudaRunnerOptions& o) { o.fuse_kernels = false; });
   ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
   // Each runner on blocks of its own, so that K/V the fused one failed to write could not be
   // read from the other's.
@@ -383,14 +375,7 @@ TEST_F(CudaRunnerTest, FusedLaunchesGiveTheSameLogitsAsTheSeparateOnes) {
 
 // Products on the tensor cores (from 2 tokens on) give the same logits.
 TEST_F(CudaRunnerTest, TensorCoreProductsGiveTheSameLogits) {
-  static int twins = 0;
-  Result<OwnerId> owner =
-      rig_->gpu_governor->AddOwner({.name = "mma-twin-" + std::to_string(++twins)});
-  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
-  CudaRunnerOptions options{rig_->gpu.get(), rig_->gpu_governor.get(), *owner, *owner,
-                            rig_->gpu_kv.get()};
-  options.mma_min_tokens = 2;
-  auto mma = CreateCudaModelRunner(*rig_->file, options);
+  auto mma = Twin("mma", [](CudaRunnerOptions& o) { o.mma_min_tokens = 2; });
   ASSERT_TRUE(mma.ok()) << mma.status().ToString();
   Batch batch;
   batch.sequences = {Sequence(1, 90, 830, 41, LogitsWanted::kAll), Sequence(2, 5, 840, 42)};
