@@ -32,26 +32,44 @@ class HostSwapSpace final : public SwapSpace {
       return Status(buffer.status().code(), "engine: swap space of " + std::to_string(n_slots) +
                                                 " KV blocks: " + buffer.status().message());
     }
+    Result<Stream> stream = kv->device().CreateStream();
+    if (!stream.ok()) {
+      return Status(stream.status().code(),
+                    "engine: swap space's copy stream: " + stream.status().message());
+    }
     return std::unique_ptr<SwapSpace>(
-        new HostSwapSpace(kv, n_slots, bytes_per_block, std::move(buffer).value()));
+        new HostSwapSpace(kv, n_slots, bytes_per_block, std::move(buffer).value(), *stream));
+  }
+  ~HostSwapSpace() override {
+    (void)kv_->device().Synchronize(stream_);
+    kv_->device().DestroyStream(stream_);
   }
   int64_t num_slots() const override { return n_slots_; }
+  // Queued on the swap space's own stream (pinned host memory: asynchronous on a GPU); the
+  // runner's step has ended (its stream synchronized) before the scheduler swaps.
   void CopyOut(int32_t block, int64_t slot) override {
-    Device& device = kv_->device();
-    const Status s =
-        device.CopyDeviceToHost(Slot(slot), kv_->BlockData(block), bytes_per_block_, Stream{});
-    PIER_CHECK(s.ok() && device.Synchronize(Stream{}).ok(), "KV swap out: " + s.ToString());
+    const Status s = kv_->device().CopyDeviceToHost(Slot(slot), kv_->BlockData(block),
+                                                    bytes_per_block_, stream_);
+    PIER_CHECK(s.ok(), "KV swap out: " + s.ToString());
   }
   void CopyIn(int64_t slot, int32_t block) override {
-    Device& device = kv_->device();
-    const Status s =
-        device.CopyHostToDevice(kv_->BlockData(block), Slot(slot), bytes_per_block_, Stream{});
-    PIER_CHECK(s.ok() && device.Synchronize(Stream{}).ok(), "KV swap in: " + s.ToString());
+    const Status s = kv_->device().CopyHostToDevice(kv_->BlockData(block), Slot(slot),
+                                                    bytes_per_block_, stream_);
+    PIER_CHECK(s.ok(), "KV swap in: " + s.ToString());
+  }
+  void Wait() override {
+    const Status s = kv_->device().Synchronize(stream_);
+    PIER_CHECK(s.ok(), "KV swap: " + s.ToString());
   }
 
  private:
-  HostSwapSpace(KvStore* kv, int64_t n_slots, size_t bytes_per_block, PinnedBuffer buffer)
-      : kv_(kv), bytes_per_block_(bytes_per_block), n_slots_(n_slots), buffer_(std::move(buffer)) {}
+  HostSwapSpace(KvStore* kv, int64_t n_slots, size_t bytes_per_block, PinnedBuffer buffer,
+                Stream stream)
+      : kv_(kv),
+        bytes_per_block_(bytes_per_block),
+        n_slots_(n_slots),
+        buffer_(std::move(buffer)),
+        stream_(stream) {}
   std::byte* Slot(int64_t slot) {
     return static_cast<std::byte*>(buffer_.data()) + static_cast<size_t>(slot) * bytes_per_block_;
   }
@@ -60,6 +78,7 @@ class HostSwapSpace final : public SwapSpace {
   size_t bytes_per_block_;
   int64_t n_slots_;
   PinnedBuffer buffer_;  // [n_slots][bytes_per_block]
+  Stream stream_;        // the copies' own (a copy stream on a GPU)
 };
 
 SchedulerOptions WithKvGroups(SchedulerOptions options, const KvGroups& groups, bool release) {

@@ -467,6 +467,7 @@ void Scheduler::Preempt(Sequence& s) {
 
 Batch Scheduler::Apply(const StepPlan& plan) {
   PIER_CHECK(plan.step == step_, "applying a stale plan");
+  bool swapped = !plan.swapped_out.empty();
   for (int64_t id : plan.swapped_out) SwapOut(Get(id));
   for (int64_t id : plan.preempted) Preempt(Get(id));
   for (const ScheduledSequence& ss : plan.sequences) {
@@ -498,6 +499,7 @@ Batch Scheduler::Apply(const StepPlan& plan) {
     if (ss.swap_in) {
       // Back from the host slots, released entries staying released.
       PIER_CHECK(s.block_table.empty(), "swap-in without room");
+      swapped = true;
       for (const int64_t slot : s.host_slots) {
         if (slot < 0) {
           s.block_table.push_back(kNoBlock);
@@ -540,6 +542,7 @@ Batch Scheduler::Apply(const StepPlan& plan) {
     if (s.spec.prompt_logits && s.num_computed < s.num_prompt - 1) span.logits = LogitsWanted::kAll;
     batch.sequences.push_back(std::move(span));
   }
+  if (swapped) swap_->Wait();  // one wait for the step's swaps, before the runner sees them
   return batch;
 }
 

@@ -65,9 +65,14 @@ class SwapSpace {
  public:
   virtual ~SwapSpace() = default;
   virtual int64_t num_slots() const = 0;
-  // Copies KV block `block` into host slot `slot`, and back.
+  // Queues a copy of KV block `block` into host slot `slot`, and back (in order, on a copy
+  // stream of their own on a GPU).
   virtual void CopyOut(int32_t block, int64_t slot) = 0;
   virtual void CopyIn(int64_t slot, int32_t block) = 0;
+  // Blocks until every queued copy is done: the scheduler calls it once per step that
+  // swapped, before the step's batch (which may write blocks just swapped out, or read blocks
+  // just swapped in) goes to the runner.
+  virtual void Wait() {}
 };
 
 // Copies one KV block's contents to another (copy-on-write of shared blocks).

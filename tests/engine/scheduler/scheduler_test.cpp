@@ -248,7 +248,8 @@ TEST(SchedulerTest, PreemptsTheLatestArrivalWhenBlocksRunOut) {
   EXPECT_EQ(h.blocks().num_used(), 0);
 }
 
-// Records which block each host slot holds.
+// Records which block each host slot holds, and the copies not yet waited for (queued on a
+// copy stream: the runner must not see the step's blocks before Wait).
 class RecordingSwap final : public SwapSpace {
  public:
   explicit RecordingSwap(int64_t slots) : slots_(slots) {}
@@ -257,13 +258,22 @@ class RecordingSwap final : public SwapSpace {
     EXPECT_FALSE(held_.contains(slot)) << "slot " << slot << " overwritten";
     held_[slot] = block;
     ++outs_;
+    ++pending_;
   }
   void CopyIn(int64_t slot, int32_t block) override {
     EXPECT_TRUE(held_.contains(slot));
     held_.erase(slot);
     ins_.push_back(block);
+    ++pending_;
+  }
+  void Wait() override {
+    EXPECT_GT(pending_, 0) << "a wait without copies";
+    pending_ = 0;
+    ++waits_;
   }
   int outs_ = 0;
+  int pending_ = 0;  // copies queued since the last Wait
+  int waits_ = 0;
   std::vector<int32_t> ins_;
   std::map<int64_t, int32_t> held_;
 
@@ -282,6 +292,8 @@ TEST(SchedulerTest, SwapPreemptionKeepsComputedTokensAndResumesWithoutRecompute)
   EXPECT_EQ(plan.swapped_out, std::vector<int64_t>{2});
   EXPECT_TRUE(plan.preempted.empty());
   EXPECT_EQ(swap.outs_, 2);
+  EXPECT_EQ(swap.pending_, 0) << "the step's batch went out before its swap-outs were done";
+  EXPECT_EQ(swap.waits_, 1) << "one wait for the step's two copies";
   EXPECT_EQ(h.scheduler().NumComputed(2), 4);
   EXPECT_EQ(h.scheduler().Stats().swapped, 1);
   for (int i = 0; i < 5 && Find(plan, 2) == nullptr; ++i) plan = h.Step();  // 1 finishes first
@@ -289,6 +301,8 @@ TEST(SchedulerTest, SwapPreemptionKeepsComputedTokensAndResumesWithoutRecompute)
   EXPECT_TRUE(Find(plan, 2)->swap_in);
   EXPECT_EQ(Find(plan, 2)->n_tokens, 1);  // only the token not yet computed
   EXPECT_EQ(swap.ins_.size(), 2u);
+  EXPECT_EQ(swap.pending_, 0) << "the step's batch went out before its swap-ins were done";
+  EXPECT_EQ(swap.waits_, 2);
   EXPECT_TRUE(swap.held_.empty());
   std::span<const int32_t> table = h.scheduler().BlockTable(2);
   EXPECT_EQ(std::vector<int32_t>(table.begin(), table.begin() + 2), swap.ins_);
