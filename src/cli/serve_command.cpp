@@ -454,7 +454,10 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   admin_options.qos_stop_steps = options.qos_stop_steps;
   admin_options.qos_reserve = options.qos_reserve;
   admin_options.device_governor = &devices->cpu_governor();
-  admin_options.device_governors = [set = devices.get()] { return set->Governors(); };
+  admin_options.device_governors = [set = devices.get()] {
+    const std::vector<MemoryGovernor*> all = set->Governors();
+    return std::vector<const MemoryGovernor*>(all.begin(), all.end());
+  };
   admin_options.gpu_telemetry = gpu_telemetry.get();
   admin_options.manager = manager.get();
   if (flags.count("config") > 0) {

@@ -200,8 +200,8 @@ Result<WorkerGpu> DeviceSet::WorkerGpuFor(std::string_view device) {
   return out;
 }
 
-std::vector<const MemoryGovernor*> DeviceSet::Governors() {
-  std::vector<const MemoryGovernor*> out = {cpu_governor_.get()};
+std::vector<MemoryGovernor*> DeviceSet::Governors() {
+  std::vector<MemoryGovernor*> out = {cpu_governor_.get()};
   std::lock_guard<std::mutex> lock(gpus_mutex_);
   for (const auto& [index, gpu] : gpus_) out.push_back(gpu.governor.get());
   for (const auto& [uuid, mig] : migs_) out.push_back(mig.governor.get());

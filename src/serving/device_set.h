@@ -94,7 +94,7 @@ class DeviceSet {
 
   // Every device's governor: the CPU's, then each GPU and MIG instance opened or kept for
   // workers so far (for /admin/models). The pointers live as long as the set.
-  std::vector<const MemoryGovernor*> Governors();
+  std::vector<MemoryGovernor*> Governors();
 
   // Where worker instances are placed: the machine's topology (hwloc), read at the first call
   // (a worker's own device set never reads it). hwloc's error when it cannot be read.

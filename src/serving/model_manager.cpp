@@ -358,9 +358,13 @@ void ModelManager::FinishDrain(Drain& drain) {
 
 void ModelManager::ReturnCachedMemory() {
   // The pool keeps freed segments for reuse; an unloaded model's belong to the system again
-  // (the process RSS drops back to what it was before the load).
-  const size_t returned = devices_->cpu_governor().Trim();
-  if (returned > 0) spdlog::debug("returned {} cached bytes to the device", returned);
+  // (the process RSS, or a GPU's used memory, drops back to what it was before the load).
+  for (MemoryGovernor* governor : devices_->Governors()) {
+    const size_t returned = governor->Trim();
+    if (returned > 0) {
+      spdlog::debug("returned {} cached bytes to {}", returned, governor->Stats().device);
+    }
+  }
 }
 
 void ModelManager::Tick() {
