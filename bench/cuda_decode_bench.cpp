@@ -4,6 +4,9 @@
 // batch of B sequences is prefilled with 128 tokens, then B tokens per step are decoded for 32
 // steps (CUDA graphs, as served); tokens/s = B * steps / time. The targets of issue #21 are
 // stated for these numbers (7B: 400 tokens/s at batch 1, 8,000 at 64; 135M: 1,500 and 40,000).
+// Then the small model again with each runner setting that waits for a measurement: without
+// the fused launches (`_unfused`), with packed weights (`_packed`), on the tensor cores from 8
+// tokens (`_mma`).
 //
 // Output: "RESULT <name> <value> <unit>" lines, or one "SKIP <reason>" line (exit 0) when no
 // GPU is usable.
@@ -40,7 +43,15 @@ struct Model {
   pier::engine::testing::RandomLlamaSpec spec;
 };
 
-bool Bench(pier::cuda::CudaDevice& device, const Model& m) {
+// A runner setting against the default (fused launches, GGUF layout, warp-per-row products),
+// timed on the small model to decide the defaults: its name suffix, the change, the batches.
+struct Variant {
+  const char* suffix;  // "" for the defaults
+  void (*change)(pier::engine::CudaRunnerOptions&);
+  std::vector<int64_t> batches;
+};
+
+bool Bench(pier::cuda::CudaDevice& device, const Model& m, const Variant& variant) {
   const std::vector<uint8_t> image = pier::engine::testing::BuildRandomLlama(m.spec, 7);
   auto file = pier::model::GgufFile::FromMemory(image.data(), image.size(), m.name);
   if (!file.ok()) {
@@ -62,14 +73,15 @@ bool Bench(pier::cuda::CudaDevice& device, const Model& m) {
     std::fprintf(stderr, "FAIL %s KV: %s\n", m.name, kv.status().ToString().c_str());
     return false;
   }
-  auto runner = pier::engine::CreateCudaModelRunner(
-      **file, pier::engine::CudaRunnerOptions{&device, governor->get(), owner, owner, kv->get()});
+  pier::engine::CudaRunnerOptions options{&device, governor->get(), owner, owner, kv->get()};
+  if (variant.change != nullptr) variant.change(options);
+  auto runner = pier::engine::CreateCudaModelRunner(**file, options);
   if (!runner.ok()) {
     std::fprintf(stderr, "FAIL %s runner: %s\n", m.name, runner.status().ToString().c_str());
     return false;
   }
   std::mt19937 rng(3);
-  for (int64_t batch_size : {int64_t{1}, int64_t{8}, int64_t{64}}) {
+  for (int64_t batch_size : variant.batches) {
     std::vector<SequenceSpan> seqs(static_cast<size_t>(batch_size));
     Batch prefill;
     for (int64_t i = 0; i < batch_size; ++i) {
@@ -105,15 +117,16 @@ bool Bench(pier::cuda::CudaDevice& device, const Model& m) {
       }
       if (step > 0) seconds += std::chrono::duration<double>(end - start).count();
     }
-    const std::string name = std::string(m.name) + "_decode_b" + std::to_string(batch_size);
+    const std::string name =
+        std::string(m.name) + variant.suffix + "_decode_b" + std::to_string(batch_size);
     std::printf("RESULT %s_tokens_per_s %.0f tokens/s\n", name.c_str(),
                 static_cast<double>(batch_size * kSteps) / seconds);
     std::printf("RESULT %s_step_ms %.3f ms\n", name.c_str(), 1e3 * seconds / kSteps);
   }
   const pier::engine::CudaGraphStats graphs = pier::engine::GraphStatsOf(**runner);
-  std::printf("INFO %s graphs: %lld captured, %lld launched, %lld fallbacks\n", m.name,
-              static_cast<long long>(graphs.captures), static_cast<long long>(graphs.launches),
-              static_cast<long long>(graphs.fallbacks));
+  std::printf("INFO %s%s graphs: %lld captured, %lld launched, %lld fallbacks\n", m.name,
+              variant.suffix, static_cast<long long>(graphs.captures),
+              static_cast<long long>(graphs.launches), static_cast<long long>(graphs.fallbacks));
   return true;
 }
 
@@ -136,8 +149,18 @@ int main() {
   seven.spec.context_length = 4096;
   seven.spec.rope_freq_base = 10000.0f;
   seven.spec.matrix_type = pier::DType::kQ4_0;
+  const Variant defaults{"", nullptr, {1, 8, 64}};
   for (const Model& m : {small, seven}) {
-    if (!Bench(*opened, m)) return 1;
+    if (!Bench(*opened, m, defaults)) return 1;
+  }
+  // What each setting that waits for a measurement does on the small model.
+  const Variant variants[] = {
+      {"_unfused", [](pier::engine::CudaRunnerOptions& o) { o.fuse_kernels = false; }, {1, 8}},
+      {"_packed", [](pier::engine::CudaRunnerOptions& o) { o.packed_weights = true; }, {1, 8, 64}},
+      {"_mma", [](pier::engine::CudaRunnerOptions& o) { o.mma_min_tokens = 8; }, {8, 64}},
+  };
+  for (const Variant& variant : variants) {
+    if (!Bench(*opened, small, variant)) return 1;
   }
   return 0;
 }
