@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "device/cpu/cpu_device.h"
+#include "device/device_name.h"
 #include "encoder/encoder_info.h"
 #include "engine/cpu_runner.h"
 #include "engine/local_model.h"
@@ -256,7 +257,7 @@ int RunInspectMemory(const InspectOptions& options, const model::GgufFile& file)
     if (!weights.ok()) return Fail(weights.status().WithContext("--weights-dtype"));
     model_options.weights_dtype = *weights;
   }
-  if (options.device == "cuda" || options.device.starts_with("cuda:")) {
+  if (options.device == "cuda" || CudaOrdinalOf(options.device) >= 0) {
     model_options.device = DeviceKind::kCuda;
   } else if (options.device != "cpu") {
     return Fail(InvalidArgumentError("--device '" + options.device + "': cpu or cuda[:N]"));

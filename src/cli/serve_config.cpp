@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/yaml.h"
+#include "device/device_name.h"
 #include "serving/request_policy.h"
 
 namespace pier::cli {
@@ -208,11 +209,7 @@ Result<bool> ParseOnOff(std::string_view value, std::string_view source) {
 }  // namespace
 
 Status CheckDeviceName(std::string_view value, std::string_view at) {
-  const bool gpu = (value.starts_with("cuda:") && value.size() > 5 && value.size() <= 8 &&
-                    value.find_first_not_of("0123456789", 5) == std::string_view::npos) ||
-                   (value.starts_with("GPU-") && value.size() > 4) ||
-                   (value.starts_with("MIG-") && value.size() > 4);
-  if (value == "cpu" || gpu) return Status::Ok();
+  if (IsDeviceName(value)) return Status::Ok();
   return InvalidArgumentError(std::string(at) + ": \"" + std::string(value) +
                               "\" is not a device (cpu, cuda:N for GPU N, a GPU's UUID, or a "
                               "MIG instance's with workers: on)");

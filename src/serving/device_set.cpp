@@ -5,6 +5,7 @@
 #include "device/cpu/cpu_device.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
+#include "device/device_name.h"
 #include "device/ledger_device.h"
 #include "metrics/gpu_inventory.h"
 
@@ -52,17 +53,6 @@ Result<placement::Placer*> DeviceSet::placer() {
 
 namespace {
 
-// "cuda:N" -> N; -1 for anything else.
-int CudaIndexOf(std::string_view device) {
-  if (!device.starts_with("cuda:") || device.size() <= 5 || device.size() > 8) return -1;
-  int index = 0;
-  for (char c : device.substr(5)) {
-    if (c < '0' || c > '9') return -1;
-    index = index * 10 + (c - '0');
-  }
-  return index;
-}
-
 std::string NvmlSays(const metrics::GpuInventory& inventory) {
   return inventory.unavailable_reason.empty() ? " (`pier devices` lists them)"
                                               : " (NVML: " + inventory.unavailable_reason + ")";
@@ -72,7 +62,7 @@ std::string NvmlSays(const metrics::GpuInventory& inventory) {
 
 Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
   if (device == "cpu") return cpu_governor_.get();
-  int index = CudaIndexOf(device);
+  int index = CudaOrdinalOf(device);
   if (device.starts_with("GPU-")) {  // a GPU's UUID, as `pier devices` and nvidia-smi show it
     const metrics::GpuInventory inventory = metrics::ReadGpuInventory();
     for (const metrics::GpuInfo& gpu : inventory.gpus) {
@@ -122,7 +112,7 @@ Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
 Result<WorkerGpu> DeviceSet::WorkerGpuFor(std::string_view device) {
   const metrics::GpuInventory inventory = metrics::ReadGpuInventory();
   const std::string name(device);
-  int index = CudaIndexOf(device);
+  int index = CudaOrdinalOf(device);
   const metrics::GpuInfo* gpu = nullptr;
   const metrics::MigInstance* mig = nullptr;
   for (const metrics::GpuInfo& g : inventory.gpus) {

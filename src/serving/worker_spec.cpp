@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "device/device_name.h"
 #include "engine/cpu_runner.h"
 
 namespace pier::serving {
@@ -65,10 +66,7 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.qos = !spec.qos_off();
   o.qos_stop_steps = !spec.qos_steps_run_to_end();
   if (!spec.device().empty()) {
-    const std::string& d = spec.device();
-    const bool cuda = d.starts_with("cuda:") && d.size() > 5 && d.size() <= 8 &&
-                      d.find_first_not_of("0123456789", 5) == std::string::npos;
-    if (d != "cpu" && !cuda) {
+    if (spec.device() != "cpu" && CudaOrdinalOf(spec.device()) < 0) {
       return InvalidArgumentError("LoadSpec: device '" + spec.device() + "' is not cpu or cuda:N");
     }
     o.device = spec.device();

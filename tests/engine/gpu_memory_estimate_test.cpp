@@ -21,14 +21,9 @@ namespace {
 using testing::BuildRandomLlama;
 using testing::RandomLlamaSpec;
 
+// The small model, trained for a context long enough for the KV sizes below.
 RandomLlamaSpec SmallSpec() {
-  RandomLlamaSpec spec;
-  spec.n_embd = 128;
-  spec.n_layer = 4;
-  spec.n_head = 4;
-  spec.n_kv_head = 2;
-  spec.n_ff = 256;
-  spec.n_vocab = 512;
+  RandomLlamaSpec spec = testing::SmallRandomLlamaSpec();
   spec.context_length = 4096;
   return spec;
 }

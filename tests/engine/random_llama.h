@@ -33,6 +33,19 @@ struct RandomLlamaSpec {
   DType embedding_type = DType::kQ8_0;  // token_embd, also the output head (tied)
 };
 
+// A small model of the same family, for the CPU-side tests (quick to build and run).
+inline RandomLlamaSpec SmallRandomLlamaSpec() {
+  RandomLlamaSpec spec;
+  spec.n_embd = 128;
+  spec.n_layer = 6;
+  spec.n_head = 4;
+  spec.n_kv_head = 2;
+  spec.n_ff = 256;
+  spec.n_vocab = 500;
+  spec.context_length = 512;
+  return spec;
+}
+
 // Random quantized rows: random bytes, then each block's f16 scale (and offset) set so that a
 // weight is about uniform in [-scale, scale] with mean about 0.
 inline std::vector<uint8_t> RandomRows(DType type, int64_t rows, int64_t cols, float scale,

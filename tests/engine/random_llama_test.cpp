@@ -24,17 +24,7 @@ namespace {
 using testing::BuildRandomLlama;
 using testing::RandomLlamaSpec;
 
-RandomLlamaSpec SmallSpec() {
-  RandomLlamaSpec spec;
-  spec.n_embd = 128;
-  spec.n_layer = 6;
-  spec.n_head = 4;
-  spec.n_kv_head = 2;
-  spec.n_ff = 256;
-  spec.n_vocab = 500;
-  spec.context_length = 512;
-  return spec;
-}
+RandomLlamaSpec SmallSpec() { return testing::SmallRandomLlamaSpec(); }
 
 TEST(RandomLlamaTest, ImageHasTheSpecsShapeAndIsReproducible) {
   const RandomLlamaSpec spec = SmallSpec();
