@@ -120,6 +120,9 @@ void ModelShapes(benchmark::internal::Benchmark* b) {
     b->Args({1536, 576, tokens, 1, q41, -1, 0});
     b->Args({1536, 576, tokens, 1, q41, static_cast<int64_t>(Isa::kAvx2), 1});
   }
+  // The AVX2 path at a decode batch of 64, and its tied Q8_0 output head.
+  b->Args({1536, 576, 64, 1, q41, static_cast<int64_t>(Isa::kAvx2), 1});
+  b->Args({49152, 576, 16, 1, q80, static_cast<int64_t>(Isa::kAvx2), 1});
 }
 BENCHMARK(BM_MatMul)->Apply(ModelShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
