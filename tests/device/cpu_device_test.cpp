@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "device/fake_device.h"
@@ -80,6 +84,56 @@ TEST(CpuDeviceTest, VirtualArenaMapsWritesAndUnmapsChunks) {
   EXPECT_EQ(device->MapChunk(*range, 16 * g, g).code(), StatusCode::kInvalidArgument);
   device->ReleaseAddressRange(*range);
   EXPECT_EQ(device->allocated_bytes(), 0u);
+}
+
+// The VmFlags line of /proc/self/smaps for the mapping that holds `address` ("" if none does).
+std::string VmFlagsOf(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long begin = 0, end = 0;
+    // A mapping's first line: "begin-end perms ...", where a field line is "Name: value".
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 &&
+        line.find(':') > line.find(' ')) {
+      inside = a >= begin && a < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(CpuDeviceTest, LargeMappingsStartOnAHugePageAndAskForHugePages) {
+  auto device = MakeCpu(64 * kMiB);
+  constexpr size_t kHuge = 2 * kMiB;
+  const size_t bytes = 5 * kMiB + 123;
+  Result<void*> ptr = device->AllocateRaw(bytes, 256);
+  ASSERT_TRUE(ptr.ok()) << ptr.status().ToString();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*ptr) % kHuge, 0u);
+  std::memset(*ptr, 0x3c, bytes);
+  EXPECT_EQ(static_cast<uint8_t*>(*ptr)[bytes - 1], 0x3c);
+  // MADV_HUGEPAGE marks the mapping "hg" (whatever THP's mode; only a kernel without THP
+  // refuses it, and then has no such file).
+  const bool thp = std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good();
+  if (thp) {
+    EXPECT_NE(VmFlagsOf(*ptr).find(" hg"), std::string::npos) << VmFlagsOf(*ptr);
+  }
+  device->FreeRaw(*ptr, bytes);
+  EXPECT_EQ(device->allocated_bytes(), 0u);
+  EXPECT_EQ(VmFlagsOf(*ptr), "") << "the mapping outlived FreeRaw";
+
+  Result<VirtualRange> range = device->ReserveAddressRange(8 * kMiB);
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(range->base) % kHuge, 0u);
+  ASSERT_TRUE(device->MapChunk(*range, 0, 4 * kMiB).ok());
+  std::memset(range->base, 0x11, 4 * kMiB);
+  if (thp) {
+    EXPECT_NE(VmFlagsOf(range->base).find(" hg"), std::string::npos);
+  }
+  device->ReleaseAddressRange(*range);
+  EXPECT_EQ(device->allocated_bytes(), 0u);
+  EXPECT_EQ(VmFlagsOf(range->base), "");
 }
 
 TEST(CpuDeviceTest, PinnedHostMemoryIsUsableWhetherOrNotLocked) {
