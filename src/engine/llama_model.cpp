@@ -395,8 +395,8 @@ Status LlamaRunner::Init() {
 
 Status LlamaRunner::ValidateBatch(const Batch& batch, int64_t* n_tokens,
                                   int64_t* max_context) const {
-  const BatchLimits limits{hp_.n_vocab, hp_.n_ctx, shape_.kv.block_size,
-                           options_.kv->num_blocks(), &shape_.kv_groups};
+  const BatchLimits limits{hp_.n_vocab, hp_.n_ctx, shape_.kv.block_size, options_.kv->num_blocks(),
+                           &shape_.kv_groups};
   return CheckBatch(batch, limits, n_tokens, max_context);
 }
 
@@ -485,13 +485,16 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   dims.n_tok = n_tok;
   dims.n_out = n_out;
   dims.max_context = max_context;
-  dims.att_slots = 4 * options_.pool->num_threads();
   int64_t longest_span = 1;
   for (const SequenceSpan& s : batch.sequences) {
     longest_span = std::max(longest_span, static_cast<int64_t>(s.tokens.size()));
   }
-  dims.att_queries =
-      kernels::PagedAttentionQueriesPerTask(hp_.n_head, max_context, dims.att_slots, longest_span);
+  auto set_att_slots = [&](int64_t per_thread) {
+    dims.att_slots = per_thread * options_.pool->num_threads();
+    dims.att_queries = kernels::PagedAttentionQueriesPerTask(hp_.n_head, max_context,
+                                                             dims.att_slots, longest_span);
+  };
+  set_att_slots(4);
   for (const LayerWeights& l : layers_) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) {
       if (w->n_rows == 0) continue;  // fused into qkv / gate_up
@@ -507,6 +510,15 @@ Result<StepOutput> LlamaRunner::Step(const Batch& batch) {
   }
   dims.mm_scratch_bytes =
       std::max(dims.mm_scratch_bytes, kernels::MatMulScratchBytes(output_, n_out));
+  // A decode step of many sequences: 16 attention slots per thread instead of 4, so the threads
+  // end the attention pass together (a slot's tasks are dealt to it up front; with 4 per
+  // thread, 64 sequences left one thread idle for up to an eighth of the pass, every layer).
+  // Only where the larger scratch fits the workspace already held (its short contexts' scores
+  // are small beside a prefill step's buffers): it never asks the governor for more.
+  if (longest_span == 1) {
+    set_att_slots(16);
+    if (LayOutStep(dims).bytes > workspace_.capacity()) set_att_slots(4);
+  }
   const StepBuffers b = LayOutStep(dims);
   PIER_RETURN_IF_ERROR(workspace_.Reserve(b.bytes));
 
