@@ -25,6 +25,16 @@ size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 // VM costs a two-level page walk. 16 sequences of SmolLM2 on the Xeon VM decoded 5-8% faster.
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels refuse it and fault lazily
+#endif
+
+// Faults `bytes` from `start` in now (zeroed, writable). With huge pages the kernel may have to
+// compact memory to find one (THP's "defrag" setting; "madvise", Debian's default, compacts
+// for advised mappings), which took up to 2 s on a fragmented machine: here, where memory is
+// allocated or a lease grows, and not at the first write of a decode step's K/V.
+void Populate(void* start, size_t bytes) { madvise(start, bytes, MADV_POPULATE_WRITE); }
+
 // An anonymous mapping of `bytes` (a multiple of the page size) with `prot`, starting on a huge
 // page boundary when `bytes` is at least one huge page; nullptr when the system refuses.
 void* MapAnonymous(size_t bytes, int prot, int extra_flags) {
@@ -96,6 +106,7 @@ Result<void*> CpuDevice::AllocateRaw(size_t bytes, size_t alignment) {
   void* ptr = nullptr;
   if (bytes >= kMmapThresholdBytes) {
     ptr = MapAnonymous(RoundUp(bytes, page_bytes_), PROT_READ | PROT_WRITE, 0);
+    if (ptr != nullptr && bytes >= kHugePageBytes) Populate(ptr, RoundUp(bytes, page_bytes_));
   } else {
     ptr = std::aligned_alloc(std::max(alignment, sizeof(void*)), RoundUp(bytes, alignment));
   }
@@ -166,6 +177,7 @@ Status CpuDevice::MapChunk(const VirtualRange& range, size_t offset, size_t byte
     return ResourceExhaustedError("cpu: cannot map " + std::to_string(bytes) + " bytes (" +
                                   std::strerror(errno) + ")");
   }
+  if (range.bytes >= kHugePageBytes) Populate(start, bytes);
   allocated_bytes_ += bytes;
   std::lock_guard lock(arenas_mutex_);
   arena_mapped_bytes_[range.id] += bytes;
