@@ -104,36 +104,39 @@ std::string VmFlagsOf(const void* address) {
   return "";
 }
 
-TEST(CpuDeviceTest, LargeMappingsStartOnAHugePageAndAskForHugePages) {
+TEST(CpuDeviceTest, LargeAllocationsStartOnAHugePageAndAskForHugePages) {
   auto device = MakeCpu(64 * kMiB);
   constexpr size_t kHuge = 2 * kMiB;
   const size_t bytes = 5 * kMiB + 123;
+  const size_t mapped = (bytes + 4095) / 4096 * 4096;
   Result<void*> ptr = device->AllocateRaw(bytes, 256);
   ASSERT_TRUE(ptr.ok()) << ptr.status().ToString();
   EXPECT_EQ(reinterpret_cast<uintptr_t>(*ptr) % kHuge, 0u);
   std::memset(*ptr, 0x3c, bytes);
   EXPECT_EQ(static_cast<uint8_t*>(*ptr)[bytes - 1], 0x3c);
-  // MADV_HUGEPAGE marks the mapping "hg" (whatever THP's mode; only a kernel without THP
-  // refuses it, and then has no such file).
+  // MADV_HUGEPAGE marks the mapping "hg" whatever THP's mode; only a kernel without THP (no
+  // such file) refuses it, and a sandbox whose smaps lists no VmFlags cannot show it.
   const bool thp = std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good();
-  if (thp) {
+  const bool flags_shown = !VmFlagsOf(*ptr).empty();
+  if (thp && flags_shown) {
     EXPECT_NE(VmFlagsOf(*ptr).find(" hg"), std::string::npos) << VmFlagsOf(*ptr);
+  } else {
+    std::printf("huge page advice not checked: %s\n",
+                thp ? "smaps shows no VmFlags" : "this kernel has no transparent huge pages");
   }
   device->FreeRaw(*ptr, bytes);
   EXPECT_EQ(device->allocated_bytes(), 0u);
-  EXPECT_EQ(VmFlagsOf(*ptr), "") << "the mapping outlived FreeRaw";
-
-  Result<VirtualRange> range = device->ReserveAddressRange(8 * kMiB);
-  ASSERT_TRUE(range.ok()) << range.status().ToString();
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(range->base) % kHuge, 0u);
-  ASSERT_TRUE(device->MapChunk(*range, 0, 4 * kMiB).ok());
-  std::memset(range->base, 0x11, 4 * kMiB);
-  if (thp) {
-    EXPECT_NE(VmFlagsOf(range->base).find(" hg"), std::string::npos);
+  if (flags_shown) {
+    // Nothing of the mapping (nor of the padding trimmed off its ends) is left.
+    EXPECT_EQ(VmFlagsOf(*ptr), "") << "the mapping outlived FreeRaw";
+    EXPECT_EQ(VmFlagsOf(static_cast<char*>(*ptr) + mapped - 1), "");
   }
-  device->ReleaseAddressRange(*range);
+  // Below a huge page: an ordinary mapping, still usable.
+  Result<void*> small = device->AllocateRaw(kMiB + kMiB / 2, 256);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  std::memset(*small, 1, kMiB + kMiB / 2);
+  device->FreeRaw(*small, kMiB + kMiB / 2);
   EXPECT_EQ(device->allocated_bytes(), 0u);
-  EXPECT_EQ(VmFlagsOf(range->base), "");
 }
 
 TEST(CpuDeviceTest, PinnedHostMemoryIsUsableWhetherOrNotLocked) {

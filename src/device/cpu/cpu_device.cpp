@@ -25,36 +25,35 @@ size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 // VM costs a two-level page walk. 16 sequences of SmolLM2 on the Xeon VM decoded 5-8% faster.
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels refuse it and fault lazily
-#endif
-
-// Faults `bytes` from `start` in now (zeroed, writable). With huge pages the kernel may have to
-// compact memory to find one (THP's "defrag" setting; "madvise", Debian's default, compacts
-// for advised mappings), which took up to 2 s on a fragmented machine: here, where memory is
-// allocated or a lease grows, and not at the first write of a decode step's K/V.
-void Populate(void* start, size_t bytes) { madvise(start, bytes, MADV_POPULATE_WRITE); }
-
-// An anonymous mapping of `bytes` (a multiple of the page size) with `prot`, starting on a huge
-// page boundary when `bytes` is at least one huge page; nullptr when the system refuses.
-void* MapAnonymous(size_t bytes, int prot, int extra_flags) {
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | extra_flags;
-  if (bytes < kHugePageBytes) {
-    void* ptr = mmap(nullptr, bytes, prot, flags, -1, 0);
-    return ptr == MAP_FAILED ? nullptr : ptr;
+// An anonymous read-write mapping of `bytes` (a multiple of the page size). One of a huge page
+// or more starts on a huge page boundary and asks for huge pages; if the system refuses the
+// padding that alignment needs, an unaligned mapping of the exact size is tried. nullptr (with
+// errno) when the system refuses.
+//
+// Not faulted in here: the kernel may compact memory to find a huge page (THP's "defrag" at
+// "madvise", Debian's default; once 2 s on this VM), and this runs under the governor's lock,
+// so that happens at first write instead (at load for weights). Only whole allocations get huge
+// pages: the chunks of a lease's range are unmapped one by one, and a chunk that ends inside a
+// huge page would not give its memory back until the kernel splits that page under pressure.
+void* MapAnonymous(size_t bytes) {
+  const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  if (bytes >= kHugePageBytes && bytes <= SIZE_MAX - kHugePageBytes) {
+    // Over-map by a huge page, then return the unaligned head and the tail to the kernel.
+    const size_t padded = bytes + kHugePageBytes;
+    void* raw = mmap(nullptr, padded, prot, flags, -1, 0);
+    if (raw != MAP_FAILED) {
+      const auto start = reinterpret_cast<uintptr_t>(raw);
+      const uintptr_t aligned = RoundUp(start, kHugePageBytes);
+      if (aligned > start) munmap(raw, aligned - start);
+      const uintptr_t end = start + padded, used_end = aligned + bytes;
+      if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
+      void* ptr = reinterpret_cast<void*>(aligned);
+      madvise(ptr, bytes, MADV_HUGEPAGE);  // a hint: refused where THP is off, which is fine
+      return ptr;
+    }
   }
-  // Over-map by a huge page, then return the unaligned head and the tail to the kernel.
-  const size_t padded = bytes + kHugePageBytes;
-  void* raw = mmap(nullptr, padded, prot, flags, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = RoundUp(start, kHugePageBytes);
-  if (aligned > start) munmap(raw, aligned - start);
-  const uintptr_t end = start + padded, used_end = aligned + bytes;
-  if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
-  void* ptr = reinterpret_cast<void*>(aligned);
-  madvise(ptr, bytes, MADV_HUGEPAGE);  // a hint: refused where THP is off, which is fine
-  return ptr;
+  void* ptr = mmap(nullptr, bytes, prot, flags, -1, 0);
+  return ptr == MAP_FAILED ? nullptr : ptr;
 }
 
 Status CheckCopy(const void* dst, const void* src, size_t bytes) {
@@ -105,8 +104,7 @@ Result<void*> CpuDevice::AllocateRaw(size_t bytes, size_t alignment) {
   }
   void* ptr = nullptr;
   if (bytes >= kMmapThresholdBytes) {
-    ptr = MapAnonymous(RoundUp(bytes, page_bytes_), PROT_READ | PROT_WRITE, 0);
-    if (ptr != nullptr && bytes >= kHugePageBytes) Populate(ptr, RoundUp(bytes, page_bytes_));
+    ptr = MapAnonymous(RoundUp(bytes, page_bytes_));
   } else {
     ptr = std::aligned_alloc(std::max(alignment, sizeof(void*)), RoundUp(bytes, alignment));
   }
@@ -149,8 +147,9 @@ void CpuDevice::FreePinnedHost(const HostAllocation& allocation) {
 Result<VirtualRange> CpuDevice::ReserveAddressRange(size_t bytes) {
   if (bytes == 0) return InvalidArgumentError("cpu: address range of 0 bytes");
   size_t rounded = RoundUp(bytes, page_bytes_);
-  void* base = MapAnonymous(rounded, PROT_NONE, MAP_NORESERVE);
-  if (base == nullptr) {
+  void* base =
+      mmap(nullptr, rounded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
     return ResourceExhaustedError("cpu: cannot reserve " + std::to_string(rounded) +
                                   " bytes of address space (" + std::strerror(errno) + ")");
   }
@@ -177,7 +176,6 @@ Status CpuDevice::MapChunk(const VirtualRange& range, size_t offset, size_t byte
     return ResourceExhaustedError("cpu: cannot map " + std::to_string(bytes) + " bytes (" +
                                   std::strerror(errno) + ")");
   }
-  if (range.bytes >= kHugePageBytes) Populate(start, bytes);
   allocated_bytes_ += bytes;
   std::lock_guard lock(arenas_mutex_);
   arena_mapped_bytes_[range.id] += bytes;

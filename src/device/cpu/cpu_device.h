@@ -4,11 +4,10 @@
 // creation (see system_memory.h); an explicit capacity (`--device-memory`) replaces it, which
 // lets a CPU stand in for a GPU of a given size in tests. Raw allocations of 1 MiB or more are
 // anonymous mappings (returned to the kernel on FreeRaw); smaller ones come from the C heap.
-// Mappings and reserved ranges of 2 MiB or more start on a 2 MiB boundary and are advised to use
-// transparent huge pages (MADV_HUGEPAGE), so that streaming weights and K/V does not miss the
-// TLB at every 4 KiB; where THP is "never" they stay ordinary pages. Such allocations, and the
-// chunks mapped into such ranges, are faulted in at once (MADV_POPULATE_WRITE), so that finding
-// huge pages (possibly compacting memory) happens there and not inside a compute step.
+// Raw allocations of 2 MiB or more start on a 2 MiB boundary and are advised to use transparent
+// huge pages (MADV_HUGEPAGE), so that streaming weights and K/V does not miss the TLB at every
+// 4 KiB; where THP is "never" they stay ordinary pages. Reserved ranges do not (their chunks
+// are returned one by one, which a huge page spanning two chunks would delay).
 // Virtual-memory arenas reserve address space with PROT_NONE and map page-granular chunks
 // with mprotect, releasing them with madvise(MADV_DONTNEED). Pinned host memory is mlock'd;
 // when RLIMIT_MEMLOCK refuses, it falls back to ordinary pages and reports `locked = false`.
