@@ -3,6 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -365,6 +369,12 @@ void ModelManager::ReturnCachedMemory() {
       spdlog::debug("returned {} cached bytes to {}", returned, governor->Stats().device);
     }
   }
+#if defined(__GLIBC__)
+  // The model's small host allocations (tokenizer tables, metadata, request state) were freed
+  // into glibc's per-thread arenas, which keep their pages: a load on the admin thread left
+  // 11 MiB resident after the unload. malloc_trim returns every arena's free pages.
+  malloc_trim(0);
+#endif
 }
 
 void ModelManager::Tick() {
