@@ -5,28 +5,15 @@
 // sleep is used as an assertion.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "http/server.h"
 #include "server_test_fixture.h"
-#include "server_test_util.h"
 
 namespace pier::http {
 namespace {
-
-using std::chrono::milliseconds;
-using testing::ClientResponse;
-using testing::Clock;
-using testing::StreamBox;
-using testing::StreamFlood;
-using testing::TestClient;
-using testing::TestStream;
-using testing::WaitUntil;
 
 TEST_F(HttpServerTest, ShutdownWithGraceFinishesInFlightStreamAndRefusesNewRequests) {
   auto server = StartServer();

@@ -20,15 +20,6 @@
 namespace pier::http {
 namespace {
 
-using std::chrono::milliseconds;
-using testing::ClientResponse;
-using testing::Clock;
-using testing::StreamBox;
-using testing::StreamFlood;
-using testing::TestClient;
-using testing::TestStream;
-using testing::WaitUntil;
-
 TEST_F(HttpServerTest, KeepAliveServesTwoRequestsOnOneConnection) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);

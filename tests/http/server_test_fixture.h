@@ -18,6 +18,16 @@
 
 namespace pier::http {
 
+// The test files' names for the helpers of server_test_util.h.
+using std::chrono::milliseconds;
+using testing::ClientResponse;
+using testing::Clock;
+using testing::StreamBox;
+using testing::StreamFlood;
+using testing::TestClient;
+using testing::TestStream;
+using testing::WaitUntil;
+
 class HttpServerTest : public ::testing::Test {
  protected:
   HttpServerTest() {
