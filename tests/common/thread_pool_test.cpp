@@ -115,6 +115,56 @@ TEST(ThreadPoolTest, UsesWorkerThreadsWhenWorkIsSplit) {
   EXPECT_NE(ids[0], ids[1]);
 }
 
+// A thread that is held up leaves its share to the others: the first chunk a worker runs
+// waits until every other chunk is done, which only happens if the calling thread takes
+// that worker's remaining chunks (its own share is half of them).
+TEST(ThreadPoolTest, IdleThreadsTakeTheChunksOfAHeldUpOne) {
+  ThreadPool pool(2, 0);
+  const std::thread::id caller = std::this_thread::get_id();
+  constexpr int64_t kChunks = 8;
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> done{0}, by_caller{0};
+    std::atomic<bool> held{false}, timed_out{false};
+    pool.ParallelFor(kChunks, 1, [&](int64_t begin, int64_t end) {
+      ASSERT_EQ(end, begin + 1);
+      if (std::this_thread::get_id() == caller) {
+        by_caller.fetch_add(1);
+      } else if (!held.exchange(true)) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (done.load() < kChunks - 1) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            timed_out = true;
+            break;
+          }
+          std::this_thread::yield();
+        }
+      }
+      done.fetch_add(1);
+    });
+    ASSERT_FALSE(timed_out) << "the held-up worker's chunks were never taken over";
+    EXPECT_EQ(done.load(), kChunks);
+    EXPECT_GE(by_caller.load(), held.load() ? kChunks - 1 : kChunks / 2);
+  }
+}
+
+// Jobs of different lengths back to back, with workers that arrive late to some: every index
+// of every job exactly once (a late worker must never run a chunk of one job with another's
+// parameters).
+TEST(ThreadPoolTest, BackToBackJobsOfVaryingShapeRunEachIndexOnce) {
+  ThreadPool pool(3, 0);
+  std::vector<std::atomic<int>> counts(257);
+  for (int iter = 0; iter < 5000; ++iter) {
+    const int64_t n = 1 + (iter * 37) % 257;
+    const int64_t min_chunk = 1 + iter % 5;
+    pool.ParallelFor(n, min_chunk, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) counts[i].fetch_add(1, std::memory_order_relaxed);
+    });
+    for (int64_t i = 0; i < 257; ++i) {
+      ASSERT_EQ(counts[i].exchange(0), i < n ? 1 : 0) << "iter=" << iter << " i=" << i;
+    }
+  }
+}
+
 TEST(ThreadPoolTest, IdleWorkersSleepAndWakeForNextJob) {
   ThreadPool pool(3, 1000);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // workers are asleep now
