@@ -33,9 +33,10 @@ constexpr uint32_t RangeFront(uint64_t range) { return static_cast<uint32_t>(ran
 constexpr uint32_t RangeBack(uint64_t range) { return static_cast<uint32_t>(range); }
 
 // Each share on its own cache line: the owner claims its chunks without touching a line
-// another core is using, so a balanced job moves no line between cores but the job's
-// publication and its completion count. (One shared claim counter, as before, moved a line
-// per chunk: 16 sequences, 2 threads, ~250 jobs per step, cost 3-5% of the step.)
+// another core is writing, so a balanced job moves few lines between cores: its publication
+// (the shares and the generation), one look at each other share once a thread's own is
+// done, and the completion count. (One shared claim counter, as before, moved a line per
+// chunk: 16 sequences, 2 threads, ~250 jobs per step, cost 3-5% of the step.)
 struct alignas(64) Share {
   std::atomic<uint64_t> range{MakeRange(0, 0)};
 };
@@ -175,7 +176,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   const int64_t num_chunks = (n + chunk - 1) / chunk;
   PIER_CHECK(num_chunks < (int64_t{1} << 31), "too many chunks");
   // Every share is empty here (the job before finished only once all its chunks were
-  // claimed), so no thread can claim a chunk while the parameters change.
+  // claimed, run and counted), so no thread can claim a chunk while the parameters change.
   s.fn = &fn;
   s.n = n;
   s.chunk = chunk;
@@ -194,8 +195,9 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   }
 
   s.RunChunks(0);
-  for (int i = 0; s.chunks_done.load(std::memory_order_acquire) != num_chunks; ++i) {
+  for (int i = 0; s.chunks_done.load(std::memory_order_acquire) != num_chunks;) {
     if (i < 4096) {
+      ++i;
       PIER_CPU_RELAX();
     } else {
       std::this_thread::yield();
