@@ -33,6 +33,7 @@
 
 #include "common/status.h"
 #include "engine/batch.h"
+#include "engine/kv_store.h"
 #include "engine/local_model.h"
 #include "memory/memory_governor.h"
 #include "serving/device_set.h"
@@ -231,12 +232,13 @@ int Run(const Options& options) {
   const double kv_mib = static_cast<double>(model.kv().num_blocks()) *
                         static_cast<double>(layout.bytes_per_block()) / kMiB;
   const double file_mib = static_cast<double>(file.file_size()) / kMiB;
-  const double bound_mib = file_mib + kv_mib + 64.0;  // KV as allocated: whole blocks, f32
+  const double bound_mib = file_mib + kv_mib + 64.0;  // KV as allocated: whole blocks
   const double hwm_mib = static_cast<double>(hwm_kib) / 1024.0;
   std::printf("\n");
   std::printf("context (KV positions): %" PRId64 " (store: %" PRId64 " blocks of %" PRId64
-              ", %.2f MiB f32)\n",
-              ctx, model.kv().num_blocks(), layout.block_size, kv_mib);
+              ", %.2f MiB %s)\n",
+              ctx, model.kv().num_blocks(), layout.block_size, kv_mib,
+              std::string(pier::engine::KvDtypeName(layout.dtype)).c_str());
   std::printf("peak RSS (VmHWM): %.2f MiB\n", hwm_mib);
   std::printf("governor peak charged: %.2f MiB (weights + workspace + KV)\n",
               static_cast<double>(stats.peak_allocated_bytes) / kMiB);
