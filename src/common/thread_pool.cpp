@@ -93,7 +93,7 @@ struct ThreadPool::State {
       const int i = (self + k) % num_threads;
       while (Claim(i, i == self, &index)) {
         const int64_t begin = static_cast<int64_t>(index) * chunk;
-        (*fn)(begin, std::min(n, begin + chunk));
+        (*fn)(begin, begin + std::min(chunk, n - begin));
         ++ran;
       }
     }
@@ -171,9 +171,10 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   // leftovers, so when another process takes a core for a while the other threads pick up
   // its share.
   constexpr int64_t kChunksPerThread = 4;
-  const int64_t chunk =
-      std::max(min_chunk, (n + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
-  const int64_t num_chunks = (n + chunk - 1) / chunk;
+  // Rounded-up divisions that cannot overflow, whatever n is.
+  auto divide_up = [](int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); };
+  const int64_t chunk = std::max(min_chunk, divide_up(n, threads * kChunksPerThread));
+  const int64_t num_chunks = divide_up(n, chunk);
   PIER_CHECK(num_chunks < (int64_t{1} << 31), "too many chunks");
   // Every share is empty here (the job before finished only once all its chunks were
   // claimed, run and counted), so no thread can claim a chunk while the parameters change.

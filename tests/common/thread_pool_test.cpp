@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -57,6 +59,33 @@ TEST(ThreadPoolTest, ChunksRespectMinimumLength) {
     }
   }
   EXPECT_EQ(total, 103);
+}
+
+// Lengths near the largest int64_t: the chunks still tile [0, n) exactly (the chunk
+// arithmetic must not overflow).
+TEST(ThreadPoolTest, HugeLengthsAreSplitWithoutOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  ThreadPool pool(2);
+  for (int64_t n : {kMax, kMax - 2, kMax / 2 + 1}) {
+    for (int64_t min_chunk : {int64_t{1}, kMax / 4}) {
+      std::mutex mutex;
+      std::vector<std::pair<int64_t, int64_t>> ranges;
+      pool.ParallelFor(n, min_chunk, [&](int64_t begin, int64_t end) {
+        std::lock_guard lock(mutex);
+        ranges.emplace_back(begin, end);
+      });
+      std::sort(ranges.begin(), ranges.end());
+      ASSERT_FALSE(ranges.empty());
+      EXPECT_EQ(ranges.front().first, 0);
+      EXPECT_EQ(ranges.back().second, n) << "n=" << n << " min_chunk=" << min_chunk;
+      for (size_t i = 0; i < ranges.size(); ++i) {
+        EXPECT_LT(ranges[i].first, ranges[i].second);
+        if (i > 0) {
+          EXPECT_EQ(ranges[i].first, ranges[i - 1].second);
+        }
+      }
+    }
+  }
 }
 
 TEST(ThreadPoolTest, ZeroLengthCallsNothing) {
