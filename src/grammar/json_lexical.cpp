@@ -1,7 +1,9 @@
 #include "grammar/json_lexical.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 
 namespace pier::grammar {
 namespace {
@@ -96,32 +98,56 @@ std::string EscapeOf(uint32_t c) {
   }
 }
 
-ExprPtr SameLengthDigits(std::string_view a, std::string_view b) {
-  if (a.empty()) return Empty();
-  if (a[0] == b[0])
-    return Seq({Byte(static_cast<uint8_t>(a[0])), SameLengthDigits(a.substr(1), b.substr(1))});
-  const size_t rest = a.size() - 1;
-  std::vector<ExprPtr> options;
-  char first = a[0];
-  char last = b[0];
-  if (a.substr(1).find_first_not_of('0') != std::string_view::npos) {
-    options.push_back(Seq(
-        {Byte(static_cast<uint8_t>(a[0])), SameLengthDigits(a.substr(1), std::string(rest, '9'))}));
-    ++first;
+// Exactly n digits.
+ExprPtr Digits(size_t n) {
+  static const ExprPtr digit = Digit();
+  return Repeat(digit, static_cast<int32_t>(n), static_cast<int32_t>(n));
+}
+
+// Digit strings as long as `a` (leading zeros allowed: these are the tails of longer numbers)
+// that are at least `a` (above) or at most `a`, strictly when `strict`.
+//
+// Split in halves, a = head tail: a string beats `a` when its head beats `head` strictly (any
+// tail then), or equals `head` and its tail beats `tail`. Each level adds O(|a|) and there are
+// log |a| levels, so a bound of d digits costs O(d log d) automaton states (about 16,000 for
+// 300 digits). Cutting one digit at a time would need a tail of every length, O(d^2).
+ExprPtr SameLengthBound(std::string_view a, bool above, bool strict) {
+  if (a.empty()) return strict ? Nothing() : Empty();
+  if (!strict && a.find_first_not_of(above ? '0' : '9') == std::string_view::npos) {
+    return Digits(a.size());  // every string of this length
   }
-  ExprPtr upper;
-  if (b.substr(1).find_first_not_of('9') != std::string_view::npos) {
-    upper = Seq(
-        {Byte(static_cast<uint8_t>(b[0])), SameLengthDigits(std::string(rest, '0'), b.substr(1))});
-    --last;
+  if (a.size() == 1) {
+    const auto d = static_cast<uint8_t>(a[0]);
+    const int32_t step = strict ? 1 : 0;
+    return above ? Bytes({{static_cast<uint8_t>(d + step), '9'}})
+                 : Bytes({{'0', static_cast<uint8_t>(d - step)}});  // lo > hi: Nothing
   }
-  if (first <= last) {
-    options.push_back(
-        Seq({Bytes({{static_cast<uint8_t>(first), static_cast<uint8_t>(last)}}),
-             Repeat(Digit(), static_cast<int32_t>(rest), static_cast<int32_t>(rest))}));
-  }
-  if (upper != nullptr) options.push_back(upper);
-  return Alt(std::move(options));
+  const std::string_view head = a.substr(0, a.size() / 2);
+  const std::string_view tail = a.substr(a.size() / 2);
+  return Alt({Seq({SameLengthBound(head, above, true), Digits(tail.size())}),
+              Seq({Literal(head), SameLengthBound(tail, above, strict)})});
+}
+
+// Digit strings as long as `a` and `b` from `a` to `b` (a <= b).
+ExprPtr SameLengthRange(std::string_view a, std::string_view b) {
+  size_t p = 0;
+  while (p < a.size() && a[p] == b[p]) ++p;
+  if (p == a.size()) return Literal(a);
+  // At the first digit where they differ: a's digit and then at least a's rest, a digit
+  // strictly between and then anything, or b's digit and then at most b's rest.
+  const auto lo = static_cast<uint8_t>(a[p]);
+  const auto hi = static_cast<uint8_t>(b[p]);
+  const size_t rest = a.size() - p - 1;
+  return Seq({Literal(a.substr(0, p)),
+              Alt({Seq({Byte(lo), SameLengthBound(a.substr(p + 1), true, false)}),
+                   Seq({Bytes({{static_cast<uint8_t>(lo + 1), static_cast<uint8_t>(hi - 1)}}),
+                        Digits(rest)}),
+                   Seq({Byte(hi), SameLengthBound(b.substr(p + 1), false, false)})})});
+}
+
+// Magnitudes (digits without leading zeros) compare by length first, then as text.
+bool MagnitudeLess(std::string_view a, std::string_view b) {
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
 }
 
 uint64_t PowerOfTen(int n) {
@@ -202,36 +228,51 @@ ExprPtr JsonStringLiteral(std::string_view text) {
   return Literal(out);
 }
 
-ExprPtr DigitsInRange(uint64_t lo, uint64_t hi) {
-  if (lo > hi) return Nothing();
-  if (lo == 0) return Alt({Byte('0'), hi >= 1 ? DigitsInRange(1, hi) : Nothing()});
+ExprPtr DigitsInRange(std::string_view lo, std::string_view hi) {
+  if (MagnitudeLess(hi, lo)) return Nothing();
+  if (lo == "0") return Alt({Byte('0'), hi == "0" ? Nothing() : DigitsInRange("1", hi)});
+  if (lo.size() == hi.size()) return SameLengthRange(lo, hi);
+  // lo's length from lo up; every length strictly between; hi's length up to hi.
   std::vector<ExprPtr> options;
-  const int lo_digits = static_cast<int>(std::to_string(lo).size());
-  const int hi_digits = static_cast<int>(std::to_string(hi).size());
-  for (int d = lo_digits; d <= hi_digits; ++d) {
-    const uint64_t a = std::max(lo, PowerOfTen(d - 1));
-    const uint64_t b = std::min(hi, PowerOfTen(d) - 1);
-    options.push_back(SameLengthDigits(std::to_string(a), std::to_string(b)));
+  options.push_back(SameLengthRange(lo, std::string(lo.size(), '9')));
+  if (hi.size() - lo.size() >= 2) {
+    options.push_back(Seq({NonZeroDigit(), Repeat(Digit(), static_cast<int32_t>(lo.size()),
+                                                  static_cast<int32_t>(hi.size() - 2))}));
   }
+  options.push_back(SameLengthRange("1" + std::string(hi.size() - 1, '0'), hi));
   return Alt(std::move(options));
 }
 
-Result<ExprPtr> JsonInteger(std::optional<int64_t> min, std::optional<int64_t> max) {
-  const auto largest = static_cast<int64_t>(PowerOfTen(kMaxIntegerDigits) - 1);
-  const int64_t lo = std::max(min.value_or(-largest), -largest);
-  const int64_t hi = std::min(max.value_or(largest), largest);
+ExprPtr DigitsInRange(uint64_t lo, uint64_t hi) {
+  return DigitsInRange(std::to_string(lo), std::to_string(hi));
+}
+
+Result<ExprPtr> JsonInteger(const std::optional<DecimalInteger>& min,
+                            const std::optional<DecimalInteger>& max) {
+  // An end without a bound stops at kMaxIntegerDigits digits, or at as many digits as the
+  // longer bound has, so that a bound of any size leaves room above or below it.
+  size_t width = kMaxIntegerDigits;
+  for (const std::optional<DecimalInteger>& b : {min, max}) {
+    if (b.has_value()) width = std::max(width, b->magnitude.size());
+  }
+  DecimalInteger largest;
+  largest.magnitude = std::string(width, '9');
+  DecimalInteger smallest = largest;
+  smallest.negative = true;
+  const DecimalInteger lo = min.value_or(smallest);
+  const DecimalInteger hi = max.value_or(largest);
   if (lo > hi) {
-    return InvalidArgumentError("the integer range [" + std::to_string(lo) + ", " +
-                                std::to_string(hi) + "] is empty");
+    return InvalidArgumentError("the integer range [" + lo.ToString() + ", " + hi.ToString() +
+                                "] is empty");
   }
   std::vector<ExprPtr> options;
-  if (lo < 0) {
-    const auto abs_lo = static_cast<uint64_t>(hi < 0 ? -hi : 1);
-    options.push_back(Seq({Byte('-'), DigitsInRange(abs_lo, static_cast<uint64_t>(-lo))}));
+  if (lo.negative) {
+    // -|hi| down to -|lo|, or -1 down to -|lo| when hi is not negative ("-0" is not written).
+    const std::string nearest = hi.negative ? hi.magnitude : "1";
+    options.push_back(Seq({Byte('-'), DigitsInRange(nearest, lo.magnitude)}));
   }
-  if (hi >= 0) {
-    options.push_back(
-        DigitsInRange(static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi)));
+  if (!hi.negative) {
+    options.push_back(DigitsInRange(lo.negative ? "0" : lo.magnitude, hi.magnitude));
   }
   return Alt(std::move(options));
 }

@@ -3,9 +3,9 @@
 // constrain. json_schema.cpp and string_pattern.cpp assemble schemas from these.
 //
 // Bounded on purpose where an unbounded run would let a small model loop: whitespace is at
-// most one newline and an indent of 20 spaces, integers at most 16 digits, fractions and
-// exponents at most 16 and 2 (every number fits a double). Output written under these is valid
-// JSON; it is only never longer than that.
+// most one newline and an indent of 20 spaces, integers at most 16 digits (more only where a
+// bound needs them), fractions and exponents at most 16 and 2. Output written under these is
+// valid JSON; it is only never longer than that.
 //
 // Thread-safety: free functions returning immutable Exprs.
 #pragma once
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "grammar/decimal_integer.h"
 #include "grammar/expr.h"
 
 namespace pier::grammar {
@@ -40,10 +41,15 @@ ExprPtr JsonString(int32_t min_length = 0, int32_t max_length = kUnbounded);
 // A JSON string literal for exactly `text` (its UTF-8 bytes), escaped canonically.
 ExprPtr JsonStringLiteral(std::string_view text);
 
-// An integer in [min, max] (either may be unset), at most kMaxIntegerDigits digits.
-// INVALID_ARGUMENT when the range is empty.
-[[nodiscard]] Result<ExprPtr> JsonInteger(std::optional<int64_t> min, std::optional<int64_t> max);
+// An integer in [min, max] (either may be unset), bounds of any size. An end without a bound
+// stops at kMaxIntegerDigits digits or at the longer bound's number of digits, whichever is
+// more. INVALID_ARGUMENT naming the range when it is empty.
+[[nodiscard]] Result<ExprPtr> JsonInteger(const std::optional<DecimalInteger>& min,
+                                          const std::optional<DecimalInteger>& max);
 // The decimal digits of every integer in [lo, hi], 0 <= lo <= hi (no sign, no leading zeros).
+// `lo` and `hi` are digit strings of any length, without leading zeros; the Expr has
+// O(d log d) parts for d digits, whatever the size of the range. Nothing() when lo > hi.
+ExprPtr DigitsInRange(std::string_view lo, std::string_view hi);
 ExprPtr DigitsInRange(uint64_t lo, uint64_t hi);
 
 struct NumberBounds {

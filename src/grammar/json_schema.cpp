@@ -1,14 +1,18 @@
 #include "grammar/json_schema.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "common/check.h"
+#include "grammar/decimal_integer.h"
 #include "grammar/json_lexical.h"
 #include "grammar/string_pattern.h"
 
@@ -248,17 +252,72 @@ class SchemaCompiler {
     return bound;
   }
 
-  Result<std::optional<int64_t>> IntegerBound(const Json& s, const char* inclusive,
-                                              const char* exclusive, bool lower,
-                                              const std::string& path) {
-    PIER_ASSIGN_OR_RETURN(Bound bound, ReadBound(s, inclusive, exclusive, lower, path));
-    if (!bound.value.has_value()) return std::optional<int64_t>();
-    if (std::fabs(*bound.value) > 1e17) {
-      return std::optional<int64_t>(lower ? -(int64_t{1} << 60) : int64_t{1} << 60);
+  // The bound `keyword` sets on integers: the least integer allowed (lower) or the greatest,
+  // strictly beyond the number when `strict`; exact at any size.
+  //
+  // A JSON integer that fits 64 bits arrives exactly. Any other number (a fraction, an
+  // exponent, or an integer beyond 64 bits) was read as a double, as most JSON parsers read it,
+  // and two readings of that double are both fair: its exact value (1e24 is
+  // 999999999999999983222784, what Python's jsonschema compares against) and the shortest
+  // decimal that reads back as it (10^24, what the schema's author wrote). The bound is the
+  // tighter of the two, so output is valid under either; only the integers between the two
+  // readings (less than one part in 10^16 of the bound) are given up.
+  Result<DecimalInteger> IntegerBoundOf(const Json& v, const char* keyword, bool lower, bool strict,
+                                        const std::string& path) {
+    // Strictly above x: floor(x) + 1; at least x: ceil(x); and their mirror images below.
+    auto bound = [&](const DecimalInteger& floor, const DecimalInteger& ceil) {
+      return lower ? (strict ? floor.Next() : ceil) : (strict ? ceil.Previous() : floor);
+    };
+    if (v.is_number_unsigned()) {
+      const DecimalInteger x = DecimalInteger::OfUnsigned(v.get<uint64_t>());
+      return bound(x, x);
     }
-    double v = lower ? std::ceil(*bound.value) : std::floor(*bound.value);
-    if (bound.exclusive && v == *bound.value) v += lower ? 1 : -1;
-    return std::optional<int64_t>(static_cast<int64_t>(v));
+    if (v.is_number_integer()) {
+      const DecimalInteger x = DecimalInteger::Of(v.get<int64_t>());
+      return bound(x, x);
+    }
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) return Error(path, std::string("'") + keyword + "' must be finite");
+    const DecimalInteger exact = bound(FloorOf(d), CeilOf(d));
+    char buf[64];  // the longest shortest form is 24 characters ("-2.2250738585072014e-308")
+    const std::to_chars_result r =
+        std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+    PIER_CHECK(r.ec == std::errc());
+    const std::string_view text(buf, static_cast<size_t>(r.ptr - buf));
+    const std::optional<DecimalInteger> floor = FloorOfDecimal(text);
+    const std::optional<DecimalInteger> ceil = CeilOfDecimal(text);
+    PIER_CHECK(floor.has_value() && ceil.has_value());
+    const DecimalInteger written = bound(*floor, *ceil);
+    return lower ? std::max(exact, written) : std::min(exact, written);
+  }
+
+  // The tighter of `inclusive` and `exclusive` as an integer bound (the exclusive keyword is a
+  // number in draft 2020-12, a flag on the inclusive one in draft 4).
+  Result<std::optional<DecimalInteger>> IntegerBound(const Json& s, const char* inclusive,
+                                                     const char* exclusive, bool lower,
+                                                     const std::string& path) {
+    std::optional<DecimalInteger> bound;
+    auto tighten = [&](const DecimalInteger& b) {
+      if (!bound.has_value() || (lower ? b > *bound : b < *bound)) bound = b;
+    };
+    bool inclusive_is_strict = false;
+    if (const auto it = s.find(exclusive); it != s.end()) {
+      if (it->is_boolean()) {
+        inclusive_is_strict = it->get<bool>();
+      } else if (it->is_number()) {
+        PIER_ASSIGN_OR_RETURN(DecimalInteger b, IntegerBoundOf(*it, exclusive, lower, true, path));
+        tighten(b);
+      } else {
+        return Error(path, std::string("'") + exclusive + "' must be a number");
+      }
+    }
+    if (const auto it = s.find(inclusive); it != s.end()) {
+      if (!it->is_number()) return Error(path, std::string("'") + inclusive + "' must be a number");
+      PIER_ASSIGN_OR_RETURN(DecimalInteger b,
+                            IntegerBoundOf(*it, inclusive, lower, inclusive_is_strict, path));
+      tighten(b);
+    }
+    return bound;
   }
 
   Result<NumberBounds> NumberBoundsOf(const Json& s, const std::string& path) {
@@ -282,9 +341,9 @@ class SchemaCompiler {
     if (type == "null") return Literal("null");
     if (type == "boolean") return Alt({Literal("true"), Literal("false")});
     if (type == "integer") {
-      PIER_ASSIGN_OR_RETURN(std::optional<int64_t> lo,
+      PIER_ASSIGN_OR_RETURN(std::optional<DecimalInteger> lo,
                             IntegerBound(s, "minimum", "exclusiveMinimum", true, path));
-      PIER_ASSIGN_OR_RETURN(std::optional<int64_t> hi,
+      PIER_ASSIGN_OR_RETURN(std::optional<DecimalInteger> hi,
                             IntegerBound(s, "maximum", "exclusiveMaximum", false, path));
       Result<ExprPtr> e = JsonInteger(lo, hi);
       if (!e.ok()) return Error(path, e.status());

@@ -1,18 +1,20 @@
 // JsonSchemaExpr: the JSON texts valid against a JSON Schema, as an Expr that decoding can be
 // constrained to. Every output such an Expr allows validates against the schema; some valid
 // texts are not allowed (properties come in the schema's order, whitespace is bounded, numbers
-// have at most 16 digits), which is how a constraint stays small and a small model stays on
-// track.
+// have at most 16 digits unless a bound needs more), which is how a constraint stays small and
+// a small model stays on track.
 //
 // Supported (draft 2020-12 and the draft-07 spellings): type (a name or a list), enum, const,
 // anyOf, allOf of one schema, $ref into the same document (#, #/$defs/..., #/definitions/...;
 // recursion unrolled max_ref_depth times, a recursion without a base case is refused),
 // objects (properties in order, required, additionalProperties false/true/a schema), arrays
 // (items, minItems, maxItems), strings (minLength, maxLength, pattern, format date, time,
-// date-time, uuid), integers with bounds, numbers with whole-number bounds at or above 0,
-// booleans and null. A schema with no type allows any JSON value, nested at most
-// max_free_depth deep. Annotations (title, description, default, examples, ...) are ignored;
-// validation keywords Pier cannot enforce (oneOf, not, uniqueItems, multipleOf, patternProperties,
+// date-time, uuid), integers with bounds of any size (compared as decimal digits; how a bound
+// that arrived as a double is read: IntegerBoundOf in json_schema.cpp), numbers with
+// whole-number bounds from 0 to below 1e15, booleans and null. A schema with no type allows any
+// JSON value, nested at most max_free_depth deep. Annotations (title, description, default,
+// examples, ...) are ignored; validation keywords Pier cannot enforce (oneOf, not, uniqueItems,
+// multipleOf, patternProperties,
 // ...) are refused with INVALID_ARGUMENT naming the keyword and where it is, never ignored.
 //
 // Thread-safety: free functions returning immutable Exprs.

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 
+#include "grammar/nfa.h"
 #include "grammar_test_util.h"
 
 namespace pier::grammar {
@@ -61,19 +64,123 @@ TEST(DigitsInRangeTest, RandomWideRangesAgreeWithComparison) {
   }
 }
 
+std::optional<DecimalInteger> Int(const char* text) { return DecimalInteger::Parse(text); }
+
 TEST(JsonIntegerTest, SignedRanges) {
-  Language lang(JsonInteger(-12, 7).value());
+  Language lang(JsonInteger(Int("-12"), Int("7")).value());
   for (int x = -30; x <= 30; ++x)
     EXPECT_EQ(lang.Matches(std::to_string(x)), x >= -12 && x <= 7) << x;
   EXPECT_FALSE(lang.Matches("-0"));
-  Language negative(JsonInteger(-500, -20).value());
+  Language negative(JsonInteger(Int("-500"), Int("-20")).value());
   for (int x = -600; x <= 0; ++x)
     EXPECT_EQ(negative.Matches(std::to_string(x)), x >= -500 && x <= -20) << x;
   Language unbounded(JsonInteger(std::nullopt, std::nullopt).value());
   EXPECT_TRUE(unbounded.Matches("-1234567890123456"));
   EXPECT_FALSE(unbounded.Matches("12345678901234567"));  // 17 digits
   EXPECT_FALSE(unbounded.Matches("1.5"));
-  EXPECT_EQ(JsonInteger(5, 4).status().code(), StatusCode::kInvalidArgument);
+  const Status empty = JsonInteger(Int("5"), Int("4")).status();
+  EXPECT_EQ(empty.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.message().find("[5, 4] is empty"), std::string::npos) << empty.message();
+}
+
+// The reference: signed decimal strings (no leading zeros, no "-0") compared as numbers, written
+// apart from DecimalInteger so that the two can disagree.
+int CompareDecimal(const std::string& a, const std::string& b) {
+  const bool an = a[0] == '-';
+  const bool bn = b[0] == '-';
+  if (an != bn) return an ? -1 : 1;
+  const std::string am = an ? a.substr(1) : a;
+  const std::string bm = bn ? b.substr(1) : b;
+  int c = am.size() != bm.size() ? (am.size() < bm.size() ? -1 : 1) : am.compare(bm);
+  c = c < 0 ? -1 : c > 0 ? 1 : 0;
+  return an ? -c : c;
+}
+
+std::string RandomDecimal(std::mt19937_64* rng, size_t max_digits, bool may_be_negative) {
+  const size_t n = 1 + (*rng)() % max_digits;
+  std::string s(1, static_cast<char>('1' + (*rng)() % 9));
+  for (size_t i = 1; i < n; ++i) s += static_cast<char>('0' + (*rng)() % 10);
+  if ((*rng)() % 8 == 0) s = "1" + std::string(n - 1, '0');  // round numbers: 10^k
+  if ((*rng)() % 8 == 0) s = std::string(n, '9');            // and 10^k - 1
+  if ((*rng)() % 20 == 0) s = "0";
+  if (may_be_negative && s != "0" && (*rng)() % 2 == 0) s = "-" + s;
+  return s;
+}
+
+// Near `x`: the number itself, one digit changed, one digit more or less, the sign flipped.
+std::string Perturb(std::mt19937_64* rng, std::string x) {
+  const bool negative = x[0] == '-';
+  std::string m = negative ? x.substr(1) : x;
+  switch ((*rng)() % 5) {
+    case 0:
+      break;
+    case 1: {
+      const size_t i = (*rng)() % m.size();
+      m[i] = static_cast<char>('0' + (*rng)() % 10);
+      if (m.size() > 1 && m[0] == '0') m[0] = '1';
+      break;
+    }
+    case 2:
+      if (m != "0") m += static_cast<char>('0' + (*rng)() % 10);
+      break;
+    case 3:
+      if (m.size() > 1) m.pop_back();
+      break;
+    case 4:
+      return m == "0" ? x : negative ? m : "-" + m;
+  }
+  return (negative && m != "0" ? "-" : "") + m;
+}
+
+TEST(JsonIntegerTest, RandomBoundsOfAnySizeAgreeWithDecimalComparison) {
+  std::mt19937_64 rng(41);
+  for (int round = 0; round < 120; ++round) {
+    std::string a = RandomDecimal(&rng, 60, true);
+    std::string b = RandomDecimal(&rng, 60, true);
+    if (CompareDecimal(a, b) > 0) std::swap(a, b);
+    const bool has_min = round % 5 != 1;
+    const bool has_max = round % 5 != 2;
+    Language lang(JsonInteger(has_min ? Int(a.c_str()) : std::nullopt,
+                              has_max ? Int(b.c_str()) : std::nullopt)
+                      .value());
+    auto inside = [&](const std::string& x) {
+      return (!has_min || CompareDecimal(x, a) >= 0) && (!has_max || CompareDecimal(x, b) <= 0);
+    };
+    for (int i = 0; i < 200; ++i) {
+      const std::string x = Perturb(&rng, i % 3 == 0   ? a
+                                          : i % 3 == 1 ? b
+                                                       : RandomDecimal(&rng, 60, true));
+      // Digits of the longer bound given, or 16 (a sign does not count).
+      const size_t width = std::max({size_t{16}, has_min ? a.size() - (a[0] == '-') : 0,
+                                     has_max ? b.size() - (b[0] == '-') : 0});
+      const bool in_width = x.size() - (x[0] == '-' ? 1 : 0) <= width;
+      // Beyond the bounds' width an unbounded end stops; within it, exactly the range.
+      EXPECT_EQ(lang.Matches(x), in_width && inside(x)) << x << " in [" << a << ", " << b << "]";
+    }
+    // Members drawn from the automaton itself are inside.
+    for (int i = 0; i < 30; ++i) {
+      std::string x;
+      ASSERT_TRUE(lang.Sample(&rng, &x, 0.1));
+      EXPECT_TRUE(inside(x)) << x << " in [" << a << ", " << b << "]";
+    }
+  }
+}
+
+TEST(JsonIntegerTest, AHugeRangeCompilesToAFewStatesPerDigit) {
+  // Bounds of d digits cost O(d log d) states, not one tail per digit (O(d^2)) and never
+  // anything in the size of the range: 300 digits fit easily within the default NFA limit.
+  std::mt19937_64 rng(3);
+  auto states = [&](size_t digits) {
+    std::string lo(1, '-');
+    std::string hi(1, '1');
+    for (size_t i = 0; i < digits; ++i) lo += static_cast<char>('1' + rng() % 9);
+    for (size_t i = 1; i < digits; ++i) hi += static_cast<char>('0' + rng() % 10);
+    return CompileNfa(*JsonInteger(Int(lo.c_str()), Int(hi.c_str())).value()).value().states.size();
+  };
+  const size_t small = states(30);
+  const size_t large = states(300);
+  EXPECT_LT(large, 40'000u);
+  EXPECT_LT(large, 20 * small) << small << " states for 30 digits, " << large << " for 300";
 }
 
 TEST(JsonNumberTest, UnboundedNumbersAreJsonNumbers) {
