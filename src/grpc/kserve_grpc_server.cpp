@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -17,7 +19,7 @@
 #include "grpc_predict_v2.grpc.pb.h"
 #include "http/embeddings_api.h"
 #include "http/kserve_api.h"
-#include "http/kserve_token_ids.h"
+#include "http/kserve_infer_request.h"
 
 namespace pier::grpc_api {
 namespace {
@@ -69,6 +71,91 @@ std::string MessageOf(const http::HttpResponse& response) {
   } catch (const nlohmann::json::exception&) {
     return "refused (HTTP " + std::to_string(response.status) + ")";
   }
+}
+
+// A parameter as the JSON value the HTTP form carries: JSON reads an integer that is 0 or more
+// as unsigned, so a non-negative int64 becomes one too.
+nlohmann::json ParameterAsJson(const inference::InferParameter& p) {
+  switch (p.parameter_choice_case()) {
+    case inference::InferParameter::kBoolParam:
+      return p.bool_param();
+    case inference::InferParameter::kInt64Param:
+      if (p.int64_param() >= 0) return static_cast<uint64_t>(p.int64_param());
+      return p.int64_param();
+    case inference::InferParameter::kUint64Param:
+      return p.uint64_param();
+    case inference::InferParameter::kStringParam:
+      return p.string_param();
+    case inference::InferParameter::kDoubleParam:
+      return p.double_param();
+    default:
+      return nullptr;
+  }
+}
+
+nlohmann::json ParametersAsJson(
+    const google::protobuf::Map<std::string, inference::InferParameter>& parameters) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : parameters) out[key] = ParameterAsJson(value);
+  return out;
+}
+
+// Whether `contents` holds any value, in whichever field.
+bool HoldsValues(const inference::InferTensorContents& c) {
+  return c.bool_contents_size() + c.int_contents_size() + c.int64_contents_size() +
+             c.uint_contents_size() + c.uint64_contents_size() + c.fp32_contents_size() +
+             c.fp64_contents_size() + c.bytes_contents_size() >
+         0;
+}
+
+// The values of `contents` as the HTTP form's `data`: the field of the datatypes Pier reads
+// (BYTES texts, INT32/INT64 token ids); other datatypes are refused by their name first.
+nlohmann::json ContentsAsJson(const std::string& datatype,
+                              const inference::InferTensorContents& c) {
+  if (datatype == "BYTES") {
+    return std::vector<std::string>(c.bytes_contents().begin(), c.bytes_contents().end());
+  }
+  if (datatype == "INT64") {
+    return std::vector<int64_t>(c.int64_contents().begin(), c.int64_contents().end());
+  }
+  return std::vector<int32_t>(c.int_contents().begin(), c.int_contents().end());
+}
+
+// `request` in KServe's JSON form, as the HTTP route reads it (http/kserve_infer_request.h),
+// with its raw_input_contents concatenated in input order into `binary`, each one that input's
+// binary data. Checked here only what gRPC alone can get wrong: raw contents that do not go
+// one per input.
+Result<nlohmann::json> RequestAsJson(const inference::ModelInferRequest& request,
+                                     std::string* binary) {
+  const int raw = request.raw_input_contents_size();
+  if (raw != 0 && raw != request.inputs_size()) {
+    return InvalidArgumentError("raw_input_contents holds " + std::to_string(raw) +
+                                " entries for " + std::to_string(request.inputs_size()) +
+                                " inputs: one per input, in input order (or none)");
+  }
+  nlohmann::json inputs = nlohmann::json::array();
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& in = request.inputs(i);
+    nlohmann::json input = {{"name", in.name()},
+                            {"datatype", in.datatype()},
+                            {"shape", std::vector<int64_t>(in.shape().begin(), in.shape().end())}};
+    // Both may be set: the shared reading then refuses the input naming both.
+    if (HoldsValues(in.contents()) || raw == 0) {
+      input["data"] = ContentsAsJson(in.datatype(), in.contents());
+    }
+    if (raw != 0) {
+      input["parameters"] = {{"binary_data_size", request.raw_input_contents(i).size()}};
+      *binary += request.raw_input_contents(i);
+    }
+    inputs.push_back(std::move(input));
+  }
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const auto& output : request.outputs()) outputs.push_back({{"name", output.name()}});
+  nlohmann::json out = {{"id", request.id()},
+                        {"inputs", std::move(inputs)},
+                        {"parameters", ParametersAsJson(request.parameters())}};
+  if (!outputs.empty()) out["outputs"] = std::move(outputs);
+  return out;
 }
 
 }  // namespace
@@ -204,111 +291,19 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
                         " model (an LLM): infer serves embedding models; use the OpenAI routes "
                         "for text");
     }
-    // Token ids (INT32/INT64, optionally with an attention_mask): read as the HTTP route reads
-    // them, from the same JSON form (contents as data, raw contents as binary, in input order).
-    std::optional<std::vector<std::vector<int32_t>>> given_ids;
-    std::vector<std::string> texts;
-    if (request->inputs_size() >= 1 && http::IsTokenIdDatatype(request->inputs(0).datatype())) {
-      nlohmann::json inputs = nlohmann::json::array();
-      std::string binary;
-      for (int i = 0; i < request->inputs_size(); ++i) {
-        const auto& in = request->inputs(i);
-        nlohmann::json j = {{"name", in.name()},
-                            {"datatype", in.datatype()},
-                            {"shape", std::vector<int64_t>(in.shape().begin(), in.shape().end())}};
-        if (request->raw_input_contents_size() > i) {
-          j["parameters"] = {{"binary_data_size", request->raw_input_contents(i).size()}};
-          binary += request->raw_input_contents(i);
-        } else if (in.datatype() == "INT64") {
-          j["data"] = std::vector<int64_t>(in.contents().int64_contents().begin(),
-                                           in.contents().int64_contents().end());
-        } else {
-          j["data"] = std::vector<int32_t>(in.contents().int_contents().begin(),
-                                           in.contents().int_contents().end());
-        }
-        inputs.push_back(std::move(j));
-      }
-      Result<std::vector<std::vector<int32_t>>> lists = http::ReadTokenIdInputs(inputs, binary);
-      if (!lists.ok()) {
-        return Refuse(StatusCode::INVALID_ARGUMENT,
-                      "model '" + model.id + "': " + lists.status().message());
-      }
-      if (lists->size() > http::kMaxInferTexts) {
-        return Refuse(StatusCode::INVALID_ARGUMENT, "model '" + model.id + "': 1 to " +
-                                                        std::to_string(http::kMaxInferTexts) +
-                                                        " sequences per request");
-      }
-      given_ids = std::move(lists).value();
-    }
-    if (!given_ids.has_value()) {
-      if (request->inputs_size() != 1) {
-        return Refuse(StatusCode::INVALID_ARGUMENT,
-                      "model '" + model.id +
-                          "' takes one input: a BYTES tensor of texts, shape [n] (or token ids: "
-                          "INT32/INT64 [n, len] with an optional attention_mask)");
-      }
-      const auto& input = request->inputs(0);
-      std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
-      if (input.datatype() != "BYTES") {
-        return Refuse(
-            StatusCode::INVALID_ARGUMENT,
-            http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
-      }
-      if (!shape.empty() &&
-          (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > http::kMaxInferTexts)) {
-        return Refuse(
-            StatusCode::INVALID_ARGUMENT,
-            http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, 0).message());
-      }
-      if (request->raw_input_contents_size() > 0) {
-        if (!http::ParseBinaryStrings(request->raw_input_contents(0), &texts)) {
-          return Refuse(StatusCode::INVALID_ARGUMENT,
-                        "input '" + input.name() +
-                            "': raw_input_contents is not a sequence of length-prefixed strings");
-        }
-      } else if (static_cast<size_t>(input.contents().bytes_contents_size()) <=
-                 http::kMaxInferTexts) {
-        texts.assign(input.contents().bytes_contents().begin(),
-                     input.contents().bytes_contents().end());
-      } else {
-        return Refuse(StatusCode::INVALID_ARGUMENT,
-                      "input '" + input.name() + "' holds more than " +
-                          std::to_string(http::kMaxInferTexts) + " texts");
-      }
-      if (Status tensor =
-              http::CheckTextTensor(model.id, input.name(), input.datatype(), shape, texts.size());
-          !tensor.ok()) {
-        return Refuse(StatusCode::INVALID_ARGUMENT, tensor.message());
-      }
-    }
-    for (const auto& output : request->outputs()) {
-      if (output.name() != "embedding") {
-        return Refuse(StatusCode::INVALID_ARGUMENT, "model '" + model.id + "' has no output '" +
-                                                        output.name() +
-                                                        "' (its output is 'embedding')");
-      }
-    }
-    bool truncate = true;
-    int priority = http::BatcherPriority(0, principal.max_priority);
-    for (const auto& [key, value] : request->parameters()) {
-      if (key == "truncate") {
-        if (value.parameter_choice_case() != inference::InferParameter::kBoolParam) {
-          return Refuse(StatusCode::INVALID_ARGUMENT, "parameter truncate must be a bool");
-        }
-        truncate = value.bool_param();
-      } else if (key == "priority") {
-        const uint64_t level =
-            value.parameter_choice_case() == inference::InferParameter::kUint64Param
-                ? value.uint64_param()
-                : static_cast<uint64_t>(std::max<int64_t>(0, value.int64_param()));
-        priority = http::BatcherPriority(level, principal.max_priority);
-      }
-    }
+    // The HTTP route's reading of the same request, so that the two refuse alike.
+    std::string binary;
+    Result<nlohmann::json> as_json = RequestAsJson(*request, &binary);
+    if (!as_json.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, as_json.status().message());
+    Result<http::EmbedInferRequest> read = http::ReadEmbedInferRequest(model.id, *as_json, binary);
+    if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
+    const int priority = http::BatcherPriority(read->priority, principal.max_priority);
     Result<std::vector<std::vector<int32_t>>> ids =
-        given_ids.has_value()
-            ? http::PrepareTokenIds(*model.tokenizer, std::move(*given_ids),
-                                    model.max_request_tokens, truncate)
-            : http::TokenizeTexts(*model.tokenizer, texts, model.max_request_tokens, truncate);
+        read->token_ids.has_value()
+            ? http::PrepareTokenIds(*model.tokenizer, std::move(*read->token_ids),
+                                    model.max_request_tokens, read->truncate)
+            : http::TokenizeTexts(*model.tokenizer, read->texts, model.max_request_tokens,
+                                  read->truncate);
     if (!ids.ok()) {
       return Refuse(StatusCode::INVALID_ARGUMENT,
                     "model '" + model.id + "': " + ids.status().message());
@@ -368,7 +363,8 @@ Status KServeGrpcServer::Start() {
   grpc::ServerBuilder builder;
   const std::string address = impl_->options.host + ":" + std::to_string(impl_->options.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->bound_port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(impl_->options.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::clamp<int64_t>(impl_->options.max_message_bytes, 1, INT_MAX)));
   builder.RegisterService(impl_.get());
   impl_->server = builder.BuildAndStart();
   if (impl_->server == nullptr || impl_->bound_port == 0) {

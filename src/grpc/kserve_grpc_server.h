@@ -1,14 +1,17 @@
 // KServeGrpcServer: the KServe v2 gRPC API (GRPCInferenceService, grpc_predict_v2.proto) on its
 // own port, for the models in the registry: ServerLive, ServerReady (the same check as GET
 // /ready), ModelReady, ServerMetadata, ModelMetadata and ModelInfer. Infer serves embedding
-// models as the HTTP form does (http/kserve_api.h): one BYTES input of texts, in
-// `raw_input_contents` (Triton's length-prefixed form) or `contents.bytes_contents`; the output
-// "embedding" FP32 [n, dim] in `raw_output_contents`. An LLM's infer is INVALID_ARGUMENT naming
-// its kind. API keys come as `authorization: Bearer <key>` metadata.
+// models as the HTTP form does (http/kserve_api.h), through the same reading of the request
+// (http/kserve_infer_request.h): one BYTES input of texts, in `raw_input_contents` (Triton's
+// length-prefixed form) or `contents.bytes_contents`, or token ids; raw contents are one per
+// input or none, never beside `contents`. The output "embedding" FP32 [n, dim] is in
+// `raw_output_contents`. An LLM's infer is INVALID_ARGUMENT naming its kind. API keys come as
+// `authorization: Bearer <key>` metadata.
 //
-// Status codes: INVALID_ARGUMENT (bad tensors, texts, a model of another kind), NOT_FOUND
-// (unknown model or version), UNAVAILABLE (not ready, shutting down), RESOURCE_EXHAUSTED (the
-// queue is full, a class's max queue time passed, the key's limits), UNAUTHENTICATED.
+// Status codes: INVALID_ARGUMENT (bad tensors, texts, parameters, a model of another kind),
+// NOT_FOUND (unknown model or version), UNAVAILABLE (not ready, shutting down),
+// RESOURCE_EXHAUSTED (a message past max_message_bytes, the queue is full, a class's max queue
+// time passed, the key's limits), UNAUTHENTICATED.
 //
 // Ownership: borrows the registry and keys, which must outlive it. Thread-safety: gRPC's
 // threads call in; Start and Shutdown from one thread.
@@ -29,7 +32,9 @@ struct KServeGrpcOptions {
   std::string host = "127.0.0.1";
   int port = 0;                                    // 0: any free port (port() tells which)
   std::function<bool(std::string* reason)> ready;  // null: always ready
-  int64_t max_message_bytes = 64 << 20;
+  // The largest request message; larger is RESOURCE_EXHAUSTED (gRPC's own refusal). `pier
+  // serve` passes the HTTP server's body cap (max_body_bytes), so both take the same sizes.
+  int64_t max_message_bytes = int64_t{4} << 20;
   serving::ClassQueueLimits class_max_queue = {};  // infer: past it RESOURCE_EXHAUSTED
 };
 

@@ -14,7 +14,7 @@
 #include "http/embeddings_api.h"
 #include "http/json_shape.h"
 #include "http/kserve_generate.h"
-#include "http/kserve_token_ids.h"
+#include "http/kserve_infer_request.h"
 #include "http/pending_response.h"
 
 namespace pier::http {
@@ -59,19 +59,6 @@ std::optional<ModelPath> SplitModelPath(std::string_view path) {
   }
   out.action = std::string(rest);
   return out;
-}
-
-// The texts of a BYTES tensor given as JSON data (nested lists flattened, row-major).
-bool FlattenStrings(const Json& data, std::vector<std::string>* out) {
-  if (data.is_string()) {
-    out->push_back(data.get<std::string>());
-    return true;
-  }
-  if (!data.is_array()) return false;
-  for (const Json& item : data) {
-    if (!FlattenStrings(item, out)) return false;
-  }
-  return true;
 }
 
 Json ModelMetadata(const serving::ServedModel& model) {
@@ -221,6 +208,13 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   // The JSON header, and what follows it with the binary extension.
   std::string_view header_text = http.body;
   std::string_view binary;
+  const auto lengths = std::count_if(http.headers.begin(), http.headers.end(), [](const auto& h) {
+    return h.first == "inference-header-content-length";
+  });
+  if (lengths > 1) {
+    return Error(400, "Inference-Header-Content-Length is given " + std::to_string(lengths) +
+                          " times; send it once");
+  }
   if (std::optional<std::string_view> length = http.Header("inference-header-content-length")) {
     size_t n = 0;
     const std::string text(*length);
@@ -242,113 +236,17 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   } catch (const Json::exception& e) {
     return Error(400, std::string("invalid JSON: ") + e.what());
   }
-  if (!request.is_object()) return Error(400, "the inference request must be a JSON object");
-  const Json* inputs = request.contains("inputs") ? &request["inputs"] : nullptr;
-  // Token ids (INT32/INT64, optionally with an attention_mask) instead of texts.
-  std::optional<std::vector<std::vector<int32_t>>> given_ids;
-  if (inputs != nullptr && inputs->is_array() && !inputs->empty() && (*inputs)[0].is_object() &&
-      (*inputs)[0].contains("datatype") && (*inputs)[0]["datatype"].is_string() &&
-      IsTokenIdDatatype((*inputs)[0]["datatype"].get<std::string>())) {
-    Result<std::vector<std::vector<int32_t>>> lists = ReadTokenIdInputs(*inputs, binary);
-    if (!lists.ok()) return Error(400, "model '" + model.id + "': " + lists.status().message());
-    if (lists->size() > kMaxInferTexts) {
-      return Error(400, "model '" + model.id + "': 1 to " + std::to_string(kMaxInferTexts) +
-                            " sequences per request");
-    }
-    given_ids = std::move(lists).value();
-  }
-  std::vector<std::string> texts;
-  if (!given_ids.has_value()) {
-    if (inputs == nullptr || !inputs->is_array() || inputs->size() != 1) {
-      return Error(400, "model '" + model.id +
-                            "' takes one input: a BYTES tensor of texts, shape [n] (or token ids: "
-                            "INT32/INT64 [n, len] with an optional attention_mask)");
-    }
-    const Json& input = (*inputs)[0];
-    if (!input.is_object()) return Error(400, "inputs[0] must be an object");
-    const std::string name =
-        input.contains("name") && input["name"].is_string() ? input["name"].get<std::string>() : "";
-    const std::string datatype = input.contains("datatype") && input["datatype"].is_string()
-                                     ? input["datatype"].get<std::string>()
-                                     : "";
-    std::vector<int64_t> shape;
-    if (!input.contains("shape") || !input["shape"].is_array() || input["shape"].size() > 2) {
-      return Error(400, "input '" + name + "' needs a shape [n] or [n, 1]");
-    }
-    for (const Json& dim : input["shape"]) {
-      if (!dim.is_number_integer()) return Error(400, "input '" + name + "': a shape of integers");
-      shape.push_back(dim.get<int64_t>());
-    }
-    if (!shape.empty() && (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > kMaxInferTexts)) {
-      return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
-    }
-    if (datatype != "BYTES") {  // before the data, which is then not texts
-      return Error(400, CheckTextTensor(model.id, name, datatype, shape, 0).message());
-    }
-    const Json* parameters = input.contains("parameters") && input["parameters"].is_object()
-                                 ? &input["parameters"]
-                                 : nullptr;
-    if (parameters != nullptr && parameters->contains("binary_data_size")) {
-      const Json& size = (*parameters)["binary_data_size"];
-      if (!size.is_number_unsigned() || size.get<uint64_t>() > binary.size()) {
-        return Error(400, "input '" + name + "': binary_data_size is not within the " +
-                              std::to_string(binary.size()) + " bytes after the JSON header");
-      }
-      if (!ParseBinaryStrings(binary.substr(0, size.get<size_t>()), &texts)) {
-        return Error(400, "input '" + name +
-                              "': its binary data is not a sequence of length-prefixed strings");
-      }
-    } else if (!input.contains("data") || !FlattenStrings(input["data"], &texts)) {
-      return Error(400, "input '" + name + "' needs `data`: a list of strings");
-    }
-    if (Status tensor = CheckTextTensor(model.id, name, datatype, shape, texts.size());
-        !tensor.ok()) {
-      return Error(400, tensor.message());
-    }
-  }
-
-  // Outputs: only "embedding"; binary when asked.
-  const Json request_parameters =
-      request.contains("parameters") && request["parameters"].is_object() ? request["parameters"]
-                                                                          : Json::object();
-  bool binary_output = request_parameters.contains("binary_data_output") &&
-                       request_parameters["binary_data_output"] == true;
-  if (request.contains("outputs")) {
-    if (!request["outputs"].is_array()) return Error(400, "outputs must be a list");
-    for (const Json& output : request["outputs"]) {
-      const std::string output_name =
-          output.is_object() && output.contains("name") && output["name"].is_string()
-              ? output["name"].get<std::string>()
-              : "";
-      if (output_name != kOutputName) {
-        return Error(400, "model '" + model.id + "' has no output '" + output_name +
-                              "' (its output is '" + std::string(kOutputName) + "')");
-      }
-      if (output.contains("parameters") && output["parameters"].is_object()) {
-        const Json& p = output["parameters"];
-        if (p.contains("binary_data")) binary_output = p["binary_data"] == true;
-      }
-    }
-  }
-  bool truncate = true;
-  if (request_parameters.contains("truncate")) {
-    if (!request_parameters["truncate"].is_boolean()) {
-      return Error(400, "parameter truncate must be true or false");
-    }
-    truncate = request_parameters["truncate"].get<bool>();
-  }
-  int priority = BatcherPriority(0, principal.max_priority);
-  if (request_parameters.contains("priority")) {
-    const Json& p = request_parameters["priority"];
-    if (!p.is_number_unsigned()) return Error(400, "parameter priority must be 0 or more");
-    priority = BatcherPriority(p.get<uint64_t>(), principal.max_priority);
-  }
+  // Everything after the JSON: the checks the gRPC form shares (kserve_infer_request.h).
+  Result<EmbedInferRequest> read = ReadEmbedInferRequest(model.id, request, binary);
+  if (!read.ok()) return Error(400, read.status().message());
+  const bool binary_output = read->binary_output;
+  const int priority = BatcherPriority(read->priority, principal.max_priority);
 
   Result<std::vector<std::vector<int32_t>>> ids =
-      given_ids.has_value()
-          ? PrepareTokenIds(*model.tokenizer, std::move(*given_ids), model.max_request_tokens,
-                            truncate)
-          : TokenizeTexts(*model.tokenizer, texts, model.max_request_tokens, truncate);
+      read->token_ids.has_value()
+          ? PrepareTokenIds(*model.tokenizer, std::move(*read->token_ids), model.max_request_tokens,
+                            read->truncate)
+          : TokenizeTexts(*model.tokenizer, read->texts, model.max_request_tokens, read->truncate);
   if (!ids.ok()) return Error(400, "model '" + model.id + "': " + ids.status().message());
   int64_t cost = 0;
   for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
@@ -369,9 +267,7 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   embed.priority = priority;
   embed.deadline = serving::QueueDeadline(options.class_max_queue, ClassOfBatcherPriority(priority),
                                           std::chrono::steady_clock::now());
-  const std::string id = request.contains("id") && request["id"].is_string()
-                             ? request["id"].get<std::string>()
-                             : std::string();
+  const std::string id = read->id;
   auto pending = std::make_shared<PendingResponse>();
   const int64_t dim = model.embedding_dim;
   const std::string model_id = model.id;

@@ -4,21 +4,26 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace pier::http {
 namespace {
 
 using Json = nlohmann::json;
 
-// Flattens nested lists of integers into `out`; false on anything else.
+constexpr std::string_view kMaskName = "attention_mask";
+
+// Flattens a list of integers (nested lists row-major) into `out`; false on anything else,
+// a bare number included: `data` is always a list.
 bool FlattenIntegers(const Json& data, std::vector<int64_t>* out) {
-  if (data.is_number_integer()) {
-    out->push_back(data.get<int64_t>());
-    return true;
-  }
   if (!data.is_array()) return false;
   for (const Json& item : data) {
-    if (!FlattenIntegers(item, out)) return false;
+    if (item.is_number_integer()) {
+      out->push_back(item.get<int64_t>());
+    } else if (!FlattenIntegers(item, out)) {
+      return false;
+    }
   }
   return true;
 }
@@ -87,7 +92,7 @@ Result<Tensor> ReadTensor(const Json& input, size_t index, std::string_view bina
     *binary_used += static_cast<size_t>(size.get<uint64_t>());
   } else {
     if (!input.contains("data") || !FlattenIntegers(input["data"], &t.values)) {
-      return InvalidArgumentError(label + " needs `data`: integers");
+      return InvalidArgumentError(label + " needs `data`: a list of integers");
     }
     if (static_cast<int64_t>(t.values.size()) != count) {
       return InvalidArgumentError(label + " has " + std::to_string(t.values.size()) +
@@ -109,20 +114,35 @@ Result<std::vector<std::vector<int32_t>>> ReadTokenIdInputs(const nlohmann::json
     return InvalidArgumentError(
         "token ids are one INT32/INT64 input, optionally with an attention_mask input");
   }
+  // Read in input order: that is the order of their binary data.
   size_t binary_used = 0;
-  PIER_ASSIGN_OR_RETURN(Tensor ids, ReadTensor(inputs[0], 0, binary, &binary_used));
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    PIER_ASSIGN_OR_RETURN(Tensor t, ReadTensor(inputs[i], i, binary, &binary_used));
+    tensors.push_back(std::move(t));
+  }
+  // The mask is the input named attention_mask, first or second; the ids are the other one.
+  const bool first_is_mask = tensors[0].name == kMaskName;
+  if (tensors.size() == 1 && first_is_mask) {
+    return InvalidArgumentError(
+        "input 'attention_mask' came alone: send the token ids (an INT32/INT64 input such as "
+        "'input_ids') with it");
+  }
   std::optional<Tensor> mask;
-  if (inputs.size() == 2) {
-    PIER_ASSIGN_OR_RETURN(Tensor m, ReadTensor(inputs[1], 1, binary, &binary_used));
-    if (m.name != "attention_mask") {
-      return InvalidArgumentError("the second input is '" + m.name +
-                                  "'; beside token ids only 'attention_mask' is taken");
+  if (tensors.size() == 2) {
+    const bool second_is_mask = tensors[1].name == kMaskName;
+    if (first_is_mask == second_is_mask) {
+      return InvalidArgumentError("inputs '" + tensors[0].name + "' and '" + tensors[1].name +
+                                  "': token ids and, beside them, only 'attention_mask' is taken");
     }
-    if (m.shape != ids.shape) {
-      return InvalidArgumentError("input 'attention_mask' must have the shape of input '" +
-                                  ids.name + "'");
-    }
-    mask = std::move(m);
+    mask = std::move(tensors[first_is_mask ? 0 : 1]);
+    if (first_is_mask) tensors[0] = std::move(tensors[1]);
+    tensors.resize(1);
+  }
+  const Tensor& ids = tensors[0];
+  if (mask.has_value() && mask->shape != ids.shape) {
+    return InvalidArgumentError("input 'attention_mask' must have the shape of input '" + ids.name +
+                                "'");
   }
   const int64_t rows = ids.shape.size() == 2 ? ids.shape[0] : 1;
   const int64_t len = ids.shape.back();

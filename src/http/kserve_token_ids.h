@@ -26,10 +26,13 @@ namespace pier::http {
 // Whether a KServe datatype is a token-id one (INT32, INT64).
 bool IsTokenIdDatatype(std::string_view datatype);
 
-// The rows of token ids of `inputs` (1 or 2 inputs: the ids, then optionally the attention
-// mask named "attention_mask"), reading binary data from `binary` in input order.
-// INVALID_ARGUMENT naming the input and what is wrong (datatype, shape, data count, a mask
-// that is not 0/1 or not of the ids' shape, an id outside int32, a row left empty).
+// The rows of token ids of `inputs` (1 or 2 inputs: the ids and optionally, first or second,
+// the attention mask named "attention_mask"), reading binary data from `binary` in input
+// order. INVALID_ARGUMENT naming the input and what is wrong (datatype, shape, `data` that is
+// not a list of integers or not of the shape's count, a mask alone, not 0/1 or not of the ids'
+// shape, an id outside int32, a row left empty). The routes call it through
+// ReadEmbedInferRequest (kserve_infer_request.h), which also refuses an input with both `data`
+// and binary data.
 Result<std::vector<std::vector<int32_t>>> ReadTokenIdInputs(const nlohmann::json& inputs,
                                                             std::string_view binary);
 

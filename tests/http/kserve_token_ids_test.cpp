@@ -64,7 +64,11 @@ TEST(KServeTokenIdsTest, RefusesMalformedTensorsNamingThem) {
   refused(R"([{"name": "x", "datatype": "INT64", "shape": [0], "data": []}])", "",
           "each dimension of its shape is 1 to 1048576");
   refused(R"([{"name": "x", "datatype": "INT64", "shape": [2], "data": ["a", "b"]}])", "",
-          "needs `data`: integers");
+          "needs `data`: a list of integers");
+  refused(R"([{"name": "x", "datatype": "INT64", "shape": [1], "data": 5}])", "",
+          "input 'x' needs `data`: a list of integers");
+  refused(R"([{"name": "attention_mask", "datatype": "INT64", "shape": [2], "data": [1, 1]}])", "",
+          "input 'attention_mask' came alone");
   refused(R"([{"name": "x", "datatype": "INT64", "shape": [1], "data": [-3]}])", "",
           "row 0 holds token id -3");
   refused(R"([{"name": "x", "datatype": "INT64", "shape": [1], "data": [4294967296]}])", "",

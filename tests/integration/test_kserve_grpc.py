@@ -3,9 +3,13 @@ readiness and infer on the embedding model (equal to the HTTP routes' vectors), 
 and API keys as `authorization` metadata.
 """
 
+import struct
+
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from conftest import call, hf_wordpiece_ids, start_llm_and_embedder
@@ -106,3 +110,96 @@ def test_token_ids_with_an_attention_mask_embed_as_their_texts(triton):
     with pytest.raises(InferenceServerException) as raised:
         triton.infer("minilm", [bad])
     assert "token id -5" in str(raised.value)
+
+
+# Issue #41: the refusals the HTTP route makes (test_kserve_v2.py), over gRPC, with the protobuf
+# stubs where tritonclient would not send the request (raw contents it did not make, reserved
+# parameters).
+
+@pytest.fixture
+def stub(grpc_server):
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_server.grpc_port}",
+                                    options=[("grpc.max_send_message_length", -1)])
+    yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    channel.close()
+
+
+def raw_texts_request(*texts):
+    request = service_pb2.ModelInferRequest(model_name="minilm")
+    request.inputs.add(name="text", datatype="BYTES", shape=[len(texts)])
+    request.raw_input_contents.append(b"".join(struct.pack("<I", len(t)) + t for t in texts))
+    return request
+
+
+def refusal(stub, request):
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.ModelInfer(request, timeout=60)
+    return raised.value.code(), raised.value.details()
+
+
+def test_raw_input_contents_beyond_the_inputs_are_refused(stub):
+    for extra in (struct.pack("<I", 3) + b"abc", b""):
+        request = raw_texts_request(b"hello")
+        request.raw_input_contents.append(extra)
+        code, details = refusal(stub, request)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+        assert "raw_input_contents holds 2 entries for 1 inputs" in details
+    assert stub.ModelInfer(raw_texts_request(b"hello"), timeout=60).outputs[0].shape == [1, 384]
+
+
+def test_raw_and_contents_for_one_input_are_refused(stub):
+    request = raw_texts_request(b"hello")
+    request.inputs[0].contents.bytes_contents.append(b"hello")
+    code, details = refusal(stub, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "'text' has both `data` and binary data" in details and "raw_input_contents" in details
+
+
+def test_a_lone_attention_mask_is_refused(triton):
+    mask = grpcclient.InferInput("attention_mask", [1, 3], "INT32")
+    mask.set_data_from_numpy(np.array([[1, 1, 1]], dtype=np.int32))
+    with pytest.raises(InferenceServerException, match="'attention_mask' came alone"):
+        triton.infer("minilm", [mask])
+
+
+@pytest.mark.parametrize("field,value", [("string_param", "abc"), ("int64_param", -5),
+                                         ("double_param", 1.5), ("bool_param", True)])
+def test_a_priority_that_is_not_a_level_is_refused_as_over_http(stub, field, value):
+    request = raw_texts_request(b"x")
+    setattr(request.parameters["priority"], field, value)
+    code, details = refusal(stub, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "parameter priority must be an integer, 0 or more" in details
+
+
+def test_a_priority_level_is_taken_as_int64_or_uint64(stub):
+    for field in ("int64_param", "uint64_param"):
+        request = raw_texts_request(b"x")
+        setattr(request.parameters["priority"], field, 2)
+        assert stub.ModelInfer(request, timeout=60).outputs[0].shape == [1, 384]
+
+
+def test_a_message_past_the_http_body_cap_is_refused_and_the_next_is_served(stub):
+    # --max-body-bytes (4 MiB by default) caps gRPC messages too. The text's shape is wrong as
+    # well, so a server without the cap answers at once (INVALID_ARGUMENT) instead of embedding.
+    request = raw_texts_request(b"x " * (5 << 19))
+    request.inputs[0].shape[:] = [2]
+    code, details = refusal(stub, request)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
+    assert "larger than max" in details and str(4 << 20) in details, details
+    assert stub.ModelInfer(raw_texts_request(b"hello"), timeout=60).outputs[0].shape == [1, 384]
+
+
+def test_the_message_cap_follows_max_body_bytes(tmp_path):
+    s = start_llm_and_embedder(tmp_path, "--grpc-port", "0", "--max-body-bytes", "1MiB",
+                               embedder_only=True)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{s.grpc_port}") as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            request = raw_texts_request(b"x " * (3 << 18))  # 1.5 MiB
+            request.inputs[0].shape[:] = [2]
+            code, details = refusal(stub, request)
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
+            assert str(1 << 20) in details, details
+    finally:
+        s.stop_and_check()

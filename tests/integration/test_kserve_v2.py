@@ -183,3 +183,100 @@ def test_token_ids_with_an_attention_mask_embed_as_their_texts(triton, binary_in
     with pytest.raises(InferenceServerException) as raised:
         triton.infer("minilm", [bad])
     assert "99999999" in str(raised.value)
+
+
+# Issue #41: each leniency a bad-input run found is a 400 naming the field, as over gRPC
+# (test_kserve_grpc.py): both protocols read the request through one function.
+
+def post_binary(server, header, binary, header_lengths=None):
+    """POSTs an infer request with Triton's binary extension: the JSON `header`, then `binary`;
+    Inference-Header-Content-Length once per entry of `header_lengths` (default: the header's
+    length). Returns (status, parsed JSON body)."""
+    import http.client
+    head = json.dumps(header).encode()
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    try:
+        connection.putrequest("POST", "/v2/models/minilm/infer")
+        for length in header_lengths or [len(head)]:
+            connection.putheader("Inference-Header-Content-Length", str(length))
+        connection.putheader("Content-Type", "application/octet-stream")
+        connection.putheader("Content-Length", str(len(head) + len(binary)))
+        connection.endheaders(head + binary)
+        response = connection.getresponse()
+        body = response.read()
+    finally:
+        connection.close()
+    return response.status, (json.loads(body) if response.status != 200 else None)
+
+
+def prefixed(*texts):
+    return b"".join(struct.pack("<I", len(t)) + t for t in texts)
+
+
+def text_header(size, **extra):
+    return {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                        "parameters": {"binary_data_size": size}, **extra}]}
+
+
+def test_a_string_as_data_is_refused(kserve_server):
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/infer",
+                        {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                                     "data": "hello"}]})
+    assert status == 400 and "`data`: a list of strings" in body["error"], body
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/infer",
+                        {"inputs": [{"name": "input_ids", "shape": [1], "datatype": "INT64",
+                                     "data": 101}]})
+    assert status == 400 and "`data`: a list of integers" in body["error"], body
+
+
+def test_a_lone_attention_mask_is_refused_and_the_mask_may_come_first(triton):
+    mask = httpclient.InferInput("attention_mask", [1, 3], "INT64")
+    mask.set_data_from_numpy(np.array([[1, 1, 1]], dtype=np.int64), binary_data=False)
+    with pytest.raises(InferenceServerException, match="'attention_mask' came alone"):
+        triton.infer("minilm", [mask])
+    # Beside the ids it may come before them: inputs are named, not placed.
+    rows = hf_wordpiece_ids(["Hello world"])
+    ids = httpclient.InferInput("input_ids", [1, len(rows[0]) + 2], "INT64")
+    ids.set_data_from_numpy(np.array([rows[0] + [0, 0]], dtype=np.int64))
+    mask = httpclient.InferInput("attention_mask", [1, len(rows[0]) + 2], "INT64")
+    mask.set_data_from_numpy(np.array([[1] * len(rows[0]) + [0, 0]], dtype=np.int64))
+    first = triton.infer("minilm", [mask, ids]).as_numpy("embedding")
+    second = triton.infer("minilm", [ids, mask]).as_numpy("embedding")
+    assert np.array_equal(first, second)
+
+
+def test_data_and_binary_data_for_one_input_are_refused(kserve_server):
+    binary = prefixed(b"abc")
+    status, body = post_binary(kserve_server, text_header(len(binary), data=["xyz"]), binary)
+    assert status == 400 and "has both `data` and binary data" in body["error"], body
+    ids = struct.pack("<2q", 101, 102)
+    status, body = post_binary(
+        kserve_server, {"inputs": [{"name": "input_ids", "shape": [2], "datatype": "INT64",
+                                    "data": [101, 102], "parameters": {"binary_data_size": 16}}]},
+        ids)
+    assert status == 400 and "'input_ids' has both `data` and binary data" in body["error"], body
+
+
+def test_binary_bytes_no_input_claims_are_refused(kserve_server):
+    binary = prefixed(b"abc")
+    status, body = post_binary(kserve_server, text_header(len(binary)), binary + b"extra")
+    assert status == 400 and "binary_data_size add up to 7" in body["error"], body
+    status, body = post_binary(kserve_server, text_header(len(binary)), binary)
+    assert status == 200, body
+
+
+def test_a_repeated_inference_header_content_length_is_refused(kserve_server):
+    binary = prefixed(b"abc")
+    length = len(json.dumps(text_header(len(binary))).encode())
+    for lengths in ([length, length], [length, length + 1]):
+        status, body = post_binary(kserve_server, text_header(len(binary)), binary, lengths)
+        assert status == 400, body
+        assert "Inference-Header-Content-Length is given 2 times" in body["error"], body
+
+
+@pytest.mark.parametrize("priority", ["abc", -5, 1.5, True])
+def test_a_priority_that_is_not_a_level_is_refused(kserve_server, priority):
+    status, body = call(kserve_server, "POST", "/v2/models/minilm/infer",
+                        {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                                     "data": ["x"]}], "parameters": {"priority": priority}})
+    assert status == 400 and "parameter priority must be an integer" in body["error"], body
