@@ -1,6 +1,7 @@
 #include "http/tool_calls.h"
 
 #include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -161,6 +162,43 @@ ParsedToolCalls ParseMistral(std::string_view text, const std::vector<FunctionTo
   return out;
 }
 
+// Keywords whose value maps names to schemas: a member there named like a keyword ("$ref",
+// "enum") is a name, and its value a schema.
+constexpr std::string_view kSchemaMaps[] = {"properties", "patternProperties", "$defs",
+                                            "definitions", "dependentSchemas"};
+// Keywords whose value is data, not a schema: a "$ref" member inside is part of a value.
+constexpr std::string_view kDataKeywords[] = {"const", "enum", "default", "examples"};
+
+bool IsOneOf(std::string_view key, const auto& keywords) {
+  return std::find(std::begin(keywords), std::end(keywords), key) != std::end(keywords);
+}
+
+// A tool's parameters schema is written against its own root ("#", "#/$defs/s"), but the
+// grammar resolves every reference against the root of the whole constraint it is embedded
+// in: each local reference gets `base`, the JSON pointer of where the parameters now sit.
+// Every tool is rebased to its own place, so tools whose $defs share names do not clash.
+void RebaseRefs(json& schema, const std::string& base) {
+  if (schema.is_array()) {
+    for (json& item : schema) RebaseRefs(item, base);
+    return;
+  }
+  if (!schema.is_object()) return;
+  for (auto member : schema.items()) {
+    const std::string& key = member.key();
+    json& value = member.value();
+    if (key == "$ref") {
+      if (value.is_string()) {
+        const std::string& ref = value.get_ref<const std::string&>();
+        if (ref == "#" || StartsWith(ref, "#/")) value = "#" + base + ref.substr(1);
+      }
+    } else if (IsOneOf(key, kSchemaMaps) && value.is_object()) {
+      for (auto named : value.items()) RebaseRefs(named.value(), base);
+    } else if (!IsOneOf(key, kDataKeywords)) {
+      RebaseRefs(value, base);  // a subschema, a list of them, or an unknown keyword's value
+    }
+  }
+}
+
 // The call object a tool's constraint allows: {"name": const, "<args_key>": its parameters}.
 json CallSchema(const FunctionTool& tool, const char* args_key) {
   json parameters = json{{"type", "object"}};
@@ -223,7 +261,8 @@ grammar::OutputConstraint ToolCallConstraint(ToolCallFormat format,
     if (choice.kind == ToolChoiceKind::kNamed && tool.name != choice.name) continue;
     options.push_back(CallSchema(tool, args_key));
   }
-  json call = options.size() == 1 ? std::move(options[0]) : json{{"anyOf", std::move(options)}};
+  const size_t count = options.size();
+  json call = count == 1 ? std::move(options[0]) : json{{"anyOf", std::move(options)}};
   grammar::OutputConstraint constraint;
   constraint.kind = grammar::OutputConstraint::Kind::kJsonSchema;
   switch (format) {
@@ -238,6 +277,13 @@ grammar::OutputConstraint ToolCallConstraint(ToolCallFormat format,
     case ToolCallFormat::kLlama3:
     case ToolCallFormat::kJson:
       break;
+  }
+  // Where each tool's parameters ended up, for their references.
+  const std::string wrapper = format == ToolCallFormat::kMistral ? "/items" : "";
+  for (size_t k = 0; k < count; ++k) {
+    const std::string base =
+        wrapper + (count == 1 ? "" : "/anyOf/" + std::to_string(k)) + "/properties/" + args_key;
+    RebaseRefs(call.at(json::json_pointer(base)), base);
   }
   constraint.schema = call.dump(-1, ' ', false, json::error_handler_t::replace);
   return constraint;

@@ -16,7 +16,8 @@
 //
 // tool_choice "required" and a named function are enforced, not hoped for: ToolCallConstraint
 // is the grammar constraint under which the only possible output is one call, in the family's
-// form, to an allowed function, with arguments valid against its `parameters` schema.
+// form, to an allowed function, with arguments valid against its `parameters` schema (whose
+// local references, "#/$defs/..." or "#", resolve within that schema, as they do alone).
 //
 // Streaming: ToolCallSplitter tells, as text arrives, how much of it is certainly content (sent
 // as deltas at once) and holds the rest back while it may be a call; at the end, the held text

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -135,6 +136,77 @@ TEST(ToolCallsTest, EveryOutputTheConstraintAllowsIsOneAllowedCall) {
       EXPECT_GT(sampled, 30);
     }
   }
+}
+
+// Tools whose parameters use $defs and $ref: both define "s" (a short string for one, an
+// integer for the other), one refers to its own root ("#"), one has a property named "$ref"
+// and a const value that holds a "$ref" member (data, not a reference).
+std::vector<FunctionTool> RefTools() {
+  return {{"name_list", "",
+           R"({"type":"object","properties":{"name":{"$ref":"#/$defs/s"},)"
+           R"("next":{"anyOf":[{"type":"null"},{"$ref":"#"}]}},)"
+           R"("required":["name","next"],"additionalProperties":false,)"
+           R"("$defs":{"s":{"type":"string","maxLength":5}}})"},
+          {"count", "",
+           R"({"type":"object","properties":{"n":{"$ref":"#/$defs/s"},)"
+           R"("$ref":{"$ref":"#/definitions/flag"},"tag":{"const":{"$ref":"#/x"}}},)"
+           R"("required":["n","$ref","tag"],"additionalProperties":false,)"
+           R"("$defs":{"s":{"type":"integer"}},"definitions":{"flag":{"type":"boolean"}}})"}};
+}
+
+// Arguments of a call to a RefTools() tool, checked against its schema by hand.
+void ExpectValidRefArguments(const std::string& name, const json& args, const std::string& out) {
+  if (name == "count") {
+    EXPECT_TRUE(args.at("n").is_number_integer()) << out;
+    EXPECT_TRUE(args.at("$ref").is_boolean()) << out;
+    EXPECT_EQ(args.at("tag"), json({{"$ref", "#/x"}})) << out;
+    EXPECT_EQ(args.size(), 3u) << out;
+    return;
+  }
+  ASSERT_EQ(name, "name_list") << out;
+  for (const json* node = &args; !node->is_null(); node = &node->at("next")) {
+    ASSERT_TRUE(node->is_object()) << out;
+    EXPECT_EQ(node->size(), 2u) << out;
+    ASSERT_TRUE(node->at("name").is_string()) << out;
+    const std::string name_text = node->at("name").get<std::string>();
+    const auto code_points = std::count_if(name_text.begin(), name_text.end(),
+                                           [](char c) { return (c & 0xC0) != 0x80; });
+    EXPECT_LE(code_points, 5) << out;  // maxLength counts code points
+  }
+}
+
+TEST(ToolCallsTest, ParameterReferencesResolveWithinTheirOwnTool) {
+  std::mt19937_64 rng(5);
+  for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
+                                ToolCallFormat::kMistral, ToolCallFormat::kJson}) {
+    for (const ToolChoice& choice : {ToolChoice{ToolChoiceKind::kRequired, ""},
+                                     ToolChoice{ToolChoiceKind::kNamed, "name_list"},
+                                     ToolChoice{ToolChoiceKind::kNamed, "count"}}) {
+      SCOPED_TRACE(std::string(ToolCallFormatName(format)) + " " + choice.name);
+      const grammar::OutputConstraint c = ToolCallConstraint(format, RefTools(), choice);
+      ASSERT_TRUE(grammar::CheckConstraint(c).ok()) << grammar::CheckConstraint(c).ToString();
+      grammar::testing::Language language(grammar::ConstraintExpr(c).value());
+      int sampled = 0;
+      for (int i = 0; i < 60; ++i) {
+        std::string out;
+        if (!language.Sample(&rng, &out, 0.3)) continue;
+        ++sampled;
+        ParsedToolCalls p = ParseToolCalls(format, out, RefTools());
+        ASSERT_EQ(p.calls.size(), 1u) << out;
+        if (choice.kind == ToolChoiceKind::kNamed) {
+          EXPECT_EQ(p.calls[0].name, choice.name);
+        }
+        ExpectValidRefArguments(p.calls[0].name, json::parse(p.calls[0].arguments), out);
+      }
+      EXPECT_GT(sampled, 30);
+    }
+  }
+  // Not a string, or not a local reference: left as they were (the grammar explains them).
+  const grammar::OutputConstraint c = ToolCallConstraint(
+      ToolCallFormat::kJson,
+      {{"f", "", R"({"type":"object","properties":{"a":{"$ref":"https://x/s"}}})"}},
+      {ToolChoiceKind::kRequired, ""});
+  EXPECT_NE(c.schema.find(R"("$ref":"https://x/s")"), std::string::npos) << c.schema;
 }
 
 // Streams `text` in pieces of random sizes; returns (streamed content, final parse).

@@ -85,6 +85,48 @@ def test_required_and_named_choices_are_enforced(tc, family):
         assert r.choices[0].message.content is None
 
 
+# Parameters with $defs and $ref; both tools define "s", as different types. Each reference
+# must resolve within its own tool's parameters, wherever the forced call's grammar embeds them.
+REF_TOOLS = [
+    {"type": "function", "function": {
+        "name": "book", "description": "Books a table.",
+        "parameters": {"type": "object",
+                       "properties": {"guest": {"$ref": "#/$defs/s"},
+                                      "when": {"$ref": "#/$defs/slot"}},
+                       "required": ["guest", "when"], "additionalProperties": False,
+                       "$defs": {"s": {"type": "string", "maxLength": 12},
+                                 "slot": {"enum": ["lunch", "dinner"]}}}}},
+    {"type": "function", "function": {
+        "name": "count", "description": "Counts people.",
+        "parameters": {"type": "object",
+                       "properties": {"n": {"$ref": "#/$defs/s"}},
+                       "required": ["n"], "additionalProperties": False,
+                       "$defs": {"s": {"type": "integer", "minimum": 0, "maximum": 99}}}}},
+]
+REF_SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in REF_TOOLS}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_parameters_with_defs_and_refs_are_enforced(tc, family):
+    ask = [{"role": "user", "content": "Book a table for Ann at dinner."}]
+    choices = ["required"] + [{"type": "function", "function": {"name": name}}
+                              for name in REF_SCHEMAS]
+    for choice in choices:
+        r = tc.chat.completions.create(model=family, messages=ask, tools=REF_TOOLS,
+                                       tool_choice=choice, temperature=0, max_tokens=120)
+        assert r.choices[0].finish_reason == "tool_calls", (choice, r)
+        (call,) = r.choices[0].message.tool_calls
+        if isinstance(choice, dict):
+            assert call.function.name == choice["function"]["name"]
+        jsonschema.validate(json.loads(call.function.arguments), REF_SCHEMAS[call.function.name])
+    # The same schema as response_format, as before.
+    r = tc.chat.completions.create(
+        model=family, messages=ask, temperature=0, max_tokens=120,
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "book", "schema": REF_SCHEMAS["book"]}})
+    jsonschema.validate(json.loads(r.choices[0].message.content), REF_SCHEMAS["book"])
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_streamed_calls_equal_the_whole_answer(tc, family):
     kwargs = dict(model=family, messages=ASK, tools=TOOLS, tool_choice="required", temperature=0,
