@@ -131,6 +131,9 @@ std::variant<EmbeddingsRequest, OpenAiError> Parse(std::string_view body, int64_
   return r;
 }
 
+// The response header naming the class a request ran in (or was refused in).
+constexpr const char* kPriorityApplied = "X-Priority-Applied";
+
 // The answer to 429 / 503 / 400 from the batcher.
 HttpResponse FromBatcherStatus(const Status& status) {
   switch (status.code()) {
@@ -242,6 +245,11 @@ struct EmbeddingsApi::Impl {
   HttpResponse Handle(const HttpRequest& http);
   HttpResponse Serve(const HttpRequest& http, const EmbeddingsRequest& r,
                      const Principal& principal, const serving::ModelRef& model);
+  // Serve() once the request's priority class is decided: tokenization, admission, the batcher.
+  HttpResponse ServeInClass(const EmbeddingsRequest& r, const Principal& principal,
+                            const serving::ModelRef& model,
+                            const serving::RequestClass& request_class,
+                            const std::string& class_name);
 };
 
 HttpResponse EmbeddingsApi::Impl::Handle(const HttpRequest& http) {
@@ -298,7 +306,21 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
   Result<serving::RequestClass> request_class = serving::ResolveRequestClass(
       r.priority, http.Header("x-priority"), principal.tenant, principal.max_priority);
   if (!request_class.ok()) return ErrorResponse(400, request_class.status().message(), "priority");
+  // Every answer from here on, refusals (429) included, names the class it was decided in:
+  // the one given now, and the one the batcher resolves later.
+  const std::string class_name(engine::PriorityName(request_class->priority));
+  HttpResponse response = ServeInClass(r, principal, model_ref, *request_class, class_name);
+  if (response.deferred == nullptr) response.headers.emplace_back(kPriorityApplied, class_name);
+  return response;
+}
 
+HttpResponse EmbeddingsApi::Impl::ServeInClass(const EmbeddingsRequest& r,
+                                               const Principal& principal,
+                                               const serving::ModelRef& model_ref,
+                                               const serving::RequestClass& request_class,
+                                               const std::string& class_name) {
+  const serving::ServedModel& model = *model_ref;
+  const int64_t dim = model.embedding_dim;
   encoder::EmbedRequest request;
   Result<std::vector<std::vector<int32_t>>> ids =
       r.texts.empty()
@@ -313,13 +335,13 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
   int64_t cost = 0;
   for (const auto& ids : request.texts) cost += static_cast<int64_t>(ids.size());
   std::shared_ptr<KeySlot> slot;
-  if (std::optional<HttpResponse> refused = AdmitKeyRequest(principal, request_class->priority,
-                                                            cost, "input tokens", "input", &slot)) {
+  if (std::optional<HttpResponse> refused = AdmitKeyRequest(principal, request_class.priority, cost,
+                                                            "input tokens", "input", &slot)) {
     return std::move(*refused);
   }
   // Higher classes first: critical (0) is the highest.
-  request.priority = 3 - static_cast<int>(request_class->priority);
-  request.deadline = serving::QueueDeadline(options.class_max_queue, request_class->priority,
+  request.priority = 3 - static_cast<int>(request_class.priority);
+  request.deadline = serving::QueueDeadline(options.class_max_queue, request_class.priority,
                                             std::chrono::steady_clock::now());
   request.normalize = true;
 
@@ -329,9 +351,11 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
   const std::string id = model.id;
   Status submitted = model.embedder->Submit(
       std::move(request),
-      [pending, base64, dims, dim, id, model_ref, slot](encoder::EmbedResult result) {
+      [pending, base64, dims, dim, id, model_ref, slot, class_name](encoder::EmbedResult result) {
         if (!result.status.ok()) {
-          pending->Resolve(FromBatcherStatus(result.status));
+          HttpResponse refused = FromBatcherStatus(result.status);
+          refused.headers.emplace_back(kPriorityApplied, class_name);
+          pending->Resolve(std::move(refused));
           return;
         }
         const size_t count = result.vectors.size() / static_cast<size_t>(dim);
@@ -355,6 +379,7 @@ HttpResponse EmbeddingsApi::Impl::Serve(const HttpRequest& http, const Embedding
         HttpResponse response;
         response.body = std::move(body);
         response.model = id;
+        response.headers.emplace_back(kPriorityApplied, class_name);
         pending->Resolve(std::move(response));
       });
   if (!submitted.ok()) return FromBatcherStatus(submitted);

@@ -129,6 +129,11 @@ struct OpenAiApi::Impl {
   // Handle() once the request is parsed and its model found ready.
   HttpResponse Serve(const HttpRequest& http, OpenAiEndpoint endpoint, const OpenAiRequest& r,
                      const Principal& principal, const serving::ModelRef& model_ref);
+  // Serve() once the request's priority class is decided: admission and submission.
+  HttpResponse ServeInClass(const HttpRequest& http, OpenAiEndpoint endpoint,
+                            const OpenAiRequest& r, const Principal& principal,
+                            const serving::ModelRef& model_ref,
+                            const serving::RequestClass& request_class);
   // The prompt of each engine request (token ids) and, with echo, its text; or the error.
   std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(
       const OpenAiRequest& r, const serving::ServedModel& model);
@@ -313,7 +318,6 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
                              "ding model; it serves POST /v1/embeddings, not text generation",
                          "model", "model_kind");
   }
-  engine::EngineClient* client = model.client;
   const tokenizer::Tokenizer* tokenizer = model.tokenizer;
   for (const auto& [token, bias] : r.logit_bias) {
     if (token >= tokenizer->vocab_size()) {
@@ -339,7 +343,21 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
   if (!request_class.ok()) {
     return ErrorResponse(400, request_class.status().message(), "priority");
   }
-  const engine::Priority priority = request_class->priority;
+  // Every answer from here on, refusals (429) included, names the class it was decided in.
+  HttpResponse response = ServeInClass(http, endpoint, r, principal, model_ref, *request_class);
+  response.headers.emplace_back("X-Priority-Applied",
+                                std::string(engine::PriorityName(request_class->priority)));
+  return response;
+}
+
+HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoint endpoint,
+                                           const OpenAiRequest& r, const Principal& principal,
+                                           const serving::ModelRef& model_ref,
+                                           const serving::RequestClass& request_class) {
+  const serving::ServedModel& model = *model_ref;
+  engine::EngineClient* client = model.client;
+  const tokenizer::Tokenizer* tokenizer = model.tokenizer;
+  const engine::Priority priority = request_class.priority;
   const std::string class_name(engine::PriorityName(priority));
   Result<std::optional<int64_t>> client_deadline_ms =
       serving::ResolveClientDeadlineMs(r.deadline_ms, http.Header("x-request-deadline-ms"));
@@ -522,7 +540,7 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
     request.constraint = constraint;
     if (stream_options.echo && r.logprobs.has_value()) request.prompt_logprobs = *r.logprobs;
     request.priority = priority;
-    request.tenant = request_class->tenant;
+    request.tenant = request_class.tenant;
     request.tenant_weight = principal.weight;
     if (queue_deadline.has_value()) {
       request.deadline_us =
@@ -546,7 +564,6 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
   }
 
   HttpResponse response;
-  response.headers.emplace_back("X-Priority-Applied", std::string(engine::PriorityName(priority)));
   if (r.stream) {
     response.content_type = "text/event-stream";
     response.chunked = true;

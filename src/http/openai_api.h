@@ -5,8 +5,9 @@
 // model_not_found; an on_demand model not loaded yet: the request asks for the load and waits
 // for it, up to load_wait, without holding a thread (a DeferredResponse, then handled again);
 // a model in another state than ready: 503 model_unavailable with the state and its reason),
-// resolves the priority class and tenant (serving/request_policy.h; the
-// response header X-Priority-Applied says what was used), applies that model's chat template
+// resolves the priority class and tenant (serving/request_policy.h; the response header
+// X-Priority-Applied says what was used, on every answer given after that, 429s included),
+// applies that model's chat template
 // and tokenizes, then submits one engine Request per prompt to the model's EngineClient and
 // returns at once with a ResponseStream: SSE chunks when `stream` is set, else the whole JSON
 // response when every choice has finished. Cancelling the stream (client gone, slow reader,

@@ -15,7 +15,8 @@ import time
 import openai
 import pytest
 
-from conftest import PIER_MODEL, PierServer, call, metrics_text, write_config
+from conftest import PIER_MODEL, PierServer, call, metrics_text, start_llm_and_embedder, write_config
+from rawhttp import request
 
 KEYS = """
 keys:
@@ -316,3 +317,39 @@ def test_a_critical_request_stops_a_long_prefill_and_every_answer_is_unchanged()
         assert qos_state(reference)["stop_steps"] == "off"
     finally:
         reference.stop_and_check()
+
+
+def test_every_answer_after_the_class_is_decided_names_it(tmp_path):
+    """X-Priority-Applied on /v1/embeddings as on the chat route, and on the 429s of a key's
+    rate (refused after the class was decided); not on a 400 for a priority that is none."""
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("""
+keys:
+  - {key: sk-llm, tenant: llm, max_priority: high, requests_per_second: 0.01}
+  - {key: sk-emb, tenant: emb, max_priority: high, requests_per_second: 0.01}
+""")
+    server = start_llm_and_embedder(tmp_path, "--api-keys", str(keys))
+    try:
+        routes = [
+            ("/v1/embeddings", "sk-emb", {"model": "minilm", "input": "a lighthouse"}),
+            ("/v1/chat/completions", "sk-llm",
+             {"model": "smol", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}),
+        ]
+        for path, key, body in routes:
+            # critical asked, clamped to the key's ceiling.
+            headers = {"Authorization": f"Bearer {key}", "X-Priority": "critical"}
+            status, got, data = request(server, "POST", path, body, headers)
+            assert status == 200, (path, data)
+            assert got.get("x-priority-applied") == "high", (path, got)
+            # The key's one request per 100 s is spent: 429, in the class decided.
+            status, got, data = request(server, "POST", path, body, headers)
+            assert status == 429, (path, data)
+            assert got.get("x-priority-applied") == "high", (path, got)
+            assert "retry-after" in got, (path, got)
+            # A priority that is none: no class was decided.
+            headers["X-Priority"] = "urgent"
+            status, got, data = request(server, "POST", path, body, headers)
+            assert status == 400, (path, data)
+            assert "x-priority-applied" not in got, (path, got)
+    finally:
+        server.stop_and_check()
