@@ -163,7 +163,7 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
     }
     Result<tokenizer::ChatPrompt> rendered = tokenizer::RenderChatPrompt(
         *chat_template, *tokenizer, messages, true, tools.has_value() ? &*tools : nullptr);
-    if (!rendered.ok()) return ErrorResponse(400, rendered.status().message(), "messages");
+    if (!rendered.ok()) return ErrorResponse(400, rendered.status().message(), r.messages_param);
     OpenAiStreamPrompt prompt;
     prompt.prompt_tokens = std::move(rendered->tokens);
     prompts.push_back(std::move(prompt));
@@ -331,10 +331,10 @@ HttpResponse OpenAiApi::Impl::Serve(const HttpRequest& http, OpenAiEndpoint endp
   if (r.max_tokens.has_value() && options.max_tokens_limit > 0 &&
       *r.max_tokens > options.max_tokens_limit) {
     return ErrorResponse(400,
-                         "max_tokens " + std::to_string(*r.max_tokens) +
+                         r.max_tokens_param + " " + std::to_string(*r.max_tokens) +
                              " is above this server's limit of " +
                              std::to_string(options.max_tokens_limit),
-                         "max_tokens");
+                         r.max_tokens_param);
   }
 
   // Priority: the body wins over the X-Priority header; the key's ceiling applies to both.
@@ -373,18 +373,18 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
   int64_t limit = model.max_request_tokens;
   if (limit <= 0) limit = client->Stats().max_request_tokens;
   const std::string prompt_param =
-      endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
+      endpoint == OpenAiEndpoint::kChatCompletions ? r.messages_param : "prompt";
   std::vector<int32_t> max_tokens(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const int64_t prompt_tokens = static_cast<int64_t>(prompts[i].prompt_tokens.size());
     if (r.max_tokens.has_value()) {
       if (limit > 0 && prompt_tokens + *r.max_tokens > limit) {
         return ErrorResponse(400,
-                             "the prompt (" + std::to_string(prompt_tokens) +
-                                 " tokens) plus max_tokens (" + std::to_string(*r.max_tokens) +
+                             "the prompt (" + std::to_string(prompt_tokens) + " tokens) plus " +
+                                 r.max_tokens_param + " (" + std::to_string(*r.max_tokens) +
                                  ") exceeds the model's limit of " + std::to_string(limit) +
                                  " tokens",
-                             "max_tokens");
+                             r.max_tokens_param);
       }
       max_tokens[i] = static_cast<int32_t>(*r.max_tokens);
       continue;
@@ -458,10 +458,10 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
     const int64_t output = static_cast<int64_t>(max_tokens[i]) * r.n;
     if (output > max_output.value) {
       return ErrorResponse(400,
-                           "n x max_tokens is " + std::to_string(output) +
+                           "n x " + r.max_tokens_param + " is " + std::to_string(output) +
                                "; this API key allows at most " + std::to_string(max_output.value) +
                                " (" + max_output.setting + ")",
-                           "max_tokens");
+                           r.max_tokens_param);
     }
   }
   // What the request may cost at most: its prompts and every choice's max_tokens.
@@ -470,8 +470,9 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
     cost += static_cast<int64_t>(prompts[i].prompt_tokens.size()) +
             static_cast<int64_t>(max_tokens[i]) * r.n;
   }
-  if (std::optional<HttpResponse> refused = AdmitKeyRequest(
-          principal, priority, cost, "prompt plus n x max_tokens", "max_tokens", &slot)) {
+  if (std::optional<HttpResponse> refused =
+          AdmitKeyRequest(principal, priority, cost, "prompt plus n x " + r.max_tokens_param,
+                          r.max_tokens_param, &slot)) {
     if (metrics != nullptr) {
       metrics->RecordQosOutcome(model.id, principal.tenant, class_name,
                                 refused->status == 429 ? "refused_key_rate" : "refused_key_size");

@@ -287,6 +287,7 @@ Err ReadCommon(const json& body, const OpenAiRequestLimits& limits, OpenAiReques
   PIER_OPENAI_TRY(ReadInt(body, "max_tokens", 1, kMaxTokens, &max_tokens));
   PIER_OPENAI_TRY(ReadInt(body, "max_completion_tokens", 1, kMaxTokens, &max_completion_tokens));
   r->max_tokens = max_completion_tokens.has_value() ? max_completion_tokens : max_tokens;
+  if (max_completion_tokens.has_value()) r->max_tokens_param = "max_completion_tokens";
 
   PIER_OPENAI_TRY(ReadFloat(body, "temperature", 0, 2, false, "between 0 and 2", &r->temperature));
   PIER_OPENAI_TRY(ReadFloat(body, "top_p", 0, 1, true, "in (0, 1]", &r->top_p));

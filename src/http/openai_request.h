@@ -95,6 +95,10 @@ struct OpenAiRequest {
   bool parallel_tool_calls = true;
   std::vector<ChatMessage> messages;      // chat, non-empty
   std::vector<CompletionPrompt> prompts;  // completions, non-empty
+  // How the route's own errors name the body's fields: chat messages (the Responses API's
+  // `input`) and the output limit the client gave (max_completion_tokens, max_output_tokens).
+  std::string messages_param = "messages";
+  std::string max_tokens_param = "max_tokens";
 };
 
 struct OpenAiRequestLimits {

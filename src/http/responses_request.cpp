@@ -1,9 +1,13 @@
 #include "http/responses_request.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "http/json_shape.h"
 #include "http/request_json.h"
@@ -63,7 +67,8 @@ std::optional<OpenAiError> TranslateInput(const json& body, json* messages) {
   if (!input->is_array() || input->empty()) {
     return Bad("input", "input must be a string or a non-empty array of items");
   }
-  json* open_calls = nullptr;  // the assistant turn consecutive function_call items join
+  json* open_calls = nullptr;         // the assistant turn consecutive function_call items join
+  std::vector<std::string> call_ids;  // of the function_call items so far
   for (size_t i = 0; i < input->size(); ++i) {
     const std::string at = "input[" + std::to_string(i) + "]";
     const json& item = (*input)[i];
@@ -92,6 +97,11 @@ std::optional<OpenAiError> TranslateInput(const json& body, json* messages) {
           arguments == nullptr || !arguments->is_string()) {
         return Bad("input", at + " (function_call) needs string call_id, name and arguments");
       }
+      const std::string& text = arguments->get_ref<const std::string&>();
+      if (!json::parse(text.begin(), text.end(), nullptr, false).is_object()) {
+        return Bad("input", at + ".arguments must be a JSON object (as text)");
+      }
+      call_ids.push_back(call_id->get<std::string>());
       if (open_calls == nullptr) {
         messages->push_back(
             {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array()}});
@@ -106,6 +116,11 @@ std::optional<OpenAiError> TranslateInput(const json& body, json* messages) {
       if (call_id == nullptr || !call_id->is_string() || output == nullptr ||
           !output->is_string()) {
         return Bad("input", at + " (function_call_output) needs string call_id and output");
+      }
+      if (std::find(call_ids.begin(), call_ids.end(), call_id->get_ref<const std::string&>()) ==
+          call_ids.end()) {
+        return Bad("input", at + ".call_id " + Show(*call_id) +
+                                " does not match the call_id of an earlier function_call item");
       }
       messages->push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", *output}});
       open_calls = nullptr;
@@ -215,6 +230,41 @@ std::optional<OpenAiError> Translate(const json& body, json* chat) {
   return std::nullopt;
 }
 
+// The chat parser's error about a field Translate() wrote, named as the Responses body has it:
+// max_completion_tokens is max_output_tokens, response_format is text.format and
+// tools[i].function.X is tools[i].X. (Input items are checked before translation, so that no
+// error names a chat message.)
+OpenAiError InResponsesTerms(OpenAiError e) {
+  auto replace_prefix = [&](std::string_view from, std::string_view to) {
+    if (e.message.compare(0, from.size(), from) != 0) return false;
+    e.message.replace(0, from.size(), to);
+    return true;
+  };
+  if (e.param == "max_completion_tokens") {
+    e.param = "max_output_tokens";
+    replace_prefix("max_completion_tokens", "max_output_tokens");
+  } else if (e.param == "response_format") {
+    e.param = "text";
+    if (!replace_prefix("response_format.json_schema.", "text.format.")) {
+      replace_prefix("response_format", "text.format");
+    }
+  } else if (e.param == "tools" && e.message.rfind("tools[", 0) == 0) {
+    constexpr std::string_view kFunction = "].function.";
+    if (const size_t at = e.message.find(kFunction);
+        at != std::string::npos && e.message.find_first_not_of("0123456789", 6) == at) {
+      e.message.replace(at, kFunction.size(), "].");
+    }
+  } else if (e.param == "tool_choice") {
+    constexpr std::string_view kFormat = "response_format json_object or json_schema";
+    if (e.message.size() >= kFormat.size() &&
+        e.message.compare(e.message.size() - kFormat.size(), kFormat.size(), kFormat) == 0) {
+      e.message.replace(e.message.size() - kFormat.size(), kFormat.size(),
+                        "text.format json_object or json_schema");
+    }
+  }
+  return e;
+}
+
 }  // namespace
 
 OpenAiParseResult ParseResponsesRequest(std::string_view body, const OpenAiRequestLimits& limits) {
@@ -224,8 +274,13 @@ OpenAiParseResult ParseResponsesRequest(std::string_view body, const OpenAiReque
   if (!parsed.is_object()) return Bad("", "the request body must be a JSON object");
   json chat = json::object();
   if (auto error = Translate(parsed, &chat)) return *std::move(error);
-  return ParseChatCompletionRequest(chat.dump(-1, ' ', false, json::error_handler_t::strict),
-                                    limits);
+  OpenAiParseResult parsed_chat =
+      ParseChatCompletionRequest(chat.dump(-1, ' ', false, json::error_handler_t::strict), limits);
+  if (auto* error = std::get_if<OpenAiError>(&parsed_chat)) return InResponsesTerms(*error);
+  OpenAiRequest& r = std::get<OpenAiRequest>(parsed_chat);
+  r.messages_param = "input";
+  if (r.max_tokens.has_value()) r.max_tokens_param = "max_output_tokens";
+  return parsed_chat;
 }
 
 }  // namespace pier::http

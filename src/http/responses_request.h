@@ -22,6 +22,9 @@
 // file_search_call, reasoning, ...), tools other than functions, previous_response_id and
 // conversation (Pier stores no responses: send the whole conversation), background mode,
 // reasoning, prompt templates, truncation other than "disabled", and `n`.
+// Errors name the fields as this body has them (input[3].call_id, max_output_tokens,
+// text.format.schema, tools[0].parameters), never the chat form's; so do the route's own
+// (OpenAiRequest::messages_param and max_tokens_param).
 //
 // Thread-safety: free functions over values.
 #pragma once

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "http/responses_request.h"
@@ -84,13 +85,68 @@ TEST(ResponsesRequestTest, WhatPierCannotDoIsRefusedByName) {
       {{{"input", "x"}, {"background", true}}, "background"},
       {{{"input", "x"}, {"max_output_tokens", 0}}, "max_output_tokens"},
       {{{"input", {{{"type", "function_call_output"}, {"call_id", "zz"}, {"output", "1"}}}}},
-       "does not match a tool call"},
+       "does not match the call_id of an earlier function_call item"},
   };
   for (const auto& [body, words] : cases) {
     OpenAiError e = Error(body);
     EXPECT_EQ(e.status, 400);
     EXPECT_NE(e.message.find(words), std::string::npos) << body.dump() << ": " << e.message;
   }
+}
+
+// The chat parser judges the translated body, but its errors name the Responses fields.
+TEST(ResponsesRequestTest, ErrorsNameTheFieldsOfTheResponsesBody) {
+  auto schema_format = [](json schema) {
+    return json{{"type", "json_schema"}, {"name", "s"}, {"schema", std::move(schema)}};
+  };
+  const std::vector<std::tuple<json, std::string, std::string>> cases = {
+      {{{"input",
+         {{{"role", "user"}, {"content", "hi"}},
+          {{"type", "function_call_output"}, {"call_id", "zz"}, {"output", "1"}}}}},
+       "input",
+       "input[1].call_id \"zz\" does not match the call_id of an earlier function_call item"},
+      {{{"input",
+         {{{"type", "function_call"}, {"call_id", "c"}, {"name", "f"}, {"arguments", "[1]"}}}}},
+       "input",
+       "input[0].arguments must be a JSON object (as text)"},
+      {{{"input", "x"}, {"max_output_tokens", int64_t{1} << 31}},
+       "max_output_tokens",
+       "max_output_tokens must be between 1 and 2147483647, got 2147483648"},
+      {{{"input", "x"}, {"text", {{"format", schema_format(5)}}}},
+       "text",
+       "text.format.schema must be an object, got an integer"},
+      {{{"input", "x"}, {"text", {{"format", schema_format({{"type", "integr"}})}}}},
+       "text",
+       "text.format: "},
+      {{{"input", "x"}, {"text", {{"format", {{"type", "xml"}}}}}},
+       "text",
+       "text.format.type must be text, json_object or json_schema"},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "bad name"}}}}},
+       "tools",
+       "tools[0].name must be 1 to 64 letters"},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", 3}}}}},
+       "tools",
+       "tools[0].parameters must be a JSON Schema object"},
+      {{{"input", "x"},
+        {"tools", {{{"type", "function"}, {"name", "f"}}}},
+        {"tool_choice", "required"},
+        {"text", {{"format", {{"type", "json_object"}}}}}},
+       "tool_choice",
+       "cannot be combined with text.format json_object or json_schema"},
+  };
+  for (const auto& [body, param, words] : cases) {
+    OpenAiError e = Error(body);
+    EXPECT_EQ(e.param, param) << body.dump() << ": " << e.message;
+    EXPECT_NE(e.message.find(words), std::string::npos) << body.dump() << ": " << e.message;
+    for (const char* chat :
+         {"messages", "tool_call_id", "max_completion_tokens", "response_format", ".function."}) {
+      EXPECT_EQ(e.message.find(chat), std::string::npos) << body.dump() << ": " << e.message;
+    }
+  }
+  // What the route says later (the prompt's length, max_tokens against the context) too.
+  const OpenAiRequest r = Ok({{"input", "x"}, {"max_output_tokens", 9}});
+  EXPECT_EQ(r.messages_param, "input");
+  EXPECT_EQ(r.max_tokens_param, "max_output_tokens");
 }
 
 // A chat stream that returns scripted chunks.

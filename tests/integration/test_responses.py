@@ -74,7 +74,7 @@ def test_text_format_json_schema_is_enforced(client, server):
     ({"input": "x", "previous_response_id": "resp_123"}, "previous_response_id",
      "whole conversation"),
     ({"input": "x", "tools": [{"type": "web_search"}]}, "tools", "web_search"),
-    ({"input": [{"type": "function_call_output", "call_id": "c9", "output": "1"}]}, "messages",
+    ({"input": [{"type": "function_call_output", "call_id": "c9", "output": "1"}]}, "input",
      "c9"),
 ])
 def test_what_pier_cannot_do_is_refused_by_name(client, server, extra, param, words):
@@ -83,3 +83,36 @@ def test_what_pier_cannot_do_is_refused_by_name(client, server, extra, param, wo
     error = raised.value.body
     assert error["param"] == param, error
     assert words in error["message"], error
+
+
+SCHEMA_FORMAT = {"type": "json_schema", "name": "s"}
+
+
+@pytest.mark.parametrize("extra, param, words", [
+    ({"input": [{"role": "user", "content": "Hi"},
+                {"type": "function_call_output", "call_id": "c9", "output": "1"}]},
+     "input", 'input[1].call_id "c9" does not match the call_id of an earlier function_call'),
+    ({"input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "[1]"}]},
+     "input", "input[0].arguments must be a JSON object"),
+    ({"input": "x", "max_output_tokens": 2**31}, "max_output_tokens",
+     "max_output_tokens must be between 1 and"),
+    ({"input": "x", "max_output_tokens": 10**6}, "max_output_tokens",
+     "plus max_output_tokens (1000000) exceeds"),
+    ({"input": "x", "text": {"format": dict(SCHEMA_FORMAT, schema=5)}}, "text",
+     "text.format.schema must be an object"),
+    ({"input": "x", "text": {"format": dict(SCHEMA_FORMAT, schema={"type": "integr"})}}, "text",
+     "text.format: "),
+    ({"input": "x", "tools": [{"type": "function", "name": "bad name"}]}, "tools",
+     "tools[0].name must be"),
+])
+def test_errors_name_the_fields_of_the_responses_body(client, server, extra, param, words):
+    args = {"model": server.model_id, "max_output_tokens": 4}
+    args.update(extra)
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.responses.create(**args)
+    error = raised.value.body
+    assert error["param"] == param, error
+    assert words in error["message"], error
+    for chat_name in ("messages", "tool_call_id", "max_completion_tokens", "response_format",
+                      "json_schema", ".function."):
+        assert chat_name not in error["message"], error
