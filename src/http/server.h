@@ -5,7 +5,8 @@
 // Per connection: keep-alive; the request head must arrive within header_timeout and the
 // whole request within request_timeout (a client sending byte by byte holds no thread and is
 // cut off with 408); a body announced or grown beyond max_body_bytes gets 413 as soon as that
-// is known, a head beyond max_header_bytes 431, a malformed request 400 (all then close); an
+// is known, a head beyond max_header_bytes 431, a malformed request 400, and so does one whose
+// client ended its input (a half-close) before the request was complete (all then close); an
 // idle keep-alive connection closes after idle_timeout (a new one that sends nothing, after
 // header_timeout). HTTP/1.0 clients get streamed bodies collected (no chunked encoding). Each
 // request goes to the Router; a response with a ResponseStream is waited for asynchronously (see

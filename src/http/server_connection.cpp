@@ -20,6 +20,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include "common/ascii.h"
 #include "http/server_wire.h"
@@ -52,6 +54,21 @@ void FillHead(const bhttp::request<bhttp::string_body>& message, HttpRequest& re
     request.headers.emplace_back(std::move(name),
                                  std::string(TrimSpaceAndTab(View(field.value()))));
   }
+}
+
+// What a request cut short by the client's end of input lacked, for the 400 that says so.
+std::string TruncatedRequestMessage(const bhttp::request_parser<bhttp::string_body>& parser,
+                                    bool head_done) {
+  constexpr std::string_view kWhy =
+      ": the client closed its side of the connection before the request was complete";
+  if (!head_done) return "the request head ended before its blank line" + std::string(kWhy);
+  const auto length = parser.content_length();  // boost::optional
+  const auto remaining = parser.content_length_remaining();
+  if (length && remaining) {
+    return "the request body ended after " + std::to_string(*length - *remaining) + " of its " +
+           std::to_string(*length) + " bytes (Content-Length)" + std::string(kWhy);
+  }
+  return "the chunked request body ended before its last chunk" + std::string(kWhy);
 }
 
 // RFC 9112 framing that a proxy in front of the server could read differently from it, and
@@ -332,13 +349,18 @@ asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, Http
     status = 431;
     message =
         "request head exceeds the limit of " + std::to_string(options.max_header_bytes) + " bytes";
-  } else if (ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+  } else if (ec == bhttp::error::partial_message) {
+    // The client ended its side inside the request. After a half-close it still reads: it is
+    // told what was missing. (A client that closed entirely resets this write; no harm.)
+    status = 400;
+    message = TruncatedRequestMessage(*parser_, head_done);
+  } else if (ec != bhttp::error::end_of_stream &&
              ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category()) {
     status = 400;
     message = "malformed HTTP request: " + ec.message();
   }
-  // Otherwise the client closed (between or within requests) or the socket failed: nobody to
-  // answer.
+  // Otherwise the client closed (between requests, before a byte of the next one) or the
+  // socket failed: nobody to answer.
   if (status == 0) co_return ReadResult::kClosed;
   const ReadResult result = co_await Reject(request, status, message);
   co_return result;

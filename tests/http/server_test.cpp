@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "server_test_fixture.h"
@@ -164,6 +165,32 @@ TEST_F(HttpServerTest, GarbageRequestLineIs400) {
   EXPECT_EQ(response->status, 400);
   EXPECT_NE(response->body.find("malformed HTTP request"), std::string::npos) << response->body;
   EXPECT_TRUE(client.WaitClosed());
+}
+
+// A client that half-closes inside its request can still read: it gets a 400 saying what was
+// missing, not a silent close.
+TEST_F(HttpServerTest, RequestCutShortByAHalfCloseIs400) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::pair<std::string, std::string> cases[] = {
+      {"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc",
+       "the request body ended after 3 of its 100 bytes"},
+      {"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",
+       "the chunked request body ended before its last chunk"},
+      {"GET /hello HTTP/1.1\r\nHost: t\r\n", "the request head ended before its blank line"},
+  };
+  for (const auto& [request, message] : cases) {
+    TestClient client(server->port());
+    ASSERT_TRUE(client.Send(request));
+    client.ShutdownWrite();
+    auto response = client.ReadResponse();
+    ASSERT_TRUE(response) << request;
+    EXPECT_EQ(response->status, 400) << request;
+    EXPECT_NE(response->body.find(message), std::string::npos) << response->body;
+    EXPECT_NE(response->body.find("closed its side"), std::string::npos) << response->body;
+    EXPECT_TRUE(client.WaitClosed());
+  }
+  EXPECT_EQ(echo_calls_, 0);
 }
 
 TEST_F(HttpServerTest, HeaderLargerThanTheLimitIs431) {
