@@ -14,6 +14,7 @@
 #include "common/check.h"
 #include "encoder/embedding_batcher.h"
 #include "engine/local_model.h"
+#include "http/json_shape.h"
 #include "http/pending_response.h"
 #include "placement/cpu_list.h"
 #include "serving/worker_client.h"
@@ -64,7 +65,7 @@ std::variant<Json, HttpResponse> ParseObject(const HttpRequest& request) {
   try {
     body = Json::parse(request.body);
   } catch (const Json::parse_error& e) {
-    return ErrorResponse(400, std::string("the request body is not valid JSON: ") + e.what());
+    return ErrorResponse(400, "the request body is " + InvalidJsonMessage(e));
   }
   if (!body.is_object()) return ErrorResponse(400, "the request body must be a JSON object");
   return body;

@@ -5,10 +5,14 @@
 // max_object_members members (an ordered_json object, which keeps the client's key order, pays
 // a linear lookup per inserted key).
 //
-// Thread-safety: a free function over a string.
+// InvalidJsonMessage: what the parser found wrong with a body, and where, for the client, without
+// the library's internals ("[json.exception.parse_error.101] parse error at line 1, column 8").
+//
+// Thread-safety: free functions over values.
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,5 +28,9 @@ struct JsonShapeLimits {
 // text need not be valid JSON: the parser judges that).
 std::optional<std::string> CheckJsonShape(std::string_view text,
                                           const JsonShapeLimits& limits = {});
+
+// "invalid JSON[ in `where`][ at byte offset N]: what is wrong" for an exception nlohmann's
+// parser threw; N counts from 0 in the text parsed (its length: the text ended too soon).
+std::string InvalidJsonMessage(const nlohmann::json::exception& e, std::string_view where = "");
 
 }  // namespace pier::http

@@ -234,7 +234,12 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   try {
     request = Json::parse(header_text.begin(), header_text.end());
   } catch (const Json::exception& e) {
-    return Error(400, std::string("invalid JSON: ") + e.what());
+    const bool split = http.Header("inference-header-content-length").has_value();
+    return Error(400, InvalidJsonMessage(
+                          e, split ? "the inference header (the body's first " +
+                                         std::to_string(header_text.size()) +
+                                         " bytes, by Inference-Header-Content-Length)"
+                                   : ""));
   }
   // Everything after the JSON: the checks the gRPC form shares (kserve_infer_request.h).
   Result<EmbedInferRequest> read = ReadEmbedInferRequest(model.id, request, binary);

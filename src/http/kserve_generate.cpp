@@ -134,7 +134,7 @@ HttpResponse ServeGenerate(const HttpRequest& http, const std::string& model, bo
   try {
     request = Json::parse(http.body);
   } catch (const Json::exception& e) {
-    return Error(400, std::string("invalid JSON: ") + e.what());
+    return Error(400, InvalidJsonMessage(e));
   }
   if (!request.is_object()) return Error(400, "the generate request must be a JSON object");
   if (!request.contains("text_input") || !request["text_input"].is_string()) {

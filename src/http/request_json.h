@@ -57,7 +57,7 @@ inline std::variant<json, OpenAiError> ParseObjectBody(std::string_view body) {
   try {
     parsed = json::parse(body.begin(), body.end());
   } catch (const json::exception& e) {
-    return Bad("", std::string("invalid JSON: ") + e.what());
+    return Bad("", InvalidJsonMessage(e));
   }
   if (!parsed.is_object()) {
     return Bad("",

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "http/openai_request.h"
 #include "http/responses_request.h"
@@ -18,6 +20,26 @@ std::string ObjectOf(int members) {
   std::string s = "{";
   for (int i = 0; i < members; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
   return s + "}";
+}
+
+std::string ParseFailure(const std::string& text, std::string_view where = "") {
+  try {
+    if (nlohmann::json::parse(text).is_discarded()) return "discarded";
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidJsonMessage(e, where);
+  }
+  return "parsed";
+}
+
+TEST(JsonShapeTest, InvalidJsonSaysWhatIsWrongAtWhichByte) {
+  // Cut short: the offset is the text's length.
+  EXPECT_EQ(ParseFailure(R"({"a": 1)", "the header"),
+            "invalid JSON in the header at byte offset 7: syntax error while parsing object - "
+            "unexpected end of input; expected '}'");
+  // The offset of the byte the parser stopped at (the 1 where ':' belongs).
+  EXPECT_EQ(ParseFailure(R"({"a" 1})").rfind("invalid JSON at byte offset 5: ", 0), 0u);
+  // Not a syntax error (no offset): still without the library's prefix.
+  EXPECT_EQ(ParseFailure("[1e999]"), "invalid JSON: number overflow parsing '1e999'");
 }
 
 TEST(JsonShapeTest, DepthAndObjectSizeAreBounded) {

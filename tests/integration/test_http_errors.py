@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conftest import start_llm_and_embedder
 from rawhttp import body_of, connect, json_request, read_response, request, status_of
 
 
@@ -29,7 +30,11 @@ def completion(server, body, path="/v1/completions", headers=None):
 def test_malformed_and_truncated_json_is_400(server, path):
     for raw in ['{"prompt": "hi",', "not json", '{"prompt": "abc', "", "[1, 2]"]:
         status, _, body = completion(server, raw, path)
-        assert_error(status, body, 400)
+        error = assert_error(status, body, 400)
+        # What is wrong and where, not the parser's internals.
+        assert "json.exception" not in error["message"], error
+        if raw and raw != "[1, 2]":
+            assert error["message"].startswith("invalid JSON at byte offset "), error
 
 
 def test_wrong_types_are_400(server):
@@ -141,3 +146,22 @@ def test_malformed_request_line_and_truncated_body(server):
     assert "ended after 14 of its 100 bytes" in error["message"], error
     status, _, body = json_request(server, "GET", "/health")
     assert status == 200 and body == {"status": "ok"}
+
+
+def test_a_binary_inference_header_that_is_not_json_says_where(tmp_path):
+    """KServe's binary tensor extension: the JSON header is the body's first
+    Inference-Header-Content-Length bytes; a length that cuts it short is a 400 naming the
+    header and the byte, not the parser's internals."""
+    header = b'{"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["hi"]}]}'
+    server = start_llm_and_embedder(tmp_path, embedder_only=True)
+    try:
+        status, _, data = request(server, "POST", "/v2/models/minilm/infer", header,
+                                  {"Inference-Header-Content-Length": "20"})
+        assert status == 400, data
+        message = json.loads(data)["error"]
+        assert message.startswith("invalid JSON in the inference header (the body's first 20 "
+                                  "bytes, by Inference-Header-Content-Length) at byte offset 20: "
+                                  ), message
+        assert "end of input" in message and "json.exception" not in message, message
+    finally:
+        server.stop_and_check()
