@@ -100,7 +100,8 @@ constexpr SettingHelp kSettingHelp[] = {
      "order), a GPU's UUID, or with --workers on a MIG instance's (MIG-...)"},
     {"workers", "on|off",
      "on: each model instance runs in its own worker process, restarted when it crashes or "
-     "hangs, its KV cache fixed at its capacity (default off: in this process, elastic KV)"},
+     "hangs; --kv-policy applies as in one process (elastic KV is lent between workers "
+     "through the supervisor) (default off: every model in this process)"},
     {"worker_heartbeat_timeout", "SECONDS",
      "A worker process silent this long is killed and restarted (default 5)"},
     {"worker_leak_margin", "BYTES",

@@ -90,6 +90,15 @@ TEST(DevicesCliTest, ReportsCpuCapacityAndWhyCudaIsOrIsNotUsed) {
   }
 }
 
+// Worker processes keep the KV policy (elastic by default): the help must not say otherwise.
+TEST(ServeCliTest, HelpSaysWorkersKeepTheKvPolicy) {
+  CommandResult result = RunPier("serve --help", /*merge_stderr=*/true);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("--workers"));
+  EXPECT_THAT(result.output, HasSubstr("elastic KV is lent between workers"));
+  EXPECT_THAT(result.output, ::testing::Not(HasSubstr("fixed at its capacity")));
+}
+
 TEST(CliErrorsTest, UnknownSubcommandFails) {
   CommandResult result = RunPier("frobnicate", /*merge_stderr=*/true);
   EXPECT_NE(result.exit_code, 0);
