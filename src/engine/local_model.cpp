@@ -270,10 +270,6 @@ int64_t ClampContext(const model::GgufFile& file, int64_t requested) {
   return requested;
 }
 
-namespace {
-
-// The model's name, or "name#2", "name#3", ... when another instance on the device already
-// charges under it: owners of one governor have distinct names.
 std::string UniqueOwnerPrefix(const MemoryGovernor& governor, const std::string& name) {
   const GovernorStats stats = governor.Stats();
   auto taken = [&stats](const std::string& prefix) {
@@ -288,8 +284,6 @@ std::string UniqueOwnerPrefix(const MemoryGovernor& governor, const std::string&
     if (!taken(candidate)) return candidate;
   }
 }
-
-}  // namespace
 
 LocalModel::~LocalModel() {
   runner_.reset();

@@ -137,6 +137,13 @@ struct MemoryEstimate {
 // whoever groups owners by model (/admin/models, /metrics).
 std::string_view OwnerModelName(std::string_view owner);
 
+// The owner-name prefix for a new instance of `name` on `governor`: `name`, or "name#2",
+// "name#3", ... (the first that no owner uses) when another instance already charges under it,
+// such as a second instance or a reload's new version beside the old: owners of one governor
+// have distinct names. Read from the governor's owners at the call; a caller that adds owners
+// from several threads must serialize.
+std::string UniqueOwnerPrefix(const MemoryGovernor& governor, const std::string& name);
+
 // `requested` context tokens, capped at the model's trained context length when the file
 // gives one (what `pier run --ctx` and `pier inspect --memory --ctx` use).
 int64_t ClampContext(const model::GgufFile& file, int64_t requested);

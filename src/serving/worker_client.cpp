@@ -15,6 +15,7 @@
 #include <string_view>
 #include <utility>
 
+#include "engine/local_model.h"
 #include "ipc/convert.h"
 #include "memory/byte_size.h"
 #include "memory/lease.h"
@@ -41,9 +42,11 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
   }
   std::unique_ptr<WorkerClient> client(new WorkerClient(std::move(options)));
   const WorkerOptions& o = client->options_;
-  PIER_ASSIGN_OR_RETURN(client->owner_,
-                        o.device_governor->AddOwner({.name = WorkerOwnerName(o.load.id, o.instance),
-                                                     .priority = o.load.priority}));
+  // "<id>/worker", "<id>#2/worker", ... as in-process instances' owners: the first name free,
+  // so a reload's new version starts beside the old one, whose owners stay until it drains.
+  client->owner_name_ = engine::UniqueOwnerPrefix(*o.device_governor, o.load.id) + "/worker";
+  PIER_ASSIGN_OR_RETURN(client->owner_, o.device_governor->AddOwner({.name = client->owner_name_,
+                                                                     .priority = o.load.priority}));
   MemoryResult<ExternalCharge> grant =
       o.device_governor->ChargeExternal(client->owner_, o.budget_bytes);
   if (!grant.ok()) {

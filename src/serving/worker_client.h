@@ -25,7 +25,9 @@
 //
 // Memory: the worker gets its own device set whose budget is `budget_bytes`, granted from the
 // supervisor's device governor, where the grant is reserved under the owner "<id>/worker"
-// ("<id>#N/worker" for instance N > 1) for as long as the instance exists (across restarts).
+// ("<id>#N/worker" for instance N > 1, or while another version of the model still holds the
+// name: a reload starts the new version beside the old) for as long as the instance exists
+// (across restarts).
 // With an elastic KV cache the grant holds its minimum, and what the worker's KV lease grows
 // beyond it is mirrored here by an accounting-only lease of the same chunks ("<owner> kv"):
 // the worker asks for budget (MoreMemory), the mirror grows in the device's governor (which
@@ -202,6 +204,7 @@ class WorkerClient final : public engine::EngineClient {
   struct KvMirror;
   std::shared_ptr<KvMirror> kv_;  // with an elastic KV cache, from the first Ready on
   OwnerId owner_;
+  std::string owner_name_;  // owner_'s: "<id>/worker", or "<id>#N/worker" beside another
   std::atomic<int64_t> max_request_tokens_{0};
 
   mutable std::mutex mutex_;

@@ -18,7 +18,7 @@ Status WorkerClient::MirrorKv(const ipc::proto::Ready& ready,
   if (ready.kv_chunk_bytes() > 0 && ready.kv_max_chunks() > ready.kv_chunks() && kv_ == nullptr) {
     // The worker's KV lease may grow past what the grant holds: mirror it in the ledger.
     LeaseOptions mirror;
-    mirror.name = WorkerOwnerName(options_.load.id, options_.instance) + " kv";
+    mirror.name = owner_name_ + " kv";
     mirror.chunk_bytes = ready.kv_chunk_bytes();
     mirror.max_chunks = static_cast<size_t>(ready.kv_max_chunks() - ready.kv_chunks());
     mirror.accounting_only = true;

@@ -15,11 +15,6 @@
 
 namespace pier::serving {
 
-// The device governor's owner of instance `instance` of model `id`.
-inline std::string WorkerOwnerName(const std::string& id, int instance) {
-  return instance <= 1 ? id + "/worker" : id + "#" + std::to_string(instance) + "/worker";
-}
-
 // The device ledger's side of a worker's elastic KV lease.
 struct WorkerClient::KvMirror {
   std::mutex mutex;

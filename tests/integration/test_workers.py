@@ -52,16 +52,21 @@ def stream_tokens(c, model, max_tokens, ignore_eos=False):
         return text, error
 
 
-@pytest.fixture(scope="module")
-def two_models():
-    config = write_config(tempfile.mkdtemp(prefix="pier-workers-"), f"""
+TWO_MODELS = f"""
 workers: on
 worker_heartbeat_timeout: 1
 models:
   - {{name: alpha, path: {PIER_MODEL}, ctx: 1024}}
   - {{name: beta, path: {PIER_MODEL}, ctx: 1024}}
-""")
+"""
+
+
+@pytest.fixture(scope="module")
+def two_models():
+    folder = tempfile.mkdtemp(prefix="pier-workers-")
+    config = write_config(folder, TWO_MODELS)
     s = PierServer(["--config", config], with_model=False)
+    s.folder = folder
     yield s
     s.stop_and_check()
 
@@ -137,6 +142,30 @@ def test_a_stopped_worker_is_detected_killed_and_restarted(two_models):
     assert "missed heartbeats" in alpha["last_failure"], alpha
     assert wait_for(lambda: workers_of(two_models)["alpha"][0]["state"] == "ready")
     assert stream_tokens(client_of(two_models), "alpha", 8)[1] is None
+
+
+def test_reload_starts_a_changed_model_beside_its_old_worker(two_models):
+    # The new version's worker charges the device under its own owner (beta#2/worker while
+    # beta/worker is the old one's), serves, and the old one drains away.
+    write_config(two_models.folder, TWO_MODELS.replace("beta, path: " + PIER_MODEL + ", ctx: 1024",
+                                                       "beta, path: " + PIER_MODEL + ", ctx: 512"))
+    old_pid = workers_of(two_models)["beta"][0]["pid"]
+    status, report = call(two_models, "POST", "/admin/reload")
+    assert status == 200, report
+    assert report["reloaded"] == ["beta"] and report["failed"] == [], report
+    models = {m["id"]: m for m in call(two_models, "GET", "/v1/models")[1]["data"]}
+    assert models["beta"]["max_model_len"] == 512
+    assert workers_of(two_models)["beta"][0]["pid"] != old_pid
+    assert stream_tokens(client_of(two_models), "beta", 8)[1] is None
+
+    def beta_owners():
+        detail = call(two_models, "GET", "/admin/models")[1]["data"]
+        return [o["owner"] for m in detail if m["id"] == "beta"
+                for o in m["pier"]["memory"]["owners"]]
+    assert wait_for(lambda: beta_owners() == ["beta#2/worker"], timeout=10), beta_owners()
+    device = call(two_models, "GET", "/admin/models")[1]["device"]
+    assert device["committed_bytes"] == device["models_committed_bytes"], device
+    assert 'owner="beta#2/worker"' in metrics_text(two_models)
 
 
 def test_no_worker_outlives_a_supervisor_killed_with_sigkill():
