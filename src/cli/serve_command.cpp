@@ -467,6 +467,13 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     admin_options.read_config = [flags, device_set,
                                  device_health]() -> Result<std::vector<serving::ModelSpec>> {
       PIER_ASSIGN_OR_RETURN(ServeOptions now, ResolveServeOptions(flags));
+      // A file that names no model (emptied, or caught half-written) is refused: applied, it
+      // would unload every model for the default one, which only a server started without
+      // a model serves.
+      if (now.models.empty() && now.model.empty()) {
+        return InvalidArgumentError(flags.at("config") +
+                                    " names no model (no models: list and no model:)");
+      }
       PIER_ASSIGN_OR_RETURN(std::vector<serving::ModelSpec> specs,
                             ModelSpecsOf(now, device_health));
       PIER_RETURN_IF_ERROR(CheckBindings(specs, *device_set));

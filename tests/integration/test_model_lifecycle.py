@@ -216,6 +216,19 @@ models:
     assert states(lifecycle)["steady"] == "ready"
 
 
+def test_reload_refuses_a_file_that_names_no_model(lifecycle):
+    # Emptied, caught half-written, or not parseable: refused, and every model stays as it was
+    # (applied, it would have unloaded them all for the default model).
+    before = states(lifecycle)
+    for text, why in (("", "names no model"), ("unload_grace: 1\n", "names no model"),
+                      ("unload_grace: 1\nmodels:\n  - {name: steady, pa", "")):
+        write_config(lifecycle.folder, text)
+        status, body = call(lifecycle, "POST", "/admin/reload")
+        message = body["error"]["message"]
+        assert status == 400 and "nothing changed" in message and why in message, (text, body)
+    assert states(lifecycle) == before
+
+
 def test_a_model_that_fails_to_load_answers_503_with_the_reason():
     folder = tempfile.mkdtemp(prefix="pier-failed-")
     broken = os.path.join(folder, "broken.gguf")
