@@ -381,6 +381,9 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
   last_failure_ = how;
   spdlog::warn("{} ended: {}", name_, last_failure_);
   channel_.reset();
+  // Nothing runs until the restarted worker's first heartbeat says so.
+  stats_.running = 0;
+  stats_.waiting = 0;
   if (state_ != State::kStopping && state_ != State::kFailed) state_ = State::kRestarting;
   const std::string message = name_ + " ended: " + last_failure_;
   for (auto it = live_.begin(); it != live_.end();) {
@@ -591,14 +594,17 @@ void WorkerClient::AbortAll(std::string reason) {
 engine::EngineStats WorkerClient::Stats() const {
   std::lock_guard lock(mutex_);
   engine::EngineStats stats = stats_;
-  // Counted here, not taken from the last heartbeat: a pool balancing requests must see a
-  // request it just sent (and one just finished) at once, not up to a heartbeat later.
-  stats.running = 0;
-  stats.waiting = 0;
+  // The open sequences are counted here, not taken from the last heartbeat: a pool balancing
+  // requests must see a request it just sent (and one just finished) at once, not up to a
+  // heartbeat later. How many of them run is the worker's figure (capped by that count): a
+  // request that produced events may be waiting again (preempted), and one just sent waits
+  // until the worker's engine schedules it, as in process.
+  int64_t open = 0;
   for (const auto& [id, live] : live_) {
-    const int64_t open = live.request.n - static_cast<int64_t>(live.finished_choices.size());
-    (live.started ? stats.running : stats.waiting) += open;
+    open += live.request.n - static_cast<int64_t>(live.finished_choices.size());
   }
+  stats.running = std::clamp<int64_t>(stats_.running, 0, open);
+  stats.waiting = open - stats.running;
   return stats;
 }
 

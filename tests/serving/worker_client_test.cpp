@@ -169,6 +169,41 @@ TEST(WorkerClientTest, ElasticKvGrowsThroughTheDeviceLedgerAndIsGivenBackForAnot
   EXPECT_EQ(device.Stats().committed_bytes, 0u) << "the grant and the mirror are back";
 }
 
+// Running and waiting as the worker's engine counts them: a sequence preempted after it
+// produced tokens waits again (in process too), though the supervisor saw it start.
+TEST(WorkerClientTest, PreemptedSequencesCountAsWaiting) {
+  auto devices = Devices();
+  WorkerOptions options;
+  options.load = Load("tight");  // a static KV cache of 256 positions, at most 4 sequences
+  options.budget_bytes = *GuaranteedBytes(options.load);
+  options.device_governor = &devices->cpu_governor();
+  options.binary = PierBinary();
+  auto worker = WorkerClient::Start(options);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  // Four sequences of up to 208 positions each cannot all fit: all start, some are preempted.
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  for (int i = 0; i < 4; ++i) {
+    engine::Request r = Greedy("p" + std::to_string(i));
+    r.max_tokens = 200;
+    auto handle = (*worker)->Submit(std::move(r));
+    ASSERT_TRUE(handle.ok()) << handle.status().ToString();
+    handles.push_back(*handle);
+  }
+  // Until one finishes: every sequence open, and once one was preempted, one waiting.
+  engine::EngineStats seen;
+  for (int i = 0; i < 500 && !(seen.preemptions > 0 && seen.waiting > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    seen = (*worker)->Stats();
+    if (seen.running + seen.waiting < 4) break;
+  }
+  EXPECT_GT(seen.preemptions, 0);
+  EXPECT_EQ(seen.running + seen.waiting, 4);
+  EXPECT_GT(seen.waiting, 0) << "a preempted sequence is waiting, not running";
+  (*worker)->AbortAll("the test is done");
+  for (auto& handle : handles) handle->WaitAll();
+  EXPECT_EQ((*worker)->Stats().running + (*worker)->Stats().waiting, 0);
+}
+
 // The device's view (NVML on GPU machines) as a second source beside RSS: device memory past
 // the grant plus the margin, or a new critical error on the bound GPU, restarts the worker.
 class ScriptedDeviceHealth final : public DeviceHealthProbe {
