@@ -42,6 +42,9 @@ struct StreamChunk {
   // Non-chunked responses only, read when done: the status to send (0 keeps the response's),
   // e.g. 500 when the engine failed the request after the handler returned.
   int status = 0;
+  // Non-chunked responses only, read when done: headers added to the response's, e.g.
+  // Retry-After with a 429.
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 // The body of a response produced after the handler returned (by the engine).

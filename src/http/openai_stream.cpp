@@ -246,6 +246,12 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
   if (event.choice == 0 && !event.prompt_logprobs.empty()) {
     group.prompt_logprobs = std::move(event.prompt_logprobs);
   }
+  if (event.finish == engine::FinishReason::kError && event.queue_full) {
+    // Resubmitted after its worker died, into a full queue: the answer a full queue gives at
+    // Submit (FromSubmitError), or in a stream already started, its error type.
+    failure_ = Failure{429, event.error, "error", /*retry_after=*/true};
+    return;
+  }
   if (event.finish == engine::FinishReason::kError) {
     failure_ = event.instance_lost ? Failure{503, event.error}
                : event.request_fault
@@ -525,7 +531,9 @@ StreamChunk OpenAiStream::Poll() {
     }
     const std::string error = ErrorJson(failure_->status, failure_->message);
     if (options_.stream) return StreamChunk{.data = out + SseEvent(error), .done = true};
-    return StreamChunk{.data = error, .done = true, .status = failure_->status};
+    StreamChunk failed{.data = error, .done = true, .status = failure_->status};
+    if (failure_->retry_after) failed.headers.emplace_back("Retry-After", "1");
+    return failed;
   }
   const bool all_finished = std::all_of(groups_.begin(), groups_.end(),
                                         [](const auto& group) { return group->finished; });

@@ -100,6 +100,7 @@ class OpenAiStream final : public ResponseStream {
     int status = 500;
     std::string message;
     std::string finish_reason = "error";  // for the metrics: "error" or "expired"
+    bool retry_after = false;             // a full queue's 429: Retry-After, as at Submit
   };
 
   void HandleEvent(Group& group, engine::Event& event, std::string& out) PIER_REQUIRES(mutex_);

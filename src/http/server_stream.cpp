@@ -60,6 +60,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
   bool done = false;
   bool failed = false;
   std::string collected;
+  std::vector<std::pair<std::string, std::string>> extra_headers;  // the last chunk's
 
   stream_ = response.stream;
   abort_ = Abort::kNone;
@@ -139,6 +140,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
       collected += chunk.data;
       if (chunk.done) {
         if (chunk.status != 0) status = chunk.status;
+        extra_headers = std::move(chunk.headers);
         done = true;
         break;
       }
@@ -194,6 +196,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
     whole.status = status;
     whole.content_type = response.content_type;
     whole.headers = response.headers;
+    whole.headers.insert(whole.headers.end(), extra_headers.begin(), extra_headers.end());
     whole.body = std::move(collected);
     const Outcome outcome = co_await SendPlain(request, whole, keep_alive);
     co_return outcome;

@@ -268,8 +268,10 @@ std::string WorkerClient::ReadFrames() {
         const Status status = ipc::FromProto(frame->submit_reply());
         it->second.reply = status;
         if (!status.ok() && !it->second.caller_waiting) {
-          // A resubmission the new worker refused: the request ends with the reason.
-          EndChoices(it->second, engine::FinishReason::kError, status.message());
+          // A resubmission the new worker (or a sibling) refused: the request ends with the
+          // reason, and a full queue answers as a full queue does at Submit (engine_client.h).
+          EndChoices(it->second, engine::FinishReason::kError, status.message(),
+                     status.code() == StatusCode::kResourceExhausted);
           live_.erase(it);
         }
         changed_.notify_all();
@@ -454,7 +456,8 @@ bool WorkerClient::Adopt(const engine::Request& request,
   return true;
 }
 
-void WorkerClient::EndChoices(Live& live, engine::FinishReason finish, const std::string& message) {
+void WorkerClient::EndChoices(Live& live, engine::FinishReason finish, const std::string& message,
+                              bool queue_full) {
   if (live.handle == nullptr) return;
   for (int32_t c = 0; c < live.request.n; ++c) {
     if (live.finished_choices.contains(c)) continue;
@@ -462,7 +465,8 @@ void WorkerClient::EndChoices(Live& live, engine::FinishReason finish, const std
     event.choice = c;
     event.finish = finish;
     event.error = message;
-    event.instance_lost = finish == engine::FinishReason::kError;
+    event.instance_lost = finish == engine::FinishReason::kError && !queue_full;
+    event.queue_full = finish == engine::FinishReason::kError && queue_full;
     event.times.finished_us = engine::NowUs();
     live.finished_choices.insert(c);
     live.handle->Push(std::move(event));

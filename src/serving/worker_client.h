@@ -177,7 +177,10 @@ class WorkerClient final : public engine::EngineClient {
   std::string ReadFrames();
   // The worker ended (`how`): reap it, end started requests, keep the others.
   void OnWorkerEnded(const std::string& how);
-  void EndChoices(Live& live, engine::FinishReason finish, const std::string& message);
+  // Ends the unfinished choices of `live` with `finish` and `message`; a kError is the
+  // instance's failure (HTTP 503), or with `queue_full` a full queue's refusal (429).
+  void EndChoices(Live& live, engine::FinishReason finish, const std::string& message,
+                  bool queue_full = false);
   // The Submit frame of `live`, marked sent; the caller sends it after unlocking (no frame is
   // ever sent under mutex_: a full socket must not stop the reader or the watchdog).
   ipc::proto::Frame SubmitFrame(Live& live);

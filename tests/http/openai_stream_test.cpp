@@ -121,6 +121,30 @@ TEST(OpenAiStreamTest, AFailureTheRequestCausedIs400) {
   EXPECT_NE(body["error"]["message"].get<std::string>().find("65536"), std::string::npos);
 }
 
+// A request resubmitted after its worker died, into a full queue: answered as a full queue
+// answers at Submit (429 with Retry-After), and in a stream, with that 429's error type.
+TEST(OpenAiStreamTest, AResubmissionIntoAFullQueueIs429WithRetryAfter) {
+  for (const bool streaming : {false, true}) {
+    Fixture f(streaming);
+    f.stream->Start([] {});
+    engine::Event refused = Final(0, engine::FinishReason::kError, 0);
+    refused.error = "queue full: 1 sequences are waiting (limit 1)";
+    refused.queue_full = true;
+    f.handles[0]->Push(refused);
+    StreamChunk chunk = f.stream->Poll();
+    ASSERT_TRUE(chunk.done);
+    const std::string body =
+        streaming ? chunk.data.substr(chunk.data.rfind("data: ") + 6) : chunk.data;
+    EXPECT_EQ(json::parse(body)["error"]["type"], "rate_limit_error") << body;
+    EXPECT_NE(body.find("queue full"), std::string::npos) << body;
+    if (!streaming) {
+      EXPECT_EQ(chunk.status, 429);
+      ASSERT_EQ(chunk.headers.size(), 1u);
+      EXPECT_EQ(chunk.headers[0].first, "Retry-After");
+    }
+  }
+}
+
 // A chat stream over tools in the Hermes form, answering two calls.
 std::string TwoCalls(bool streaming, bool parallel) {
   OpenAiStreamOptions options;

@@ -5,6 +5,7 @@ what it was; no worker outlives the supervisor; a worker that keeps failing is q
 one that sends garbage is dropped without hurting the supervisor."""
 
 import concurrent.futures
+import json
 import os
 import signal
 import tempfile
@@ -13,6 +14,7 @@ import time
 import openai
 import pytest
 
+import rawhttp
 from conftest import PIER_MODEL, PierServer, call, metrics_text, wait_for, write_config
 
 PROMPT = [{"role": "user", "content": "Count from one to twenty in words."}]
@@ -166,6 +168,46 @@ def test_reload_starts_a_changed_model_beside_its_old_worker(two_models):
     device = call(two_models, "GET", "/admin/models")[1]["device"]
     assert device["committed_bytes"] == device["models_committed_bytes"], device
     assert 'owner="beta#2/worker"' in metrics_text(two_models)
+
+
+def test_requests_resubmitted_into_a_full_queue_are_refused_as_a_full_queue_is():
+    # One sequence runs and one may wait. Requests sent while the worker restarts are all
+    # submitted to the new worker at once; those its queue cannot take get what a full queue
+    # answers (429 with Retry-After; in a stream already started, the 429's error type), not
+    # the 503 of a lost instance.
+    config = write_config(tempfile.mkdtemp(prefix="pier-workers-"), f"""
+workers: on
+models:
+  - {{name: q, path: {PIER_MODEL}, ctx: 512, threads: 1, max_seqs: 1, max_queued: 1}}
+""")
+    s = PierServer(["--config", config], with_model=False)
+    try:
+        os.kill(workers_of(s)["q"][0]["pid"], signal.SIGKILL)
+        modes = [False, True] * 3
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(modes)) as pool:
+            futures = [pool.submit(rawhttp.request, s, "POST", "/v1/completions",
+                                   {"model": "q", "prompt": "hi", "max_tokens": 4,
+                                    "stream": stream}) for stream in modes]
+            results = [f.result() for f in futures]
+        refused = 0
+        for stream, (status, headers, data) in zip(modes, results):
+            errors = [json.loads(line[len("data: "):])["error"]
+                      for line in data.decode().splitlines()
+                      if stream and line.startswith('data: {"error"')]
+            if status == 429:  # refused at Submit (the worker was back) or at resubmission
+                refused += 1
+                assert headers.get("retry-after") == "1", headers
+                assert "queue full" in json.loads(data)["error"]["message"], data
+            elif errors:
+                refused += 1
+                assert status == 200 and len(errors) == 1, data
+                assert errors[0]["type"] == "rate_limit_error", errors
+                assert "queue full" in errors[0]["message"], errors
+            else:
+                assert status == 200, (status, data)
+        assert refused >= 1, results
+    finally:
+        s.stop_and_check()
 
 
 def test_no_worker_outlives_a_supervisor_killed_with_sigkill():

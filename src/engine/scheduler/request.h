@@ -134,6 +134,9 @@ struct Event {
   // With kAbort: the request was still waiting when its queue deadline passed
   // (Request::deadline_us), so it was refused rather than served late (HTTP 429).
   bool queue_expired = false;
+  // With kError: a resubmission (after its worker process died) found the queue full, so the
+  // request was refused as a full queue refuses a Submit (HTTP 429 with Retry-After).
+  bool queue_full = false;
   Usage usage;
   Timestamps times;
 };
