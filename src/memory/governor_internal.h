@@ -56,6 +56,8 @@ struct MemoryGovernor::LeaseState {
   std::vector<void*> chunk_blocks;  // pool blocks, when not contiguous
   size_t chunks = 0;
   bool idle = false;
+  bool waiting_for_memory = false;  // Lease::SetWaitingForMemory
+  bool waiting_only = false;        // Lease::SetWaitingOnly
   int urgency = 0;
   std::optional<ShrinkRequest> request;  // not yet complied with
   bool unresponsive = false;             // missed the deadline of `request`

@@ -37,7 +37,7 @@ void MemoryGovernor::CheckDeadlinesLocked() {
         "'{}'); it may not grow until it shrinks to {} chunks",
         lease->name, o != nullptr ? o->spec.name : "?", lease->request->chunks,
         lease->request->requester, lease->request->target_chunks);
-    memory_freed_.notify_all();  // wake growers waiting on it so they can give up
+    SignalReleaseLocked();  // wake growers waiting on it so they can give up
   }
 }
 
@@ -54,6 +54,7 @@ bool MemoryGovernor::PlanReclaimLocked(const OwnerState& requester, uint64_t nee
                         .idle = lease->idle,
                         .priority = o->spec.priority,
                         .urgency = lease->urgency,
+                        .waiting_only = lease->waiting_only,
                         .shrink_pending = lease->request.has_value(),
                         .chunks = lease->chunks,
                         .min_chunks = lease->min_chunks,
@@ -280,7 +281,7 @@ Lease::~Lease() {
   --o->leases;
   g.leases_.erase(it);
   g.ApplyPendingBudgetLocked();
-  g.memory_freed_.notify_all();
+  g.SignalReleaseLocked();
 }
 
 size_t Lease::chunks() const {
@@ -305,11 +306,39 @@ std::optional<ShrinkRequest> Lease::pending_request() const {
 
 void Lease::SetIdle(bool idle) {
   MutexLock lock(governor_->mutex_);
-  governor_->leases_.at(id_)->idle = idle;
+  MemoryGovernor::LeaseState& state = *governor_->leases_.at(id_);
+  // An idle lease may be reclaimed by anyone: an owner waiting for memory may have it now.
+  if (idle && !state.idle) governor_->SignalReleaseLocked();
+  state.idle = idle;
+}
+
+size_t Lease::AttainableChunks() const {
+  MemoryGovernor& g = *governor_;
+  MutexLock lock(g.mutex_);
+  const MemoryGovernor::LeaseState& state = *g.leases_.at(id_);
+  const MemoryGovernor::OwnerState* o = g.FindLocked(owner_);
+  PIER_CHECK(o != nullptr, "a Lease outlived its owner");
+  const uint64_t attainable = g.AttainableLocked(*o);
+  const uint64_t more = attainable > o->charged ? attainable - o->charged : 0;
+  return std::min<size_t>(state.max_chunks,
+                          state.chunks + static_cast<size_t>(more / state.chunk_bytes));
+}
+
+void Lease::SetWaitingOnly(bool waiting_only) {
+  MutexLock lock(governor_->mutex_);
+  governor_->leases_.at(id_)->waiting_only = waiting_only;
+}
+
+void Lease::SetWaitingForMemory(bool waiting) {
+  MutexLock lock(governor_->mutex_);
+  governor_->leases_.at(id_)->waiting_for_memory = waiting;
 }
 
 void Lease::SetUrgency(int urgency) {
   MutexLock lock(governor_->mutex_);
+  // No release signal when it drops: a lease whose running work is preempted for a moment
+  // reports low urgency, and waking every waiting owner then would reclaim from work that is
+  // about to resume (an idle lease, SetIdle, is a real chance).
   governor_->leases_.at(id_)->urgency = urgency;
 }
 
@@ -432,7 +461,7 @@ Status Lease::Shrink(size_t chunks) {
     state.unresponsive = false;
   }
   g.ApplyPendingBudgetLocked();
-  g.memory_freed_.notify_all();
+  g.SignalReleaseLocked();
   return Status::Ok();
 }
 

@@ -70,6 +70,7 @@ class Lease {
   Lease& operator=(const Lease&) = delete;
 
   OwnerId owner() const { return owner_; }
+  MemoryGovernor& governor() const { return *governor_; }
   size_t chunk_bytes() const { return chunk_bytes_; }
   size_t max_chunks() const { return max_chunks_; }
   bool contiguous() const { return contiguous_; }
@@ -90,6 +91,17 @@ class Lease {
   std::optional<ShrinkRequest> pending_request() const;
   // An idle lease (no running sequences) is reclaimed first, whatever its priority.
   void SetIdle(bool idle);
+  // The most chunks this lease could ever have under the budget: its maximum, or fewer when
+  // the owner's MemoryGovernor::AttainableBytes (every other owner yielding what reclaim can
+  // take) leaves room for fewer. A sequence that needs more KV than this can never run.
+  size_t AttainableChunks() const;
+  // All the work the owner has for this lease waits to start (nothing runs on its chunks): at
+  // equal urgency and priority it yields to an earlier owner (reclaim_policy.h).
+  void SetWaitingOnly(bool waiting_only);
+  // The owner has work waiting for this lease to grow and nothing left to try but waiting
+  // for memory to be given back: counted in the governor's waiting_allocations (the pressure
+  // index) while set.
+  void SetWaitingForMemory(bool waiting);
   // The urgency of the most urgent work its chunks hold (the engine: its running requests'
   // top priority class; 0 ordinary): it yields only to more urgent work, or to as urgent
   // work of a higher-priority owner.

@@ -132,6 +132,12 @@ MemoryGovernor::MemoryGovernor(Device* device, GovernorOptions options, uint64_t
       pool_(std::make_unique<CachingAllocator>(backend_.get(), options_.pool)) {}
 
 MemoryGovernor::~MemoryGovernor() {
+  {
+    MutexLock lock(mutex_);
+    notifier_stop_ = true;
+  }
+  memory_freed_.notify_all();
+  if (notifier_.joinable()) notifier_.join();
   MutexLock lock(mutex_);
   PIER_CHECK(leases_.empty(), "MemoryGovernor destroyed while a Lease is alive");
   for (const auto& [id, owner] : owners_) {
@@ -161,6 +167,84 @@ uint64_t MemoryGovernor::HeadroomLocked(const OwnerState& o) const {
   const uint64_t budget = LimitLocked();
   const uint64_t limit = budget > others ? budget - others : 0;
   return limit > o.charged ? limit - o.charged : 0;
+}
+
+uint64_t MemoryGovernor::AttainableLocked(const OwnerState& o) const {
+  // What every other owner keeps once reclaim has taken all it may: its charges less its
+  // leases' chunks above their minimums, and never less than its guarantee or reservations.
+  uint64_t others = 0;
+  for (const auto& [id, other] : owners_) {
+    if (other.get() == &o) continue;
+    uint64_t reclaimable = 0;
+    for (const auto& [lid, lease] : leases_) {
+      if (lease->owner != id) continue;
+      reclaimable +=
+          uint64_t{lease->chunks - std::min(lease->chunks, lease->min_chunks)} * lease->chunk_bytes;
+    }
+    const uint64_t keeps = other->charged - std::min(other->charged, reclaimable);
+    others += std::max({keeps, other->spec.guaranteed_bytes, other->floor});
+  }
+  const uint64_t limit = LimitLocked();
+  return std::min(o.spec.max_bytes, limit > others ? limit - others : 0);
+}
+
+uint64_t MemoryGovernor::AttainableBytes(OwnerId owner) const {
+  MutexLock lock(mutex_);
+  const OwnerState* o = FindLocked(owner);
+  return o == nullptr ? 0 : AttainableLocked(*o);
+}
+
+void MemoryGovernor::SignalReleaseLocked() {
+  ++release_epoch_;
+  memory_freed_.notify_all();
+}
+
+uint64_t MemoryGovernor::release_epoch() const {
+  MutexLock lock(mutex_);
+  return release_epoch_;
+}
+
+uint64_t MemoryGovernor::AddReleaseListener(std::function<void()> listener) {
+  MutexLock lock(mutex_);
+  const uint64_t id = next_listener_++;
+  release_listeners_.emplace(id, std::make_shared<std::function<void()>>(std::move(listener)));
+  // The thread starts from the epoch now: a release before it first takes the lock is heard.
+  if (!notifier_.joinable()) {
+    notifier_ = std::thread([this, from = release_epoch_] { NotifierLoop(from); });
+  }
+  return id;
+}
+
+void MemoryGovernor::RemoveReleaseListener(uint64_t id) {
+  MutexLock lock(mutex_);
+  release_listeners_.erase(id);
+  lock.Wait(listener_done_, [&] {
+    mutex_.AssertHeld();
+    return calling_listener_ != id;
+  });
+}
+
+void MemoryGovernor::NotifierLoop(uint64_t seen) {
+  MutexLock lock(mutex_);
+  while (true) {
+    lock.Wait(memory_freed_, [&] {
+      mutex_.AssertHeld();
+      return notifier_stop_ || release_epoch_ != seen;
+    });
+    if (notifier_stop_) return;
+    seen = release_epoch_;
+    // A copy: a listener removed while another is being called is skipped.
+    const auto listeners = release_listeners_;
+    for (const auto& [id, listener] : listeners) {
+      if (!release_listeners_.contains(id)) continue;
+      calling_listener_ = id;
+      lock.Unlock();
+      (*listener)();
+      lock.Lock();
+      calling_listener_ = 0;
+      listener_done_.notify_all();
+    }
+  }
 }
 
 uint64_t MemoryGovernor::LimitLocked() const {
@@ -205,9 +289,12 @@ Status MemoryGovernor::SetBudget(uint64_t bytes) {
                                   " after the reserve)");
     }
     if (bytes >= budget_bytes_) {  // also replaces a lowering still pending
+      // Only more room is a release: a worker waiting for memory that hears the same budget
+      // back must not wake and ask again in a loop.
+      const bool more = bytes > LimitLocked();
       budget_bytes_ = bytes;
       pending_budget_.reset();
-      memory_freed_.notify_all();  // growers waiting for room may have it now
+      if (more) SignalReleaseLocked();  // growers waiting for room may have it now
       return Status::Ok();
     }
     // Shrinks already asked for count toward the lowering.
@@ -394,7 +481,7 @@ Status MemoryGovernor::FreeAddress(void* ptr) {
   o->block_bytes -= charged;
   --o->blocks;
   ApplyPendingBudgetLocked();
-  memory_freed_.notify_all();
+  SignalReleaseLocked();
   return Status::Ok();
 }
 
@@ -438,7 +525,7 @@ void MemoryGovernor::ReleaseReservation(OwnerId owner, uint64_t floor_delta) {
   committed_bytes_ -= before - Committed(*o);
   --o->reservations;
   ApplyPendingBudgetLocked();
-  memory_freed_.notify_all();
+  SignalReleaseLocked();
 }
 
 MemoryResult<ExternalCharge> MemoryGovernor::ChargeExternal(OwnerId owner, uint64_t bytes) {
@@ -477,7 +564,7 @@ void MemoryGovernor::ReleaseExternal(OwnerId owner, uint64_t bytes) {
   --o->externals;
   external_bytes_ -= bytes;
   ApplyPendingBudgetLocked();
-  memory_freed_.notify_all();
+  SignalReleaseLocked();
 }
 
 size_t MemoryGovernor::Trim() {
@@ -508,6 +595,7 @@ GovernorStats MemoryGovernor::Stats() const {
   stats.shrink_requests = shrink_requests_;
   stats.deadline_misses = deadline_misses_;
   stats.waiting_allocations = waiting_allocations_;
+  stats.releases = release_epoch_;
   stats.pending_budget_bytes = pending_budget_;
   for (const auto& [lid, lease] : leases_) {
     stats.leases.push_back({.name = lease->name,
@@ -519,7 +607,10 @@ GovernorStats MemoryGovernor::Stats() const {
                             .idle = lease->idle,
                             .urgency = lease->urgency,
                             .shrink_pending = lease->request.has_value(),
-                            .unresponsive = lease->unresponsive});
+                            .unresponsive = lease->unresponsive,
+                            .waiting_for_memory = lease->waiting_for_memory,
+                            .waiting_only = lease->waiting_only});
+    if (lease->waiting_for_memory) ++stats.waiting_allocations;
   }
   for (const auto& [id, o] : owners_) {
     OwnerStats s;

@@ -47,6 +47,8 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/mutex.h"
@@ -204,6 +206,8 @@ struct LeaseStats {
   int urgency = 0;
   bool shrink_pending = false;
   bool unresponsive = false;
+  bool waiting_for_memory = false;  // Lease::SetWaitingForMemory
+  bool waiting_only = false;        // Lease::SetWaitingOnly
 };
 
 struct GovernorStats {
@@ -224,9 +228,11 @@ struct GovernorStats {
   uint64_t failure_count = 0;
   uint64_t shrink_requests = 0;
   uint64_t deadline_misses = 0;
-  // Allocations (and lease growths) short of budget right now, waiting on a reclaim: with
+  // Allocations (and lease growths) short of budget right now, waiting on a reclaim, and
+  // leases whose owner waits for memory to be given back (Lease::SetWaitingForMemory): with
   // used / capacity, the memory pressure index (pier_memory_pressure_index).
   uint64_t waiting_allocations = 0;
+  uint64_t releases = 0;                         // memory given back so far (release_epoch)
   std::optional<uint64_t> pending_budget_bytes;  // a lowering on its way (SetBudget)
   std::vector<OwnerStats> owners;
   std::vector<LeaseStats> leases;
@@ -292,6 +298,25 @@ class MemoryGovernor {
   // still short, it is refused with kReclaimPending (and retries later).
   void SetBudgetShortHandler(std::function<bool(uint64_t bytes, int urgency)> handler);
 
+  // What `owner` could hold in all (charged bytes) if every other owner gave back all that
+  // reclaim can take from it: each of their leases down to its minimum chunks, no owner below
+  // its guarantee or reservations; capped by the owner's own maximum and the budget (or a
+  // lowering on its way). Work that needs more than this can never run under this budget and
+  // is refused instead of waiting (Lease::AttainableChunks).
+  uint64_t AttainableBytes(OwnerId owner) const;
+
+  // Memory given back (a free, a shrink, a released reservation or charge, a raised budget, a
+  // missed shrink deadline) or made reclaimable by anyone (a lease turning idle) bumps
+  // release_epoch(); listeners hear of it on the governor's
+  // notifier thread (started with the first listener), without its lock, so that an owner
+  // waiting for room (an engine whose KV lease could not grow) is woken by a release instead
+  // of polling. Several releases may reach a listener as one call. A listener must not block
+  // or add or remove listeners. RemoveReleaseListener waits for a call in progress to end, so
+  // the listener's captures may be destroyed once it returns.
+  uint64_t AddReleaseListener(std::function<void()> listener);
+  void RemoveReleaseListener(uint64_t id);
+  uint64_t release_epoch() const;
+
   // Returns cached free segments to the device; the bytes returned.
   size_t Trim();
   // Marks owners past a shrink deadline unresponsive (also done on every lease call).
@@ -320,6 +345,11 @@ class MemoryGovernor {
   const OwnerState* FindLocked(OwnerId owner) const PIER_REQUIRES(mutex_);
   static uint64_t Committed(const OwnerState& o);
   uint64_t HeadroomLocked(const OwnerState& o) const PIER_REQUIRES(mutex_);
+  uint64_t AttainableLocked(const OwnerState& o) const PIER_REQUIRES(mutex_);
+  // Memory was given back: release_epoch_ moves and waiters (growers, the notifier) wake.
+  void SignalReleaseLocked() PIER_REQUIRES(mutex_);
+  // Calls the listeners once for every change of release_epoch_ past `seen`.
+  void NotifierLoop(uint64_t seen);
   // What may be committed and held now: the budget, or a lower one on its way.
   uint64_t LimitLocked() const PIER_REQUIRES(mutex_);
   // Applies a pending lowering once what is committed and held fits under it.
@@ -370,6 +400,15 @@ class MemoryGovernor {
   uint64_t shrink_requests_ PIER_GUARDED_BY(mutex_) = 0;
   uint64_t deadline_misses_ PIER_GUARDED_BY(mutex_) = 0;
   uint64_t waiting_allocations_ PIER_GUARDED_BY(mutex_) = 0;  // inside AdmitLocked, short
+  uint64_t release_epoch_ PIER_GUARDED_BY(mutex_) = 0;
+  // Release listeners, called by notifier_ in id order.
+  std::map<uint64_t, std::shared_ptr<std::function<void()>>> release_listeners_
+      PIER_GUARDED_BY(mutex_);
+  uint64_t next_listener_ PIER_GUARDED_BY(mutex_) = 1;
+  uint64_t calling_listener_ PIER_GUARDED_BY(mutex_) = 0;  // the notifier is in its call
+  bool notifier_stop_ PIER_GUARDED_BY(mutex_) = false;
+  std::condition_variable listener_done_;
+  std::thread notifier_;  // started by the first AddReleaseListener (under mutex_)
 };
 
 }  // namespace pier

@@ -11,8 +11,11 @@ ReclaimPlan ChooseReclaim(const std::vector<ReclaimCandidate>& leases,
   for (const ReclaimCandidate& c : leases) {
     if (c.owner == requester.owner || c.shrink_pending || c.chunk_bytes == 0) continue;
     // A busy lease yields to more urgent work, or to as urgent work of a stronger owner.
-    const bool weaker = c.urgency < requester.urgency ||
-                        (c.urgency == requester.urgency && c.priority < requester.priority);
+    const bool weaker =
+        c.urgency < requester.urgency ||
+        (c.urgency == requester.urgency &&
+         (c.priority < requester.priority ||
+          (c.priority == requester.priority && c.waiting_only && requester.owner < c.owner)));
     if (!c.idle && !weaker) continue;
     candidates.push_back(&c);
   }

@@ -7,7 +7,10 @@
 // request priority class: a lease running only bulk work yields before one running urgent
 // work), then by owner priority (a lower value yields first); among equals, the snapshot's
 // order. A busy lease yields only to a requester whose work is more urgent than the most
-// urgent work the lease holds, or as urgent and of a higher owner priority: reclaim never
+// urgent work the lease holds, or as urgent and of a higher owner priority (or, when all its
+// work waits to start, of the same priority and an earlier owner: two models each holding part
+// of what their waiting work needs would otherwise take chunks from each other in turn, and
+// neither would start): reclaim never
 // preempts a request of a higher class than the one it makes room for, and model priority
 // breaks ties. No owner goes below what it must keep (its guarantee, or what it has
 // reserved), no lease below its minimum chunks, and a lease already asked to shrink is not
@@ -28,6 +31,7 @@ struct ReclaimCandidate {
   bool idle = false;            // the lease's owner marked it idle (no live work)
   int priority = 0;             // the owner's; a lower value yields first
   int urgency = 0;              // of the most urgent work it holds (Lease::SetUrgency)
+  bool waiting_only = false;    // its work all waits to start (Lease::SetWaitingOnly)
   bool shrink_pending = false;  // already asked to shrink
   size_t chunks = 0;
   size_t min_chunks = 0;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -370,6 +372,78 @@ TEST_P(LeaseTest, ALeaseShortOfBudgetAsksTheHandlerAndGrowsOnceGranted) {
   EXPECT_EQ(lease->Grow(1).error().kind, MemoryErrorKind::kReclaimPending);
   EXPECT_LT(std::chrono::steady_clock::now() - before, 150ms);
   ASSERT_TRUE(governor->CheckInvariants().ok());
+}
+
+// The ceiling a request is checked against: what a lease could reach if every other owner gave
+// back what reclaim may take, whatever the other leases hold now.
+TEST_P(LeaseTest, AttainableChunksCountEveryOtherLeaseDownToItsMinimum) {
+  auto governor = MakeGovernor(&device_, Options(16 * kMiB));
+  OwnerId a = AddOwner(*governor, {.name = "a/kv"});
+  OwnerId b = AddOwner(*governor, {.name = "b/kv"});
+  OwnerId w = AddOwner(*governor, {.name = "b/weights"});
+  // A guarantee is kept whatever reclaim could take.
+  OwnerId g = AddOwner(*governor, {.name = "g", .guaranteed_bytes = 4 * kMiB});
+  Block weights = governor->Allocate(w, 3 * kMiB).value();
+  auto lease_a = MakeLease(*governor, a, 1);
+  auto lease_b = MakeLease(*governor, b, 7, {}, /*min_chunks=*/2);
+  // 16 MiB less b's weights (3), b's minimum (2) and g's guarantee (4): a could hold 7 chunks,
+  // though only 1 is free now.
+  EXPECT_EQ(governor->AttainableBytes(a), 7 * kMiB);
+  EXPECT_EQ(lease_a->AttainableChunks(), 7u);
+  EXPECT_EQ(lease_a->Grow(2).error().kind, MemoryErrorKind::kBudget);  // b has no handler
+  EXPECT_TRUE(governor->RemoveOwner(g).ok());
+  EXPECT_EQ(lease_a->AttainableChunks(), 11u);
+  // Capped by the lease's own maximum (32 chunks) and the owner's quota.
+  lease_b.reset();
+  weights.Reset();
+  EXPECT_EQ(lease_a->AttainableChunks(), 16u);
+  OwnerId capped = AddOwner(*governor, {.name = "c/kv", .max_bytes = 5 * kMiB});
+  auto lease_c = MakeLease(*governor, capped, 1);
+  EXPECT_EQ(lease_c->AttainableChunks(), 5u);
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+}
+
+// An owner waiting for room hears of every release on the notifier thread, not by polling; a
+// lease marked waiting counts in the pressure figures.
+TEST_P(LeaseTest, ReleaseListenersHearFreesAndShrinks) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId kv = AddOwner(*governor, {.name = "m/kv"});
+  OwnerId w = AddOwner(*governor, {.name = "m/weights"});
+  auto lease = MakeLease(*governor, kv, 4);
+  std::mutex mutex;
+  std::condition_variable cv;
+  int heard = 0;
+  const uint64_t id = governor->AddReleaseListener([&] {
+    std::lock_guard lock(mutex);
+    ++heard;
+    cv.notify_all();
+  });
+  auto wait_heard = [&](int at_least) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, 5s, [&] { return heard >= at_least; });
+  };
+  const uint64_t epoch = governor->release_epoch();
+  Block block = governor->Allocate(w, 1 * kMiB).value();
+  EXPECT_EQ(governor->release_epoch(), epoch);  // taking memory is no release
+  block.Reset();
+  EXPECT_GT(governor->release_epoch(), epoch);
+  EXPECT_TRUE(wait_heard(1));
+  ASSERT_TRUE(lease->Shrink(2).ok());
+  EXPECT_TRUE(wait_heard(2));
+
+  EXPECT_EQ(governor->Stats().waiting_allocations, 0u);
+  lease->SetWaitingForMemory(true);
+  EXPECT_EQ(governor->Stats().waiting_allocations, 1u);
+  EXPECT_TRUE(governor->Stats().leases.at(0).waiting_for_memory);
+  lease->SetWaitingForMemory(false);
+  EXPECT_EQ(governor->Stats().waiting_allocations, 0u);
+
+  governor->RemoveReleaseListener(id);
+  const int before = heard;
+  ASSERT_TRUE(lease->Shrink(1).ok());
+  std::this_thread::sleep_for(50ms);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(heard, before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arenas, LeaseTest, ::testing::Bool(),

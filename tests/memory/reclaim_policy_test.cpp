@@ -96,5 +96,18 @@ TEST(ReclaimPolicyTest, BusyLeasesYieldOnlyToMoreUrgentWorkAndPriorityBreaksTies
   EXPECT_EQ(low.takes[0].lease_id, 4u);
 }
 
+// Two models whose work all waits, each holding part of what it needs: only the earlier
+// owner may take from the other, so they do not trade chunks back and forth.
+TEST(ReclaimPolicyTest, AmongLeasesWhoseWorkAllWaitsTheEarlierOwnerTakes) {
+  ReclaimCandidate first = Lease(1, 1, false, 0, 3);
+  ReclaimCandidate second = Lease(2, 2, false, 0, 3);
+  first.waiting_only = second.waiting_only = true;
+  EXPECT_TRUE(ChooseReclaim({second}, {1, 0, 0}, kChunk).enough);
+  EXPECT_FALSE(ChooseReclaim({first}, {2, 0, 0}, kChunk).enough);
+  // Work that runs is not taken at equal urgency and priority, whoever asks.
+  second.waiting_only = false;
+  EXPECT_FALSE(ChooseReclaim({second}, {1, 0, 0}, kChunk).enough);
+}
+
 }  // namespace
 }  // namespace pier
