@@ -10,6 +10,7 @@
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
 #include "engine/scheduler/engine_state.h"
+#include "engine/scheduler/kv_ceiling.h"
 #include "engine/scheduler/kv_copies.h"
 #include "grammar/constraint.h"
 
@@ -55,6 +56,8 @@ Engine::Engine(const EngineOptions& options, ModelRunner* runner, KvStore* kv,
   if (elastic_ != nullptr) {
     elastic_kv_.emplace(elastic_, &blocks_, &scheduler_, options.scheduler);
     elastic_->SetShrinkHandler([this](const ShrinkRequest& r) { ShrinkKv(r.chunks); });
+    release_listener_ =
+        elastic_->lease().governor().AddReleaseListener([this] { OnMemoryReleased(); });
   }
   stats_.max_request_tokens = max_request_tokens_;
   stats_.max_seqs = options.scheduler.max_seqs;
@@ -100,7 +103,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
 }
 
 Engine::~Engine() {
-  if (elastic_ != nullptr) elastic_->SetShrinkHandler({});
+  if (elastic_ != nullptr) {
+    elastic_->SetShrinkHandler({});
+    elastic_->lease().governor().RemoveReleaseListener(release_listener_);
+  }
   {
     MutexLock lock(mutex_);
     stopping_ = true;
@@ -160,6 +166,12 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
         " blocks of " + std::to_string(blocks_.block_size()) + ", context length " +
         std::to_string(shape.context_length) + ")");
   }
+  // Memory that can never come is refused now rather than waited for.
+  if (std::optional<std::string> refusal =
+          KvCeilingRefusal(total, KvCeilingTokens(), KvBytesPerToken());
+      refusal.has_value()) {
+    return InvalidArgumentError(*refusal);
+  }
   if (request.arrival_us == 0) request.arrival_us = NowUs();
   auto handle = std::make_shared<RequestHandle>(request.id, request.n);
   {
@@ -167,10 +179,20 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(Request request) {
     if (stopping_) return UnavailableError("engine is shutting down");
     if (options_.max_waiting > 0) {
       const int64_t waiting = stats_.waiting + unpublished_sequences_;
-      if (waiting + request.n > options_.max_waiting) {
-        return ResourceExhaustedError("queue full: " + std::to_string(waiting) +
-                                      " sequences are waiting (limit " +
-                                      std::to_string(options_.max_waiting) + ")");
+      // With a critical reserve, its share of the queue's places (at least one) is kept for
+      // critical requests: a full queue refuses every other class before it refuses them.
+      const int64_t limit = request.priority == Priority::kCritical
+                                ? options_.max_waiting
+                                : options_.max_waiting - ReservedQueuePlaces();
+      if (waiting + request.n > limit) {
+        return ResourceExhaustedError(
+            "queue full: " + std::to_string(waiting) + " sequences are waiting (limit " +
+            std::to_string(limit) +
+            (limit < options_.max_waiting
+                 ? " for class " + std::string(PriorityName(request.priority)) + ", " +
+                       std::to_string(options_.max_waiting - limit) + " kept for critical"
+                 : std::string()) +
+            ")");
       }
     }
     if (!ids_in_use_.insert(request.id).second) {
@@ -203,11 +225,45 @@ void Engine::AbortAll(std::string reason) {
   cv_.notify_all();
 }
 
+int64_t Engine::KvCeilingTokens() const {
+  if (elastic_ == nullptr || !options_.check_kv_ceiling) return 0;
+  const auto blocks =
+      static_cast<int64_t>(elastic_->lease().AttainableChunks()) * elastic_->blocks_per_chunk();
+  const int64_t groups = std::max<int64_t>(1, runner_->shape().kv_groups.n_groups());
+  return std::min(max_request_tokens_, blocks / groups * blocks_.block_size());
+}
+
+int64_t Engine::ReservedQueuePlaces() const {
+  const SchedulerOptions& s = options_.scheduler;
+  if (!s.qos || s.reserved_share <= 0 || options_.max_waiting <= 1) return 0;
+  const double share = std::min(s.reserved_share, 0.5);
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(std::floor(static_cast<double>(options_.max_waiting) * share)));
+}
+
+int64_t Engine::KvChunkTokens() const {
+  if (elastic_ == nullptr) return 0;
+  const int64_t groups = std::max<int64_t>(1, runner_->shape().kv_groups.n_groups());
+  return elastic_->blocks_per_chunk() / groups * blocks_.block_size();
+}
+
+int64_t Engine::KvBytesPerToken() const {
+  const int64_t groups = std::max<int64_t>(1, runner_->shape().kv_groups.n_groups());
+  const int64_t bytes_per_block = static_cast<int64_t>(kv_->layout().bytes_per_block());
+  return bytes_per_block * groups / std::max<int64_t>(1, blocks_.block_size());
+}
+
 EngineStats Engine::Stats() const {
   EngineStats stats;
+  stats.kv_ceiling_tokens = KvCeilingTokens();
+  stats.kv_bytes_per_token = KvBytesPerToken();
   {
     MutexLock lock(mutex_);
+    const int64_t ceiling = stats.kv_ceiling_tokens;
+    const int64_t per_token = stats.kv_bytes_per_token;
     stats = stats_;
+    stats.kv_ceiling_tokens = ceiling;
+    stats.kv_bytes_per_token = per_token;
     // Submitted and not yet taken by the engine thread: waiting too (a router choosing the
     // least loaded instance must see requests the moment they are accepted).
     stats.waiting += unpublished_sequences_;
@@ -255,7 +311,8 @@ void Engine::ApplyShrink() {
 }
 
 bool Engine::TryGrowKv(const StepPlan& plan) {
-  if (!elastic_kv_.has_value() || !elastic_kv_->NeedsMoreBlocks(plan) || !elastic_kv_->TryGrow()) {
+  if (!elastic_kv_.has_value() || !elastic_kv_->NeedsMoreBlocks(plan) ||
+      !elastic_kv_->TryGrow(releases_at_plan_)) {
     return false;
   }
   MutexLock lock(mutex_);
@@ -267,15 +324,66 @@ void Engine::UpdateIdle() {
   if (elastic_kv_.has_value()) elastic_kv_->UpdateIdle();
 }
 
+uint64_t Engine::MemoryReleases() const {
+  return elastic_ != nullptr ? elastic_->lease().governor().release_epoch() : 0;
+}
+
+void Engine::OnMemoryReleased() {
+  {
+    MutexLock lock(mutex_);  // not to slip between the engine thread's check and its wait
+  }
+  cv_.notify_all();
+}
+
+std::optional<TimestampUs> Engine::NextTimedEvent() {
+  std::optional<TimestampUs> next;
+  auto earliest = [&](TimestampUs t) { next = next.has_value() ? std::min(*next, t) : t; };
+  for (const auto& [id, live] : live_) {
+    if (live->request.deadline_us.has_value() && live->scheduled_us == 0 && !live->demoted) {
+      earliest(*live->request.deadline_us);
+    }
+  }
+  if (elastic_kv_.has_value()) {
+    const auto idle_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(options_.kv_idle_release).count();
+    if (std::optional<int64_t> due = elastic_kv_->IdleReleaseDue(idle_us)) earliest(*due);
+    if (stalled_) {
+      if (std::optional<int64_t> ends = elastic_kv_->BackoffEndsUs()) earliest(*ends);
+    }
+  }
+  return next;
+}
+
+void Engine::WaitForWork() {
+  // Stalled: nothing could run though work waits, and only a change can make a step useful.
+  // A heartbeat bounds the wait (a shrink deadline another owner missed is noticed by the
+  // governor's next call, and the stats' heartbeat stays fresh), one wake a second, not a spin.
+  constexpr int64_t kStalledHeartbeatUs = 1'000'000;
+  std::optional<TimestampUs> wake = NextTimedEvent();
+  if (stalled_) {
+    const TimestampUs beat = NowUs() + kStalledHeartbeatUs;
+    wake = wake.has_value() ? std::min(*wake, beat) : beat;
+  }
+  MutexLock lock(mutex_);
+  auto ready = [&] {
+    mutex_.AssertHeld();
+    return stopping_ || !inbox_.empty() || !aborts_.empty() || abort_all_reason_ ||
+           shrink_chunks_ > 0 ||
+           (stalled_ ? MemoryReleases() != releases_at_plan_ : scheduler_.HasWork());
+  };
+  if (!wake.has_value()) {
+    lock.Wait(cv_, ready);
+    return;
+  }
+  const auto at = std::chrono::steady_clock::time_point(std::chrono::microseconds(*wake));
+  lock.WaitUntil(cv_, at, ready);
+}
+
 void Engine::Loop() {
   while (true) {
+    WaitForWork();
     {
       MutexLock lock(mutex_);
-      lock.Wait(cv_, [&] {
-        mutex_.AssertHeld();
-        return stopping_ || !inbox_.empty() || !aborts_.empty() || abort_all_reason_ ||
-               shrink_chunks_ > 0 || scheduler_.HasWork();
-      });
       if (stopping_) return;
     }
     RunStep();
@@ -286,7 +394,17 @@ bool Engine::RunStep() {
   TakeInbox();
   ApplyShrink();
   UpdateIdle();
+  if (elastic_kv_.has_value()) {
+    const auto idle_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(options_.kv_idle_release).count();
+    if (elastic_kv_->ReleaseIdle(NowUs(), idle_us) > 0) {
+      ++kv_idle_releases_;
+      MutexLock lock(mutex_);
+      ++stats_.kv_shrinks;
+    }
+  }
   if (!scheduler_.HasWork()) {
+    stalled_ = false;
     PublishStats(0, 0);
     return false;
   }
@@ -461,11 +579,23 @@ void Engine::Step() {
     return;
   }
   AdaptStepLimits();
+  // Read before planning: a release after this read wakes a stalled engine again.
+  releases_at_plan_ = MemoryReleases();
   StepPlan plan = scheduler_.Plan();
   for (int tries = 0; tries < 4 && TryGrowKv(plan); ++tries) {
     plan = scheduler_.Plan();
   }
+  // Work waits for blocks the lease could not get: it waits for memory to be given back.
+  const bool starved = elastic_kv_.has_value() && elastic_kv_->NeedsMoreBlocks(plan) &&
+                       elastic_kv_->WaitingForRelease(releases_at_plan_);
+  if (elastic_kv_.has_value()) elastic_kv_->SetWaitingForMemory(starved);
+  if (!starved) {
+    kv_waiting_since_us_ = 0;
+  } else if (kv_waiting_since_us_ == 0) {
+    kv_waiting_since_us_ = start;
+  }
   Batch batch = scheduler_.Apply(plan);
+  stalled_ = batch.sequences.empty();
   // A step that reads no critical prompt may stop for a critical request arriving during it:
   // the request then waits for one layer instead of the rest of the step.
   if (options_.stop_steps_for_critical && scheduler_.MayStopForTopClass(plan)) {
@@ -708,6 +838,9 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
   stats_.queue_expired = queue_expired_;
   stats_.queue_delayed = queue_delayed_;
   stats_.steps_stopped_early = steps_stopped_early_;
+  stats_.kv_waiting_for_memory = kv_waiting_since_us_ != 0 ? s.waiting + s.swapped : 0;
+  stats_.kv_waiting_since_us = kv_waiting_since_us_;
+  stats_.kv_idle_releases = kv_idle_releases_;
   stats_.running_critical = s.running_critical;
   stats_.reserved_seqs = s.reserved_seqs;
   stats_.reserved_tokens = s.reserved_tokens;

@@ -12,8 +12,14 @@
 //
 // Elastic KV: when the KV store is a LeasedKvStore, the block manager's capacity follows the
 // lease (ElasticKvController, elastic_kv.h: grows before a step that needs blocks, honours
-// shrink requests between steps, marks the lease idle while nothing is live). Detokenization
-// and stop strings per choice: OutputProcessor (output_processor.h).
+// shrink requests between steps, marks the lease idle while nothing is live, gives an idle
+// lease back down to its minimum after kv_idle_release). Submit refuses a request whose
+// prompt + max_tokens needs more KV than the lease could ever reach under the memory budget
+// (every other owner's leases at their minimum: Lease::AttainableChunks), so nothing waits
+// for memory that can never come. When waiting work cannot start because the lease cannot
+// grow now, the engine thread sleeps until the governor reports memory given back (a release
+// listener), new work, an abort, a queue deadline or a 1 s heartbeat: it never spins.
+// Detokenization and stop strings per choice: OutputProcessor (output_processor.h).
 //
 // Output constraints (Request::constraint): each choice of a constrained request has a
 // grammar::GrammarMatcher; its mask is applied to the choice's own logits before sampling
@@ -104,6 +110,13 @@ struct EngineOptions {
   // With QoS: a critical request arriving while a step runs that reads no critical prompt stops
   // the step between layers (Batch::stop_early); it is redone after the critical prompt's step.
   bool stop_steps_for_critical = true;
+  // An elastic KV lease idle this long shrinks to its minimum, returning its memory to the
+  // device (0: never).
+  std::chrono::milliseconds kv_idle_release{std::chrono::minutes(2)};
+  // Submit refuses requests that need more KV than the elastic lease could ever reach under
+  // the memory budget. A worker process turns it off: its governor's budget is a grant from
+  // its supervisor, which checks against the device's ledger instead (WorkerClient).
+  bool check_kv_ceiling = true;
 };
 
 struct EngineStats {
@@ -134,6 +147,16 @@ struct EngineStats {
   TimestampUs last_step_at_us = 0;  // when it ended (a heartbeat)
   // Largest prompt + max_tokens one request may ask for (KV capacity and context length).
   int64_t max_request_tokens = 0;
+  // With an elastic KV cache: the longest sequence (prompt + max_tokens) it could ever hold
+  // under the memory budget, every other owner's KV given back down to its minimum (0: no
+  // ceiling below max_request_tokens known here), and the KV bytes one position takes.
+  int64_t kv_ceiling_tokens = 0;
+  int64_t kv_bytes_per_token = 0;
+  // Sequences waiting to start while the KV cache cannot grow (the budget is taken by others):
+  // they start when memory is given back. Since when (0: none waits so).
+  int64_t kv_waiting_for_memory = 0;
+  TimestampUs kv_waiting_since_us = 0;
+  int64_t kv_idle_releases = 0;  // times an idle lease gave its chunks back (kv_idle_release)
   int64_t requests_finished = 0;
   // QoS (issue #16).
   // Waiting sequences per requested class (critical first), counting accepted submissions
@@ -187,6 +210,16 @@ class Engine {
   void AbortAll(std::string reason);
   // A snapshot; `waiting` counts accepted submissions the engine thread has not taken yet.
   EngineStats Stats() const;
+  // The longest sequence the elastic KV cache could ever hold under the budget (see
+  // EngineStats::kv_ceiling_tokens; 0 without one or with check_kv_ceiling off).
+  int64_t KvCeilingTokens() const;
+  // The KV bytes one position of one sequence takes (all layers; 0 when unknown).
+  int64_t KvBytesPerToken() const;
+  // Positions of one sequence one chunk of the elastic KV lease holds (0 without one).
+  int64_t KvChunkTokens() const;
+  // Places of the max_waiting queue only critical requests may take: the critical reserve's
+  // share of it, at least one (0 without a reserve, QoS or a queue limit).
+  int64_t ReservedQueuePlaces() const;
   // Asks the engine to give `chunks` chunks of its elastic KV arena back (no-op without one);
   // done before the next step. Thread-safe. The governor's shrink requests arrive here too.
   void ShrinkKv(size_t chunks);
@@ -222,6 +255,15 @@ class Engine {
   // Grows the elastic KV arena by a chunk when `plan` needs more blocks; whether it grew.
   bool TryGrowKv(const StepPlan& plan);
   void UpdateIdle();
+  // The engine thread's wait between steps: until new work, an abort, a shrink, stopping, or
+  // (while nothing could run: stalled_) memory given back or the next timed event.
+  void WaitForWork();
+  // The earliest queue deadline of a request still waiting, or an idle lease's release time.
+  std::optional<TimestampUs> NextTimedEvent();
+  // The KV lease's governor's release epoch (0 without an elastic store); the listener only
+  // wakes the engine thread, which reads the epoch itself so a step never misses one.
+  uint64_t MemoryReleases() const;
+  void OnMemoryReleased();
   // Sets this step's token budget and prompt chunk (AdaptiveBatching).
   void AdaptStepLimits();
   // Ends (or demotes) the requests still waiting whose queue deadline has passed.
@@ -261,6 +303,12 @@ class Engine {
   TimestampUs last_urgent_us_ = 0;  // the latest critical or high request's arrival
   int64_t queue_delayed_ = 0;
   int64_t steps_stopped_early_ = 0;
+  // The latest step could run nothing though work waits: the next one waits for a change.
+  bool stalled_ = false;
+  uint64_t releases_at_plan_ = 0;  // MemoryReleases() when the latest plan was made
+  int64_t kv_idle_releases_ = 0;
+  TimestampUs kv_waiting_since_us_ = 0;  // since when waiting work is starved of KV memory
+  uint64_t release_listener_ = 0;        // the governor's id of OnMemoryReleased (elastic only)
 
   // Shared with submitting threads.
   mutable Mutex mutex_;

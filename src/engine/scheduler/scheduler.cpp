@@ -166,8 +166,11 @@ void Scheduler::Demote(int64_t id) {
 Scheduler::Reserve Scheduler::ReserveNow() const {
   if (!options_.qos || options_.reserved_share <= 0) return {};
   const double share = std::min(options_.reserved_share, 0.5);
+  // At least one of each whenever there is more than one: a reserve that rounds down to
+  // nothing (5% of 16 slots) would promise the critical class what it does not keep.
   auto part = [&](int64_t whole) {
-    return static_cast<int64_t>(std::floor(static_cast<double>(whole) * share));
+    const auto floor = static_cast<int64_t>(std::floor(static_cast<double>(whole) * share));
+    return std::max<int64_t>(whole > 1 ? 1 : 0, floor);
   };
   return Reserve{.seqs = part(options_.max_seqs),
                  .tokens = part(options_.max_batched_tokens),
@@ -386,6 +389,12 @@ StepPlan Scheduler::Plan() const {
       continue;
     }
     if (admission_closed || (closed_to_non_top && !top(s))) continue;
+    // A sequence whose table is larger than every block the cache holds now can only start
+    // once an elastic cache grows (Submit refused what it could never reach): admitted now, it
+    // would outgrow the cache and preempt itself over and over. It waits for the growth
+    // without holding back the sequences ranked below it: the blocks it lacks are not theirs
+    // to free, so they do not delay it.
+    if (BlocksFor(len) > blocks_->capacity()) continue;
     const int cls = keys[k].effective_class;
     const int64_t slot_limit = top(s) ? options_.max_seqs : options_.max_seqs - reserve.seqs;
     while (running >= slot_limit && preempt_one(pos, cls)) {
@@ -622,6 +631,22 @@ std::vector<int64_t> Scheduler::PreemptHoldingBlocksFrom(int32_t first_block) {
     }
   }
   return ids;
+}
+
+int64_t Scheduler::BlocksLackedByFirstWaiting() const {
+  const Sequence* first = nullptr;
+  RankKey first_key{};
+  for (const auto& [id, s] : sequences_) {
+    if (s.running) continue;
+    const RankKey key = Rank(s);
+    if (first == nullptr || key < first_key) {
+      first = &s;
+      first_key = key;
+    }
+  }
+  if (first == nullptr) return 0;
+  const int64_t need = BlocksFor(static_cast<int64_t>(first->tokens.size()));
+  return std::max<int64_t>(0, need - blocks_->num_available());
 }
 
 int64_t Scheduler::NumWaiting() const {

@@ -97,7 +97,8 @@ struct SchedulerOptions {
   // Preempt by swapping K/V to the SwapSpace when it has room (else by recompute).
   bool preempt_by_swap = false;
   // Share (0 .. 0.5) of max_seqs, max_batched_tokens and the KV capacity only critical
-  // sequences may take, each rounded down (5% of 16 slots is none). A sequence of another class
+  // sequences may take, each rounded down but at least one when there is more than one (5% of
+  // 16 slots is one). A sequence of another class
   // alone in the engine may still take the reserved blocks, so nothing waits forever.
   double reserved_share = 0;
   // false: first come, first served -- classes, tenants, deadlines and the reserve are
@@ -210,6 +211,11 @@ class Scheduler {
   std::vector<int64_t> PreemptHoldingBlocksFrom(int32_t first_block);
   // Waiting sequences.
   int64_t NumWaiting() const;
+  // Blocks the first-ranked waiting sequence lacks to hold its whole table (every token it
+  // has) beyond the blocks free or cached now; 0 when none waits. An elastic cache grows by
+  // this much at once, so that a grant lets it start rather than leave it holding part of
+  // what it needs (two models each holding part would take chunks from each other in turn).
+  int64_t BlocksLackedByFirstWaiting() const;
   // The most urgent class (as requested, before aging) among running sequences, and among
   // waiting ones (queued, preempted or swapped); nullopt when there are none.
   std::optional<Priority> MostUrgentRunning() const;
