@@ -384,6 +384,7 @@ const std::vector<std::string_view>& ModelSettingNames() {
                                                        "max_queued",
                                                        "threads",
                                                        "swap_space",
+                                                       "kv_idle_release",
                                                        "cpus",
                                                        "numa_node",
                                                        "gpu",

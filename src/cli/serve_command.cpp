@@ -152,7 +152,8 @@ constexpr SettingHelp kSettingHelp[] = {
      "Each class's time-per-output-token target, for pier_qos_slo_attainment_ratio"},
     {"qos_reserve", "SHARE",
      "Share (0..0.5) of each engine's running slots, batched tokens and KV kept for the critical "
-     "class, so it starts at once under any load (default 0.05, rounded down)"},
+     "class, and of its queue places, so it starts at once under any load (default 0.05, rounded "
+     "down but at least one)"},
     {"adaptive_batching", "on|off",
      "Each step's token budget and prompt chunk beside decodes move with the queue's depth "
      "between a latency-leaning and a throughput-leaning setting (default on)"},
@@ -199,6 +200,9 @@ constexpr SettingHelp kSettingHelp[] = {
      "GPU sampling period at full load: sampling backs off as SM utilisation rises (default 10)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
+    {"kv_idle_release", "SECONDS",
+     "An elastic KV cache idle this long gives its memory above kv_min back to the device "
+     "(default 120; 0: never)"},
     {"swap_space", "BYTES",
      "Host memory per model instance for preemption by swap, from the pinned pool (default 0: "
      "preempted sequences are recomputed)"},
@@ -297,6 +301,8 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.adaptive_batch_window = settings.adaptive_batch_window;
     load.max_queued = settings.max_queued;
     load.swap_space_bytes = settings.swap_space;
+    load.kv_idle_release = std::chrono::milliseconds(
+        static_cast<int64_t>(settings.kv_idle_release_seconds * 1000));
     load.workers = settings.workers;
     load.worker_leak_margin_bytes = settings.worker_leak_margin;
     load.device_health = device_health;

@@ -181,6 +181,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
                                                        "load_wait",
                                                        "unload_grace",
                                                        "swap_space",
+                                                       "kv_idle_release",
                                                        "stream_backlog",
                                                        "write_timeout",
                                                        "default_max_tokens",
@@ -373,6 +374,8 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->unload_grace_seconds, ParseSeconds(value, source, 0));
   } else if (name == "swap_space") {
     PIER_ASSIGN_OR_RETURN(o->swap_space, ParseByteSize(value, source));
+  } else if (name == "kv_idle_release") {
+    PIER_ASSIGN_OR_RETURN(o->kv_idle_release_seconds, ParseSeconds(value, source, 0));
   } else if (name == "stream_backlog") {
     PIER_ASSIGN_OR_RETURN(o->stream_backlog, ParseInteger(value, source, 1, 1 << 24));
   } else if (name == "write_timeout") {

@@ -102,6 +102,8 @@ struct ServeOptions {
   double load_wait_seconds = 60;     // a request for an on_demand model waits this for its load
   double unload_grace_seconds = 30;  // in-flight requests of a model being unloaded may finish
   uint64_t swap_space = 0;           // bytes of KV swap space per model instance (0: off)
+  // An idle elastic KV cache gives its chunks above kv_min back after this long (0: never).
+  double kv_idle_release_seconds = 120;
   // Each model instance in its own `pier worker` process, restarted when it fails.
   bool workers = false;
   double worker_heartbeat_timeout_seconds = 5;  // a worker silent this long is killed

@@ -302,6 +302,17 @@ std::optional<std::string> AdminRoutes::ObserveEngines() {
   return first;
 }
 
+std::optional<std::string> AdminRoutes::CannotAdmit(const engine::EngineStats& stats) {
+  // Requests wait for KV memory other models hold and nothing runs: the model takes requests
+  // but starts none until memory is given back. A balancer should send work elsewhere.
+  if (stats.kv_waiting_for_memory <= 0 || stats.running > 0) return std::nullopt;
+  const int64_t waited_ms =
+      stats.kv_waiting_since_us > 0 ? (engine::NowUs() - stats.kv_waiting_since_us) / 1000 : 0;
+  return std::to_string(stats.kv_waiting_for_memory) +
+         " sequences cannot start: the KV cache cannot grow under the memory budget (waiting " +
+         std::to_string(waited_ms) + " ms for other models to give memory back)";
+}
+
 std::optional<std::string> AdminRoutes::NoReadyWorker(const serving::ServedModel& model) {
   if (model.workers.empty()) return std::nullopt;
   std::string why;
@@ -326,6 +337,7 @@ HttpResponse AdminRoutes::ModelReady(const HttpRequest& request) {
   } else {
     reason = NoReadyWorker(*entry->model);
   }
+  if (!reason.has_value()) reason = CannotAdmit(entry->model->client->Stats());
   if (!reason.has_value())
     return JsonResponse(200, Json{{"status", "ready"}, {"model", entry->id}});
   return JsonResponse(503,

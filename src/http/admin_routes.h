@@ -152,6 +152,8 @@ class AdminRoutes {
   // GET /ready/{model}: 200 while the model is ready with at least one ready instance.
   HttpResponse ModelReady(const HttpRequest& request);
   // With worker processes: why none of the model's instances is ready; nullopt when one is.
+  // Why a ready model starts no work now (memory), if it does not.
+  static std::optional<std::string> CannotAdmit(const engine::EngineStats& stats);
   static std::optional<std::string> NoReadyWorker(const serving::ServedModel& model);
   HttpResponse Tokenize(const HttpRequest& request);
   HttpResponse Detokenize(const HttpRequest& request);

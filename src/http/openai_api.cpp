@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/build_info.h"
+#include "engine/scheduler/kv_ceiling.h"
 #include "http/chat_messages.h"
 #include "http/openai_request.h"
 #include "http/openai_stream.h"
@@ -370,14 +371,30 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
   if (auto* error = std::get_if<HttpResponse>(&prompts_or)) return std::move(*error);
   std::vector<OpenAiStreamPrompt> prompts = std::get<0>(std::move(prompts_or));
 
+  const engine::EngineStats engine_stats = client->Stats();
   int64_t limit = model.max_request_tokens;
-  if (limit <= 0) limit = client->Stats().max_request_tokens;
+  if (limit <= 0) limit = engine_stats.max_request_tokens;
+  // Under a tight memory budget the KV cache may never reach the model's own limit: what it
+  // could hold (every other model's KV at its minimum) bounds the request, and a request past
+  // it is refused now rather than queued for memory that can never come.
+  const bool memory_bound =
+      engine_stats.kv_ceiling_tokens > 0 && (limit <= 0 || engine_stats.kv_ceiling_tokens < limit);
+  if (memory_bound) limit = engine_stats.kv_ceiling_tokens;
+  auto memory_refusal = [&](int64_t tokens) {
+    return engine::KvCeilingRefusal(tokens, engine_stats.kv_ceiling_tokens,
+                                    engine_stats.kv_bytes_per_token)
+        .value_or(std::string());
+  };
   const std::string prompt_param =
       endpoint == OpenAiEndpoint::kChatCompletions ? r.messages_param : "prompt";
   std::vector<int32_t> max_tokens(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const int64_t prompt_tokens = static_cast<int64_t>(prompts[i].prompt_tokens.size());
     if (r.max_tokens.has_value()) {
+      if (memory_bound && prompt_tokens + *r.max_tokens > limit) {
+        return ErrorResponse(400, memory_refusal(prompt_tokens + *r.max_tokens),
+                             r.max_tokens_param);
+      }
       if (limit > 0 && prompt_tokens + *r.max_tokens > limit) {
         return ErrorResponse(400,
                              "the prompt (" + std::to_string(prompt_tokens) + " tokens) plus " +
@@ -388,6 +405,9 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
       }
       max_tokens[i] = static_cast<int32_t>(*r.max_tokens);
       continue;
+    }
+    if (memory_bound && prompt_tokens >= limit) {
+      return ErrorResponse(400, memory_refusal(prompt_tokens + 1), prompt_param);
     }
     if (limit > 0 && prompt_tokens >= limit) {
       return ErrorResponse(400,

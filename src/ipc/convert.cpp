@@ -203,6 +203,10 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
   out->set_queue_expired(s.queue_expired);
   out->set_queue_delayed(s.queue_delayed);
   out->set_steps_stopped_early(s.steps_stopped_early);
+  out->set_kv_bytes_per_token(s.kv_bytes_per_token);
+  out->set_kv_waiting_for_memory(s.kv_waiting_for_memory);
+  out->set_kv_waiting_since_us(s.kv_waiting_since_us);
+  out->set_kv_idle_releases(s.kv_idle_releases);
   out->set_running_critical(s.running_critical);
   out->set_reserved_seqs(s.reserved_seqs);
   out->set_reserved_tokens(s.reserved_tokens);
@@ -257,6 +261,10 @@ engine::EngineStats FromProto(const proto::Stats& in) {
   s.queue_expired = in.queue_expired();
   s.queue_delayed = in.queue_delayed();
   s.steps_stopped_early = in.steps_stopped_early();
+  s.kv_bytes_per_token = in.kv_bytes_per_token();
+  s.kv_waiting_for_memory = in.kv_waiting_for_memory();
+  s.kv_waiting_since_us = in.kv_waiting_since_us();
+  s.kv_idle_releases = in.kv_idle_releases();
   s.running_critical = in.running_critical();
   s.reserved_seqs = in.reserved_seqs();
   s.reserved_tokens = in.reserved_tokens();

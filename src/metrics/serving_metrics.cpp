@@ -404,6 +404,18 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
   live.SetCounter(model, "pier_kv_cache_reclaims_total",
                   "Shrinks of an elastic KV cache honoured (memory reclaimed for other models).",
                   static_cast<double>(e.kv_shrinks));
+  live.SetCounter(model, "pier_kv_cache_idle_releases_total",
+                  "Times an idle elastic KV cache gave its chunks above its minimum back to the "
+                  "device (kv_idle_release).",
+                  static_cast<double>(e.kv_idle_releases));
+  live.SetGauge(model, "pier_kv_waiting_for_memory",
+                "Sequences waiting to start because the KV cache cannot grow under the memory "
+                "budget (they start when other models give memory back).",
+                static_cast<double>(e.kv_waiting_for_memory));
+  live.SetGauge(model, "pier_kv_ceiling_tokens",
+                "The longest sequence the KV cache could hold under the memory budget, every other "
+                "model's KV given back to its minimum (0: bounded by the context alone).",
+                static_cast<double>(e.kv_ceiling_tokens));
   live.SetCounter(model, "pier_engine_steps_total", "Engine steps run.",
                   static_cast<double>(e.steps));
   live.SetGauge(model, "pier_engine_tokens_per_step",

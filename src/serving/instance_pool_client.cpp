@@ -106,6 +106,20 @@ engine::EngineStats InstancePoolClient::Stats() const {
     sum.last_step_us = std::max(sum.last_step_us, s.last_step_us);
     // A request fits the pool when it fits an instance (they are alike).
     sum.max_request_tokens = std::min(sum.max_request_tokens, s.max_request_tokens);
+    // Instances of one model share the device's budget: the lowest ceiling any has (0: none).
+    if (s.kv_ceiling_tokens > 0) {
+      sum.kv_ceiling_tokens = sum.kv_ceiling_tokens > 0
+                                  ? std::min(sum.kv_ceiling_tokens, s.kv_ceiling_tokens)
+                                  : s.kv_ceiling_tokens;
+    }
+    sum.kv_bytes_per_token = std::max(sum.kv_bytes_per_token, s.kv_bytes_per_token);
+    sum.kv_waiting_for_memory += s.kv_waiting_for_memory;
+    if (s.kv_waiting_since_us > 0) {
+      sum.kv_waiting_since_us = sum.kv_waiting_since_us > 0
+                                    ? std::min(sum.kv_waiting_since_us, s.kv_waiting_since_us)
+                                    : s.kv_waiting_since_us;
+    }
+    sum.kv_idle_releases += s.kv_idle_releases;
     tokens += s.tokens_per_step * static_cast<double>(s.steps);
     hit_rate += s.prefix_hit_rate;
     latest_heartbeat = std::max(latest_heartbeat, s.last_step_at_us);

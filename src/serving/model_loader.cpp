@@ -131,6 +131,7 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
                                : 4 * options.prefill_chunk_while_decoding};
   host_options.max_waiting = options.max_queued;
   host_options.swap_space_bytes = options.swap_space_bytes;
+  host_options.engine.kv_idle_release = options.kv_idle_release;
   return host_options;
 }
 

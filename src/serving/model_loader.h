@@ -79,6 +79,8 @@ struct ModelLoadOptions {
   // Preemption by swap: each instance's swap space in the device set's pinned pool (0: off;
   // preemption then recomputes).
   uint64_t swap_space_bytes = 0;
+  // An idle elastic KV cache shrinks to its minimum after this long (EngineOptions).
+  std::chrono::milliseconds kv_idle_release{std::chrono::minutes(2)};
   // Run each instance in its own `pier worker` process (worker_client.h) instead of in this
   // one. Each worker is granted what its instance is guaranteed (weights, workspace, and the
   // KV minimum or, static, the whole KV cache); an elastic KV cache grows beyond it with

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "engine/local_model.h"
+#include "engine/scheduler/kv_ceiling.h"
 #include "ipc/convert.h"
 #include "memory/byte_size.h"
 #include "memory/lease.h"
@@ -520,7 +521,14 @@ void WorkerClient::Watch() {
 
 Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Request request) {
   if (request.arrival_us == 0) request.arrival_us = engine::NowUs();
+  const int64_t ceiling = KvCeilingTokens(max_request_tokens_.load());
   std::unique_lock lock(mutex_);
+  // Memory the device's ledger can never lend is refused here, as the engine does in process.
+  if (std::optional<std::string> refusal = engine::KvCeilingRefusal(
+          static_cast<int64_t>(request.prompt_tokens.size()) + request.max_tokens, ceiling,
+          stats_.kv_bytes_per_token)) {
+    return InvalidArgumentError(*refusal);
+  }
   if (state_ == State::kFailed) {
     return UnavailableError(name_ + " is quarantined: " + last_failure_);
   }
@@ -596,8 +604,11 @@ void WorkerClient::AbortAll(std::string reason) {
 }
 
 engine::EngineStats WorkerClient::Stats() const {
+  // The worker's own governor knows only its grant: the ceiling is the device ledger's.
+  const int64_t ceiling = KvCeilingTokens(max_request_tokens_.load());
   std::lock_guard lock(mutex_);
   engine::EngineStats stats = stats_;
+  stats.kv_ceiling_tokens = ceiling;
   // The open sequences are counted here, not taken from the last heartbeat: a pool balancing
   // requests must see a request it just sent (and one just finished) at once, not up to a
   // heartbeat later. How many of them run is the worker's figure (capped by that count): a

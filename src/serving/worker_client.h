@@ -195,6 +195,10 @@ class WorkerClient final : public engine::EngineClient {
   void ReconcileKv(const ipc::proto::Stats& stats);
   // The grant plus the KV chunks lent now.
   uint64_t GrantedBytes() const;
+  // The longest sequence the worker's KV cache could ever hold: its grant's chunks plus all
+  // the device's ledger could lend the mirror (every other owner at its minimum), capped by
+  // `max_request_tokens`; 0 without an elastic mirror.
+  int64_t KvCeilingTokens(int64_t max_request_tokens) const;
   // At each heartbeat (mutex_ held): a worker whose resident or device memory passes its
   // `granted` bytes plus the leak margin, or whose GPU reported a critical error since the last
   // look, is drained and restarted.

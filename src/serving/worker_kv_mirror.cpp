@@ -38,6 +38,28 @@ Status WorkerClient::MirrorKv(const ipc::proto::Ready& ready,
       return InternalError(name_ +
                            ": its KV lease cannot be mirrored: " + lease.status().message());
     kv->lease = std::move(lease).value();
+    kv->fixed_chunks = ready.kv_chunks();
+    kv->chunk_tokens = ready.kv_chunk_tokens();
+    kv->release_listener = options_.device_governor->AddReleaseListener([weak] {
+      std::shared_ptr<KvMirror> kv = weak.lock();
+      if (kv == nullptr) return;
+      size_t unmet = 0;
+      int urgency = 0;
+      {
+        std::lock_guard lock(kv->mutex);
+        if (kv->lease == nullptr || kv->channel == nullptr) return;
+        unmet = kv->unmet_chunks;
+        urgency = kv->unmet_urgency;
+      }
+      if (unmet == 0) return;
+      KvMirror::Lend(*kv, unmet, urgency);
+      bool lent = false;
+      {
+        std::lock_guard lock(kv->mutex);
+        lent = kv->unmet_chunks == 0;
+      }
+      if (lent) KvMirror::SendTarget(*kv);
+    });
     if (kv->lease->chunk_bytes() != ready.kv_chunk_bytes()) {
       spdlog::info("{}: KV chunks of {} are counted as {} in the device's ledger", name_,
                    FormatBytes(ready.kv_chunk_bytes()), FormatBytes(kv->lease->chunk_bytes()));
@@ -47,7 +69,8 @@ Status WorkerClient::MirrorKv(const ipc::proto::Ready& ready,
   if (kv_ != nullptr) {
     std::lock_guard kv_lock(kv_->mutex);
     kv_->channel = channel;
-    kv_->seq = 0;  // a new worker has applied no Budget yet
+    kv_->seq = 0;           // a new worker has applied no Budget yet
+    kv_->unmet_chunks = 0;  // nor asked for any
   }
   return Status::Ok();
 }
@@ -62,6 +85,7 @@ void WorkerClient::ReleaseKvOfEndedWorker() {
 
 void WorkerClient::DropKvMirror() {
   if (kv_ == nullptr) return;
+  options_.device_governor->RemoveReleaseListener(kv_->release_listener);
   std::lock_guard kv_lock(kv_->mutex);
   kv_->channel.reset();
   kv_->lease.reset();
@@ -80,18 +104,11 @@ void WorkerClient::OnMoreMemory(const ipc::proto::MoreMemory& ask) {
     if (channel != nullptr) (void)channel->Send(frame);
     return;
   }
-  Lease& lease = *kv_->lease;
-  const uint64_t chunk = lease.chunk_bytes();
+  const uint64_t chunk = kv_->lease->chunk_bytes();
   const size_t wanted =
       static_cast<size_t>(std::max<uint64_t>(1, (ask.bytes() + chunk - 1) / chunk));
-  const size_t room = lease.max_chunks() - std::min(lease.max_chunks(), lease.chunks());
-  if (room > 0) {
-    // Not waiting: the device's governor asks others to shrink and the worker asks again.
-    MemoryStatus grown = lease.Grow(std::min(wanted, room), GrowOptions{.urgency = ask.urgency()});
-    if (!grown.ok()) {
-      spdlog::debug("{}: no more KV memory now: {}", name_, grown.status().message());
-    }
-  }
+  // Not waiting: the device's governor asks others to shrink, and a release lends it then.
+  KvMirror::Lend(*kv_, wanted, ask.urgency());
   KvMirror::SendTarget(*kv_);
 }
 
@@ -100,17 +117,38 @@ void WorkerClient::ReconcileKv(const ipc::proto::Stats& stats) {
   Lease& lease = *kv_->lease;
   lease.SetIdle(stats.kv_idle());
   lease.SetUrgency(stats.kv_urgency());
-  std::lock_guard kv_lock(kv_->mutex);
-  // Only a budget the worker applied after the last one sent, and no lowering on its way.
-  if (kv_->channel == nullptr || stats.budget_seq() != kv_->seq || stats.budget_pending()) return;
-  const uint64_t above = stats.budget_bytes() - std::min(stats.budget_bytes(), kv_->fixed_bytes);
-  const size_t holds = static_cast<size_t>(above / lease.chunk_bytes());
-  const size_t chunks = lease.chunks();
-  if (chunks > holds) {
-    if (Status shrunk = lease.Shrink(chunks - holds); !shrunk.ok()) {
-      spdlog::warn("{}: KV mirror: {}", name_, shrunk.message());
+  lease.SetWaitingOnly(stats.kv_waiting_only());
+  bool lower = false;
+  {
+    std::lock_guard kv_lock(kv_->mutex);
+    if (kv_->channel == nullptr) return;
+    // An idle worker whose lease gave chunks back on its own (kv_idle_release): lower its budget
+    // to what it holds, so the device's ledger gets them back once it has applied that.
+    if (stats.kv_idle() && stats.has_kv_lease_chunks()) {
+      const auto held =
+          static_cast<size_t>(std::max<int64_t>(0, stats.kv_lease_chunks() - kv_->fixed_chunks));
+      if (held < lease.chunks() && kv_->release_to != held) {
+        kv_->release_to = held;
+        lower = true;
+      }
+    }
+    // Only a budget the worker applied after the last one sent, and no lowering on its way.
+    if (!lower && stats.budget_seq() == kv_->seq && !stats.budget_pending()) {
+      const uint64_t above =
+          stats.budget_bytes() - std::min(stats.budget_bytes(), kv_->fixed_bytes);
+      const size_t holds = static_cast<size_t>(above / lease.chunk_bytes());
+      const size_t chunks = lease.chunks();
+      if (chunks > holds) {
+        if (Status shrunk = lease.Shrink(chunks - holds); !shrunk.ok()) {
+          spdlog::warn("{}: KV mirror: {}", name_, shrunk.message());
+        }
+      }
+      if (kv_->release_to.has_value() && lease.chunks() <= *kv_->release_to) {
+        kv_->release_to.reset();
+      }
     }
   }
+  if (lower) KvMirror::SendTarget(*kv_);
 }
 
 uint64_t WorkerClient::GrantedBytes() const {
@@ -120,6 +158,19 @@ uint64_t WorkerClient::GrantedBytes() const {
     if (kv_->lease != nullptr) lent = uint64_t{kv_->lease->chunks()} * kv_->lease->chunk_bytes();
   }
   return options_.budget_bytes + lent;
+}
+
+}  // namespace pier::serving
+
+namespace pier::serving {
+
+int64_t WorkerClient::KvCeilingTokens(int64_t max_request_tokens) const {
+  if (kv_ == nullptr) return 0;
+  std::lock_guard kv_lock(kv_->mutex);
+  if (kv_->lease == nullptr || kv_->chunk_tokens <= 0) return 0;
+  const auto chunks = kv_->fixed_chunks + static_cast<int64_t>(kv_->lease->AttainableChunks());
+  const int64_t tokens = chunks * kv_->chunk_tokens;
+  return max_request_tokens > 0 ? std::min(tokens, max_request_tokens) : tokens;
 }
 
 }  // namespace pier::serving

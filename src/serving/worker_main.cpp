@@ -155,13 +155,19 @@ class Worker {
     stats->set_budget_pending(g.pending_budget_bytes.has_value());
     stats->set_budget_seq(seq);
     bool idle = true;
+    bool waiting_only = false;
     int urgency = 0;
+    int64_t chunks = 0;
     for (const LeaseStats& lease : g.leases) {
+      chunks += static_cast<int64_t>(lease.chunks);
       idle = idle && lease.idle;
       urgency = std::max(urgency, lease.urgency);
+      waiting_only = waiting_only || lease.waiting_only;
     }
     stats->set_kv_idle(idle);
     stats->set_kv_urgency(urgency);
+    stats->set_kv_waiting_only(waiting_only);
+    if (!g.leases.empty()) stats->set_kv_lease_chunks(chunks);
   }
 
   // The supervisor's answer: more budget (granted from the device's), the same (not granted
@@ -305,6 +311,9 @@ int RunWorker(int fd) {
   }
   ModelHostOptions host_options = HostOptionsOf(*load, load->id);
   host_options.swap_pool = &(*devices)->swap_pool();
+  // This governor's budget is a grant that grows on request: the supervisor checks requests
+  // against what the device's ledger could ever lend (WorkerClient::Submit).
+  host_options.engine.check_kv_ceiling = false;
   Result<std::unique_ptr<ModelHost>> host = ModelHost::Open(host_options, *governor);
   if (!host.ok()) {
     (void)Refuse(channel, host.status().message());
@@ -321,6 +330,7 @@ int RunWorker(int fd) {
     ready.mutable_ready()->set_kv_chunks(static_cast<int64_t>(lease.chunks));
     ready.mutable_ready()->set_kv_min_chunks(static_cast<int64_t>(lease.min_chunks));
     ready.mutable_ready()->set_kv_max_chunks(static_cast<int64_t>(lease.max_chunks));
+    ready.mutable_ready()->set_kv_chunk_tokens((*host)->engine().KvChunkTokens());
   }
   ready.mutable_ready()->set_load_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

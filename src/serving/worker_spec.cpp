@@ -34,6 +34,7 @@ ipc::proto::LoadSpec ToLoadSpec(const ModelLoadOptions& o, int instance, uint64_
   spec.set_max_prefill_chunk(o.max_prefill_chunk);
   spec.set_max_queued(o.max_queued);
   spec.set_swap_space_bytes(o.swap_space_bytes);
+  spec.set_kv_idle_release_ms(o.kv_idle_release.count());
   spec.set_budget_bytes(budget_bytes);
   return spec;
 }
@@ -76,6 +77,7 @@ Result<ModelLoadOptions> FromLoadSpec(const ipc::proto::LoadSpec& spec) {
   o.max_prefill_chunk = spec.max_prefill_chunk();
   o.max_queued = spec.max_queued();
   o.swap_space_bytes = spec.swap_space_bytes();
+  o.kv_idle_release = std::chrono::milliseconds(std::max<int64_t>(0, spec.kv_idle_release_ms()));
   if (o.path.empty() || o.threads < 1 || o.ctx < 1 || o.max_batched_tokens < 1 || o.max_seqs < 1 ||
       o.max_queued < 0 || o.prefill_chunk_while_decoding < 0 || o.min_batched_tokens < 0 ||
       o.max_prefill_chunk < 0 || o.kv_min.tokens < 0 || o.kv_max.tokens < 0) {

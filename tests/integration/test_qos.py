@@ -177,7 +177,10 @@ def test_a_request_predicted_to_miss_its_deadline_is_refused_at_once(reserved):
 
 
 def test_a_loaded_model_sends_requests_to_its_fallback_and_takes_them_back(tmp_path):
+    # No critical reserve: with 2 slots it would keep one (at least one when non-zero), and the
+    # test loads the primary with two normal requests.
     config = write_config(str(tmp_path), f"""
+qos_reserve: 0
 models:
   - name: smol
     path: {PIER_MODEL}
