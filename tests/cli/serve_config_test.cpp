@@ -101,6 +101,7 @@ watchdog_seconds: 5
 load_wait: 12
 unload_grace: 3
 swap_space: 64MiB
+kv_idle_release: 30
 stream_backlog: 64
 write_timeout: 1.5
 default_max_tokens: 100
@@ -164,6 +165,7 @@ device: cuda:1
   EXPECT_DOUBLE_EQ(o.load_wait_seconds, 12);
   EXPECT_DOUBLE_EQ(o.unload_grace_seconds, 3);
   EXPECT_EQ(o.swap_space, uint64_t{64} << 20);
+  EXPECT_DOUBLE_EQ(o.kv_idle_release_seconds, 30);
   EXPECT_EQ(o.stream_backlog, 64);
   EXPECT_DOUBLE_EQ(o.write_timeout_seconds, 1.5);
   EXPECT_EQ(o.default_max_tokens, 100);
@@ -175,7 +177,7 @@ device: cuda:1
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_max_period_seconds, 20);
   // Every setting name appears in the file above: none is flag-only by mistake.
   EXPECT_EQ(o.device, "cuda:1");
-  EXPECT_EQ(ServeSettingNames().size(), 57u);
+  EXPECT_EQ(ServeSettingNames().size(), 58u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
