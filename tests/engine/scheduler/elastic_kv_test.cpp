@@ -13,6 +13,7 @@
 #include "engine/leased_kv_store.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/fake_model.h"
+#include "engine/scheduler/run_alone.h"
 #include "memory/lease.h"
 #include "memory/memory_governor.h"
 
@@ -22,7 +23,6 @@ namespace {
 using testing::FakeLayout;
 using testing::FakeRunner;
 using testing::TokensOf;
-using testing::VectorKvStore;
 
 constexpr int64_t kVocab = 40;
 constexpr int64_t kBlockSize = 4;
@@ -38,15 +38,7 @@ Request Greedy(std::string id, std::vector<int32_t> prompt, int32_t max_tokens) 
 
 // The same request on a plain, large KV store.
 std::vector<int32_t> RunAlone(const Request& r) {
-  VectorKvStore kv(FakeLayout(kBlockSize), 256);
-  FakeRunner runner(&kv, kVocab, 4096);
-  EngineOptions options;
-  options.start_thread = false;
-  auto engine = *Engine::Create(options, &runner, &kv);
-  auto h = *engine->Submit(r);
-  while (engine->RunStep()) {
-  }
-  return TokensOf(h->Drain());
+  return testing::RunAloneOnFakeModel(r, kBlockSize, kVocab);
 }
 
 class ElasticKvTest : public ::testing::Test {

@@ -15,6 +15,7 @@
 #include "engine/leased_kv_store.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/fake_model.h"
+#include "engine/scheduler/run_alone.h"
 #include "memory/lease.h"
 #include "memory/memory_governor.h"
 
@@ -25,7 +26,6 @@ using namespace std::chrono_literals;
 using testing::FakeLayout;
 using testing::FakeRunner;
 using testing::TokensOf;
-using testing::VectorKvStore;
 
 constexpr int64_t kVocab = 40;
 constexpr int64_t kBlockSize = 4;
@@ -38,15 +38,7 @@ Request Greedy(std::string id, int64_t prompt, int32_t max_tokens, uint32_t seed
 }
 
 std::vector<int32_t> RunAlone(const Request& r) {
-  VectorKvStore kv(FakeLayout(kBlockSize), 256);
-  FakeRunner runner(&kv, kVocab, 4096);
-  EngineOptions options;
-  options.start_thread = false;
-  auto engine = *Engine::Create(options, &runner, &kv);
-  auto h = *engine->Submit(r);
-  while (engine->RunStep()) {
-  }
-  return TokensOf(h->Drain());
+  return testing::RunAloneOnFakeModel(r, kBlockSize, kVocab);
 }
 
 // Reads a request's events until its last (at most 5 s apart): its tokens and how it ended.
