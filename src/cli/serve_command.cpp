@@ -48,15 +48,15 @@
 #include <utility>
 #include <vector>
 
+#include "api/admin/admin_routes.h"
+#include "api/auth/api_keys.h"
+#include "api/kserve/kserve_api.h"
+#include "api/openai/embeddings_api.h"
+#include "api/openai/openai_api.h"
 #include "cli/commands.h"
 #include "cli/serve_config.h"
 #include "common/check.h"
 #include "grpc/kserve_grpc_server.h"
-#include "http/admin_routes.h"
-#include "http/api_keys.h"
-#include "http/embeddings_api.h"
-#include "http/kserve_api.h"
-#include "http/openai_api.h"
 #include "http/server.h"
 #include "metrics/gpu_telemetry.h"
 #include "metrics/serving_metrics.h"
@@ -301,8 +301,8 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.adaptive_batch_window = settings.adaptive_batch_window;
     load.max_queued = settings.max_queued;
     load.swap_space_bytes = settings.swap_space;
-    load.kv_idle_release = std::chrono::milliseconds(
-        static_cast<int64_t>(settings.kv_idle_release_seconds * 1000));
+    load.kv_idle_release =
+        std::chrono::milliseconds(static_cast<int64_t>(settings.kv_idle_release_seconds * 1000));
     load.workers = settings.workers;
     load.worker_leak_margin_bytes = settings.worker_leak_margin;
     load.device_health = device_health;
@@ -355,13 +355,13 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "pier", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
 
-  http::ApiKeys keys;
+  api::ApiKeys keys;
   if (!options.api_keys.empty()) {
-    Result<http::ApiKeys> loaded = http::ApiKeys::Load(options.api_keys);
+    Result<api::ApiKeys> loaded = api::ApiKeys::Load(options.api_keys);
     if (!loaded.ok()) return Fail(loaded.status());
     keys = std::move(loaded).value();
   }
-  const http::ApiKeys* keys_or_null = keys.enabled() ? &keys : nullptr;
+  const api::ApiKeys* keys_or_null = keys.enabled() ? &keys : nullptr;
 
   // GPU telemetry first: the workers' supervisors read it from their first heartbeat.
   std::shared_ptr<metrics::GpuTelemetry> gpu_telemetry;
@@ -430,7 +430,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     return Fail(started);
   }
 
-  http::OpenAiApiOptions api_options;
+  api::OpenAiApiOptions api_options;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);
   api_options.max_tokens_limit = static_cast<int32_t>(options.max_tokens_limit);
   api_options.class_max_queue = options.class_max_queue;
@@ -443,12 +443,12 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   };
   api_options.load_wait =
       std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
-  http::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
-  http::EmbeddingsApi embeddings(
+  api::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
+  api::EmbeddingsApi embeddings(
       {.load_wait = api_options.load_wait, .class_max_queue = options.class_max_queue},
       registry.get(), keys_or_null, &metrics);
 
-  http::AdminRoutesOptions admin_options;
+  api::AdminRoutesOptions admin_options;
   admin_options.watchdog_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.watchdog_seconds * 1000));
   admin_options.ready_any = options.ready_any;
@@ -486,22 +486,22 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       return specs;
     };
   }
-  http::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
+  api::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
-  auto router = std::make_shared<http::Router>();
-  http::KServeApiOptions kserve_options;
+  auto router = std::make_shared<api::Router>();
+  api::KServeApiOptions kserve_options;
   kserve_options.ready = [&admin](std::string* reason) {
-    const http::Readiness readiness = admin.CheckReady();
+    const api::Readiness readiness = admin.CheckReady();
     *reason = readiness.reason;
     return readiness.ready;
   };
   // generate / generate_stream run as /v1/completions requests (the router outlives the API).
-  http::Router* completions_router = router.get();
-  kserve_options.completions = [completions_router](const http::HttpRequest& request) {
+  api::Router* completions_router = router.get();
+  kserve_options.completions = [completions_router](const api::HttpRequest& request) {
     return completions_router->Dispatch(request);
   };
   kserve_options.class_max_queue = options.class_max_queue;
-  http::KServeApi kserve(std::move(kserve_options), registry.get(), keys_or_null);
+  api::KServeApi kserve(std::move(kserve_options), registry.get(), keys_or_null);
   api.Register(*router);
   embeddings.Register(*router);
   kserve.Register(*router);
@@ -517,9 +517,9 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       std::chrono::milliseconds(static_cast<int64_t>(options.write_timeout_seconds * 1000.0));
   server_options.paths_served_while_draining = {"/health", "/ready", "/metrics"};
   server_options.cors_origins = options.cors_origins;
-  server_options.on_response = [&metrics](const http::HttpRequest& request, int status,
+  server_options.on_response = [&metrics](const api::HttpRequest& request, int status,
                                           std::string_view model) {
-    metrics.RecordHttpResponse(status, http::MetricsRouteLabel(request.path), model);
+    metrics.RecordHttpResponse(status, api::MetricsRouteLabel(request.path), model);
   };
   Result<std::unique_ptr<http::HttpServer>> started =
       http::HttpServer::Start(server_options, std::move(router));
@@ -535,7 +535,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     grpc_options.max_message_bytes =
         static_cast<int64_t>(std::min<uint64_t>(options.max_body_bytes, INT64_MAX));
     grpc_options.ready = [&admin](std::string* reason) {
-      const http::Readiness readiness = admin.CheckReady();
+      const api::Readiness readiness = admin.CheckReady();
       *reason = readiness.reason;
       return readiness.ready;
     };
@@ -545,7 +545,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       return Fail(grpc_started);
     }
   }
-  admin.SetState(http::ServeState::kReady);
+  admin.SetState(api::ServeState::kReady);
   const std::string url_host = HostForUrl(options.host);
   const unsigned port = static_cast<unsigned>(server->port());
   std::string served;
@@ -592,7 +592,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       std::chrono::milliseconds(static_cast<int64_t>(options.shutdown_grace_seconds * 1000));
   spdlog::info("pier serve: {} received: shutting down (in-flight requests have {} s)",
                ::strsignal(signal), options.shutdown_grace_seconds);
-  admin.SetState(http::ServeState::kShuttingDown);
+  admin.SetState(api::ServeState::kShuttingDown);
 
   // Shutdown joins the I/O threads; this thread keeps watching for a second signal.
   std::atomic<bool> stopped{false};

@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "api/kserve/kserve_api.h"
+#include "api/kserve/kserve_infer_request.h"
+#include "api/openai/embeddings_api.h"
 #include "common/build_info.h"
 #include "encoder/embedding_batcher.h"
 #include "grpc_predict_v2.grpc.pb.h"
-#include "http/embeddings_api.h"
-#include "http/kserve_api.h"
-#include "http/kserve_infer_request.h"
 
 namespace pier::grpc_api {
 namespace {
@@ -65,7 +65,7 @@ StatusCode CodeOfHttp(int status) {
 }
 
 // The message of an OpenAI-shaped error body.
-std::string MessageOf(const http::HttpResponse& response) {
+std::string MessageOf(const api::HttpResponse& response) {
   try {
     return nlohmann::json::parse(response.body)["error"]["message"].get<std::string>();
   } catch (const nlohmann::json::exception&) {
@@ -163,27 +163,27 @@ Result<nlohmann::json> RequestAsJson(const inference::ModelInferRequest& request
 struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Service {
   KServeGrpcOptions options;
   serving::ModelRegistry* registry;
-  const http::ApiKeys* keys;
+  const api::ApiKeys* keys;
   std::unique_ptr<grpc::Server> server;
   int bound_port = 0;
 
-  Impl(KServeGrpcOptions o, serving::ModelRegistry* r, const http::ApiKeys* k)
+  Impl(KServeGrpcOptions o, serving::ModelRegistry* r, const api::ApiKeys* k)
       : options(std::move(o)), registry(r), keys(k) {}
 
   // The caller's principal from `authorization` metadata, or the refusal.
-  grpc::Status Authenticate(ServerContext* context, http::Principal* principal) const {
+  grpc::Status Authenticate(ServerContext* context, api::Principal* principal) const {
     if (keys == nullptr || !keys->enabled()) return grpc::Status::OK;
-    http::HttpRequest request;
+    api::HttpRequest request;
     for (const auto& [name, value] : context->client_metadata()) {
       std::string lower(name.data(), name.size());
       for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       request.headers.emplace_back(lower, std::string(value.data(), value.size()));
     }
     auto auth = keys->Authenticate(request);
-    if (auto* denied = std::get_if<http::HttpResponse>(&auth)) {
+    if (auto* denied = std::get_if<api::HttpResponse>(&auth)) {
       return Refuse(StatusCode::UNAUTHENTICATED, MessageOf(*denied));
     }
-    *principal = std::get<http::Principal>(std::move(auth));
+    *principal = std::get<api::Principal>(std::move(auth));
     return grpc::Status::OK;
   }
 
@@ -224,7 +224,7 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
 
   grpc::Status ModelReady(ServerContext* context, const inference::ModelReadyRequest* request,
                           inference::ModelReadyResponse* response) override {
-    http::Principal principal;
+    api::Principal principal;
     if (grpc::Status auth = Authenticate(context, &principal); !auth.ok()) return auth;
     serving::ModelRef model;
     grpc::Status found = Find(request->name(), request->version(), &model);
@@ -243,7 +243,7 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
 
   grpc::Status ModelMetadata(ServerContext* context, const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override {
-    http::Principal principal;
+    api::Principal principal;
     if (grpc::Status auth = Authenticate(context, &principal); !auth.ok()) return auth;
     serving::ModelRef model;
     if (grpc::Status found = Find(request->name(), request->version(), &model); !found.ok()) {
@@ -276,7 +276,7 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
 
   grpc::Status ModelInfer(ServerContext* context, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override {
-    http::Principal principal;
+    api::Principal principal;
     if (grpc::Status auth = Authenticate(context, &principal); !auth.ok()) return auth;
     serving::ModelRef model_ref;
     if (grpc::Status found = Find(request->model_name(), request->model_version(), &model_ref);
@@ -295,32 +295,32 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     std::string binary;
     Result<nlohmann::json> as_json = RequestAsJson(*request, &binary);
     if (!as_json.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, as_json.status().message());
-    Result<http::EmbedInferRequest> read = http::ReadEmbedInferRequest(model.id, *as_json, binary);
+    Result<api::EmbedInferRequest> read = api::ReadEmbedInferRequest(model.id, *as_json, binary);
     if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
-    const int priority = http::BatcherPriority(read->priority, principal.max_priority);
+    const int priority = api::BatcherPriority(read->priority, principal.max_priority);
     Result<std::vector<std::vector<int32_t>>> ids =
         read->token_ids.has_value()
-            ? http::PrepareTokenIds(*model.tokenizer, std::move(*read->token_ids),
-                                    model.max_request_tokens, read->truncate)
-            : http::TokenizeTexts(*model.tokenizer, read->texts, model.max_request_tokens,
-                                  read->truncate);
+            ? api::PrepareTokenIds(*model.tokenizer, std::move(*read->token_ids),
+                                   model.max_request_tokens, read->truncate)
+            : api::TokenizeTexts(*model.tokenizer, read->texts, model.max_request_tokens,
+                                 read->truncate);
     if (!ids.ok()) {
       return Refuse(StatusCode::INVALID_ARGUMENT,
                     "model '" + model.id + "': " + ids.status().message());
     }
     int64_t cost = 0;
     for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
-    std::shared_ptr<http::KeySlot> slot;
-    if (std::optional<http::HttpResponse> refused =
-            http::AdmitKeyRequest(principal, http::ClassOfBatcherPriority(priority), cost,
-                                  "input tokens", "inputs", &slot)) {
+    std::shared_ptr<api::KeySlot> slot;
+    if (std::optional<api::HttpResponse> refused =
+            api::AdmitKeyRequest(principal, api::ClassOfBatcherPriority(priority), cost,
+                                 "input tokens", "inputs", &slot)) {
       return Refuse(CodeOfHttp(refused->status), MessageOf(*refused));
     }
     encoder::EmbedRequest embed;
     embed.texts = std::move(ids).value();
     embed.priority = priority;
     embed.deadline =
-        serving::QueueDeadline(options.class_max_queue, http::ClassOfBatcherPriority(priority),
+        serving::QueueDeadline(options.class_max_queue, api::ClassOfBatcherPriority(priority),
                                std::chrono::steady_clock::now());
     std::promise<encoder::EmbedResult> promise;
     std::future<encoder::EmbedResult> future = promise.get_future();
@@ -354,7 +354,7 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
 };
 
 KServeGrpcServer::KServeGrpcServer(KServeGrpcOptions options, serving::ModelRegistry* registry,
-                                   const http::ApiKeys* keys)
+                                   const api::ApiKeys* keys)
     : impl_(std::make_unique<Impl>(std::move(options), registry, keys)) {}
 
 KServeGrpcServer::~KServeGrpcServer() { Shutdown(0); }

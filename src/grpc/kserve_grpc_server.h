@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
+#include "api/auth/api_keys.h"
 #include "common/status.h"
-#include "http/api_keys.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
 
@@ -41,7 +41,7 @@ struct KServeGrpcOptions {
 class KServeGrpcServer {
  public:
   KServeGrpcServer(KServeGrpcOptions options, serving::ModelRegistry* registry,
-                   const http::ApiKeys* keys);
+                   const api::ApiKeys* keys);
   ~KServeGrpcServer();
 
   // Binds and starts serving. UNAVAILABLE when the address cannot be bound.

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "http/http_types.h"
+#include "http/routes.h"
 
 namespace pier::http {
 

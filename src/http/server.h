@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "http/http_types.h"
+#include "http/routes.h"
 
 namespace pier::http {
 

@@ -36,7 +36,7 @@
 #include <utility>
 
 #include "http/cors.h"
-#include "http/http_types.h"
+#include "http/routes.h"
 #include "http/server.h"
 
 namespace pier::http::server_internal {

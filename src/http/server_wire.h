@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "http/http_types.h"
+#include "http/routes.h"
 
 namespace pier::http::server_internal {
 

@@ -10,16 +10,16 @@
 #include <string_view>
 #include <variant>
 
-#include "http/openai_request.h"
+#include "api/openai/openai_request.h"
 
 namespace {
 
-void Check(const pier::http::OpenAiParseResult& result) {
-  if (const auto* error = std::get_if<pier::http::OpenAiError>(&result)) {
+void Check(const pier::api::OpenAiParseResult& result) {
+  if (const auto* error = std::get_if<pier::api::OpenAiError>(&result)) {
     if (error->status < 400 || error->status >= 500 || error->message.empty()) std::abort();
     return;
   }
-  const auto& request = std::get<pier::http::OpenAiRequest>(result);
+  const auto& request = std::get<pier::api::OpenAiRequest>(result);
   if (request.n < 1 || request.stop.size() > 4) std::abort();
 }
 
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<char[]> bytes(new char[size == 0 ? 1 : size]);
   if (size > 0) std::memcpy(bytes.get(), data, size);
   const std::string_view body(bytes.get(), size);
-  Check(pier::http::ParseChatCompletionRequest(body));
-  Check(pier::http::ParseCompletionRequest(body));
+  Check(pier::api::ParseChatCompletionRequest(body));
+  Check(pier::api::ParseCompletionRequest(body));
   return 0;
 }

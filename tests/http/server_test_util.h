@@ -1,7 +1,7 @@
 // Test helpers for HttpServer: a blocking POSIX-socket HTTP client that reads responses
-// incrementally, parsing heads and chunk lines with http/client (as the load generator does) (so
-// tests can observe chunks as they arrive), and a ResponseStream driven by the test (Push/Finish
-// from any thread) that records Start/Poll/Cancel.
+// incrementally, parsing heads and chunk lines with loadgen/response_parser.h (as the load
+// generator does) (so tests can observe chunks as they arrive), and a ResponseStream driven by the
+// test (Push/Finish from any thread) that records Start/Poll/Cancel.
 //
 // Thread-safety: TestClient is used by one thread; TestStream may be fed from any thread.
 #pragma once
@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "http/client/response_parser.h"
-#include "http/http_types.h"
+#include "api/http_types.h"
+#include "loadgen/response_parser.h"
 
 namespace pier::http::testing {
 
@@ -149,13 +149,14 @@ class TestClient {
     const std::string head = buffer_.substr(0, end);
     buffer_.erase(0, end + 4);
     size_t line_end = head.find("\r\n");
-    auto status = client::ParseStatusLine(head.substr(0, line_end));
+    auto status = loadgen::ParseStatusLine(head.substr(0, line_end));
     if (!status.ok()) return std::nullopt;
     response.status = status->code;
     while (line_end != std::string::npos) {
       const size_t start = line_end + 2;
       line_end = head.find("\r\n", start);
-      auto header = client::ParseHeaderLine(std::string_view(head).substr(start, line_end - start));
+      auto header =
+          loadgen::ParseHeaderLine(std::string_view(head).substr(start, line_end - start));
       if (!header.ok()) return std::nullopt;
       response.headers[header->first] = std::move(header->second);
     }
@@ -169,7 +170,7 @@ class TestClient {
       if (!Fill(deadline)) return std::nullopt;
     }
     const auto chunk_size =
-        client::ParseChunkSizeLine(std::string_view(buffer_).substr(0, line_end));
+        loadgen::ParseChunkSizeLine(std::string_view(buffer_).substr(0, line_end));
     if (!chunk_size.ok()) return std::nullopt;
     const size_t size = *chunk_size;
     while (buffer_.size() < line_end + 2 + size + 2) {

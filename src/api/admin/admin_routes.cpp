@@ -1,0 +1,765 @@
+#include "api/admin/admin_routes.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "api/json_shape.h"
+#include "api/pending_response.h"
+#include "common/check.h"
+#include "encoder/embedding_batcher.h"
+#include "engine/local_model.h"
+#include "placement/cpu_list.h"
+#include "serving/worker_client.h"
+#include "tokenizer/unicode.h"
+
+namespace pier::api {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+HttpResponse JsonResponse(int status, const Json& body) {
+  HttpResponse response;
+  response.status = status;
+  // Decoded text may hold bytes that are not UTF-8: replace rather than throw.
+  response.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return response;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "%2F" -> "/"; a malformed escape is kept as written.
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      const int hi = HexValue(s[i + 1]);
+      const int lo = HexValue(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+// The request body as a JSON object, or a 400 response.
+std::variant<Json, HttpResponse> ParseObject(const HttpRequest& request) {
+  Json body;
+  try {
+    body = Json::parse(request.body);
+  } catch (const Json::parse_error& e) {
+    return ErrorResponse(400, "the request body is " + InvalidJsonMessage(e));
+  }
+  if (!body.is_object()) return ErrorResponse(400, "the request body must be a JSON object");
+  return body;
+}
+
+constexpr std::string_view kModelsPrefix = "/v1/models/";
+
+// The model object of /v1/models and /v1/models/{id}: OpenAI's fields, vLLM's max_model_len
+// (when loaded), and Pier's own under "pier" (clients ignore unknown fields).
+Json ModelObject(const serving::ModelEntry& entry) {
+  const serving::ServedModel* model = entry.model.get();
+  Json object{{"id", entry.id},
+              {"object", "model"},
+              {"created", model != nullptr ? model->created_unix_seconds : 0},
+              {"owned_by", "pier"}};
+  if (model != nullptr) object["max_model_len"] = model->max_request_tokens;
+  Json pier{{"aliases", entry.aliases},
+            {"state", serving::ModelStateName(entry.state)},
+            {"load", serving::LoadPolicyName(entry.load)}};
+  if (!entry.reason.empty()) pier["reason"] = entry.reason;
+  if (model != nullptr) {
+    pier["kind"] = serving::ModelKindName(model->kind);
+    if (model->kind == serving::ModelKind::kEmbed) pier["dimensions"] = model->embedding_dim;
+  }
+  object["pier"] = std::move(pier);
+  return object;
+}
+
+// An embedding model's batcher figures for /metrics.
+metrics::EmbeddingFigures EmbeddingFiguresOf(const serving::ServedModel& model) {
+  const encoder::BatcherStats b = model.embedder->Stats();
+  auto buckets = [](const encoder::Buckets& in) {
+    return metrics::EmbeddingFigures::Buckets{in.bounds, in.counts, in.sum};
+  };
+  metrics::EmbeddingFigures e;
+  e.queued_texts = b.queued_texts;
+  e.batches = b.batches;
+  e.texts = b.texts;
+  e.tokens = b.tokens;
+  e.expired = b.expired;
+  e.predicted_refusals = b.predicted_refusals;
+  e.window_seconds = b.window_seconds;
+  e.batch_texts = buckets(b.batch_texts);
+  e.batch_tokens = buckets(b.batch_tokens);
+  e.queue_seconds = buckets(b.queue_seconds);
+  e.compute_seconds = buckets(b.compute_seconds);
+  return e;
+}
+
+// The bytes of every owner on `governor` that belongs to model `id` (named "<id>/...").
+Json OwnersOf(const std::string& id, const MemoryGovernor& governor, uint64_t* total) {
+  Json owners = Json::array();
+  const GovernorStats g = governor.Stats();
+  for (const OwnerStats& o : g.owners) {
+    if (engine::OwnerModelName(o.name) != id) continue;
+    owners.push_back({{"owner", o.name},
+                      {"used_bytes", o.allocated_bytes},
+                      {"committed_bytes", o.committed_bytes},
+                      {"guaranteed_bytes", o.guaranteed_bytes}});
+    *total += o.committed_bytes;
+  }
+  return owners;
+}
+
+// /admin/models' detail of one model: its state and counters, its configuration, and when
+// loaded its engine's queue and KV and the governor owners that belong to it with their bytes.
+Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spec,
+                 const MemoryGovernor* device) {
+  Json detail = ModelObject(entry);
+  Json& pier = detail["pier"];
+  pier["lifecycle"] = {{"loads", entry.loads},
+                       {"load_failures", entry.load_failures},
+                       {"unloads", entry.unloads},
+                       {"evictions", entry.evictions},
+                       {"idle_unloads", entry.idle_unloads},
+                       {"last_load_seconds", entry.last_load_seconds}};
+  if (spec != nullptr) {
+    const serving::ModelLoadOptions& l = spec->load;
+    pier["config"] = {
+        {"path", l.path},
+        {"instances", l.instances},
+        {"priority", l.priority},
+        {"ctx", l.ctx},
+        {"kv_policy", l.kv_policy == engine::KvPolicy::kElastic ? "elastic" : "static"},
+        {"kv_min", l.kv_min.ToString()},
+        {"kv_max", l.kv_max.is_set() ? l.kv_max.ToString() : std::to_string(l.ctx) + " tokens"},
+        {"max_seqs", l.max_seqs},
+        {"max_batched_tokens", l.max_batched_tokens},
+        {"prefill_chunk_while_decoding", l.prefill_chunk_while_decoding},
+        {"idle_unload_after_seconds", spec->idle_unload_after.count() / 1000.0},
+        {"fallback", spec->fallback}};
+  }
+  const serving::ServedModel* model = entry.model.get();
+  uint64_t total = 0;
+  Json owners = Json::array();
+  const MemoryGovernor* governor = model != nullptr ? model->governor : device;
+  if (governor != nullptr) {
+    pier["device"] = governor->Stats().device;
+    owners = OwnersOf(entry.id, *governor, &total);
+  }
+  pier["memory"] = {{"committed_bytes", total}, {"owners", std::move(owners)}};
+  if (model == nullptr) return detail;
+  const engine::EngineStats e = model->client->Stats();
+  pier["engine"] = {{"running", e.running},
+                    {"waiting", e.waiting},
+                    {"max_request_tokens", e.max_request_tokens},
+                    {"kv_block_size", e.kv_block_size},
+                    {"kv_blocks_used", e.kv_blocks_used},
+                    {"kv_blocks_total", e.kv_blocks_total},
+                    {"kv_tokens_used", e.kv_tokens_used},
+                    {"kv_blocks_max", e.kv_blocks_max},
+                    {"kv_grows", e.kv_grows},
+                    {"kv_shrinks", e.kv_shrinks},
+                    {"preemptions", e.preemptions},
+                    {"requests_finished", e.requests_finished}};
+  Json instances = Json::array();
+  for (size_t n = 0; n < model->instances.size(); ++n) {
+    const engine::EngineStats i = model->instances[n]->Stats();
+    Json instance = {{"running", i.running},
+                     {"waiting", i.waiting},
+                     {"kv_blocks_used", i.kv_blocks_used},
+                     {"requests_finished", i.requests_finished}};
+    if (n < model->workers.size()) {
+      const serving::WorkerHealth h = model->workers[n]->Health();
+      instance["worker"] = {{"state", h.state},
+                            {"pid", h.pid},
+                            {"restarts", h.restarts},
+                            {"last_failure", h.last_failure},
+                            {"rss_bytes", h.rss_bytes},
+                            {"committed_bytes", h.committed_bytes},
+                            {"granted_bytes", h.granted_bytes},
+                            {"kv_lent_bytes", h.kv_lent_bytes}};
+      const placement::Binding& b = h.binding;
+      instance["worker"]["binding"] = {
+          {"description", b.Describe()},
+          {"cpus", placement::FormatCpuList(b.cpus)},
+          {"numa_node", b.numa_node >= 0 ? Json(b.numa_node) : Json(nullptr)},
+          {"gpu", b.gpu.empty() ? Json(nullptr) : Json(b.gpu)},
+          {"gpu_numa_node", b.gpu_numa_node >= 0 ? Json(b.gpu_numa_node) : Json(nullptr)},
+          {"environment", b.environment},
+          {"warnings", b.warnings}};
+    }
+    instances.push_back(std::move(instance));
+  }
+  pier["instances"] = std::move(instances);
+  return detail;
+}
+
+// The body's optional `model` as the registry resolves it; or the 404 / 503 to answer, or a
+// wait for an on-demand load after which `retry` handles the request again.
+std::variant<serving::ModelRef, HttpResponse> ModelOfBody(serving::ModelRegistry* registry,
+                                                          const Json& body,
+                                                          std::chrono::milliseconds load_wait,
+                                                          std::function<HttpResponse()> retry) {
+  std::string name;
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string())
+      return ErrorResponse(400, "\"model\" must be a string", "model");
+    name = body["model"].get<std::string>();
+  }
+  Result<serving::ModelEntry> found = registry->Lookup(name);
+  if (!found.ok()) return ErrorResponse(404, found.status().message(), "model", "model_not_found");
+  if (found->state != serving::ModelState::kReady || found->model == nullptr) {
+    return ModelNotReady(registry, *found, load_wait, std::move(retry));
+  }
+  return found->model;
+}
+
+// A manager's answer as HTTP.
+HttpResponse FromManagerStatus(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return ErrorResponse(404, status.message(), "model", "model_not_found");
+    case StatusCode::kFailedPrecondition:
+      return ErrorResponse(409, status.message(), "model");
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable: {
+      HttpResponse response = ErrorResponse(503, status.message(), "model", "model_unavailable");
+      response.headers.emplace_back("Retry-After", "5");
+      return response;
+    }
+    default:
+      return ErrorResponse(500, status.message(), "model");
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> EngineWatchdog::Observe(const engine::EngineStats& stats,
+                                                   engine::TimestampUs now_us) {
+  MutexLock lock(mutex_);
+  if (stats.running + stats.waiting <= 0) {
+    busy_since_us_ = 0;
+    return std::nullopt;
+  }
+  if (busy_since_us_ == 0) busy_since_us_ = now_us;
+  const engine::TimestampUs reference = std::max(busy_since_us_, stats.last_step_at_us);
+  const int64_t silent_us = now_us - reference;
+  if (silent_us <= stall_timeout_us_) return std::nullopt;
+  return "engine stalled: " + std::to_string(stats.running + stats.waiting) +
+         " sequences pending and no step finished for " + std::to_string(silent_us / 1000) +
+         " ms (watchdog timeout " + std::to_string(stall_timeout_us_ / 1000) + " ms)";
+}
+
+AdminRoutes::AdminRoutes(AdminRoutesOptions options, serving::ModelRegistry* registry,
+                         const ApiKeys* keys, const metrics::ServingMetrics* metrics)
+    : options_(std::move(options)), registry_(registry), keys_(keys), metrics_(metrics) {
+  PIER_CHECK(registry_ != nullptr && metrics_ != nullptr,
+             "AdminRoutes needs a model registry and metrics");
+}
+
+std::optional<std::string> AdminRoutes::ObserveEngines() {
+  const std::vector<serving::ModelRef> models = registry_->ReadyModels();
+  const size_t known = registry_->Snapshot().size();
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.watchdog_timeout);
+  std::optional<std::string> first;
+  bool any_serving = false;
+  MutexLock lock(watchdogs_mutex_);
+  for (const serving::ModelRef& model : models) {
+    std::unique_ptr<EngineWatchdog>& watchdog = watchdogs_[model->id];
+    if (watchdog == nullptr) watchdog = std::make_unique<EngineWatchdog>(timeout);
+    std::optional<std::string> stall = watchdog->Observe(model->client->Stats(), engine::NowUs());
+    if (!stall.has_value()) stall = NoReadyWorker(*model);
+    if (!stall.has_value()) any_serving = true;
+    if (stall.has_value() && !first.has_value()) {
+      first = known == 1 ? *stall : "model " + model->id + ": " + *stall;
+    }
+  }
+  if (options_.ready_any && any_serving) return std::nullopt;
+  if (options_.ready_any && first.has_value() && models.size() > 1) {
+    return "no model can serve (" + *first + ", ...)";
+  }
+  return first;
+}
+
+std::optional<std::string> AdminRoutes::CannotAdmit(const engine::EngineStats& stats) {
+  // Requests wait for KV memory other models hold and nothing runs: the model takes requests
+  // but starts none until memory is given back. A balancer should send work elsewhere.
+  if (stats.kv_waiting_for_memory <= 0 || stats.running > 0) return std::nullopt;
+  const int64_t waited_ms =
+      stats.kv_waiting_since_us > 0 ? (engine::NowUs() - stats.kv_waiting_since_us) / 1000 : 0;
+  return std::to_string(stats.kv_waiting_for_memory) +
+         " sequences cannot start: the KV cache cannot grow under the memory budget (waiting " +
+         std::to_string(waited_ms) + " ms for other models to give memory back)";
+}
+
+std::optional<std::string> AdminRoutes::NoReadyWorker(const serving::ServedModel& model) {
+  if (model.workers.empty()) return std::nullopt;
+  std::string why;
+  for (const serving::WorkerClient* worker : model.workers) {
+    const serving::WorkerHealth h = worker->Health();
+    if (h.state == "ready") return std::nullopt;
+    if (why.empty()) why = h.state + (h.last_failure.empty() ? "" : ": " + h.last_failure);
+  }
+  return "no instance is ready (" + why + ")";
+}
+
+HttpResponse AdminRoutes::ModelReady(const HttpRequest& request) {
+  const std::string id = request.path.substr(std::string_view("/ready/").size());
+  Result<serving::ModelEntry> entry = registry_->Lookup(id);
+  if (!entry.ok() || id.empty()) {
+    return ErrorResponse(404, "the model '" + id + "' does not exist", "model", "model_not_found");
+  }
+  std::optional<std::string> reason;
+  if (entry->state != serving::ModelState::kReady || entry->model == nullptr) {
+    reason = "model " + entry->id + " is " + std::string(serving::ModelStateName(entry->state)) +
+             (entry->reason.empty() ? "" : ": " + entry->reason);
+  } else {
+    reason = NoReadyWorker(*entry->model);
+  }
+  if (!reason.has_value()) reason = CannotAdmit(entry->model->client->Stats());
+  if (!reason.has_value())
+    return JsonResponse(200, Json{{"status", "ready"}, {"model", entry->id}});
+  return JsonResponse(503,
+                      Json{{"status", "not ready"}, {"model", entry->id}, {"reason", *reason}});
+}
+
+void AdminRoutes::Register(Router& router) {
+  router.Add("GET", "/health", [this](const HttpRequest& r) { return Health(r); });
+  router.Add("GET", "/ready", [this](const HttpRequest& r) { return Ready(r); });
+  router.AddPrefix("GET", "/ready/", [this](const HttpRequest& r) { return ModelReady(r); });
+  router.Add("GET", "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
+  router.Add("GET", "/v1/models", [this](const HttpRequest& r) { return ListModels(r); });
+  router.Add("GET", "/admin/models", [this](const HttpRequest& r) { return AdminModels(r); });
+  router.AddPrefix("POST", "/admin/models/",
+                   [this](const HttpRequest& r) { return AdminModelAction(r); });
+  router.Add("POST", "/admin/reload", [this](const HttpRequest& r) { return AdminReload(r); });
+  router.Add("GET", "/admin/qos", [this](const HttpRequest& r) { return AdminQos(r); });
+  router.AddPrefix("GET", std::string(kModelsPrefix),
+                   [this](const HttpRequest& r) { return GetModel(r); });
+  // The same without /v1, for clients configured with a base URL that lacks it.
+  router.Add("GET", "/models", [this](const HttpRequest& r) { return ListModels(r); });
+  router.AddPrefix("GET", "/models/", [this](const HttpRequest& r) { return GetModel(r); });
+  router.Add("POST", "/tokenize", [this](const HttpRequest& r) { return Tokenize(r); });
+  router.Add("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
+}
+
+std::optional<std::string> AdminRoutes::Tick() { return ObserveEngines(); }
+
+Readiness AdminRoutes::CheckReady() {
+  switch (state_.load()) {
+    case ServeState::kLoading:
+      return {false, "the model is loading"};
+    case ServeState::kShuttingDown:
+      return {false, "the server is shutting down"};
+    case ServeState::kReady:
+      break;
+  }
+  if (std::optional<std::string> stall = ObserveEngines()) return {false, *stall};
+  return {true, ""};
+}
+
+std::optional<HttpResponse> AdminRoutes::RequireKey(const HttpRequest& request) const {
+  if (keys_ == nullptr || !keys_->enabled()) return std::nullopt;
+  auto result = keys_->Authenticate(request);
+  if (HttpResponse* denied = std::get_if<HttpResponse>(&result)) return std::move(*denied);
+  return std::nullopt;
+}
+
+HttpResponse AdminRoutes::Health(const HttpRequest&) {
+  return JsonResponse(200, Json{{"status", "ok"}});
+}
+
+HttpResponse AdminRoutes::Ready(const HttpRequest&) {
+  const Readiness readiness = CheckReady();
+  if (readiness.ready) return JsonResponse(200, Json{{"status", "ready"}});
+  return JsonResponse(503, Json{{"status", "not ready"}, {"reason", readiness.reason}});
+}
+
+namespace {
+
+// 401 unless the request carries "Authorization: Bearer <key>"; `what` names the key.
+std::optional<HttpResponse> RequireBearer(const HttpRequest& request, std::string_view key,
+                                          std::string_view what) {
+  constexpr std::string_view kBearer = "Bearer ";
+  const std::optional<std::string_view> auth = request.Header("authorization");
+  if (auth.has_value() && auth->starts_with(kBearer) &&
+      ConstantTimeEquals(auth->substr(kBearer.size()), key)) {
+    return std::nullopt;
+  }
+  const std::string name(what);
+  return ErrorResponse(401,
+                       auth.has_value()
+                           ? "invalid " + name
+                           : "missing " + name + ": send \"Authorization: Bearer <" + name + ">\"",
+                       "", auth.has_value() ? "invalid_api_key" : "missing_api_key");
+}
+
+bool FromLoopback(const HttpRequest& request) {
+  const std::string& a = request.remote_address;
+  return a.starts_with("127.") || a.starts_with("[::1]") || a.starts_with("::1");
+}
+
+}  // namespace
+
+std::optional<HttpResponse> AdminRoutes::RequireAdmin(const HttpRequest& request) const {
+  if (!options_.admin_key.empty()) return RequireBearer(request, options_.admin_key, "admin key");
+  if (FromLoopback(request)) return std::nullopt;
+  return ErrorResponse(403,
+                       "the admin routes answer only on loopback unless pier serve has "
+                       "--admin-key (then send \"Authorization: Bearer <admin key>\")",
+                       "", "admin_forbidden");
+}
+
+HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
+  if (!options_.metrics_key.empty()) {
+    if (auto denied = RequireBearer(request, options_.metrics_key, "metrics key")) {
+      return std::move(*denied);
+    }
+  }
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  const std::vector<serving::ModelEntry> entries = registry_->Snapshot();
+  std::vector<metrics::ModelFigures> figures;
+  std::vector<metrics::ModelLifecycle> lifecycle;
+  for (const serving::ModelEntry& entry : entries) {
+    if (entry.model != nullptr) {
+      metrics::ModelFigures figure{entry.id, entry.model->client->Stats(), entry.model->governor};
+      if (entry.model->embedder != nullptr) figure.embedding = EmbeddingFiguresOf(*entry.model);
+      for (size_t n = 0; n < entry.model->workers.size(); ++n) {
+        const serving::WorkerHealth h = entry.model->workers[n]->Health();
+        figure.workers.push_back({.instance = static_cast<int>(n + 1),
+                                  .up = h.state == "ready",
+                                  .restarts = h.restarts,
+                                  .rss_bytes = h.rss_bytes,
+                                  .granted_bytes = h.granted_bytes,
+                                  .kv_lent_bytes = h.kv_lent_bytes,
+                                  .device_bytes = h.device_bytes});
+      }
+      figures.push_back(std::move(figure));
+    }
+    lifecycle.push_back({.model = entry.id,
+                         .state = serving::ModelStateName(entry.state),
+                         .loads = entry.loads,
+                         .load_failures = entry.load_failures,
+                         .unloads_requested = entry.unloads - entry.evictions - entry.idle_unloads,
+                         .unloads_evicted = entry.evictions,
+                         .unloads_idle = entry.idle_unloads});
+  }
+  response.body = metrics_->Render(figures, lifecycle, options_.device_governor);
+  if (options_.gpu_telemetry != nullptr) {
+    // A GPU's governor is named "cuda:N": its waiting allocations weigh that GPU's pressure.
+    std::map<unsigned, uint64_t> waiting;
+    const std::vector<const MemoryGovernor*> governors =
+        options_.device_governors ? options_.device_governors()
+                                  : std::vector<const MemoryGovernor*>{options_.device_governor};
+    for (const MemoryGovernor* g : governors) {
+      if (g == nullptr) continue;
+      const GovernorStats stats = g->Stats();
+      if (stats.device.starts_with("cuda:")) {
+        waiting[static_cast<unsigned>(std::atoi(stats.device.c_str() + 5))] =
+            stats.waiting_allocations;
+      }
+    }
+    metrics::RenderGpuMetrics(options_.gpu_telemetry->Snapshot(), waiting, &response.body);
+  }
+  return response;
+}
+
+HttpResponse AdminRoutes::ListModels(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  Json data = Json::array();
+  for (const serving::ModelEntry& entry : registry_->Snapshot()) data.push_back(ModelObject(entry));
+  Json list{{"object", "list"}, {"data", std::move(data)}};
+  return JsonResponse(200, list);
+}
+
+HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
+  if (auto denied = RequireAdmin(request)) return std::move(*denied);
+  Json data = Json::array();
+  uint64_t committed = 0;
+  const MemoryGovernor* device = options_.device_governor;
+  for (const serving::ModelEntry& entry : registry_->Snapshot()) {
+    std::shared_ptr<const serving::ModelSpec> spec =
+        options_.manager != nullptr ? options_.manager->SpecOf(entry.id) : nullptr;
+    data.push_back(ModelDetail(entry, spec.get(), device));
+    committed += data.back()["pier"]["memory"]["committed_bytes"].get<uint64_t>();
+    if (device == nullptr && entry.model != nullptr) device = entry.model->governor;
+  }
+  Json body{{"object", "list"}, {"data", std::move(data)}};
+  // The device's own figure beside the models' sum: they agree when every byte has an owner
+  // named after its model.
+  if (device != nullptr) {
+    const GovernorStats g = device->Stats();
+    body["device"] = {{"name", g.device},
+                      {"budget_bytes", g.budget_bytes},
+                      {"committed_bytes", g.committed_bytes},
+                      {"models_committed_bytes", committed}};
+  }
+  // Every device with its budget: the GPUs too (a GPU served by worker processes shows what
+  // their grants hold of it).
+  Json devices = Json::array();
+  const std::vector<const MemoryGovernor*> governors =
+      options_.device_governors ? options_.device_governors()
+                                : std::vector<const MemoryGovernor*>{options_.device_governor};
+  for (const MemoryGovernor* governor : governors) {
+    if (governor == nullptr) continue;
+    const GovernorStats g = governor->Stats();
+    devices.push_back({{"name", g.device},
+                       {"kind", std::string(DeviceKindName(governor->device().kind()))},
+                       {"capacity_bytes", g.capacity_bytes},
+                       {"budget_bytes", g.budget_bytes},
+                       {"committed_bytes", g.committed_bytes}});
+  }
+  body["devices"] = std::move(devices);
+  return JsonResponse(200, body);
+}
+
+HttpResponse AdminRoutes::AdminModelAction(const HttpRequest& request) {
+  if (auto denied = RequireAdmin(request)) return std::move(*denied);
+  constexpr std::string_view kPrefix = "/admin/models/";
+  const std::string_view rest = std::string_view(request.path).substr(kPrefix.size());
+  const size_t slash = rest.rfind('/');
+  const std::string_view action = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  if (slash == std::string_view::npos || slash == 0 || (action != "load" && action != "unload")) {
+    return ErrorResponse(404, "unknown admin route " + std::string(request.path) +
+                                  " (POST /admin/models/{name}/load or /unload)");
+  }
+  const std::string name = PercentDecode(rest.substr(0, slash));
+  if (options_.manager == nullptr) {
+    return ErrorResponse(501, "this server cannot load or unload models");
+  }
+  Result<serving::ModelEntry> entry = registry_->Lookup(name);
+  if (!entry.ok()) {
+    return ErrorResponse(
+        404,
+        "the model '" + name + "' does not exist (this server knows " + registry_->KnownIds() + ")",
+        "model", "model_not_found");
+  }
+  auto pending = std::make_shared<PendingResponse>();
+  serving::ModelRegistry* registry = registry_;
+  auto done = [pending, registry, id = entry->id](Status status) {
+    if (!status.ok()) {
+      pending->Resolve(FromManagerStatus(status));
+      return;
+    }
+    Result<serving::ModelEntry> now = registry->Lookup(id);
+    Json body = now.ok() ? ModelObject(*now) : Json{{"id", id}};
+    pending->Resolve(JsonResponse(200, body));
+  };
+  if (action == "load") {
+    options_.manager->Load(entry->id, std::move(done));
+  } else {
+    options_.manager->Unload(entry->id, std::move(done));
+  }
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
+
+HttpResponse AdminRoutes::AdminReload(const HttpRequest& request) {
+  if (auto denied = RequireAdmin(request)) return std::move(*denied);
+  if (options_.manager == nullptr || !options_.read_config) {
+    return ErrorResponse(501, "this server has no configuration file to reload");
+  }
+  Result<std::vector<serving::ModelSpec>> specs = options_.read_config();
+  if (!specs.ok()) {
+    return ErrorResponse(400, "reload refused, nothing changed: " + specs.status().message());
+  }
+  auto pending = std::make_shared<PendingResponse>();
+  options_.manager->Reload(
+      std::move(specs).value(), [pending](Result<serving::ReloadReport> report) {
+        if (!report.ok()) {
+          pending->Resolve(FromManagerStatus(report.status()));
+          return;
+        }
+        Json failed = Json::array();
+        for (const auto& [id, why] : report->failed) {
+          failed.push_back({{"id", id}, {"reason", why}});
+        }
+        pending->Resolve(JsonResponse(200, Json{{"added", report->added},
+                                                {"removed", report->removed},
+                                                {"reloaded", report->reloaded},
+                                                {"unchanged", report->unchanged},
+                                                {"failed", std::move(failed)}}));
+      });
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
+
+HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  const std::string_view path = request.path;
+  const size_t prefix =
+      path.starts_with(kModelsPrefix) ? kModelsPrefix.size() : std::string_view("/models/").size();
+  const std::string id = PercentDecode(path.substr(prefix));
+  Result<serving::ModelEntry> entry =
+      id.empty() ? Result<serving::ModelEntry>(NotFoundError("")) : registry_->Lookup(id);
+  if (!entry.ok()) {
+    return ErrorResponse(
+        404,
+        "the model '" + id + "' does not exist (this server serves " + registry_->KnownIds() + ")",
+        "model", "model_not_found");
+  }
+  return JsonResponse(200, ModelObject(*entry));
+}
+
+namespace {
+HttpResponse TokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body);
+HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body);
+
+// A tokenizer route: the body as a JSON object, its model (waiting for an on-demand load, then
+// `retry`), then `work` with the model's tokenizer; the response counts under the model.
+HttpResponse WithModelOfBody(serving::ModelRegistry* registry, std::chrono::milliseconds load_wait,
+                             const HttpRequest& request,
+                             HttpResponse (*work)(const tokenizer::Tokenizer&, const Json&),
+                             std::function<HttpResponse()> retry) {
+  auto parsed = ParseObject(request);
+  if (HttpResponse* error = std::get_if<HttpResponse>(&parsed)) return std::move(*error);
+  const Json& body = std::get<Json>(parsed);
+  auto model = ModelOfBody(registry, body, load_wait, std::move(retry));
+  if (HttpResponse* error = std::get_if<HttpResponse>(&model)) return std::move(*error);
+  const serving::ModelRef served = std::get<serving::ModelRef>(model);
+  HttpResponse response = work(*served->tokenizer, body);
+  response.model = served->id;
+  return response;
+}
+}  // namespace
+
+HttpResponse AdminRoutes::Tokenize(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  return WithModelOfBody(registry_, options_.load_wait, request, &TokenizeWith,
+                         [this, request] { return Tokenize(request); });
+}
+
+namespace {
+
+// /tokenize's work once the body is parsed and its model ready.
+HttpResponse TokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body) {
+  const tokenizer::Tokenizer* tokenizer = &model_tokenizer;
+  if (!body.contains("content")) return ErrorResponse(400, "\"content\" is required", "content");
+  if (!body["content"].is_string()) {
+    return ErrorResponse(400, "\"content\" must be a string", "content");
+  }
+  tokenizer::EncodeOptions encode;
+  if (body.contains("add_special")) {
+    if (!body["add_special"].is_boolean()) {
+      return ErrorResponse(400, "\"add_special\" must be a boolean", "add_special");
+    }
+    encode.add_special = body["add_special"].get<bool>();
+  }
+  bool with_pieces = false;
+  if (body.contains("with_pieces")) {
+    if (!body["with_pieces"].is_boolean()) {
+      return ErrorResponse(400, "\"with_pieces\" must be a boolean", "with_pieces");
+    }
+    with_pieces = body["with_pieces"].get<bool>();
+  }
+  Result<std::vector<tokenizer::TokenId>> ids =
+      tokenizer->Encode(body["content"].get_ref<const std::string&>(), encode);
+  if (!ids.ok()) return ErrorResponse(400, ids.status().message(), "content");
+  if (!with_pieces) return JsonResponse(200, Json{{"tokens", *ids}});
+  // llama.cpp's form: each token with its text, or its bytes when they are not UTF-8 alone
+  // (a piece of a multi-byte character).
+  Json tokens = Json::array();
+  for (tokenizer::TokenId id : *ids) {
+    const std::string piece = tokenizer->Decode(std::span<const tokenizer::TokenId>(&id, 1));
+    Json entry = {{"id", id}};
+    if (tokenizer::ValidateUtf8(piece).ok()) {
+      entry["piece"] = piece;
+    } else {
+      Json bytes = Json::array();
+      for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+      entry["piece"] = std::move(bytes);
+    }
+    tokens.push_back(std::move(entry));
+  }
+  return JsonResponse(200, Json{{"tokens", std::move(tokens)}});
+}
+
+}  // namespace
+
+HttpResponse AdminRoutes::Detokenize(const HttpRequest& request) {
+  if (auto denied = RequireKey(request)) return std::move(*denied);
+  return WithModelOfBody(registry_, options_.load_wait, request, &DetokenizeWith,
+                         [this, request] { return Detokenize(request); });
+}
+
+namespace {
+
+// /detokenize's work once the body is parsed and its model ready.
+HttpResponse DetokenizeWith(const tokenizer::Tokenizer& model_tokenizer, const Json& body) {
+  const tokenizer::Tokenizer* tokenizer = &model_tokenizer;
+  if (!body.contains("tokens")) return ErrorResponse(400, "\"tokens\" is required", "tokens");
+  const Json& tokens = body["tokens"];
+  if (!tokens.is_array())
+    return ErrorResponse(400, "\"tokens\" must be a list of token ids", "tokens");
+  const int64_t vocab = tokenizer->vocab_size();
+  std::vector<tokenizer::TokenId> ids;
+  ids.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const Json& t = tokens[i];
+    if (!t.is_number_integer()) {
+      return ErrorResponse(400, "tokens[" + std::to_string(i) + "] is not an integer", "tokens");
+    }
+    const int64_t id = t.is_number_unsigned() && t.get<uint64_t>() > uint64_t{INT64_MAX}
+                           ? INT64_MAX
+                           : t.get<int64_t>();
+    if (id < 0 || id >= vocab) {
+      return ErrorResponse(400,
+                           "tokens[" + std::to_string(i) + "] = " + t.dump() +
+                               " is outside the vocabulary [0, " + std::to_string(vocab) + ")",
+                           "tokens");
+    }
+    ids.push_back(static_cast<tokenizer::TokenId>(id));
+  }
+  return JsonResponse(200, Json{{"content", tokenizer->Decode(ids, /*skip_special=*/false)}});
+}
+
+}  // namespace
+
+std::string_view MetricsRouteLabel(std::string_view path) {
+  static constexpr std::array<std::string_view, 17> kRoutes = {
+      "/health",          "/ready",        "/metrics",       "/v1/models", "/v1/chat/completions",
+      "/v1/completions",  "/v1/responses", "/v1/embeddings", "/tokenize",  "/detokenize",
+      "/admin/models",    "/admin/reload", "/admin/qos",     "/v2",        "/v2/health/live",
+      "/v2/health/ready", "/embeddings"};
+  for (std::string_view route : kRoutes) {
+    if (path == route) return route;
+  }
+  if (path.starts_with("/ready/")) return "/ready/{model}";
+  if (path.starts_with("/v2/models/")) {
+    if (path.ends_with("/infer")) return "/v2/models/{model}/infer";
+    if (path.ends_with("/ready")) return "/v2/models/{model}/ready";
+    return "/v2/models/{model}";
+  }
+  if (path.starts_with(kModelsPrefix)) return "/v1/models/{id}";
+  if (path.starts_with("/admin/models/")) {
+    if (path.ends_with("/load")) return "/admin/models/{name}/load";
+    if (path.ends_with("/unload")) return "/admin/models/{name}/unload";
+  }
+  return "other";
+}
+
+}  // namespace pier::api

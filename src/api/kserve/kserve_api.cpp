@@ -1,0 +1,370 @@
+#include "api/kserve/kserve_api.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api/json_shape.h"
+#include "api/kserve/kserve_generate.h"
+#include "api/kserve/kserve_infer_request.h"
+#include "api/openai/embeddings_api.h"
+#include "api/pending_response.h"
+#include "common/build_info.h"
+#include "encoder/embedding_batcher.h"
+
+namespace pier::api {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kModelsPrefix = "/v2/models/";
+constexpr std::string_view kOutputName = "embedding";
+
+HttpResponse JsonReply(int status, const Json& body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return response;
+}
+
+// KServe's error shape.
+HttpResponse Error(int status, std::string message) {
+  return JsonReply(status, Json{{"error", std::move(message)}});
+}
+
+// "/v2/models/m/versions/1/infer" -> model "m", action "infer" (empty for metadata).
+struct ModelPath {
+  std::string model;
+  std::string action;
+  std::string version;  // empty when the path names none
+};
+
+std::optional<ModelPath> SplitModelPath(std::string_view path) {
+  path.remove_prefix(kModelsPrefix.size());
+  ModelPath out;
+  const size_t slash = path.find('/');
+  out.model = std::string(path.substr(0, slash));
+  if (out.model.empty()) return std::nullopt;
+  std::string_view rest = slash == std::string_view::npos ? "" : path.substr(slash + 1);
+  if (rest.starts_with("versions/")) {
+    rest.remove_prefix(9);
+    const size_t end = rest.find('/');
+    out.version = std::string(rest.substr(0, end));
+    rest = end == std::string_view::npos ? "" : rest.substr(end + 1);
+  }
+  out.action = std::string(rest);
+  return out;
+}
+
+Json ModelMetadata(const serving::ServedModel& model) {
+  Json metadata{{"name", model.id}, {"versions", {"1"}}, {"platform", "pier"}};
+  if (model.kind == serving::ModelKind::kEmbed) {
+    metadata["inputs"] = {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}}};
+    metadata["outputs"] = {{{"name", kOutputName},
+                            {"datatype", "FP32"},
+                            {"shape", model.per_token_embeddings ? Json{-1, -1, model.embedding_dim}
+                                                                 : Json{-1, model.embedding_dim}}}};
+  } else {
+    metadata["inputs"] = {{{"name", "text_input"}, {"datatype", "BYTES"}, {"shape", {1}}}};
+    metadata["outputs"] = {{{"name", "text_output"}, {"datatype", "BYTES"}, {"shape", {1}}}};
+  }
+  metadata["parameters"] = {{"kind", serving::ModelKindName(model.kind)},
+                            {"max_tokens_per_input", model.max_request_tokens}};
+  return metadata;
+}
+
+}  // namespace
+
+bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out, size_t max_count) {
+  while (!bytes.empty()) {
+    if (bytes.size() < 4 || out->size() >= max_count) return false;
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) {
+      length |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    }
+    bytes.remove_prefix(4);
+    if (length > bytes.size()) return false;
+    out->emplace_back(bytes.substr(0, length));
+    bytes.remove_prefix(length);
+  }
+  return true;
+}
+
+Status CheckTextTensor(std::string_view model, std::string_view name, std::string_view datatype,
+                       const std::vector<int64_t>& shape, size_t texts) {
+  const std::string input = "input '" + std::string(name) + "'";
+  if (datatype != "BYTES") {
+    return InvalidArgumentError(input + " has datatype '" + std::string(datatype) + "'; model '" +
+                                std::string(model) +
+                                "' takes BYTES (texts) or INT32/INT64 (token ids)");
+  }
+  std::string shown = "[";
+  for (size_t i = 0; i < shape.size(); ++i) shown += (i ? ", " : "") + std::to_string(shape[i]);
+  shown += "]";
+  if (shape.empty() || shape.size() > 2 || (shape.size() == 2 && shape[1] != 1)) {
+    return InvalidArgumentError(input + " has shape " + shown + "; a text per row: [n] or [n, 1]");
+  }
+  if (shape[0] < 1 || static_cast<uint64_t>(shape[0]) > kMaxInferTexts) {
+    return InvalidArgumentError(input + " has shape " + shown + ": 1 to " +
+                                std::to_string(kMaxInferTexts) + " texts per request");
+  }
+  if (static_cast<uint64_t>(shape[0]) != texts) {
+    return InvalidArgumentError(input + " has shape " + shown + " but " + std::to_string(texts) +
+                                " texts");
+  }
+  return Status::Ok();
+}
+
+int BatcherPriority(uint64_t triton_level, engine::Priority ceiling) {
+  const int level = triton_level == 0   ? 1
+                    : triton_level == 1 ? 3
+                    : triton_level == 2 ? 2
+                    : triton_level == 3 ? 1
+                                        : 0;
+  return std::min(level, 3 - static_cast<int>(ceiling));
+}
+
+struct KServeApi::Impl {
+  KServeApiOptions options;
+  serving::ModelRegistry* registry;
+  const ApiKeys* keys;
+
+  std::optional<HttpResponse> Authenticate(const HttpRequest& http, Principal* principal) const {
+    if (keys == nullptr) return std::nullopt;
+    auto auth = keys->Authenticate(http);
+    if (auto* denied = std::get_if<HttpResponse>(&auth)) {
+      std::string message = "unauthorized";
+      try {
+        message = Json::parse(denied->body)["error"]["message"].get<std::string>();
+      } catch (const Json::exception&) {
+      }
+      HttpResponse response = Error(denied->status, message);
+      response.headers = denied->headers;
+      return response;
+    }
+    *principal = std::get<Principal>(std::move(auth));
+    return std::nullopt;
+  }
+
+  HttpResponse Model(const HttpRequest& http);
+  HttpResponse Infer(const HttpRequest& http, const serving::ModelRef& model,
+                     const Principal& principal);
+};
+
+HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
+  std::optional<ModelPath> path = SplitModelPath(http.path);
+  if (!path.has_value()) return Error(404, "no model named in " + http.path);
+  if (!path->version.empty() && path->version != "1") {
+    return Error(404, "model '" + path->model + "' has no version '" + path->version +
+                          "' (Pier serves version 1)");
+  }
+  Principal principal;
+  if (auto denied = Authenticate(http, &principal)) return std::move(*denied);
+  Result<serving::ModelEntry> entry = registry->Lookup(path->model);
+  if (!entry.ok() || path->model.empty()) return Error(404, entry.status().message());
+  const bool ready = entry->state == serving::ModelState::kReady && entry->model != nullptr;
+  const std::string state(serving::ModelStateName(entry->state));
+  if (http.method == "GET" && path->action == "ready") {
+    return JsonReply(ready ? 200 : 503, Json{{"name", entry->id}, {"ready", ready}});
+  }
+  if (http.method == "GET" && path->action.empty()) {
+    if (!ready) return Error(503, "model '" + entry->id + "' is " + state);
+    return JsonReply(200, ModelMetadata(*entry->model));
+  }
+  if (http.method == "POST" && path->action == "infer") {
+    if (!ready) {
+      HttpResponse response = Error(503, "model '" + entry->id + "' is " + state +
+                                             (entry->reason.empty() ? "" : ": " + entry->reason));
+      response.headers.emplace_back("Retry-After", "1");
+      return response;
+    }
+    return Infer(http, entry->model, principal);
+  }
+  if (http.method == "POST" && (path->action == "generate" || path->action == "generate_stream")) {
+    if (!ready) return Error(503, "model '" + entry->id + "' is " + state);
+    if (entry->model->kind != serving::ModelKind::kGenerate) {
+      return Error(400, "model '" + entry->id + "' is an embedding model: " + path->action +
+                            " serves LLMs; use infer");
+    }
+    return ServeGenerate(http, entry->id, path->action == "generate_stream", options.completions);
+  }
+  return Error(404, "no route " + http.method + " " + http.path);
+}
+
+HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::ModelRef& model_ref,
+                                    const Principal& principal) {
+  const serving::ServedModel& model = *model_ref;
+  if (model.kind != serving::ModelKind::kEmbed || model.embedder == nullptr) {
+    return Error(400, "model '" + model.id + "' is a " +
+                          std::string(serving::ModelKindName(model.kind)) +
+                          " model (an LLM): /infer serves embedding models; use POST "
+                          "/v1/completions or /v1/chat/completions for text");
+  }
+  // The JSON header, and what follows it with the binary extension.
+  std::string_view header_text = http.body;
+  std::string_view binary;
+  const auto lengths = std::count_if(http.headers.begin(), http.headers.end(), [](const auto& h) {
+    return h.first == "inference-header-content-length";
+  });
+  if (lengths > 1) {
+    return Error(400, "Inference-Header-Content-Length is given " + std::to_string(lengths) +
+                          " times; send it once");
+  }
+  if (std::optional<std::string_view> length = http.Header("inference-header-content-length")) {
+    size_t n = 0;
+    const std::string text(*length);
+    char* end = nullptr;
+    const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || parsed > http.body.size()) {
+      return Error(400, "Inference-Header-Content-Length '" + text +
+                            "' is not a length within the body of " +
+                            std::to_string(http.body.size()) + " bytes");
+    }
+    n = static_cast<size_t>(parsed);
+    header_text = std::string_view(http.body).substr(0, n);
+    binary = std::string_view(http.body).substr(n);
+  }
+  if (std::optional<std::string> shape = CheckJsonShape(header_text)) return Error(400, *shape);
+  Json request;
+  try {
+    request = Json::parse(header_text.begin(), header_text.end());
+  } catch (const Json::exception& e) {
+    const bool split = http.Header("inference-header-content-length").has_value();
+    return Error(400,
+                 InvalidJsonMessage(e, split ? "the inference header (the body's first " +
+                                                   std::to_string(header_text.size()) +
+                                                   " bytes, by Inference-Header-Content-Length)"
+                                             : ""));
+  }
+  // Everything after the JSON: the checks the gRPC form shares (kserve_infer_request.h).
+  Result<EmbedInferRequest> read = ReadEmbedInferRequest(model.id, request, binary);
+  if (!read.ok()) return Error(400, read.status().message());
+  const bool binary_output = read->binary_output;
+  const int priority = BatcherPriority(read->priority, principal.max_priority);
+
+  Result<std::vector<std::vector<int32_t>>> ids =
+      read->token_ids.has_value()
+          ? PrepareTokenIds(*model.tokenizer, std::move(*read->token_ids), model.max_request_tokens,
+                            read->truncate)
+          : TokenizeTexts(*model.tokenizer, read->texts, model.max_request_tokens, read->truncate);
+  if (!ids.ok()) return Error(400, "model '" + model.id + "': " + ids.status().message());
+  int64_t cost = 0;
+  for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
+  std::shared_ptr<KeySlot> slot;
+  if (std::optional<HttpResponse> refused = AdmitKeyRequest(
+          principal, ClassOfBatcherPriority(priority), cost, "input tokens", "inputs", &slot)) {
+    HttpResponse response = Error(refused->status, "refused by this API key's limits");
+    try {
+      response =
+          Error(refused->status, Json::parse(refused->body)["error"]["message"].get<std::string>());
+    } catch (const Json::exception&) {
+    }
+    response.headers = refused->headers;
+    return response;
+  }
+  encoder::EmbedRequest embed;
+  embed.texts = std::move(ids).value();
+  embed.priority = priority;
+  embed.deadline = serving::QueueDeadline(options.class_max_queue, ClassOfBatcherPriority(priority),
+                                          std::chrono::steady_clock::now());
+  const std::string id = read->id;
+  auto pending = std::make_shared<PendingResponse>();
+  const int64_t dim = model.embedding_dim;
+  const std::string model_id = model.id;
+  pending->Hold(model_ref);  // see embeddings_api.cpp: the batcher thread never holds the model
+  std::weak_ptr<PendingResponse> weak = pending;
+  Status submitted = model.embedder->Submit(
+      std::move(embed),
+      [weak, binary_output, dim, id, model_id, slot](encoder::EmbedResult result) {
+        std::shared_ptr<PendingResponse> pending = weak.lock();
+        if (pending == nullptr) return;  // the client is gone
+        if (!result.status.ok()) {
+          const int status = result.status.code() == StatusCode::kInvalidArgument     ? 400
+                             : result.status.code() == StatusCode::kResourceExhausted ? 429
+                                                                                      : 503;
+          HttpResponse response = Error(status, result.status.message());
+          if (status == 429 || status == 503) response.headers.emplace_back("Retry-After", "1");
+          pending->Resolve(std::move(response));
+          return;
+        }
+        // Pooling none: [texts, longest, dim], shorter texts padded with zero vectors.
+        int64_t longest = 0;
+        if (!result.tokens_per_text.empty()) {
+          result.vectors = encoder::PaddedTokenVectors(result, &longest);
+        }
+        const auto n =
+            static_cast<int64_t>(result.vectors.size()) / dim / std::max<int64_t>(1, longest);
+        Json output{{"name", kOutputName},
+                    {"datatype", "FP32"},
+                    {"shape", longest > 0 ? Json{n, longest, dim} : Json{n, dim}}};
+        Json body{{"model_name", model_id}, {"model_version", "1"}};
+        if (!id.empty()) body["id"] = id;
+        HttpResponse response;
+        response.model = model_id;
+        if (binary_output) {
+          const size_t bytes = result.vectors.size() * sizeof(float);
+          output["parameters"] = {{"binary_data_size", bytes}};
+          body["outputs"] = Json::array({output});
+          std::string header = body.dump();
+          response.headers.emplace_back("Inference-Header-Content-Length",
+                                        std::to_string(header.size()));
+          response.content_type = "application/octet-stream";
+          response.body = std::move(header);
+          const size_t offset = response.body.size();
+          response.body.resize(offset + bytes);
+          std::memcpy(response.body.data() + offset, result.vectors.data(), bytes);  // x86: LE
+        } else {
+          output["data"] = result.vectors;
+          body["outputs"] = Json::array({output});
+          response.body = body.dump();
+        }
+        pending->Resolve(std::move(response));
+      });
+  if (!submitted.ok()) {
+    const int status = submitted.code() == StatusCode::kInvalidArgument     ? 400
+                       : submitted.code() == StatusCode::kResourceExhausted ? 429
+                                                                            : 503;
+    HttpResponse response = Error(status, submitted.message());
+    if (status == 429) response.headers.emplace_back("Retry-After", "1");
+    return response;
+  }
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
+
+KServeApi::KServeApi(KServeApiOptions options, serving::ModelRegistry* registry,
+                     const ApiKeys* keys)
+    : impl_(std::make_shared<Impl>(Impl{std::move(options), registry, keys})) {}
+
+KServeApi::~KServeApi() = default;
+
+void KServeApi::Register(Router& router) {
+  std::shared_ptr<Impl> impl = impl_;
+  router.Add("GET", "/v2/health/live", [](const HttpRequest&) {
+    return JsonReply(200, Json{{"live", true}});
+  });
+  router.Add("GET", "/v2/health/ready", [impl](const HttpRequest&) {
+    std::string reason;
+    const bool ready = impl->options.ready ? impl->options.ready(&reason) : true;
+    Json body{{"ready", ready}};
+    if (!ready) body["reason"] = reason;
+    return JsonReply(ready ? 200 : 503, body);
+  });
+  router.Add("GET", "/v2", [](const HttpRequest&) {
+    return JsonReply(200, Json{{"name", "pier"},
+                               {"version", std::string(BuildId())},
+                               {"extensions", {"binary_tensor_data"}}});
+  });
+  for (const char* method : {"GET", "POST"}) {
+    router.AddPrefix(method, std::string(kModelsPrefix),
+                     [impl](const HttpRequest& request) { return impl->Model(request); });
+  }
+}
+
+}  // namespace pier::api

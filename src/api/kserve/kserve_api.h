@@ -1,0 +1,79 @@
+// KServeApi: the KServe v2 / Open Inference Protocol over HTTP, for every model Pier serves.
+//
+//   GET  /v2/health/live                 200 {"live": true}
+//   GET  /v2/health/ready                200 {"ready": true} when /ready would be 200; else 503
+//   GET  /v2                             {"name": "pier", "version", "extensions": [...]}
+//   GET  /v2/models/{m}                  metadata: platform, versions ["1"], inputs, outputs
+//   GET  /v2/models/{m}/ready            200 {"name", "ready": true} when loaded; else 503
+//   POST /v2/models/{m}/infer            embedding models: one BYTES input of texts (shape [n]
+//                                        or [n, 1]), output "embedding" FP32 [n, dim]; LLMs: 400
+//                                        naming the model's kind
+//   POST /v2/models/{m}/generate[_stream] LLMs: Triton's generate extension (kserve_generate.h)
+// (also under /v2/models/{m}/versions/1/...; Pier serves one version of each model). Infer
+// accepts Triton's binary tensor extension both ways: a request with an
+// Inference-Header-Content-Length header carries its JSON header, then each input with a
+// `binary_data_size` parameter as raw bytes (BYTES elements as a 4-byte little-endian length
+// and the bytes); the response is binary (the same header, then the float32 bytes) when the
+// request asks for it (`binary_data_output`, or `binary_data` on the output). Request
+// parameters: `truncate` (default true, as /v1/embeddings) and `priority` (Triton's: 1 is the
+// highest). Errors are {"error": "..."} with 400 / 404 / 429 / 503.
+//
+// Ownership: borrows the registry and keys; `ready` reports the server's readiness.
+// Thread-safety: handlers on any I/O thread.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/auth/api_keys.h"
+#include "api/http_types.h"
+#include "serving/model_registry.h"
+#include "serving/request_policy.h"
+
+namespace pier::api {
+
+struct KServeApiOptions {
+  // Whether the server is ready, and why not (the same check as GET /ready).
+  std::function<bool(std::string* reason)> ready;
+  // The /v1/completions handler: generate and generate_stream run through it
+  // (kserve_generate.h). Null: they are refused.
+  std::function<HttpResponse(const HttpRequest&)> completions;
+  serving::ClassQueueLimits class_max_queue = {};  // infer: past it a waiting request gets 429
+};
+
+// Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or
+// [n, 1], n at most kMaxInferTexts, holding `texts` elements: INVALID_ARGUMENT naming the
+// tensor otherwise.
+Status CheckTextTensor(std::string_view model, std::string_view name, std::string_view datatype,
+                       const std::vector<int64_t>& shape, size_t texts);
+// The most texts one infer request may carry (OpenAI's limit for /v1/embeddings too).
+inline constexpr size_t kMaxInferTexts = 2048;
+// BYTES elements in Triton's binary form (a 4-byte little-endian length, then the bytes);
+// false when `bytes` is not a whole sequence of them or holds more than `max_count`.
+bool ParseBinaryStrings(std::string_view bytes, std::vector<std::string>* out,
+                        size_t max_count = kMaxInferTexts);
+// Triton's request priority (1 the highest, 0 the default) on the batcher's scale (3 critical
+// .. 0 low), capped by the key's ceiling.
+int BatcherPriority(uint64_t triton_level, engine::Priority ceiling);
+// The class of a batcher priority (3 critical .. 0 low), for its queue limit.
+inline engine::Priority ClassOfBatcherPriority(int priority) {
+  return static_cast<engine::Priority>(3 - std::clamp(priority, 0, 3));
+}
+
+class KServeApi {
+ public:
+  KServeApi(KServeApiOptions options, serving::ModelRegistry* registry, const ApiKeys* keys);
+  ~KServeApi();
+
+  void Register(Router& router);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace pier::api
