@@ -59,12 +59,12 @@
 #include "grpc/kserve_grpc_server.h"
 #include "http/server.h"
 #include "metrics/gpu_telemetry.h"
-#include "metrics/serving_metrics.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/model_registry.h"
+#include "serving/serving_metrics.h"
 
 namespace pier::cli {
 namespace {
@@ -409,7 +409,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   }
 
   const std::string model_id = specs->front().load.id;
-  metrics::ServingMetrics metrics(model_id);
+  serving::ServingMetrics metrics(model_id);
   auto registry = std::make_unique<serving::ModelRegistry>();
   serving::ModelManagerOptions manager_options;
   manager_options.drain_grace =

@@ -14,12 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "api/kserve/embed_infer.h"
 #include "api/kserve/kserve_api.h"
 #include "api/kserve/kserve_infer_request.h"
 #include "api/openai/embeddings_api.h"
 #include "common/build_info.h"
-#include "encoder/embedding_batcher.h"
+#include "grpc/grpc_status.h"
 #include "grpc_predict_v2.grpc.pb.h"
+#include "serving/embedder.h"
 
 namespace pier::grpc_api {
 namespace {
@@ -29,48 +31,6 @@ using grpc::StatusCode;
 
 grpc::Status Refuse(StatusCode code, const std::string& message) {
   return grpc::Status(code, message);
-}
-
-// The gRPC code for a Pier status from the batcher or the tokenizer.
-StatusCode CodeOf(pier::StatusCode code) {
-  switch (code) {
-    case pier::StatusCode::kInvalidArgument:
-    case pier::StatusCode::kFailedPrecondition:
-      return StatusCode::INVALID_ARGUMENT;
-    case pier::StatusCode::kResourceExhausted:
-      return StatusCode::RESOURCE_EXHAUSTED;
-    case pier::StatusCode::kNotFound:
-      return StatusCode::NOT_FOUND;
-    case pier::StatusCode::kUnavailable:
-      return StatusCode::UNAVAILABLE;
-    default:
-      return StatusCode::INTERNAL;
-  }
-}
-
-// The gRPC code for an HTTP error status the shared helpers answer with.
-StatusCode CodeOfHttp(int status) {
-  switch (status) {
-    case 400:
-      return StatusCode::INVALID_ARGUMENT;
-    case 401:
-      return StatusCode::UNAUTHENTICATED;
-    case 404:
-      return StatusCode::NOT_FOUND;
-    case 429:
-      return StatusCode::RESOURCE_EXHAUSTED;
-    default:
-      return StatusCode::UNAVAILABLE;
-  }
-}
-
-// The message of an OpenAI-shaped error body.
-std::string MessageOf(const api::HttpResponse& response) {
-  try {
-    return nlohmann::json::parse(response.body)["error"]["message"].get<std::string>();
-  } catch (const nlohmann::json::exception&) {
-    return "refused (HTTP " + std::to_string(response.status) + ")";
-  }
 }
 
 // A parameter as the JSON value the HTTP form carries: JSON reads an integer that is 0 or more
@@ -173,15 +133,17 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
   // The caller's principal from `authorization` metadata, or the refusal.
   grpc::Status Authenticate(ServerContext* context, api::Principal* principal) const {
     if (keys == nullptr || !keys->enabled()) return grpc::Status::OK;
-    api::HttpRequest request;
-    for (const auto& [name, value] : context->client_metadata()) {
-      std::string lower(name.data(), name.size());
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      request.headers.emplace_back(lower, std::string(value.data(), value.size()));
-    }
-    auto auth = keys->Authenticate(request);
-    if (auto* denied = std::get_if<api::HttpResponse>(&auth)) {
-      return Refuse(StatusCode::UNAUTHENTICATED, MessageOf(*denied));
+    // gRPC metadata keys arrive lower-case; the first of each counts, as with HTTP headers
+    // (a multimap keeps equal keys in arrival order).
+    const auto& metadata = context->client_metadata();
+    auto first = [&metadata](const char* key) -> std::optional<std::string_view> {
+      auto it = metadata.lower_bound(key);
+      if (it == metadata.end() || it->first != key) return std::nullopt;
+      return std::string_view(it->second.data(), it->second.size());
+    };
+    auto auth = keys->Authenticate(api::Credentials{first("authorization"), first("x-api-key")});
+    if (auto* denied = std::get_if<api::AuthRefusal>(&auth)) {
+      return Refuse(StatusCode::UNAUTHENTICATED, denied->message);
     }
     *principal = std::get<api::Principal>(std::move(auth));
     return grpc::Status::OK;
@@ -297,58 +259,25 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     if (!as_json.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, as_json.status().message());
     Result<api::EmbedInferRequest> read = api::ReadEmbedInferRequest(model.id, *as_json, binary);
     if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
-    const int priority = api::BatcherPriority(read->priority, principal.max_priority);
-    Result<std::vector<std::vector<int32_t>>> ids =
-        read->token_ids.has_value()
-            ? api::PrepareTokenIds(*model.tokenizer, std::move(*read->token_ids),
-                                   model.max_request_tokens, read->truncate)
-            : api::TokenizeTexts(*model.tokenizer, read->texts, model.max_request_tokens,
-                                 read->truncate);
-    if (!ids.ok()) {
-      return Refuse(StatusCode::INVALID_ARGUMENT,
-                    "model '" + model.id + "': " + ids.status().message());
+    std::promise<Result<api::EmbedInferOutput>> promise;
+    std::future<Result<api::EmbedInferOutput>> future = promise.get_future();
+    if (std::optional<api::EmbedInferRefusal> refused = api::StartEmbedInfer(
+            model, principal, std::move(read).value(), options.class_max_queue,
+            [&promise](Result<api::EmbedInferOutput> r) { promise.set_value(std::move(r)); })) {
+      return GrpcStatusOf(refused->status);
     }
-    int64_t cost = 0;
-    for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
-    std::shared_ptr<api::KeySlot> slot;
-    if (std::optional<api::HttpResponse> refused =
-            api::AdmitKeyRequest(principal, api::ClassOfBatcherPriority(priority), cost,
-                                 "input tokens", "inputs", &slot)) {
-      return Refuse(CodeOfHttp(refused->status), MessageOf(*refused));
-    }
-    encoder::EmbedRequest embed;
-    embed.texts = std::move(ids).value();
-    embed.priority = priority;
-    embed.deadline =
-        serving::QueueDeadline(options.class_max_queue, api::ClassOfBatcherPriority(priority),
-                               std::chrono::steady_clock::now());
-    std::promise<encoder::EmbedResult> promise;
-    std::future<encoder::EmbedResult> future = promise.get_future();
-    Status submitted = model.embedder->Submit(
-        std::move(embed), [&promise](encoder::EmbedResult r) { promise.set_value(std::move(r)); });
-    if (!submitted.ok()) return Refuse(CodeOf(submitted.code()), submitted.message());
-    encoder::EmbedResult result = future.get();
-    if (!result.status.ok()) {
-      return Refuse(CodeOf(result.status.code()), result.status.message());
-    }
+    Result<api::EmbedInferOutput> result = future.get();
+    if (!result.ok()) return GrpcStatusOf(result.status());
     response->set_model_name(model.id);
     response->set_model_version("1");
     response->set_id(request->id());
     auto* output = response->add_outputs();
     output->set_name("embedding");
     output->set_datatype("FP32");
-    // Pooling none: [texts, longest, dim], shorter texts padded with zero vectors.
-    int64_t longest = 0;
-    if (!result.tokens_per_text.empty()) {
-      result.vectors = encoder::PaddedTokenVectors(result, &longest);
-    }
-    output->add_shape(static_cast<int64_t>(result.vectors.size()) / result.dim /
-                      std::max<int64_t>(1, longest));
-    if (longest > 0) output->add_shape(longest);
-    output->add_shape(result.dim);
+    for (int64_t d : result->shape) output->add_shape(d);
     std::string* raw = response->add_raw_output_contents();
-    raw->resize(result.vectors.size() * sizeof(float));
-    std::memcpy(raw->data(), result.vectors.data(), raw->size());  // little-endian on x86-64
+    raw->resize(result->values.size() * sizeof(float));
+    std::memcpy(raw->data(), result->values.data(), raw->size());  // little-endian on x86-64
     return grpc::Status::OK;
   }
 };

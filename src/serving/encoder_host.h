@@ -1,8 +1,9 @@
 // EncoderHost: one loaded embedding (encoder) model in this process: its GGUF file, governor
 // owners ("<id>/weights", "<id>/workspace"), compute threads, BertModel, WordPiece tokenizer
-// and EmbeddingBatcher, and an EngineClient face for the parts of the server that see every
-// model through one (admin, metrics, the manager's idle and drain checks): its Submit refuses
-// generation naming the model's kind, its Stats report the batcher's queue.
+// and EmbeddingBatcher (the Embedder the front end submits to), and an EngineClient face for the
+// parts of the server that see every model through one (admin, metrics, the manager's idle and
+// drain checks): its Submit refuses generation naming the model's kind, its Stats report the
+// batcher's queue.
 //
 // Ownership: owns everything; the batcher stops (failing what waits) before the model goes.
 // Thread-safety: the batcher, tokenizer and client may be used from any thread.
@@ -18,6 +19,7 @@
 #include "encoder/embedding_batcher.h"
 #include "engine/engine_client.h"
 #include "memory/memory_governor.h"
+#include "serving/embedder.h"
 #include "tokenizer/wordpiece_tokenizer.h"
 
 namespace pier::serving {
@@ -31,15 +33,20 @@ struct EncoderHostOptions {
   encoder::BatcherOptions batcher;
 };
 
-class EncoderHost {
+class EncoderHost final : public Embedder {
  public:
   // The file's errors, ReadEncoderInfo's, the tokenizer's (an encoder needs a WordPiece
   // vocabulary) and BertModel::Create's (RESOURCE_EXHAUSTED when it does not fit).
   [[nodiscard]] static Result<std::unique_ptr<EncoderHost>> Open(const EncoderHostOptions& options,
                                                                  MemoryGovernor* governor);
-  ~EncoderHost();
+  ~EncoderHost() override;
 
-  encoder::EmbeddingBatcher& batcher() { return *batcher_; }
+  // Embedder: the batcher's.
+  Status Submit(EmbedRequest request, std::function<void(EmbedResult)> done) override {
+    return batcher_->Submit(std::move(request), std::move(done));
+  }
+  EmbedderStats Stats() const override { return batcher_->Stats(); }
+
   const encoder::EncoderInfo& info() const { return model_->info(); }
   const tokenizer::WordPieceTokenizer& tokenizer() const { return *tokenizer_; }
   engine::EngineClient& client() { return *client_; }

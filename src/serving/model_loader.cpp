@@ -182,7 +182,7 @@ Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& de
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
   model->kind = ModelKind::kEmbed;
-  model->embedder = &host.batcher();
+  model->embedder = &host;
   model->embedding_dim = host.info().embedding_length;
   model->per_token_embeddings = host.info().pooling == encoder::Pooling::kNone;
   model->max_request_tokens = host.max_text_tokens();

@@ -36,12 +36,9 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pier::encoder {
-class EmbeddingBatcher;  // encoder/embedding_batcher.h
-}
-
 namespace pier::serving {
 
+class Embedder;      // serving/embedder.h
 class WorkerClient;  // serving/worker_client.h
 
 // What a model does: generate text (an LLM: chat, completions, responses) or embed it (an
@@ -67,9 +64,9 @@ struct ServedModel {
   int64_t created_unix_seconds = 0;       // OpenAI's `created`
   int64_t max_request_tokens = 0;         // prompt + generated positions (the engine's limit)
   ModelKind kind = ModelKind::kGenerate;
-  // An embedding model's batcher (kind kEmbed); null for LLMs. Its `client` refuses
-  // generation and reports the batcher's queue.
-  encoder::EmbeddingBatcher* embedder = nullptr;
+  // An embedding model's batcher (kind kEmbed; embedder.h); null for LLMs. Its `client`
+  // refuses generation and reports the batcher's queue.
+  Embedder* embedder = nullptr;
   int64_t embedding_dim = 0;  // kEmbed: the vectors' length
   // kEmbed with pooling none: a vector per token (KServe's output is [texts, tokens, dim]; the
   // OpenAI API, one vector per input, refuses it).

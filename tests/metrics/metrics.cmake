@@ -1,7 +1,6 @@
-# Tests of the Prometheus registry, the serving metrics of `pier serve` and the demand forecast.
+# Tests of the Prometheus registry and exposition (the serving metrics are tests/serving's).
 pier_add_test(NAME metrics_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/registry_test.cpp ${CMAKE_CURRENT_LIST_DIR}/serving_metrics_test.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/demand_forecast_test.cpp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/registry_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/exposition_reader_test.cpp
   LIBS pier_metrics LABELS unit)
 target_include_directories(metrics_test PRIVATE ${PROJECT_SOURCE_DIR}/tests)

@@ -13,10 +13,11 @@
 
 #include "api/json_shape.h"
 #include "api/pending_response.h"
+#include "api/status_map.h"
 #include "common/check.h"
-#include "encoder/embedding_batcher.h"
 #include "engine/local_model.h"
 #include "placement/cpu_list.h"
+#include "serving/embedder.h"
 #include "serving/worker_client.h"
 #include "tokenizer/unicode.h"
 
@@ -95,12 +96,12 @@ Json ModelObject(const serving::ModelEntry& entry) {
 }
 
 // An embedding model's batcher figures for /metrics.
-metrics::EmbeddingFigures EmbeddingFiguresOf(const serving::ServedModel& model) {
-  const encoder::BatcherStats b = model.embedder->Stats();
-  auto buckets = [](const encoder::Buckets& in) {
-    return metrics::EmbeddingFigures::Buckets{in.bounds, in.counts, in.sum};
+serving::EmbeddingFigures EmbeddingFiguresOf(const serving::ServedModel& model) {
+  const serving::EmbedderStats b = model.embedder->Stats();
+  auto buckets = [](const serving::LatencyBuckets& in) {
+    return serving::EmbeddingFigures::Buckets{in.bounds, in.counts, in.sum};
   };
-  metrics::EmbeddingFigures e;
+  serving::EmbeddingFigures e;
   e.queued_texts = b.queued_texts;
   e.batches = b.batches;
   e.texts = b.texts;
@@ -236,20 +237,19 @@ std::variant<serving::ModelRef, HttpResponse> ModelOfBody(serving::ModelRegistry
 
 // A manager's answer as HTTP.
 HttpResponse FromManagerStatus(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kNotFound:
-      return ErrorResponse(404, status.message(), "model", "model_not_found");
-    case StatusCode::kFailedPrecondition:
-      return ErrorResponse(409, status.message(), "model");
-    case StatusCode::kResourceExhausted:
-    case StatusCode::kUnavailable: {
-      HttpResponse response = ErrorResponse(503, status.message(), "model", "model_unavailable");
-      response.headers.emplace_back("Retry-After", "5");
-      return response;
-    }
-    default:
-      return ErrorResponse(500, status.message(), "model");
-  }
+  int http = HttpStatusOf(status);
+  // Where the manager's meaning differs from the map's: RESOURCE_EXHAUSTED is memory that
+  // cannot hold the load now, the server's state rather than the caller's rate (503, as
+  // UNAVAILABLE); a model file that does not load (INVALID_ARGUMENT, UNSUPPORTED) is the
+  // configuration's fault, not the request's (500).
+  if (status.code() == StatusCode::kResourceExhausted) http = 503;
+  if (http == 400) http = 500;
+  HttpResponse response = ErrorResponse(http, status.message(), "model",
+                                        http == 404   ? "model_not_found"
+                                        : http == 503 ? "model_unavailable"
+                                                      : "");
+  if (http == 503) response.headers.emplace_back("Retry-After", "5");
+  return response;
 }
 
 }  // namespace
@@ -271,7 +271,7 @@ std::optional<std::string> EngineWatchdog::Observe(const engine::EngineStats& st
 }
 
 AdminRoutes::AdminRoutes(AdminRoutesOptions options, serving::ModelRegistry* registry,
-                         const ApiKeys* keys, const metrics::ServingMetrics* metrics)
+                         const ApiKeys* keys, const serving::ServingMetrics* metrics)
     : options_(std::move(options)), registry_(registry), keys_(keys), metrics_(metrics) {
   PIER_CHECK(registry_ != nullptr && metrics_ != nullptr,
              "AdminRoutes needs a model registry and metrics");
@@ -440,11 +440,11 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
   const std::vector<serving::ModelEntry> entries = registry_->Snapshot();
-  std::vector<metrics::ModelFigures> figures;
-  std::vector<metrics::ModelLifecycle> lifecycle;
+  std::vector<serving::ModelFigures> figures;
+  std::vector<serving::ModelLifecycle> lifecycle;
   for (const serving::ModelEntry& entry : entries) {
     if (entry.model != nullptr) {
-      metrics::ModelFigures figure{entry.id, entry.model->client->Stats(), entry.model->governor};
+      serving::ModelFigures figure{entry.id, entry.model->client->Stats(), entry.model->governor};
       if (entry.model->embedder != nullptr) figure.embedding = EmbeddingFiguresOf(*entry.model);
       for (size_t n = 0; n < entry.model->workers.size(); ++n) {
         const serving::WorkerHealth h = entry.model->workers[n]->Health();

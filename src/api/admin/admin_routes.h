@@ -54,12 +54,12 @@
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
 #include "common/mutex.h"
-#include "engine/scheduler/engine.h"
+#include "engine/engine_client.h"
 #include "metrics/gpu_telemetry.h"
-#include "metrics/serving_metrics.h"
 #include "serving/model_manager.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
+#include "serving/serving_metrics.h"
 
 namespace pier::api {
 
@@ -123,7 +123,7 @@ class AdminRoutes {
   // `registry` and `metrics` are required; `keys` may be null (open API). A model whose
   // governor is null has no memory figures in /metrics.
   AdminRoutes(AdminRoutesOptions options, serving::ModelRegistry* registry, const ApiKeys* keys,
-              const metrics::ServingMetrics* metrics);
+              const serving::ServingMetrics* metrics);
 
   // Adds the routes listed at the top of this file.
   void Register(Router& router);
@@ -165,7 +165,7 @@ class AdminRoutes {
   const AdminRoutesOptions options_;
   serving::ModelRegistry* const registry_;
   const ApiKeys* const keys_;
-  const metrics::ServingMetrics* const metrics_;
+  const serving::ServingMetrics* const metrics_;
   std::atomic<ServeState> state_{ServeState::kLoading};
   Mutex watchdogs_mutex_;
   // One per loaded model, by id (made when first seen; a reloaded model keeps its watchdog).

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <utility>
 
+#include "api/status_map.h"
 #include "common/ascii.h"
 #include "common/yaml.h"
 
@@ -22,8 +23,8 @@ namespace {
 
 // The key a request presents: "Authorization: Bearer <key>" (scheme case-insensitive), else
 // "X-API-Key: <key>"; nullopt when neither header is there.
-std::optional<std::string_view> PresentedKey(const HttpRequest& request) {
-  if (std::optional<std::string_view> auth = request.Header("authorization")) {
+std::optional<std::string_view> PresentedKey(const Credentials& credentials) {
+  if (std::optional<std::string_view> auth = credentials.authorization) {
     std::string_view value = TrimSpaceAndTab(*auth);
     constexpr std::string_view kBearer = "bearer ";
     if (value.size() >= kBearer.size()) {
@@ -36,8 +37,7 @@ std::optional<std::string_view> PresentedKey(const HttpRequest& request) {
     }
     return value;  // another scheme: never matches a key unless it is literally the key
   }
-  if (std::optional<std::string_view> key = request.Header("x-api-key"))
-    return TrimSpaceAndTab(*key);
+  if (std::optional<std::string_view> key = credentials.api_key) return TrimSpaceAndTab(*key);
   return std::nullopt;
 }
 
@@ -260,21 +260,34 @@ Result<ApiKeys> ApiKeys::Load(const std::string& path) {
   return Parse(text.str(), path);
 }
 
+Credentials CredentialsOf(const HttpRequest& request) {
+  return Credentials{request.Header("authorization"), request.Header("x-api-key")};
+}
+
+HttpResponse ResponseOf(const AuthRefusal& refusal) {
+  return ErrorResponse(401, refusal.message, "", refusal.code);
+}
+
 std::variant<Principal, HttpResponse> ApiKeys::Authenticate(const HttpRequest& request) const {
+  auto auth = Authenticate(CredentialsOf(request));
+  if (auto* refused = std::get_if<AuthRefusal>(&auth)) return ResponseOf(*refused);
+  return std::get<Principal>(std::move(auth));
+}
+
+std::variant<Principal, AuthRefusal> ApiKeys::Authenticate(const Credentials& credentials) const {
   if (entries_.empty()) return Principal{};
-  const std::optional<std::string_view> presented = PresentedKey(request);
+  const std::optional<std::string_view> presented = PresentedKey(credentials);
   if (!presented.has_value() || presented->empty()) {
-    return ErrorResponse(401,
-                         "missing API key: send it as \"Authorization: Bearer <key>\" or "
-                         "\"X-API-Key: <key>\"",
-                         "", "missing_api_key");
+    return AuthRefusal{
+        "missing API key: send it as \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"",
+        "missing_api_key"};
   }
   // Every key is compared (no early exit), each in constant time.
   const Entry* match = nullptr;
   for (const Entry& entry : entries_) {
     if (ConstantTimeEquals(*presented, entry.key) && match == nullptr) match = &entry;
   }
-  if (match == nullptr) return ErrorResponse(401, "invalid API key", "", "invalid_api_key");
+  if (match == nullptr) return AuthRefusal{"invalid API key", "invalid_api_key"};
   return match->principal;
 }
 
@@ -314,10 +327,19 @@ SizeLimit MaxOutputTokens(const Principal& principal, engine::Priority priority)
                   [](const KeyLimits& l) { return l.max_output_tokens; });
 }
 
-std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, engine::Priority priority,
-                                            int64_t cost, std::string_view cost_what,
-                                            std::string_view cost_param,
-                                            std::shared_ptr<KeySlot>* slot) {
+HttpResponse ResponseOf(const KeyRefusal& refusal) {
+  HttpResponse response = ErrorResponse(HttpStatusOf(refusal.status), refusal.status.message(),
+                                        refusal.param, refusal.code);
+  if (refusal.retry_after_s.has_value()) {
+    response.headers.emplace_back("Retry-After", std::to_string(*refusal.retry_after_s));
+  }
+  return response;
+}
+
+std::optional<KeyRefusal> AdmitKeyRequest(const Principal& principal, engine::Priority priority,
+                                          int64_t cost, std::string_view cost_what,
+                                          std::string_view cost_param,
+                                          std::shared_ptr<KeySlot>* slot) {
   slot->reset();
   // The key's limits, then its class's; each refusal undoes what the others took.
   std::vector<std::pair<std::shared_ptr<KeyUsage>, std::string>> usages;  // (usage, which)
@@ -345,18 +367,17 @@ std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, engine::
     };
     switch (admission) {
       case KeyUsage::Admission::kTooManyInFlight:
-        return ErrorResponse(429,
-                             who + " has " + std::to_string(limits.max_concurrent) +
-                                 " requests in flight, its limit (" + setting("max_concurrent") +
-                                 ")",
-                             "", "rate_limit_exceeded");
+        return KeyRefusal{ResourceExhaustedError(
+                              who + " has " + std::to_string(limits.max_concurrent) +
+                              " requests in flight, its limit (" + setting("max_concurrent") + ")"),
+                          "", "rate_limit_exceeded", std::nullopt};
       case KeyUsage::Admission::kTooLarge:
-        return ErrorResponse(400,
-                             "the request may cost " + std::to_string(cost) + " tokens (" +
+        return KeyRefusal{
+            InvalidArgumentError("the request may cost " + std::to_string(cost) + " tokens (" +
                                  std::string(cost_what) + "); " + who + " allows " +
                                  std::to_string(limits.tokens_per_minute) + " per minute (" +
-                                 setting("tokens_per_minute") + ")",
-                             cost_param);
+                                 setting("tokens_per_minute") + ")"),
+            std::string(cost_param), ""};
       case KeyUsage::Admission::kRateLimited:
       case KeyUsage::Admission::kTokenRateLimited: {
         const bool requests = admission == KeyUsage::Admission::kRateLimited;
@@ -364,16 +385,13 @@ std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, engine::
         std::snprintf(
             rate, sizeof(rate), "%g",
             requests ? limits.requests_per_second : static_cast<double>(limits.tokens_per_minute));
-        HttpResponse response = ErrorResponse(
-            429,
-            who + " is limited to " + rate +
+        return KeyRefusal{
+            ResourceExhaustedError(
+                who + " is limited to " + rate +
                 (requests ? " requests per second (" + setting("requests_per_second") + ")"
                           : " tokens per minute, " + std::string(cost_what) +
-                                " counted at admission (" + setting("tokens_per_minute") + ")"),
-            "", "rate_limit_exceeded");
-        response.headers.emplace_back(
-            "Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_after_s))));
-        return response;
+                                " counted at admission (" + setting("tokens_per_minute") + ")")),
+            "", "rate_limit_exceeded", static_cast<int64_t>(std::ceil(retry_after_s))};
       }
       case KeyUsage::Admission::kAdmitted:
         break;

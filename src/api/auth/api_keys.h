@@ -37,6 +37,24 @@ namespace pier::api {
 // For API keys and the metrics key.
 bool ConstantTimeEquals(std::string_view presented, std::string_view stored);
 
+// What a caller presented, from HTTP headers or gRPC metadata alike: the values of
+// `authorization` and `x-api-key` as sent (nullopt: not sent).
+struct Credentials {
+  std::optional<std::string_view> authorization;
+  std::optional<std::string_view> api_key;
+};
+// An HTTP request's credentials (its first `authorization` and `x-api-key` headers).
+Credentials CredentialsOf(const HttpRequest& request);
+
+// Why a caller is not let in: OpenAI's error `code` ("missing_api_key", "invalid_api_key")
+// and the message (which never echoes the key). HTTP answers 401 with
+// `WWW-Authenticate: Bearer` (ResponseOf); gRPC, UNAUTHENTICATED.
+struct AuthRefusal {
+  std::string message;
+  std::string code;
+};
+HttpResponse ResponseOf(const AuthRefusal& refusal);
+
 struct Principal {
   std::string tenant = "default";
   engine::Priority max_priority = engine::Priority::kCritical;  // highest class allowed
@@ -72,8 +90,10 @@ class ApiKeys {
 
   bool enabled() const { return !entries_.empty(); }
   size_t size() const { return entries_.size(); }
-  // The principal, or a 401 response in OpenAI's error shape ("missing API key" / "invalid
-  // API key"; the key itself is never echoed).
+  // Who presented `credentials`: the principal, or why not ("missing API key" / "invalid API
+  // key"). The one authentication every route calls, over HTTP and gRPC.
+  std::variant<Principal, AuthRefusal> Authenticate(const Credentials& credentials) const;
+  // The same for an HTTP request, the refusal as its 401 response (ResponseOf).
   std::variant<Principal, HttpResponse> Authenticate(const HttpRequest& request) const;
 
  private:
@@ -84,15 +104,28 @@ class ApiKeys {
   std::vector<Entry> entries_;
 };
 
+// Why a key's limits refuse a request: RESOURCE_EXHAUSTED (429, OpenAI code
+// rate_limit_exceeded) for the concurrency or a rate, with `retry_after_s` for a rate (the
+// Retry-After header); INVALID_ARGUMENT (400, `param` naming the field) when the request
+// costs more than a minute's tokens, which no wait can help. Messages name the limit and where
+// it is set.
+struct KeyRefusal {
+  Status status;
+  std::string param;
+  std::string code;
+  std::optional<int64_t> retry_after_s = std::nullopt;  // the Retry-After header, if any
+};
+// The refusal in OpenAI's error shape (status from api/status_map.h, Retry-After when set).
+HttpResponse ResponseOf(const KeyRefusal& refusal);
+
 // Takes `cost` tokens and a slot from the principal's key limits and from those of class
 // `priority` (none: nothing to take), from both or from neither. On success `*slot` holds the
-// slots (null without limits) and nullopt is returned; otherwise the response to answer: 429
-// rate_limit_exceeded for the concurrency or a rate (with Retry-After), 400 when `cost` is
-// more than a minute's tokens, naming the limit and where it is set. `cost_what` says what
-// the cost counts ("prompt plus n x max_tokens"), `cost_param` is the 400's param.
-std::optional<HttpResponse> AdmitKeyRequest(const Principal& principal, engine::Priority priority,
-                                            int64_t cost, std::string_view cost_what,
-                                            std::string_view cost_param,
-                                            std::shared_ptr<KeySlot>* slot);
+// slots (null without limits) and nullopt is returned; otherwise why not (KeyRefusal).
+// `cost_what` says what the cost counts ("prompt plus n x max_tokens"), `cost_param` is the
+// 400's param.
+std::optional<KeyRefusal> AdmitKeyRequest(const Principal& principal, engine::Priority priority,
+                                          int64_t cost, std::string_view cost_what,
+                                          std::string_view cost_param,
+                                          std::shared_ptr<KeySlot>* slot);
 
 }  // namespace pier::api

@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "api/json_shape.h"
+#include "api/kserve/embed_infer.h"
 #include "api/kserve/kserve_generate.h"
 #include "api/kserve/kserve_infer_request.h"
 #include "api/openai/embeddings_api.h"
 #include "api/pending_response.h"
+#include "api/status_map.h"
 #include "common/build_info.h"
-#include "encoder/embedding_batcher.h"
+#include "serving/embedder.h"
 
 namespace pier::api {
 namespace {
@@ -136,15 +138,11 @@ struct KServeApi::Impl {
 
   std::optional<HttpResponse> Authenticate(const HttpRequest& http, Principal* principal) const {
     if (keys == nullptr) return std::nullopt;
-    auto auth = keys->Authenticate(http);
-    if (auto* denied = std::get_if<HttpResponse>(&auth)) {
-      std::string message = "unauthorized";
-      try {
-        message = Json::parse(denied->body)["error"]["message"].get<std::string>();
-      } catch (const Json::exception&) {
-      }
-      HttpResponse response = Error(denied->status, message);
-      response.headers = denied->headers;
+    auto auth = keys->Authenticate(CredentialsOf(http));
+    if (auto* denied = std::get_if<AuthRefusal>(&auth)) {
+      // KServe's error shape, with the 401's challenge as every route sends it.
+      HttpResponse response = Error(401, denied->message);
+      response.headers = ResponseOf(*denied).headers;
       return response;
     }
     *principal = std::get<Principal>(std::move(auth));
@@ -245,69 +243,31 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   Result<EmbedInferRequest> read = ReadEmbedInferRequest(model.id, request, binary);
   if (!read.ok()) return Error(400, read.status().message());
   const bool binary_output = read->binary_output;
-  const int priority = BatcherPriority(read->priority, principal.max_priority);
-
-  Result<std::vector<std::vector<int32_t>>> ids =
-      read->token_ids.has_value()
-          ? PrepareTokenIds(*model.tokenizer, std::move(*read->token_ids), model.max_request_tokens,
-                            read->truncate)
-          : TokenizeTexts(*model.tokenizer, read->texts, model.max_request_tokens, read->truncate);
-  if (!ids.ok()) return Error(400, "model '" + model.id + "': " + ids.status().message());
-  int64_t cost = 0;
-  for (const auto& one : *ids) cost += static_cast<int64_t>(one.size());
-  std::shared_ptr<KeySlot> slot;
-  if (std::optional<HttpResponse> refused = AdmitKeyRequest(
-          principal, ClassOfBatcherPriority(priority), cost, "input tokens", "inputs", &slot)) {
-    HttpResponse response = Error(refused->status, "refused by this API key's limits");
-    try {
-      response =
-          Error(refused->status, Json::parse(refused->body)["error"]["message"].get<std::string>());
-    } catch (const Json::exception&) {
-    }
-    response.headers = refused->headers;
-    return response;
-  }
-  encoder::EmbedRequest embed;
-  embed.texts = std::move(ids).value();
-  embed.priority = priority;
-  embed.deadline = serving::QueueDeadline(options.class_max_queue, ClassOfBatcherPriority(priority),
-                                          std::chrono::steady_clock::now());
   const std::string id = read->id;
   auto pending = std::make_shared<PendingResponse>();
-  const int64_t dim = model.embedding_dim;
   const std::string model_id = model.id;
   pending->Hold(model_ref);  // see embeddings_api.cpp: the batcher thread never holds the model
   std::weak_ptr<PendingResponse> weak = pending;
-  Status submitted = model.embedder->Submit(
-      std::move(embed),
-      [weak, binary_output, dim, id, model_id, slot](encoder::EmbedResult result) {
+  std::optional<EmbedInferRefusal> refused = StartEmbedInfer(
+      model, principal, std::move(read).value(), options.class_max_queue,
+      [weak, binary_output, id, model_id](Result<EmbedInferOutput> result) {
         std::shared_ptr<PendingResponse> pending = weak.lock();
         if (pending == nullptr) return;  // the client is gone
-        if (!result.status.ok()) {
-          const int status = result.status.code() == StatusCode::kInvalidArgument     ? 400
-                             : result.status.code() == StatusCode::kResourceExhausted ? 429
-                                                                                      : 503;
-          HttpResponse response = Error(status, result.status.message());
+        if (!result.ok()) {
+          const int status = HttpStatusOf(result.status());
+          HttpResponse response = Error(status, result.status().message());
           if (status == 429 || status == 503) response.headers.emplace_back("Retry-After", "1");
           pending->Resolve(std::move(response));
           return;
         }
-        // Pooling none: [texts, longest, dim], shorter texts padded with zero vectors.
-        int64_t longest = 0;
-        if (!result.tokens_per_text.empty()) {
-          result.vectors = encoder::PaddedTokenVectors(result, &longest);
-        }
-        const auto n =
-            static_cast<int64_t>(result.vectors.size()) / dim / std::max<int64_t>(1, longest);
-        Json output{{"name", kOutputName},
-                    {"datatype", "FP32"},
-                    {"shape", longest > 0 ? Json{n, longest, dim} : Json{n, dim}}};
+        Json output{{"name", kOutputName}, {"datatype", "FP32"}, {"shape", result->shape}};
         Json body{{"model_name", model_id}, {"model_version", "1"}};
         if (!id.empty()) body["id"] = id;
         HttpResponse response;
         response.model = model_id;
+        const std::vector<float>& values = result->values;
         if (binary_output) {
-          const size_t bytes = result.vectors.size() * sizeof(float);
+          const size_t bytes = values.size() * sizeof(float);
           output["parameters"] = {{"binary_data_size", bytes}};
           body["outputs"] = Json::array({output});
           std::string header = body.dump();
@@ -317,20 +277,19 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
           response.body = std::move(header);
           const size_t offset = response.body.size();
           response.body.resize(offset + bytes);
-          std::memcpy(response.body.data() + offset, result.vectors.data(), bytes);  // x86: LE
+          std::memcpy(response.body.data() + offset, values.data(), bytes);  // x86: LE
         } else {
-          output["data"] = result.vectors;
+          output["data"] = values;
           body["outputs"] = Json::array({output});
           response.body = body.dump();
         }
         pending->Resolve(std::move(response));
       });
-  if (!submitted.ok()) {
-    const int status = submitted.code() == StatusCode::kInvalidArgument     ? 400
-                       : submitted.code() == StatusCode::kResourceExhausted ? 429
-                                                                            : 503;
-    HttpResponse response = Error(status, submitted.message());
-    if (status == 429) response.headers.emplace_back("Retry-After", "1");
+  if (refused.has_value()) {
+    HttpResponse response = Error(HttpStatusOf(refused->status), refused->status.message());
+    if (refused->retry_after_s.has_value()) {
+      response.headers.emplace_back("Retry-After", std::to_string(*refused->retry_after_s));
+    }
     return response;
   }
   HttpResponse response;

@@ -9,8 +9,8 @@
 
 #include "api/pending_response.h"
 #include "api/request_json.h"
-#include "encoder/bert_model.h"
-#include "encoder/embedding_batcher.h"
+#include "api/status_map.h"
+#include "serving/embedder.h"
 #include "serving/request_policy.h"
 
 namespace pier::api {
@@ -136,19 +136,13 @@ constexpr const char* kPriorityApplied = "X-Priority-Applied";
 
 // The answer to 429 / 503 / 400 from the batcher.
 HttpResponse FromBatcherStatus(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-      return ErrorResponse(400, status.message(), "input");
-    case StatusCode::kResourceExhausted: {
-      HttpResponse response = ErrorResponse(429, status.message(), "", "rate_limit_exceeded");
-      response.headers.emplace_back("Retry-After", "1");
-      return response;
-    }
-    case StatusCode::kUnavailable:
-      return ErrorResponse(503, status.message(), "", "model_unavailable");
-    default:
-      return ErrorResponse(500, status.message());
-  }
+  const int http = HttpStatusOf(status);
+  HttpResponse response = ErrorResponse(http, status.message(), http == 400 ? "input" : "",
+                                        http == 429   ? "rate_limit_exceeded"
+                                        : http == 503 ? "model_unavailable"
+                                                      : "");
+  if (http == 429) response.headers.emplace_back("Retry-After", "1");
+  return response;
 }
 
 }  // namespace
@@ -240,7 +234,7 @@ struct EmbeddingsApi::Impl {
   EmbeddingsApiOptions options;
   serving::ModelRegistry* registry;
   const ApiKeys* keys;
-  metrics::ServingMetrics* metrics;
+  serving::ServingMetrics* metrics;
 
   HttpResponse Handle(const HttpRequest& http);
   HttpResponse Serve(const HttpRequest& http, const EmbeddingsRequest& r,
@@ -321,7 +315,7 @@ HttpResponse EmbeddingsApi::Impl::ServeInClass(const EmbeddingsRequest& r,
                                                const std::string& class_name) {
   const serving::ServedModel& model = *model_ref;
   const int64_t dim = model.embedding_dim;
-  encoder::EmbedRequest request;
+  serving::EmbedRequest request;
   Result<std::vector<std::vector<int32_t>>> ids =
       r.texts.empty()
           ? PrepareTokenIds(*model.tokenizer, r.id_lists, model.max_request_tokens, r.truncate)
@@ -335,9 +329,9 @@ HttpResponse EmbeddingsApi::Impl::ServeInClass(const EmbeddingsRequest& r,
   int64_t cost = 0;
   for (const auto& ids : request.texts) cost += static_cast<int64_t>(ids.size());
   std::shared_ptr<KeySlot> slot;
-  if (std::optional<HttpResponse> refused = AdmitKeyRequest(principal, request_class.priority, cost,
-                                                            "input tokens", "input", &slot)) {
-    return std::move(*refused);
+  if (std::optional<KeyRefusal> refused = AdmitKeyRequest(principal, request_class.priority, cost,
+                                                          "input tokens", "input", &slot)) {
+    return ResponseOf(*refused);
   }
   // Higher classes first: critical (0) is the highest.
   request.priority = 3 - static_cast<int>(request_class.priority);
@@ -351,7 +345,7 @@ HttpResponse EmbeddingsApi::Impl::ServeInClass(const EmbeddingsRequest& r,
   const std::string id = model.id;
   Status submitted = model.embedder->Submit(
       std::move(request),
-      [pending, base64, dims, dim, id, model_ref, slot, class_name](encoder::EmbedResult result) {
+      [pending, base64, dims, dim, id, model_ref, slot, class_name](serving::EmbedResult result) {
         if (!result.status.ok()) {
           HttpResponse refused = FromBatcherStatus(result.status);
           refused.headers.emplace_back(kPriorityApplied, class_name);
@@ -363,7 +357,7 @@ HttpResponse EmbeddingsApi::Impl::ServeInClass(const EmbeddingsRequest& r,
         std::vector<float> v(static_cast<size_t>(dims));
         for (size_t i = 0; i < count; ++i) {
           std::memcpy(v.data(), result.vectors.data() + i * dim, sizeof(float) * dims);
-          if (dims < dim) encoder::NormalizeL2(v.data(), dims);
+          if (dims < dim) serving::NormalizeL2(v.data(), dims);
           if (i > 0) body += ',';
           body += "{\"object\":\"embedding\",\"index\":" + std::to_string(i) + ",\"embedding\":";
           if (base64) {
@@ -389,7 +383,7 @@ HttpResponse EmbeddingsApi::Impl::ServeInClass(const EmbeddingsRequest& r,
 }
 
 EmbeddingsApi::EmbeddingsApi(EmbeddingsApiOptions options, serving::ModelRegistry* registry,
-                             const ApiKeys* keys, metrics::ServingMetrics* metrics)
+                             const ApiKeys* keys, serving::ServingMetrics* metrics)
     : impl_(std::make_shared<Impl>(Impl{options, registry, keys, metrics})) {}
 
 EmbeddingsApi::~EmbeddingsApi() = default;

@@ -28,9 +28,9 @@
 
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
-#include "metrics/serving_metrics.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
+#include "serving/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::api {
@@ -44,7 +44,7 @@ struct EmbeddingsApiOptions {
 class EmbeddingsApi {
  public:
   EmbeddingsApi(EmbeddingsApiOptions options, serving::ModelRegistry* registry, const ApiKeys* keys,
-                metrics::ServingMetrics* metrics);
+                serving::ServingMetrics* metrics);
   ~EmbeddingsApi();
 
   // POST /v1/embeddings and /embeddings.

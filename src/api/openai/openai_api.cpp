@@ -19,6 +19,7 @@
 #include "api/pending_response.h"
 #include "api/responses/responses_request.h"
 #include "api/responses/responses_stream.h"
+#include "api/status_map.h"
 #include "common/build_info.h"
 #include "engine/scheduler/kv_ceiling.h"
 #include "serving/request_policy.h"
@@ -37,20 +38,9 @@ HttpResponse FromError(const OpenAiError& e) {
 
 // An engine Submit error as the client should see it.
 HttpResponse FromSubmitError(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kUnsupported:
-      return ErrorResponse(400, status.message());
-    case StatusCode::kResourceExhausted: {
-      HttpResponse response = ErrorResponse(429, status.message());
-      response.headers.emplace_back("Retry-After", "1");
-      return response;
-    }
-    case StatusCode::kUnavailable:
-      return ErrorResponse(503, status.message());
-    default:
-      return ErrorResponse(500, status.message());
-  }
+  HttpResponse response = ErrorResponse(HttpStatusOf(status), status.message());
+  if (response.status == 429) response.headers.emplace_back("Retry-After", "1");
+  return response;
 }
 
 // The request's settings a Response object repeats, with the API's defaults where absent.
@@ -79,7 +69,7 @@ struct OpenAiApi::Impl {
   OpenAiApiOptions options;
   serving::ModelRegistry* registry;
   const ApiKeys* keys;
-  metrics::ServingMetrics* metrics;
+  serving::ServingMetrics* metrics;
 
   std::mutex rng_mutex;
   std::mt19937_64 rng;  // guarded by rng_mutex: response ids and seeds not given
@@ -490,14 +480,16 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
     cost += static_cast<int64_t>(prompts[i].prompt_tokens.size()) +
             static_cast<int64_t>(max_tokens[i]) * r.n;
   }
-  if (std::optional<HttpResponse> refused =
+  if (std::optional<KeyRefusal> refused =
           AdmitKeyRequest(principal, priority, cost, "prompt plus n x " + r.max_tokens_param,
                           r.max_tokens_param, &slot)) {
     if (metrics != nullptr) {
       metrics->RecordQosOutcome(model.id, principal.tenant, class_name,
-                                refused->status == 429 ? "refused_key_rate" : "refused_key_size");
+                                refused->status.code() == StatusCode::kResourceExhausted
+                                    ? "refused_key_rate"
+                                    : "refused_key_size");
     }
-    return std::move(*refused);
+    return ResponseOf(*refused);
   }
 
   OpenAiStreamOptions stream_options;
@@ -596,7 +588,7 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
 }
 
 OpenAiApi::OpenAiApi(OpenAiApiOptions options, serving::ModelRegistry* registry,
-                     const ApiKeys* keys, metrics::ServingMetrics* metrics)
+                     const ApiKeys* keys, serving::ServingMetrics* metrics)
     : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);
   impl_->registry = registry;

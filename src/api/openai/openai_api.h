@@ -26,10 +26,10 @@
 
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
-#include "metrics/serving_metrics.h"
 #include "serving/fallback_switch.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
+#include "serving/serving_metrics.h"
 
 namespace pier::api {
 
@@ -58,7 +58,7 @@ class OpenAiApi {
  public:
   // `keys` and `metrics` may be null (open API, no metrics).
   OpenAiApi(OpenAiApiOptions options, serving::ModelRegistry* registry, const ApiKeys* keys,
-            metrics::ServingMetrics* metrics);
+            serving::ServingMetrics* metrics);
   ~OpenAiApi();
 
   // Adds POST /v1/chat/completions and POST /v1/completions, and the same routes without

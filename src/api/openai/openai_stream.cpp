@@ -52,7 +52,7 @@ struct OpenAiStream::Group {
 
 OpenAiStream::OpenAiStream(OpenAiStreamOptions options, std::vector<OpenAiStreamPrompt> prompts,
                            engine::EngineClient* client, const tokenizer::Tokenizer* tokenizer,
-                           metrics::ServingMetrics* metrics)
+                           serving::ServingMetrics* metrics)
     : options_(std::move(options)), client_(client), tokenizer_(tokenizer), metrics_(metrics) {
   for (size_t p = 0; p < prompts.size(); ++p) {
     auto group = std::make_unique<Group>();
@@ -403,7 +403,7 @@ void OpenAiStream::FinishGroupIfDone(Group& group) {
 
 void OpenAiStream::RecordGroup(const Group& group, std::string_view finish_reason) {
   if (metrics_ == nullptr) return;
-  metrics::RequestRecord record;
+  serving::RequestRecord record;
   record.model = options_.model;
   record.finish_reason = finish_reason;
   record.prompt_tokens = static_cast<int64_t>(group.prompt.prompt_tokens.size());

@@ -35,7 +35,7 @@
 #include "common/mutex.h"
 #include "engine/engine_client.h"
 #include "engine/scheduler/request.h"
-#include "metrics/serving_metrics.h"
+#include "serving/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::api {
@@ -80,7 +80,7 @@ class OpenAiStream final : public ResponseStream {
  public:
   OpenAiStream(OpenAiStreamOptions options, std::vector<OpenAiStreamPrompt> prompts,
                engine::EngineClient* client, const tokenizer::Tokenizer* tokenizer,
-               metrics::ServingMetrics* metrics);
+               serving::ServingMetrics* metrics);
   // Aborts engine requests that have not finished and removes the listeners.
   ~OpenAiStream() override;
 
@@ -122,7 +122,7 @@ class OpenAiStream final : public ResponseStream {
   const OpenAiStreamOptions options_;
   engine::EngineClient* client_;                // not owned
   const tokenizer::Tokenizer* tokenizer_;       // not owned
-  metrics::ServingMetrics* metrics_;            // not owned; may be null
+  serving::ServingMetrics* metrics_;            // not owned; may be null
   std::vector<std::unique_ptr<Group>> groups_;  // fixed after construction
 
   mutable Mutex mutex_;

@@ -116,7 +116,7 @@ class AdminRoutesTest : public ::testing::Test {
 
   FakeClient client_;
   ByteTokenizer tokenizer_;
-  metrics::ServingMetrics metrics_{"tiny-model"};
+  serving::ServingMetrics metrics_{"tiny-model"};
   std::unique_ptr<serving::ModelRegistry> registry_;
   std::unique_ptr<AdminRoutes> routes_;
   Router router_;

@@ -270,9 +270,11 @@ keys:
   EXPECT_FALSE(AdmitKeyRequest(a, engine::Priority::kCritical, 10, "t", "p", &first).has_value());
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(a.usage->in_flight(), 1);
-  const std::optional<HttpResponse> refused =
+  const std::optional<KeyRefusal> refusal =
       AdmitKeyRequest(a, engine::Priority::kCritical, 10, "t", "p", &second);
-  ASSERT_TRUE(refused.has_value());
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->status.code(), StatusCode::kResourceExhausted);
+  const std::optional<HttpResponse> refused = ResponseOf(*refusal);
   EXPECT_EQ(refused->status, 429);
   EXPECT_NE(refused->body.find("class critical of this API key has 1 requests in flight, its "
                                "limit (class_limits.critical.max_concurrent)"),
@@ -286,6 +288,33 @@ keys:
   EXPECT_EQ(a.usage->in_flight(), 1);
   EXPECT_EQ(a.class_usage[0]->in_flight(), 0);
   EXPECT_FALSE(AdmitKeyRequest(a, engine::Priority::kCritical, 10, "t", "p", &second).has_value());
+}
+
+// The one authentication HTTP and gRPC share: credentials as sent, whatever carried them.
+TEST(ApiKeysTest, CredentialsAuthenticateAsHeadersDo) {
+  Result<ApiKeys> keys = ApiKeys::Parse(R"(
+keys:
+  - {key: "sk-a", tenant: "team-a"}
+)");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  auto tenant = [&](Credentials c) {
+    auto result = keys->Authenticate(c);
+    if (auto* refused = std::get_if<AuthRefusal>(&result)) return "refused: " + refused->code;
+    return std::get<Principal>(result).tenant;
+  };
+  EXPECT_EQ(tenant({"Bearer sk-a", std::nullopt}), "team-a");
+  EXPECT_EQ(tenant({std::nullopt, "sk-a"}), "team-a");
+  EXPECT_EQ(tenant({"Bearer sk-b", "sk-a"}), "refused: invalid_api_key")
+      << "Authorization, when sent, is the credential";
+  EXPECT_EQ(tenant({std::nullopt, std::nullopt}), "refused: missing_api_key");
+  EXPECT_EQ(tenant({"", std::nullopt}), "refused: missing_api_key");
+  // Over HTTP the refusal is OpenAI's 401 with the Bearer challenge; the key is not echoed.
+  auto http = keys->Authenticate(WithHeader("authorization", "Bearer sk-secret"));
+  ASSERT_TRUE(std::holds_alternative<HttpResponse>(http));
+  const HttpResponse& denied = std::get<HttpResponse>(http);
+  EXPECT_EQ(denied.status, 401);
+  EXPECT_EQ(denied.body.find("sk-secret"), std::string::npos);
+  EXPECT_NE(denied.body.find("invalid_api_key"), std::string::npos);
 }
 
 TEST(KeyUsageTest, RefundGivesBackWhatAdmitTook) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "metrics/serving_metrics.h"
+#include "serving/serving_metrics.h"
 
 namespace pier::api {
 namespace {
@@ -52,7 +52,7 @@ engine::Event Final(int32_t choice, engine::FinishReason reason, int64_t tokens)
 struct Fixture {
   explicit Fixture(bool streaming, int prompts = 1, int n = 1,
                    OpenAiEndpoint endpoint = OpenAiEndpoint::kChatCompletions,
-                   metrics::ServingMetrics* metrics = nullptr) {
+                   serving::ServingMetrics* metrics = nullptr) {
     OpenAiStreamOptions options;
     options.endpoint = endpoint;
     options.id = "chatcmpl-test";
@@ -286,7 +286,7 @@ TEST(OpenAiStreamTest, ChoicesOfSeveralPromptsAreNumberedPromptTimesN) {
 }
 
 TEST(OpenAiStreamTest, CancelsAreCountedByReasonOnce) {
-  metrics::ServingMetrics metrics("m");
+  serving::ServingMetrics metrics("m");
   Fixture slow(/*stream=*/true, /*prompts=*/1, /*n=*/1, OpenAiEndpoint::kCompletions, &metrics);
   slow.stream->Start([] {});
   slow.stream->Cancel("client reads too slowly: 5000 events waiting");
@@ -304,7 +304,7 @@ TEST(OpenAiStreamTest, CancelsAreCountedByReasonOnce) {
 }
 
 TEST(OpenAiStreamTest, FinishedRequestsAreRecordedInMetrics) {
-  metrics::ServingMetrics metrics("m");
+  serving::ServingMetrics metrics("m");
   Fixture f(/*stream=*/true, /*prompts=*/1, /*n=*/1, OpenAiEndpoint::kCompletions, &metrics);
   f.stream->Start([] {});
   f.handles[0]->Push(Token(0, 1, "a"));

@@ -1,4 +1,4 @@
-#include "metrics/serving_metrics.h"
+#include "serving/serving_metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -8,15 +8,15 @@
 #include "memory/test_util.h"
 #include "metrics/exposition_parser.h"
 
-namespace pier::metrics {
+namespace pier::serving {
 namespace {
 
+using metrics::testing::Exposition;
+using metrics::testing::ParseExposition;
 using pier::testing::AddOwner;
 using pier::testing::BudgetOf;
 using pier::testing::kMiB;
 using pier::testing::MakeGovernor;
-using testing::Exposition;
-using testing::ParseExposition;
 
 // Parses and requires a clean exposition.
 Exposition Parse(const std::string& text) {
@@ -322,9 +322,9 @@ TEST(ServingMetricsTest, EverythingRenderedIsWellFormedAndLabelledWithTheModel) 
 }
 
 }  // namespace
-}  // namespace pier::metrics
+}  // namespace pier::serving
 
-namespace pier::metrics {
+namespace pier::serving {
 namespace {
 
 TEST(ServingMetricsTest, QosSeriesSplitTheTimeToFirstTokenIntoQueueAndTheRest) {
@@ -352,4 +352,4 @@ TEST(ServingMetricsTest, QosSeriesSplitTheTimeToFirstTokenIntoQueueAndTheRest) {
 }
 
 }  // namespace
-}  // namespace pier::metrics
+}  // namespace pier::serving

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "engine/local_model.h"
-#include "metrics/live_figures.h"
+#include "serving/live_figures.h"
 
-namespace pier::metrics {
+namespace pier::serving {
 namespace {
 
 // The served model an owner belongs to: owners are named "<model>/<part>" (a "#2" suffix when
@@ -36,7 +36,7 @@ void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFig
                         LiveFigures& r) {
   const GovernorStats g = governor->Stats();
   const std::vector<std::string> device_labels = {"device"};
-  const Labels device = {{"device", g.device}};
+  const metrics::Labels device = {{"device", g.device}};
   auto gauge = [&](std::string name, std::string help, double value) {
     r.GaugeFamily(name, help, device_labels).WithLabels(device).Set(value);
   };
@@ -120,7 +120,7 @@ void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFig
       "pier_memory_owner_unresponsive",
       "1 while the owner has missed a shrink deadline (it may not grow), else 0.", owner_labels);
   for (const OwnerStats& o : g.owners) {
-    const Labels labels = {
+    const metrics::Labels labels = {
         {"model", OwnerModel(o.name, governor, models)}, {"device", g.device}, {"owner", o.name}};
     used.WithLabels(labels).Set(bytes(o.allocated_bytes));
     peak.WithLabels(labels).Set(bytes(o.peak_allocated_bytes));
@@ -133,4 +133,4 @@ void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFig
   }
 }
 
-}  // namespace pier::metrics
+}  // namespace pier::serving

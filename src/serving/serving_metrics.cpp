@@ -1,4 +1,4 @@
-#include "metrics/serving_metrics.h"
+#include "serving/serving_metrics.h"
 
 #include <algorithm>
 #include <deque>
@@ -12,11 +12,11 @@
 
 #include "common/mutex.h"
 #include "engine/local_model.h"
-#include "metrics/demand_forecast.h"
-#include "metrics/live_figures.h"
 #include "metrics/registry.h"
+#include "serving/demand_forecast.h"
+#include "serving/live_figures.h"
 
-namespace pier::metrics {
+namespace pier::serving {
 namespace {
 
 // Bucket bounds as vLLM uses them, so that dashboards and recording rules written for vLLM
@@ -49,41 +49,41 @@ const std::vector<double>& ModelLoadBuckets() {
 }
 
 const std::vector<double>& TokenCountBuckets() {
-  static const std::vector<double> bounds = OneTwoFiveBuckets(1e6);
+  static const std::vector<double> bounds = metrics::OneTwoFiveBuckets(1e6);
   return bounds;
 }
 
 // Records a duration or count unless it was not measured (negative or NaN).
-void ObserveMeasured(Histogram& histogram, double value) {
+void ObserveMeasured(metrics::Histogram& histogram, double value) {
   if (value >= 0) histogram.Observe(value);
 }
 
 }  // namespace
 
 struct ServingMetrics::Instruments {
-  Family<Counter>* requests = nullptr;
-  Family<Counter>* http_responses = nullptr;
-  Family<Counter>* prompt_tokens = nullptr;
-  Family<Counter>* generation_tokens = nullptr;
-  Family<Counter>* prefix_queries = nullptr;
-  Family<Counter>* prefix_hits = nullptr;
-  Family<Counter>* client_aborts = nullptr;
-  Family<Histogram>* ttft = nullptr;
-  Family<Histogram>* tpot = nullptr;
-  Family<Histogram>* itl = nullptr;
-  Family<Histogram>* e2e = nullptr;
-  Family<Histogram>* queue = nullptr;
-  Family<Histogram>* prompt_length = nullptr;
-  Family<Histogram>* generation_length = nullptr;
-  Family<Histogram>* model_load = nullptr;
-  Histogram* itl_child = nullptr;  // model = model_name_, the per-token hot path
+  metrics::Family<metrics::Counter>* requests = nullptr;
+  metrics::Family<metrics::Counter>* http_responses = nullptr;
+  metrics::Family<metrics::Counter>* prompt_tokens = nullptr;
+  metrics::Family<metrics::Counter>* generation_tokens = nullptr;
+  metrics::Family<metrics::Counter>* prefix_queries = nullptr;
+  metrics::Family<metrics::Counter>* prefix_hits = nullptr;
+  metrics::Family<metrics::Counter>* client_aborts = nullptr;
+  metrics::Family<metrics::Histogram>* ttft = nullptr;
+  metrics::Family<metrics::Histogram>* tpot = nullptr;
+  metrics::Family<metrics::Histogram>* itl = nullptr;
+  metrics::Family<metrics::Histogram>* e2e = nullptr;
+  metrics::Family<metrics::Histogram>* queue = nullptr;
+  metrics::Family<metrics::Histogram>* prompt_length = nullptr;
+  metrics::Family<metrics::Histogram>* generation_length = nullptr;
+  metrics::Family<metrics::Histogram>* model_load = nullptr;
+  metrics::Histogram* itl_child = nullptr;  // model = model_name_, the per-token hot path
   // QoS, per tenant and class.
-  Family<Counter>* qos_requests = nullptr;
-  Family<Counter>* qos_tokens = nullptr;
-  Family<Histogram>* qos_ttft = nullptr;
-  Family<Histogram>* qos_tpot = nullptr;
-  Family<Histogram>* qos_queue = nullptr;
-  Family<Gauge>* slo_attainment = nullptr;
+  metrics::Family<metrics::Counter>* qos_requests = nullptr;
+  metrics::Family<metrics::Counter>* qos_tokens = nullptr;
+  metrics::Family<metrics::Histogram>* qos_ttft = nullptr;
+  metrics::Family<metrics::Histogram>* qos_tpot = nullptr;
+  metrics::Family<metrics::Histogram>* qos_queue = nullptr;
+  metrics::Family<metrics::Gauge>* slo_attainment = nullptr;
   // The finished requests of the last 5 minutes per (model, class) whose class has an SLO:
   // (when, met), oldest first.
   struct SloWindow {
@@ -126,9 +126,9 @@ struct ServingMetrics::Instruments {
 
 ServingMetrics::ServingMetrics(std::string model_name)
     : model_name_(std::move(model_name)),
-      registry_(std::make_unique<Registry>()),
+      registry_(std::make_unique<metrics::Registry>()),
       instruments_(std::make_unique<Instruments>()) {
-  Registry& r = *registry_;
+  metrics::Registry& r = *registry_;
   Instruments& in = *instruments_;
   in.requests = &r.AddCounter("pier_requests_total", "Requests finished, by finish reason.",
                               {"model", "finish_reason"});
@@ -176,12 +176,12 @@ ServingMetrics::ServingMetrics(std::string model_name)
                       ModelLabel(), TokenCountBuckets());
   // Series of this model exist from the start (at zero), so that rate() sees their first
   // increase; finish reasons as the engine reports them.
-  const Labels model = {{"model", model_name_}};
-  for (Family<Counter>* family :
+  const metrics::Labels model = {{"model", model_name_}};
+  for (metrics::Family<metrics::Counter>* family :
        {in.prompt_tokens, in.generation_tokens, in.prefix_queries, in.prefix_hits}) {
     family->WithLabels(model);
   }
-  for (Family<Histogram>* family :
+  for (metrics::Family<metrics::Histogram>* family :
        {in.ttft, in.tpot, in.e2e, in.queue, in.prompt_length, in.generation_length}) {
     family->WithLabels(model);
   }
@@ -259,7 +259,7 @@ ServingMetrics::~ServingMetrics() = default;
 void ServingMetrics::RecordRequest(const RequestRecord& record) {
   Instruments& in = *instruments_;
   const std::string model = record.model.empty() ? model_name_ : std::string(record.model);
-  const Labels labels = {{"model", model}};
+  const metrics::Labels labels = {{"model", model}};
   in.requests->WithLabels({{"model", model}, {"finish_reason", std::string(record.finish_reason)}})
       .Increment();
   const double prompt = static_cast<double>(std::max<int64_t>(record.prompt_tokens, 0));
@@ -283,14 +283,14 @@ void ServingMetrics::RecordRequest(const RequestRecord& record) {
   ObserveMeasured(in.tpot->WithLabels(labels), record.time_per_output_token);
   ObserveMeasured(in.e2e->WithLabels(labels), record.e2e_seconds);
   if (record.priority_class.empty()) return;
-  const Labels qos = {{"model", model},
-                      {"tenant", std::string(record.tenant)},
-                      {"class", std::string(record.priority_class)}};
+  const metrics::Labels qos = {{"model", model},
+                               {"tenant", std::string(record.tenant)},
+                               {"class", std::string(record.priority_class)}};
   const std::string_view reason = record.finish_reason;
   const std::string outcome = reason == "stop" || reason == "length" || reason == "tool_calls"
                                   ? "served"
                                   : std::string(reason);
-  Labels with_outcome = qos;
+  metrics::Labels with_outcome = qos;
   with_outcome.emplace_back("outcome", outcome);
   in.qos_requests->WithLabels(with_outcome).Increment();
   in.qos_tokens->WithLabels(qos).Increment(prompt - cached + generated);
@@ -462,9 +462,9 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
                   "Adaptive batching: the largest prompt chunk beside decodes of the latest step.",
                   static_cast<double>(e.step_prefill_chunk));
     for (const engine::TenantShare& t : e.tenants) {
-      const Labels labels = {{"model", model},
-                             {"tenant", t.tenant},
-                             {"class", std::string(engine::PriorityName(t.priority))}};
+      const metrics::Labels labels = {{"model", model},
+                                      {"tenant", t.tenant},
+                                      {"class", std::string(engine::PriorityName(t.priority))}};
       live.GaugeFamily("pier_qos_tenant_virtual_time",
                        "The tenant's fair-share virtual time (tokens / weight, never below the "
                        "clock while it has live sequences), in its class.",
@@ -511,7 +511,7 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
   const double now = static_cast<double>(engine::NowUs()) / 1e6;
   for (const ModelFigures& m : models) {
     Instruments::Demand& demand = instruments_->DemandOf(std::string(m.model));
-    const Labels labels = {{"model", std::string(m.model)}};
+    const metrics::Labels labels = {{"model", std::string(m.model)}};
     live.GaugeFamily("pier_demand_requests_per_second",
                      "Requests finished per second over the last minute.", {"model"})
         .WithLabels(labels)
@@ -538,8 +538,8 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
   }
   for (const ModelFigures& m : models) {
     for (const WorkerFigures& w : m.workers) {
-      const Labels labels = {{"model", std::string(m.model)},
-                             {"instance", std::to_string(w.instance)}};
+      const metrics::Labels labels = {{"model", std::string(m.model)},
+                                      {"instance", std::to_string(w.instance)}};
       live.GaugeFamily("pier_worker_up", "1 while the instance's worker process is ready.",
                        {"model", "instance"})
           .WithLabels(labels)
@@ -631,4 +631,4 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
   return out;
 }
 
-}  // namespace pier::metrics
+}  // namespace pier::serving

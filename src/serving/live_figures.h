@@ -15,9 +15,9 @@
 
 #include "memory/memory_governor.h"
 #include "metrics/registry.h"
-#include "metrics/serving_metrics.h"
+#include "serving/serving_metrics.h"
 
-namespace pier::metrics {
+namespace pier::serving {
 
 // Label names: `model` on pier_ series, `model_name` on the vLLM aliases (vLLM's spelling).
 inline std::vector<std::string> ModelLabel() { return {"model"}; }
@@ -28,21 +28,21 @@ inline std::vector<std::string> ModelNameLabel() { return {"model_name"}; }
 // one HELP/TYPE block per metric whatever the number of models.
 class LiveFigures {
  public:
-  Family<Gauge>& GaugeFamily(const std::string& name, const std::string& help,
-                             const std::vector<std::string>& labels) {
-    return Get<Gauge>(name, help, labels);
+  metrics::Family<metrics::Gauge>& GaugeFamily(const std::string& name, const std::string& help,
+                                               const std::vector<std::string>& labels) {
+    return Get<metrics::Gauge>(name, help, labels);
   }
-  Family<Counter>& CounterFamily(const std::string& name, const std::string& help,
-                                 const std::vector<std::string>& labels) {
-    return Get<Counter>(name, help, labels);
+  metrics::Family<metrics::Counter>& CounterFamily(const std::string& name, const std::string& help,
+                                                   const std::vector<std::string>& labels) {
+    return Get<metrics::Counter>(name, help, labels);
   }
   // The model's child of a {model} histogram, holding `buckets`.
   void SetHistogram(const std::string& model, const std::string& name, const std::string& help,
                     const EmbeddingFigures::Buckets& buckets) {
     auto it = families_.find(name);
-    Family<Histogram>* family = nullptr;
+    metrics::Family<metrics::Histogram>* family = nullptr;
     if (it != families_.end()) {
-      family = static_cast<Family<Histogram>*>(it->second);
+      family = static_cast<metrics::Family<metrics::Histogram>*>(it->second);
     } else {
       family = &registry_.AddHistogram(name, help, ModelLabel(), buckets.bounds);
       families_.emplace(name, family);
@@ -50,33 +50,33 @@ class LiveFigures {
     family->WithLabels({{"model", model}}).AddCounts(buckets.counts, buckets.sum);
   }
   // The model's child of a {model} gauge or counter, set to `value`.
-  Family<Gauge>& SetGauge(const std::string& model, const std::string& name,
-                          const std::string& help, double value) {
-    Family<Gauge>& family = GaugeFamily(name, help, ModelLabel());
+  metrics::Family<metrics::Gauge>& SetGauge(const std::string& model, const std::string& name,
+                                            const std::string& help, double value) {
+    metrics::Family<metrics::Gauge>& family = GaugeFamily(name, help, ModelLabel());
     family.WithLabels({{"model", model}}).Set(value);
     return family;
   }
-  Family<Counter>& SetCounter(const std::string& model, const std::string& name,
-                              const std::string& help, double value) {
-    Family<Counter>& family = CounterFamily(name, help, ModelLabel());
+  metrics::Family<metrics::Counter>& SetCounter(const std::string& model, const std::string& name,
+                                                const std::string& help, double value) {
+    metrics::Family<metrics::Counter>& family = CounterFamily(name, help, ModelLabel());
     family.WithLabels({{"model", model}}).Increment(std::max(value, 0.0));
     return family;
   }
   // A {model_name} alias of `target` (vLLM's names), added once.
-  void Alias(const FamilyBase& target, const std::string& name, const std::string& help) {
+  void Alias(const metrics::FamilyBase& target, const std::string& name, const std::string& help) {
     if (!aliases_.insert(name).second) return;
     registry_.AddAlias(target, name, help, ModelNameLabel());
   }
-  Registry& registry() { return registry_; }
+  metrics::Registry& registry() { return registry_; }
 
  private:
   template <typename T>
-  Family<T>& Get(const std::string& name, const std::string& help,
-                 const std::vector<std::string>& labels) {
+  metrics::Family<T>& Get(const std::string& name, const std::string& help,
+                          const std::vector<std::string>& labels) {
     auto it = families_.find(name);
-    if (it != families_.end()) return *static_cast<Family<T>*>(it->second);
-    Family<T>* family = nullptr;
-    if constexpr (std::is_same_v<T, Gauge>) {
+    if (it != families_.end()) return *static_cast<metrics::Family<T>*>(it->second);
+    metrics::Family<T>* family = nullptr;
+    if constexpr (std::is_same_v<T, metrics::Gauge>) {
       family = &registry_.AddGauge(name, help, labels);
     } else {
       family = &registry_.AddCounter(name, help, labels);
@@ -85,8 +85,8 @@ class LiveFigures {
     return *family;
   }
 
-  Registry registry_;
-  std::map<std::string, FamilyBase*> families_;
+  metrics::Registry registry_;
+  std::map<std::string, metrics::FamilyBase*> families_;
   std::set<std::string> aliases_;
 };
 
@@ -95,4 +95,4 @@ class LiveFigures {
 void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFigures> models,
                         LiveFigures& r);
 
-}  // namespace pier::metrics
+}  // namespace pier::serving

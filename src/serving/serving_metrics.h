@@ -25,8 +25,10 @@
 #include "memory/memory_governor.h"
 
 namespace pier::metrics {
-
 class Registry;
+}  // namespace pier::metrics
+
+namespace pier::serving {
 
 // One finished request as the HTTP layer saw it. Durations in seconds; a negative value means
 // "not measured" (e.g. no token was produced, so no time to first token).
@@ -138,8 +140,8 @@ class ServingMetrics {
   struct Instruments;  // the recorded families and the children hot paths use
 
   const std::string model_name_;
-  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<Instruments> instruments_;
 };
 
-}  // namespace pier::metrics
+}  // namespace pier::serving

@@ -67,7 +67,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 
-namespace pier::metrics {
+namespace pier::serving {
 
 class DemandForecast {
  public:
@@ -130,4 +130,4 @@ class DemandForecast {
   mutable double period_buckets_ PIER_GUARDED_BY(mutex_) = 0;
 };
 
-}  // namespace pier::metrics
+}  // namespace pier::serving

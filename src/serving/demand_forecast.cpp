@@ -1,11 +1,11 @@
-#include "metrics/demand_forecast.h"
+#include "serving/demand_forecast.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/check.h"
 
-namespace pier::metrics {
+namespace pier::serving {
 namespace {
 
 // Holt's smoothing constants, per bucket. The level follows a change within about 1/kLevelAlpha
@@ -331,4 +331,4 @@ std::optional<double> DemandForecast::PeriodSeconds(double now_seconds) const {
   return period * options_.bucket_seconds;
 }
 
-}  // namespace pier::metrics
+}  // namespace pier::serving

@@ -4,7 +4,7 @@
 // the forecast made at `now` for now + 300 s is compared with the trace's true (noise-free) rate at
 // that instant, and the mean absolute percentage error (MAPE) is asserted: at most 10% on a ramp,
 // 15% on periodic loads.
-#include "metrics/demand_forecast.h"
+#include "serving/demand_forecast.h"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-namespace pier::metrics {
+namespace pier::serving {
 namespace {
 
 constexpr double kBucket = 10;
@@ -336,4 +336,4 @@ TEST(DemandForecastTest, RecordAndReadFromSeveralThreads) {
 }
 
 }  // namespace
-}  // namespace pier::metrics
+}  // namespace pier::serving
