@@ -24,7 +24,7 @@
 
 #include "common/thread_pool.h"
 #include "device/cpu/cpu_device.h"
-#include "engine/kv_store.h"
+#include "engine/kv/kv_store.h"
 #include "kernels/cpu/attention_kernel.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kv_convert.h"

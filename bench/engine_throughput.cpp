@@ -59,8 +59,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/scheduler/engine.h"
-#include "engine/scheduler/request.h"
+#include "engine/core/engine.h"
+#include "engine/request.h"
 #include "grammar/constraint.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/batch.h"
-#include "engine/kv_store.h"
-#include "engine/local_model.h"
+#include "engine/kv/kv_store.h"
+#include "engine/runner/batch.h"
+#include "engine/runner/local_model.h"
 #include "memory/memory_governor.h"
 #include "serving/device_set.h"
 

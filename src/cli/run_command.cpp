@@ -37,10 +37,10 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "engine/cpu_runner.h"
-#include "engine/local_model.h"
+#include "engine/core/engine.h"
+#include "engine/runner/cpu/cpu_runner.h"
+#include "engine/runner/local_model.h"
 #include "engine/sampling/sampler.h"
-#include "engine/scheduler/engine.h"
 #include "model/gguf_tokenizer.h"
 #include "serving/device_set.h"
 #include "tokenizer/chat_prompt.h"

@@ -30,10 +30,10 @@
 
 #include "cli/model_repository.h"
 #include "common/status.h"
-#include "engine/cpu_runner.h"
-#include "engine/kv_size.h"
-#include "engine/kv_store.h"
-#include "engine/local_model.h"
+#include "engine/kv/kv_size.h"
+#include "engine/kv/kv_store.h"
+#include "engine/runner/cpu/cpu_runner.h"
+#include "engine/runner/local_model.h"
 #include "memory/byte_size.h"
 #include "serving/request_policy.h"
 

@@ -8,14 +8,23 @@
 
 #include "common/check.h"
 #include "common/thread_pool.h"
-#include "encoder/encoder_ops.h"
-#include "encoder/float_matmul.h"
-#include "engine/workspace.h"
+#include "kernels/cpu/encoder_ops.h"
+#include "kernels/cpu/float_matmul.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"
+#include "memory/workspace.h"
 #include "tensor/dequantize.h"
 
 namespace pier::encoder {
+
+using kernels::AddBias;
+using kernels::AttendHead;
+using kernels::AttendScratchFloats;
+using kernels::FloatMatMul;
+using kernels::FloatMatrix;
+using kernels::Gelu;
+using kernels::LayerNorm;
+
 namespace {
 
 using kernels::WeightMatrix;
@@ -53,13 +62,13 @@ struct BertModel::Impl {
   Block small;
   Block widened;  // the float matrices in f32
   ExternalCharge mapped_charge;
-  std::unique_ptr<engine::Workspace> workspace;
+  std::unique_ptr<Workspace> workspace;
   size_t scratch_bytes = 0;
 
   Impl(const model::GgufFile& f, const BertOptions& o) : file(f), options(o) {}
 
   Plan PlanFor(int64_t tokens) const {
-    engine::WorkspacePlan p;
+    WorkspacePlan p;
     const int64_t d = info.embedding_length;
     Plan plan{};
     plan.x = p.Add<float>(tokens * d);
@@ -247,7 +256,7 @@ Status BertModel::Impl::Init() {
     scratch_bytes =
         std::max(scratch_bytes, kernels::MatMulScratchBytes(*w, options.max_batch_tokens));
   }
-  workspace = std::make_unique<engine::Workspace>(*options.governor, options.workspace_owner);
+  workspace = std::make_unique<Workspace>(*options.governor, options.workspace_owner);
   return workspace->Reserve(PlanFor(options.max_batch_tokens).bytes);
 }
 
@@ -295,7 +304,7 @@ Status BertModel::Impl::Forward(std::span<const EncoderInput> inputs, float* out
   }
   if (total == 0) return Status::Ok();
   const Plan plan = PlanFor(total);
-  engine::Workspace& ws = *workspace;
+  Workspace& ws = *workspace;
   float* x = ws.At<float>(plan.x);
   float* q = ws.At<float>(plan.q);
   float* k = ws.At<float>(plan.k);

@@ -22,8 +22,8 @@
 #include <string>
 
 #include "common/status.h"
-#include "engine/scheduler/engine.h"
-#include "engine/scheduler/request.h"
+#include "engine/core/engine.h"
+#include "engine/request.h"
 
 namespace pier::engine {
 

@@ -7,8 +7,8 @@
 #pragma once
 
 #include "common/status.h"
-#include "engine/scheduler/engine.h"
-#include "engine/scheduler/request.h"
+#include "engine/core/engine.h"
+#include "engine/request.h"
 #include "ipc/worker.pb.h"
 
 namespace pier::ipc {

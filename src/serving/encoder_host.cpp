@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "common/thread_pool.h"
-#include "engine/scheduler/request.h"
+#include "engine/request.h"
 #include "model/gguf_file.h"
 #include "model/gguf_tokenizer.h"
 

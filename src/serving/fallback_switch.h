@@ -21,8 +21,8 @@
 #include <string_view>
 
 #include "common/mutex.h"
-#include "engine/scheduler/engine.h"
-#include "engine/scheduler/request.h"
+#include "engine/core/engine.h"
+#include "engine/request.h"
 
 namespace pier::serving {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "engine/core/engine.h"
 #include "engine/engine_client.h"
-#include "engine/scheduler/engine.h"
 
 namespace pier::serving {
 

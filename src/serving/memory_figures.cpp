@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "serving/live_figures.h"
 
 namespace pier::serving {

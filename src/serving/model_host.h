@@ -16,9 +16,9 @@
 #include <string>
 
 #include "common/status.h"
+#include "engine/core/engine.h"
 #include "engine/engine_client.h"
-#include "engine/local_model.h"
-#include "engine/scheduler/engine.h"
+#include "engine/runner/local_model.h"
 #include "serving/in_process_engine_client.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "encoder/encoder_info.h"
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "model/gguf_file.h"
 #include "model/gguf_tokenizer.h"
 #include "model/model_info.h"

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/kv_store.h"
-#include "engine/local_model.h"
+#include "engine/kv/kv_store.h"
+#include "engine/runner/local_model.h"
 #include "placement/binding.h"
 #include "serving/device_health.h"
 #include "serving/device_set.h"

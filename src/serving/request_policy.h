@@ -16,8 +16,8 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "engine/scheduler/engine.h"
-#include "engine/scheduler/request.h"
+#include "engine/core/engine.h"
+#include "engine/request.h"
 
 namespace pier::serving {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/mutex.h"
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "metrics/registry.h"
 #include "serving/demand_forecast.h"
 #include "serving/live_figures.h"

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/scheduler/engine.h"
+#include "engine/core/engine.h"
 #include "memory/memory_governor.h"
 
 namespace pier::metrics {

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/local_model.h"
-#include "engine/scheduler/kv_ceiling.h"
+#include "engine/core/kv_ceiling.h"
+#include "engine/runner/local_model.h"
 #include "ipc/convert.h"
 #include "memory/byte_size.h"
 #include "memory/lease.h"

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "device/device_name.h"
-#include "engine/cpu_runner.h"
+#include "engine/runner/cpu/cpu_runner.h"
 
 namespace pier::serving {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "memory/byte_size.h"
 #include "model/gguf_file.h"
 #include "serving/device_set.h"

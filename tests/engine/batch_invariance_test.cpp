@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "companion_batch.h"
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "reference_fixture.h"
 #include "test_governor.h"
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/batch.h"
-#include "engine/kv_store.h"
+#include "engine/kv/kv_store.h"
+#include "engine/runner/batch.h"
 
 namespace pier::engine::testing {
 

@@ -4,7 +4,7 @@
 // a token's logits bitwise the same alone, in a batch of 64 and after a chunked prefill, and
 // bad input refused. Real-weight greedy text is checked on the CPU side only. Skips with the
 // reason when no GPU is usable.
-#include "engine/cuda_runner.h"
+#include "engine/runner/cuda/cuda_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -20,10 +20,10 @@
 #include "device/cpu/cpu_device.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_plugin.h"
-#include "engine/cpu_runner.h"
-#include "engine/kv_store.h"
-#include "engine/leased_kv_store.h"
-#include "engine/local_model.h"
+#include "engine/kv/kv_store.h"
+#include "engine/kv/leased_kv_store.h"
+#include "engine/runner/cpu/cpu_runner.h"
+#include "engine/runner/local_model.h"
 #include "memory/memory_governor.h"
 #include "model/gguf_file.h"
 #include "tests/engine/random_llama.h"

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "model/gguf_tokenizer.h"
 #include "reference_fixture.h"
 #include "test_governor.h"

@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "engine/cuda_runner.h"
-#include "engine/cuda_runner_internal.h"
-#include "engine/local_model.h"
+#include "engine/runner/cuda/cuda_runner.h"
+#include "engine/runner/cuda/cuda_runner_internal.h"
+#include "engine/runner/local_model.h"
 #include "kernels/cuda/attention_math.h"
 #include "model/gguf_file.h"
 #include "tests/engine/random_llama.h"

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "companion_batch.h"
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "reference_fixture.h"
 #include "tensor/float16.h"
 #include "test_governor.h"

@@ -1,4 +1,4 @@
-#include "engine/kv_size.h"
+#include "engine/kv/kv_size.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The KV dtype's names and the layouts and stores of each dtype.
-#include "engine/kv_store.h"
+#include "engine/kv/kv_store.h"
 
 #include <gtest/gtest.h>
 

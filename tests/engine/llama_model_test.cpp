@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "device/cpu/cpu_device.h"
-#include "engine/cpu_runner.h"
-#include "engine/local_model.h"
+#include "engine/runner/cpu/cpu_runner.h"
+#include "engine/runner/local_model.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "test_governor.h"
 #include "tiny_model.h"

@@ -12,8 +12,8 @@
 
 #include "common/thread_pool.h"
 #include "device/cpu/cpu_device.h"
-#include "engine/cpu_runner.h"
-#include "engine/kv_store.h"
+#include "engine/kv/kv_store.h"
+#include "engine/runner/cpu/cpu_runner.h"
 #include "memory/memory_governor.h"
 #include "model/gguf_file.h"
 #include "model/model_info.h"

@@ -15,7 +15,7 @@
 #include "api/pending_response.h"
 #include "api/status_map.h"
 #include "common/check.h"
-#include "engine/local_model.h"
+#include "engine/runner/local_model.h"
 #include "placement/cpu_list.h"
 #include "serving/embedder.h"
 #include "serving/worker_client.h"

@@ -28,7 +28,7 @@
 #include "api/auth/key_limits.h"
 #include "api/http_types.h"
 #include "common/status.h"
-#include "engine/scheduler/request.h"
+#include "engine/request.h"
 
 namespace pier::api {
 

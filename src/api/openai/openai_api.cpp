@@ -21,7 +21,7 @@
 #include "api/responses/responses_stream.h"
 #include "api/status_map.h"
 #include "common/build_info.h"
-#include "engine/scheduler/kv_ceiling.h"
+#include "engine/core/kv_ceiling.h"
 #include "serving/request_policy.h"
 #include "tokenizer/chat_prompt.h"
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "api/openai/tool_calls.h"
-#include "engine/scheduler/request.h"
+#include "engine/request.h"
 #include "grammar/output_constraint.h"
 
 namespace pier::api {

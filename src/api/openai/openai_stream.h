@@ -34,7 +34,7 @@
 #include "api/openai/tool_calls.h"
 #include "common/mutex.h"
 #include "engine/engine_client.h"
-#include "engine/scheduler/request.h"
+#include "engine/request.h"
 #include "serving/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
 

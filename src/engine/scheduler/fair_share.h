@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "common/mutex.h"
-#include "engine/scheduler/request.h"
+#include "engine/request.h"
 
 namespace pier::engine {
 

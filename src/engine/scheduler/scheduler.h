@@ -52,10 +52,10 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/batch.h"
-#include "engine/scheduler/block_manager.h"
+#include "engine/kv/block_manager.h"
+#include "engine/request.h"
+#include "engine/runner/batch.h"
 #include "engine/scheduler/fair_share.h"
-#include "engine/scheduler/request.h"
 
 namespace pier::engine {
 

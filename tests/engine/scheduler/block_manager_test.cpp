@@ -1,6 +1,6 @@
 // BlockManager: reference counts, the prefix index with chained hashes, LRU eviction of cached
 // blocks, copy-on-write, and consistency under random operations.
-#include "engine/scheduler/block_manager.h"
+#include "engine/kv/block_manager.h"
 
 #include <gtest/gtest.h>
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "../test_governor.h"
-#include "engine/local_model.h"
-#include "engine/scheduler/engine.h"
+#include "engine/core/engine.h"
+#include "engine/runner/local_model.h"
 #include "model/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/scheduler/engine.h"
+#include "engine/core/engine.h"
 #include "engine/scheduler/fake_model.h"
 
 namespace pier::engine {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/scheduler/engine.h"
+#include "engine/core/engine.h"
 #include "engine/scheduler/fake_model.h"
 
 namespace pier::engine {

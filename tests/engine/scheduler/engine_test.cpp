@@ -1,6 +1,6 @@
 // Engine on the fake model runner: validation at Submit, batched equals alone, preemption and
 // resume, aborts, stop strings, n > 1, priorities and a random submit/abort trace.
-#include "engine/scheduler/engine.h"
+#include "engine/core/engine.h"
 
 #include <gtest/gtest.h>
 

@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "device/cpu/cpu_device.h"
-#include "engine/kv_store.h"
-#include "engine/model_runner.h"
-#include "engine/scheduler/request.h"
+#include "engine/kv/kv_store.h"
+#include "engine/request.h"
+#include "engine/runner/model_runner.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pier::engine::testing {

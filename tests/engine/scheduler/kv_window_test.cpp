@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "device/cpu/cpu_device.h"
-#include "engine/kv_groups.h"
-#include "engine/llama_model.h"
-#include "engine/scheduler/engine.h"
+#include "engine/core/engine.h"
+#include "engine/kv/kv_groups.h"
+#include "engine/runner/cpu/llama_model.h"
 #include "engine/scheduler/fake_model.h"
 #include "engine/scheduler/swap_pool.h"
 

@@ -1,6 +1,6 @@
 // OutputProcessor on a tokenizer built from a plain vocabulary: streamed text, held-back stop
 // prefixes, stop strings and end-of-generation tokens.
-#include "engine/scheduler/output_processor.h"
+#include "engine/core/output_processor.h"
 
 #include <gtest/gtest.h>
 

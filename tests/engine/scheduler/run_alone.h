@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/scheduler/engine.h"
+#include "engine/core/engine.h"
 #include "engine/scheduler/fake_model.h"
 
 namespace pier::engine::testing {
