@@ -1,9 +1,11 @@
-// EngineClient: how the serving front end (HTTP routes, `pier bench`, later the supervisor)
-// talks to one model instance's engine, without knowing where that engine runs.
+// EngineClient: how the serving front end (api/'s routes, the model manager, the admin routes
+// and metrics) talks to a model's engine, without knowing where that engine runs.
 //
 // It carries the engine's plain Request and Event types. Its implementations live in
-// serving/: InProcessEngineClient (an Engine in this process) and, later, the worker-process
-// client for `pier serve` with one process per instance.
+// serving/: InProcessEngineClient (an Engine in this process), WorkerClient (an instance in its
+// own `pier worker` process, `pier serve --workers on`), InstancePoolClient (a model's
+// instances behind one client) and EncoderHost's (an embedding model: it refuses generation
+// and reports its batcher's queue).
 // What crosses this interface: token ids in (tokenization and chat templates stay in the
 // front end), events out that carry both the sampled token ids and their text. Detokenization
 // and stop strings run in the engine, next to the sampler: a stop string must end generation

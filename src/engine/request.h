@@ -1,5 +1,5 @@
-// Request and Event: the contract between the engine and whoever feeds it (HTTP layer, CLI,
-// later a worker process).
+// Request and Event: the contract between the engine and whoever feeds it (the front end, the
+// CLI, and the supervisor and its worker processes, which carry them over IPC: ipc/convert.h).
 //
 // Both are plain, copyable, serializable values: no callbacks, no pointers into engine state,
 // so the same types can cross a process boundary. A Request is submitted once; the engine

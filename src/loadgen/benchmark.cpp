@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/ascii.h"
+#include "common/mutex.h"
 #include "loadgen/arrivals.h"
 #include "loadgen/http_client.h"
 #include "loadgen/streaming_request.h"
@@ -28,23 +29,23 @@ class IndexQueue {
  public:
   void Push(size_t index) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       indices_.push_back(index);
     }
     ready_.notify_one();
   }
   void Close() {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       closed_ = true;
     }
     ready_.notify_all();
   }
   // The next index, or nothing once the queue is closed and empty.
   std::optional<size_t> Pop() {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     ++idle_;
-    ready_.wait(lock, [this] { return closed_ || !indices_.empty(); });
+    lock.Wait(ready_, [this]() PIER_REQUIRES(mutex_) { return closed_ || !indices_.empty(); });
     --idle_;
     if (indices_.empty()) return std::nullopt;
     const size_t index = indices_.front();
@@ -53,16 +54,16 @@ class IndexQueue {
   }
   // Whether some worker waits for work that is not queued yet.
   bool HasIdleWorker() {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return idle_ > indices_.size();
   }
 
  private:
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable ready_;
-  std::deque<size_t> indices_;  // guarded by mutex_
-  bool closed_ = false;         // guarded by mutex_
-  size_t idle_ = 0;             // workers waiting in Pop; guarded by mutex_
+  std::deque<size_t> indices_ PIER_GUARDED_BY(mutex_);
+  bool closed_ PIER_GUARDED_BY(mutex_) = false;
+  size_t idle_ PIER_GUARDED_BY(mutex_) = 0;  // workers waiting in Pop
 };
 
 // Raises the soft limit on open files so that `connections` sockets fit beside stdio

@@ -31,12 +31,12 @@ Placer::Placer(Topology topology)
     : topology_(std::move(topology)), core_use_(topology_.cores.size(), 0) {}
 
 std::vector<int> Placer::CoreUse() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return core_use_;
 }
 
 Status Placer::Check(const BindingRequest& request, const std::string& who) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return CheckLocked(request, who);
 }
 
@@ -93,7 +93,7 @@ int Placer::SpreadNode() const {
 
 Result<std::unique_ptr<Placement>> Placer::Place(const BindingRequest& request, int threads,
                                                  const std::string& who) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PIER_RETURN_IF_ERROR(CheckLocked(request, who));
   Binding binding;
   using Choice = BindingRequest::Choice;
@@ -149,9 +149,11 @@ Result<std::unique_ptr<Placement>> Placer::Place(const BindingRequest& request, 
   } else if (request.cpus == Choice::kAuto) {
     std::vector<const Core*> candidates = topology_.CoresOf(node);
     if (candidates.empty()) candidates = topology_.CoresOf(-1);
-    std::stable_sort(candidates.begin(), candidates.end(), [&](const Core* a, const Core* b) {
-      return core_use_[static_cast<size_t>(a->index)] < core_use_[static_cast<size_t>(b->index)];
-    });
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [&](const Core* a, const Core* b) PIER_REQUIRES(mutex_) {
+                       return core_use_[static_cast<size_t>(a->index)] <
+                              core_use_[static_cast<size_t>(b->index)];
+                     });
     const size_t want = static_cast<size_t>(std::max(1, threads));
     if (want > candidates.size()) {
       binding.warnings.push_back(std::to_string(want) + " threads but only " +
@@ -181,7 +183,7 @@ Result<std::unique_ptr<Placement>> Placer::Place(const BindingRequest& request, 
 }
 
 void Placer::Release(const Placement& placement) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (int c : placement.cores_) --core_use_[static_cast<size_t>(c)];
   if (placement.node_ >= 0) --node_instances_[placement.node_];
 }

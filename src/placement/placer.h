@@ -22,10 +22,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "placement/binding.h"
 #include "placement/topology.h"
@@ -71,13 +71,15 @@ class Placer {
  private:
   friend class Placement;
   void Release(const Placement& placement);
-  Status CheckLocked(const BindingRequest& request, const std::string& who) const;
-  int SpreadNode() const;  // the node with the fewest instances
+  Status CheckLocked(const BindingRequest& request, const std::string& who) const
+      PIER_REQUIRES(mutex_);
+  int SpreadNode() const PIER_REQUIRES(mutex_);  // the node with the fewest instances
 
   const Topology topology_;
-  mutable std::mutex mutex_;
-  std::vector<int> core_use_;          // by core index
-  std::map<int, int> node_instances_;  // NUMA node -> instances placed there
+  mutable Mutex mutex_;
+  std::vector<int> core_use_ PIER_GUARDED_BY(mutex_);  // by core index
+  std::map<int, int> node_instances_
+      PIER_GUARDED_BY(mutex_);  // NUMA node -> instances placed there
 };
 
 }  // namespace pier::placement

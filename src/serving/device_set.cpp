@@ -81,7 +81,7 @@ Result<MemoryGovernor*> DeviceSet::GovernorFor(std::string_view device) {
     return InvalidArgumentError("device '" + std::string(device) +
                                 "' is not a device (cpu, cuda:N for GPU N, or a GPU's UUID)");
   }
-  std::lock_guard<std::mutex> lock(gpus_mutex_);
+  MutexLock lock(gpus_mutex_);
   if (auto it = gpus_.find(index); it != gpus_.end()) {
     if (it->second.device->kind() == DeviceKind::kLedger) {
       return FailedPreconditionError(
@@ -149,7 +149,7 @@ Result<WorkerGpu> DeviceSet::WorkerGpuFor(std::string_view device) {
                 : gpu->uuid.empty() ? std::to_string(gpu->index)
                                     : gpu->uuid;
   out.index = static_cast<int>(gpu->index);
-  std::lock_guard<std::mutex> lock(gpus_mutex_);
+  MutexLock lock(gpus_mutex_);
   if (mig == nullptr) {
     // The whole GPU: the governor of the GPU this process already computes on (then the
     // workers are charged with the in-process models), or a ledger of its own.
@@ -192,7 +192,7 @@ Result<WorkerGpu> DeviceSet::WorkerGpuFor(std::string_view device) {
 
 std::vector<MemoryGovernor*> DeviceSet::Governors() {
   std::vector<MemoryGovernor*> out = {cpu_governor_.get()};
-  std::lock_guard<std::mutex> lock(gpus_mutex_);
+  MutexLock lock(gpus_mutex_);
   for (const auto& [index, gpu] : gpus_) out.push_back(gpu.governor.get());
   for (const auto& [uuid, mig] : migs_) out.push_back(mig.governor.get());
   return out;

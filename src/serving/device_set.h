@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "device/device.h"
 #include "engine/scheduler/fair_share.h"
@@ -113,9 +114,9 @@ class DeviceSet {
     std::unique_ptr<Device> device;
     std::unique_ptr<MemoryGovernor> governor;
   };
-  std::mutex gpus_mutex_;
-  std::map<int, Gpu> gpus_;          // guarded by gpus_mutex_
-  std::map<std::string, Gpu> migs_;  // by MIG UUID (ledgers); gpus_mutex_
+  Mutex gpus_mutex_;
+  std::map<int, Gpu> gpus_ PIER_GUARDED_BY(gpus_mutex_);
+  std::map<std::string, Gpu> migs_ PIER_GUARDED_BY(gpus_mutex_);  // by MIG UUID (ledgers)
   BudgetSpec gpu_budget_ = BudgetSpec::Percent(100);
   std::unique_ptr<MemoryGovernor> cpu_governor_;  // destroyed before the device
   std::unique_ptr<PinnedHostPool> swap_pool_;     // destroyed first

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/mutex.h"
 #include "encoder/encoder_info.h"
 #include "engine/runner/local_model.h"
 #include "model/gguf_file.h"
@@ -49,9 +50,10 @@ namespace {
 // that had not started to a sibling): `alive` turns false before any worker is destroyed, and
 // a callback holds the mutex while it uses a sibling.
 struct Siblings {
-  std::mutex mutex;
-  bool alive = true;
-  std::vector<WorkerClient*> workers;
+  explicit Siblings(std::vector<WorkerClient*> all) : workers(std::move(all)) {}
+  Mutex mutex;
+  bool alive PIER_GUARDED_BY(mutex) = true;
+  const std::vector<WorkerClient*> workers;
 };
 
 struct ModelParts {
@@ -68,7 +70,7 @@ struct ModelParts {
   std::shared_ptr<Siblings> siblings;
   ~ModelParts() {
     if (siblings != nullptr) {
-      std::lock_guard lock(siblings->mutex);
+      MutexLock lock(siblings->mutex);
       siblings->alive = false;
     }
     pool.reset();
@@ -370,15 +372,14 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
     parts->pool = std::make_unique<InstancePoolClient>(model->instances);
     // A worker that ends hands its requests that had not started to the first sibling that
     // serves now (least loaded first), instead of keeping them for its restart.
-    parts->siblings = std::make_shared<Siblings>();
-    parts->siblings->workers = model->workers;
+    parts->siblings = std::make_shared<Siblings>(model->workers);
     for (WorkerClient* self : model->workers) {
       std::weak_ptr<Siblings> weak = parts->siblings;
       self->SetRehome([weak, self](const engine::Request& request,
                                    const std::shared_ptr<engine::RequestHandle>& handle) {
         std::shared_ptr<Siblings> siblings = weak.lock();
         if (siblings == nullptr) return false;
-        std::lock_guard lock(siblings->mutex);
+        MutexLock lock(siblings->mutex);
         if (!siblings->alive) return false;
         std::vector<WorkerClient*> order;
         for (WorkerClient* w : siblings->workers) {

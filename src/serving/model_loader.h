@@ -1,5 +1,6 @@
 // OpenModel: opens one model (all its instances) on its device, the way `pier serve`'s
-// ModelManager (and later its worker processes) brings a model up: the KV cache holds `ctx`
+// ModelManager brings a model up, in this process or one `pier worker` process per instance
+// (ModelLoadOptions::workers): the KV cache holds `ctx`
 // positions for all requests together (one request at most the model's trained context),
 // the engine is sized from the scheduler limits, and `created` is the file's
 // modification time. The result owns its hosts (ServedModel::parts): dropping the last

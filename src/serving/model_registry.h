@@ -12,7 +12,8 @@
 //
 // A ServedModel is what the front end needs of a loaded model: its id and `created` time, its
 // tokenizer and chat template (tokenization and templates stay in the front end), the
-// positions one request may use, its EngineClient (in-process today, a worker later) and the
+// positions one request may use, its EngineClient (in this process or a worker's; a pool over
+// its instances when it has several) and the
 // governor of its device (for /metrics). Requests hold it as a ModelRef (a shared pointer)
 // for as long as they run, so an unload can wait for the last one before returning memory.
 //

@@ -1,5 +1,5 @@
 // Request policy: the class and tenant a request runs as, decided in one place for every
-// front end (OpenAI routes today; KServe and the QoS issue's tenants later).
+// front end (the OpenAI, Responses, embeddings and KServe routes, over HTTP and gRPC).
 //
 // A request may ask for a priority (the body's `priority`, else the X-Priority header); the
 // caller's API key sets a ceiling, and a request asking for more runs at the ceiling. The

@@ -77,10 +77,12 @@ class Worker {
 
   void StartHeartbeat(std::chrono::milliseconds every) {
     heartbeat_ = std::thread([this, every] {
-      std::unique_lock lock(heartbeat_mutex_);
       std::vector<std::unique_ptr<char[]>> leaked;
-      while (!stopping_) {
-        lock.unlock();
+      while (true) {
+        {
+          MutexLock lock(heartbeat_mutex_);
+          if (stopping_) return;
+        }
         if (test_leak && leaked.size() < 64) {
           constexpr size_t kChunk = size_t{32} << 20;
           leaked.push_back(std::make_unique<char[]>(kChunk));
@@ -90,15 +92,16 @@ class Worker {
         ToProto(host_->client().Stats(), frame.mutable_stats());
         AddMemory(frame.mutable_stats());
         if (!channel_->Send(frame).ok()) return;
-        lock.lock();
-        heartbeat_cv_.wait_for(lock, every, [this] { return stopping_; });
+        MutexLock lock(heartbeat_mutex_);
+        lock.WaitFor(heartbeat_cv_, every,
+                     [this]() PIER_REQUIRES(heartbeat_mutex_) { return stopping_; });
       }
     });
   }
 
   void StopHeartbeat() {
     {
-      std::lock_guard lock(heartbeat_mutex_);
+      MutexLock lock(heartbeat_mutex_);
       stopping_ = true;
     }
     heartbeat_cv_.notify_all();
@@ -233,9 +236,9 @@ class Worker {
   std::map<std::string, std::shared_ptr<engine::RequestHandle>> handles_
       PIER_GUARDED_BY(handles_mutex_);
   Mutex send_order_mutex_;
-  std::mutex heartbeat_mutex_;
+  Mutex heartbeat_mutex_;
   std::condition_variable heartbeat_cv_;
-  bool stopping_ = false;
+  bool stopping_ PIER_GUARDED_BY(heartbeat_mutex_) = false;
   std::thread heartbeat_;
   std::atomic<uint64_t> budget_seq_{0};  // of the last Budget frame applied
   std::atomic<int64_t> asked_at_us_{0};  // when MoreMemory went out unanswered (0: none)

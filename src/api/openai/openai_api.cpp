@@ -21,6 +21,7 @@
 #include "api/responses/responses_stream.h"
 #include "api/status_map.h"
 #include "common/build_info.h"
+#include "common/mutex.h"
 #include "engine/core/kv_ceiling.h"
 #include "serving/request_policy.h"
 #include "tokenizer/chat_prompt.h"
@@ -71,29 +72,29 @@ struct OpenAiApi::Impl {
   const ApiKeys* keys;
   serving::ServingMetrics* metrics;
 
-  std::mutex rng_mutex;
-  std::mt19937_64 rng;  // guarded by rng_mutex: response ids and seeds not given
+  Mutex rng_mutex;
+  std::mt19937_64 rng PIER_GUARDED_BY(rng_mutex);  // response ids and seeds not given
 
   // Whether a chat template shows tools (ChatTemplateShowsTools renders it), by the hash of
   // its source: asked once per template, not per request.
-  std::mutex probe_mutex;
-  std::unordered_map<size_t, bool> shows_tools;  // guarded by probe_mutex
+  Mutex probe_mutex;
+  std::unordered_map<size_t, bool> shows_tools PIER_GUARDED_BY(probe_mutex);
 
   bool ShowsTools(const tokenizer::ChatTemplate& chat_template,
                   const tokenizer::Tokenizer& tokenizer) {
     const size_t key = std::hash<std::string>{}(chat_template.source());
     {
-      std::lock_guard lock(probe_mutex);
+      MutexLock lock(probe_mutex);
       if (auto it = shows_tools.find(key); it != shows_tools.end()) return it->second;
     }
     const bool shows = tokenizer::ChatTemplateShowsTools(chat_template, tokenizer);
-    std::lock_guard lock(probe_mutex);
+    MutexLock lock(probe_mutex);
     shows_tools[key] = shows;
     return shows;
   }
 
   uint64_t Random() {
-    std::lock_guard lock(rng_mutex);
+    MutexLock lock(rng_mutex);
     return rng();
   }
 
@@ -595,6 +596,7 @@ OpenAiApi::OpenAiApi(OpenAiApiOptions options, serving::ModelRegistry* registry,
   impl_->keys = keys;
   impl_->metrics = metrics;
   std::random_device device;
+  MutexLock lock(impl_->rng_mutex);
   impl_->rng.seed((static_cast<uint64_t>(device()) << 32) ^ device());
 }
 

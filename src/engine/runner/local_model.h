@@ -1,5 +1,6 @@
-// LocalModel: one model instance on the CPU with everything it runs on, for
-// `pier run`, tests and benchmarks (and, later, the workers of `pier serve`).
+// LocalModel: one LLM instance with everything it runs on, on the CPU or a GPU (runner/cpu/ or
+// runner/cuda/), for `pier run`, `pier serve` (in its process, or in each `pier worker`
+// process), tests and benchmarks.
 //
 // Open() maps the GGUF file and adds the model's owners ("<name>/weights", "<name>/workspace",
 // "<name>/kv") to the governor of the device it runs on, which it borrows: one governor per
@@ -9,8 +10,8 @@
 // workspace of the largest step) is reserved from the governor before anything is
 // allocated, and a model that does not fit is refused with the breakdown and the budget
 // (RESOURCE_EXHAUSTED). Only then come a thread pool, a PooledKvStore of the requested
-// size and dtype (--kv-dtype) and the architecture's runner. The engine (issue 5) builds
-// its own paged KV cache on the same pieces instead.
+// size and dtype (--kv-dtype) and the architecture's runner; an Engine builds its paged KV
+// cache (engine/kv/) on the same pieces instead.
 //
 // Ownership: owns all of it but the governor; members are destroyed in reverse order of
 // creation (runner, KV, pool, reservations, file), then the model's owners are removed from

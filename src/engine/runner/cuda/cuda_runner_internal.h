@@ -51,7 +51,7 @@ struct StepLayout {
 // The model's sizes as the runner reads them, without a device (so admission can size what the
 // runner will allocate: EstimateCudaRunnerMemory).
 struct ModelDims {
-  int64_t E = 0, n_layer = 0, n_head = 0, n_kv = 0, hd = 0, n_rot = 0, n_ff = 0;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_kv = 0, head_dim = 0, n_rot = 0, n_ff = 0;
   int64_t n_vocab = 0, n_ctx = 0;
   const model::GgufTensorInfo* token_embd = nullptr;
 };

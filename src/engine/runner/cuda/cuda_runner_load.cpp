@@ -130,12 +130,12 @@ Status CudaLlamaRunner::Init() {
   }
   PIER_ASSIGN_OR_RETURN(const model::ModelInfo info, model::ReadModelInfo(file_));
   PIER_ASSIGN_OR_RETURN(dims_, ReadModelDims(file_));
-  E_ = dims_.E;
+  E_ = dims_.n_embd;
   n_layer_ = dims_.n_layer;
   n_ff_ = dims_.n_ff;
   n_head_ = dims_.n_head;
   n_kv_ = dims_.n_kv;
-  hd_ = dims_.hd;
+  hd_ = dims_.head_dim;
   n_rot_ = dims_.n_rot;
   n_ctx_ = dims_.n_ctx;
   n_vocab_ = dims_.n_vocab;

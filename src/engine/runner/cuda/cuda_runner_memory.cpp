@@ -26,26 +26,26 @@ Result<ModelDims> ReadModelDims(const model::GgufFile& file) {
                             "on the GPU yet (the CPU runner has them)");
   }
   ModelDims d;
-  d.E = info.embedding_length;
+  d.n_embd = info.embedding_length;
   d.n_layer = info.block_count;
   d.n_ff = info.feed_forward_length;
   d.n_head = info.head_count;
   d.n_kv = info.head_count_kv;
-  d.hd = info.head_dim;
+  d.head_dim = info.head_dim;
   d.n_rot = info.rope_dimension_count;
   d.n_ctx = info.context_length;
-  if (d.hd > cuda::attn::kMaxHeadDim || d.n_rot > d.hd || d.n_rot % 2 != 0 || d.n_kv < 1 ||
+  if (d.head_dim > cuda::attn::kMaxHeadDim || d.n_rot > d.head_dim || d.n_rot % 2 != 0 || d.n_kv < 1 ||
       d.n_head % d.n_kv != 0) {
-    return UnsupportedError(file.path() + ": head size " + std::to_string(d.hd) + ", " +
+    return UnsupportedError(file.path() + ": head size " + std::to_string(d.head_dim) + ", " +
                             std::to_string(d.n_rot) + " rotated, " + std::to_string(d.n_head) +
                             " heads over " + std::to_string(d.n_kv) +
                             " K/V heads: the GPU attention takes head sizes up to 256");
   }
-  if (d.E % 32 != 0 || d.n_ff % 32 != 0 || (d.n_head * d.hd) % 32 != 0) {
+  if (d.n_embd % 32 != 0 || d.n_ff % 32 != 0 || (d.n_head * d.head_dim) % 32 != 0) {
     return UnsupportedError(file.path() + ": widths must be multiples of 32 on the GPU");
   }
   d.token_embd = file.FindTensor("token_embd.weight");
-  if (d.token_embd == nullptr || d.token_embd->dims.size() != 2 || d.token_embd->dims[0] != d.E) {
+  if (d.token_embd == nullptr || d.token_embd->dims.size() != 2 || d.token_embd->dims[0] != d.n_embd) {
     return InvalidArgumentError(file.path() + ": token_embd.weight is missing or misshapen");
   }
   d.n_vocab = d.token_embd->dims[1];
@@ -60,8 +60,8 @@ Result<ModelDims> ReadModelDims(const model::GgufFile& file) {
 StepLayout LayOutStep(const ModelDims& d, int64_t n_tok, int64_t n_out, int64_t n_table,
                       int64_t total_splits) {
   const auto T = static_cast<size_t>(n_tok);
-  const int64_t q_dim = d.n_head * d.hd, kv_dim = d.n_kv * d.hd;
-  const int64_t widest = std::max({d.E, d.n_ff, q_dim});
+  const int64_t q_dim = d.n_head * d.head_dim, kv_dim = d.n_kv * d.head_dim;
+  const int64_t widest = std::max({d.n_embd, d.n_ff, q_dim});
   StepLayout s{};
   size_t at = 0;
   auto take = [&](size_t bytes) {
@@ -69,8 +69,8 @@ StepLayout LayOutStep(const ModelDims& d, int64_t n_tok, int64_t n_out, int64_t 
     at += AlignUp(bytes);
     return offset;
   };
-  s.x = take(T * d.E * 4);
-  s.add = take(T * d.E * 4);
+  s.x = take(T * d.n_embd * 4);
+  s.add = take(T * d.n_embd * 4);
   s.xq = take(T * cuda::quant::ActivationRowBytes(widest));
   s.q = take(T * q_dim * 4);
   s.k = take(T * kv_dim * 4);
@@ -85,9 +85,9 @@ StepLayout LayOutStep(const ModelDims& d, int64_t n_tok, int64_t n_out, int64_t 
   s.cos_sin = take(T * d.n_rot * 4);
   s.split_first = take(T * 4);
   s.split_query = take(static_cast<size_t>(total_splits) * 4);
-  s.scratch = take(static_cast<size_t>(cuda::attn::ScratchFloats(total_splits, d.n_head, d.hd)) *
+  s.scratch = take(static_cast<size_t>(cuda::attn::ScratchFloats(total_splits, d.n_head, d.head_dim)) *
                    sizeof(float));
-  s.out_xq = take(static_cast<size_t>(n_out) * cuda::quant::ActivationRowBytes(d.E));
+  s.out_xq = take(static_cast<size_t>(n_out) * cuda::quant::ActivationRowBytes(d.n_embd));
   s.logits = take(static_cast<size_t>(n_out * d.n_vocab) * 4);
   s.bytes = at;
   return s;
@@ -109,7 +109,7 @@ size_t WeightBlockBytes(const model::GgufFile& file, const ModelDims& d, bool pa
   const model::GgufTensorInfo* output = file.FindTensor("output.weight");
   size_t total = AlignUp(d.token_embd->size_bytes);
   if (output != nullptr) total += DeviceMatrixBytes(*output, d, packed_weights);
-  total += AlignUp(d.E * sizeof(float));  // output_norm
+  total += AlignUp(d.n_embd * sizeof(float));  // output_norm
   const std::string names[] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
                                "ffn_gate", "ffn_up", "ffn_down"};
   for (int64_t il = 0; il < d.n_layer; ++il) {
@@ -118,7 +118,7 @@ size_t WeightBlockBytes(const model::GgufFile& file, const ModelDims& d, bool pa
           file.FindTensor("blk." + std::to_string(il) + "." + n + ".weight");
       if (t != nullptr) total += DeviceMatrixBytes(*t, d, packed_weights);
     }
-    total += 2 * AlignUp(d.E * sizeof(float));  // attn_norm, ffn_norm
+    total += 2 * AlignUp(d.n_embd * sizeof(float));  // attn_norm, ffn_norm
   }
   return total;
 }
