@@ -2,22 +2,20 @@
 //
 // Every read checks the bytes left first and returns a DATA_LOSS Status at the
 // end of the range, so a parser built on it can never read past the range,
-// whatever lengths a hostile file claims. Values are copied out with memcpy
-// (GGUF fields are unaligned). Internal to src/model.
+// whatever lengths a hostile file claims. Values are copied out with
+// tensor/byte_load.h's loads (GGUF fields are unaligned). Internal to src/model.
 //
 // Ownership: borrows the range, which must outlive the reader. Thread-safety:
 // one reader per thread; the range itself is only read.
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "common/status.h"
+#include "tensor/byte_load.h"
 
 namespace pier::model {
 
@@ -29,13 +27,11 @@ class ByteReader {
   uint64_t remaining() const { return size_ - offset_; }
   const uint8_t* current() const { return data_ + offset_; }
 
-  // Reads one little-endian scalar (the host is little-endian; checked below).
+  // Reads one little-endian scalar.
   template <typename T>
   Result<T> Read() {
-    static_assert(std::is_trivially_copyable_v<T>);
     PIER_RETURN_IF_ERROR(Require(sizeof(T)));
-    T value;
-    std::memcpy(&value, data_ + offset_, sizeof(T));
+    const T value = LoadLittleEndian<T>(data_ + offset_);
     offset_ += sizeof(T);
     return value;
   }
@@ -74,8 +70,5 @@ class ByteReader {
   uint64_t size_;
   uint64_t offset_ = 0;
 };
-
-static_assert(std::endian::native == std::endian::little,
-              "GGUF readers assume a little-endian host");
 
 }  // namespace pier::model

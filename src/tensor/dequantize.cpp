@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "tensor/byte_load.h"
 #include "tensor/float16.h"
 
 namespace pier {
@@ -10,18 +11,6 @@ namespace {
 
 constexpr int kQK = 32;    // elements per block of the legacy quants (Q4_0 .. Q8_0)
 constexpr int kQKK = 256;  // elements per super-block of the k-quants
-
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-uint32_t LoadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-float LoadHalf(const uint8_t* p) { return Fp16ToFp32(LoadU16(p)); }
 
 // Q4_0 block (18 bytes): f16 d | qs[16]. Element j is the low nibble of qs[j],
 // element j + 16 the high nibble; value = (q - 8) * d.

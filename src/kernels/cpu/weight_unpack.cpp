@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "tensor/byte_load.h"
 #include "tensor/float16.h"
 
 namespace pier::kernels::internal {
@@ -20,18 +21,6 @@ void ScaleMinK4(int j, const uint8_t* scales, int* scale, int* min) {
 }
 
 namespace {
-
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-uint32_t LoadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-float LoadHalf(const uint8_t* p) { return Fp16ToFp32(LoadU16(p)); }
 
 // Destination of one unpacked block of 32: q [32], dw [8], mw [8].
 struct BlockOut {
