@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -78,29 +79,45 @@ inline Status UnavailableError(std::string m) {
 inline Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
-// Either a value or a non-OK Status.
-template <typename T>
+// Either a value or an error: a non-OK Status, or a typed error E that carries fields a
+// caller acts on and converts with `Status ToStatus() const` (memory/memory_error.h's
+// MemoryError, in MemoryResult<T>). PIER_ASSIGN_OR_RETURN works with either.
+template <typename T, typename E = Status>
 class [[nodiscard]] Result {
  public:
   Result(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    PIER_CHECK(!std::get<Status>(data_).ok(), "Result constructed from an OK Status");
+  Result(E error) : data_(std::move(error)) {   // NOLINT(google-explicit-constructor)
+    if constexpr (std::is_same_v<E, Status>) {
+      PIER_CHECK(!std::get<Status>(data_).ok(), "Result constructed from an OK Status");
+    }
   }
 
   bool ok() const { return std::holds_alternative<T>(data_); }
-  // OK when a value is held.
-  Status status() const { return ok() ? Status() : std::get<Status>(data_); }
+  // OK when a value is held; otherwise the error as a Status.
+  Status status() const {
+    if (ok()) return Status();
+    if constexpr (std::is_same_v<E, Status>) {
+      return std::get<Status>(data_);
+    } else {
+      return std::get<E>(data_).ToStatus();
+    }
+  }
+  // The error itself; only when !ok().
+  const E& error() const {
+    PIER_CHECK(!ok(), "Result::error() on a value");
+    return std::get<E>(data_);
+  }
 
   T& value() & {
-    PIER_CHECK(ok(), "Result::value() on error: " + std::get<Status>(data_).ToString());
+    PIER_CHECK(ok(), "Result::value() on error: " + status().ToString());
     return std::get<T>(data_);
   }
   const T& value() const& {
-    PIER_CHECK(ok(), "Result::value() on error: " + std::get<Status>(data_).ToString());
+    PIER_CHECK(ok(), "Result::value() on error: " + status().ToString());
     return std::get<T>(data_);
   }
   T&& value() && {
-    PIER_CHECK(ok(), "Result::value() on error: " + std::get<Status>(data_).ToString());
+    PIER_CHECK(ok(), "Result::value() on error: " + status().ToString());
     return std::get<T>(std::move(data_));
   }
 
@@ -111,7 +128,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
  private:
-  std::variant<T, Status> data_;
+  std::variant<T, E> data_;
 };
 
 }  // namespace pier
@@ -120,10 +137,10 @@ class [[nodiscard]] Result {
 #define PIER_STATUS_CONCAT(a, b) PIER_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define PIER_RETURN_IF_ERROR(expr)                     \
-  do {                                                 \
-    ::pier::Status pier_status_ = (expr);              \
-    if (!pier_status_.ok()) return pier_status_;       \
+#define PIER_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::pier::Status pier_status_ = (expr);        \
+    if (!pier_status_.ok()) return pier_status_; \
   } while (false)
 
 // `PIER_ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result or returns its error.
@@ -131,5 +148,5 @@ class [[nodiscard]] Result {
   PIER_ASSIGN_OR_RETURN_IMPL(PIER_STATUS_CONCAT(pier_result_, __LINE__), lhs, expr)
 #define PIER_ASSIGN_OR_RETURN_IMPL(result, lhs, expr) \
   auto result = (expr);                               \
-  if (!result.ok()) return result.status();          \
+  if (!result.ok()) return result.status();           \
   lhs = std::move(result).value()

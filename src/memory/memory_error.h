@@ -4,8 +4,8 @@
 // of memory, an unresponsive owner, a bad request) carries the numbers a caller needs to act:
 // which owner, how much it asked for, how much it uses, its quota, and how much is free. The
 // scheduler reads the fields (to preempt or queue); a user reads ToStatus().message().
-// MemoryResult<T> has the same surface as Result<T> (ok, status, value, ->, *), so
-// PIER_ASSIGN_OR_RETURN works with it in functions returning Status or Result.
+// MemoryResult<T> is Result<T, MemoryError> (common/status.h): ok, status, error, value, ->,
+// *, so PIER_ASSIGN_OR_RETURN works with it in functions returning Status or Result.
 //
 // Thread-safety: plain values.
 #pragma once
@@ -13,8 +13,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
 
 #include "common/status.h"
 
@@ -49,41 +47,9 @@ struct MemoryError {
   Status ToStatus() const;
 };
 
+// A value or the MemoryError that refused it.
 template <typename T>
-class [[nodiscard]] MemoryResult {
- public:
-  MemoryResult(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  MemoryResult(MemoryError error)
-      : data_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return std::holds_alternative<T>(data_); }
-  Status status() const { return ok() ? Status() : std::get<MemoryError>(data_).ToStatus(); }
-  const MemoryError& error() const {
-    PIER_CHECK(!ok(), "MemoryResult::error() on a value");
-    return std::get<MemoryError>(data_);
-  }
-
-  T& value() & {
-    PIER_CHECK(ok(), "MemoryResult::value() on error: " + status().ToString());
-    return std::get<T>(data_);
-  }
-  const T& value() const& {
-    PIER_CHECK(ok(), "MemoryResult::value() on error: " + status().ToString());
-    return std::get<T>(data_);
-  }
-  T&& value() && {
-    PIER_CHECK(ok(), "MemoryResult::value() on error: " + status().ToString());
-    return std::get<T>(std::move(data_));
-  }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  T&& operator*() && { return std::move(*this).value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
- private:
-  std::variant<T, MemoryError> data_;
-};
+using MemoryResult = Result<T, MemoryError>;
 
 // For calls that return nothing on success.
 struct MemoryOk {};

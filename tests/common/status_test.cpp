@@ -41,5 +41,43 @@ TEST(ResultDeathTest, ValueOfErrorAborts) {
   EXPECT_DEATH((void)r.value(), "nope");
 }
 
+// A typed error (as memory/memory_error.h's MemoryError): its fields stay readable, and
+// status() is its ToStatus().
+struct TooLarge {
+  int64_t asked = 0;
+  Status ToStatus() const {
+    return ResourceExhaustedError("asked for " + std::to_string(asked) + " bytes");
+  }
+};
+
+Result<int, TooLarge> Reserve(int64_t bytes) {
+  if (bytes > 100) return TooLarge{bytes};
+  return static_cast<int>(bytes);
+}
+
+Result<int> ReserveTwice(int64_t bytes) {
+  PIER_ASSIGN_OR_RETURN(int first, Reserve(bytes));
+  return first * 2;
+}
+
+TEST(ResultTest, TypedErrorKeepsItsFieldsAndConvertsToStatus) {
+  Result<int, TooLarge> small = Reserve(7);
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(small.status().ok());
+  EXPECT_EQ(*small, 7);
+  Result<int, TooLarge> large = Reserve(500);
+  ASSERT_FALSE(large.ok());
+  EXPECT_EQ(large.error().asked, 500);
+  EXPECT_EQ(large.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(large.status().message(), "asked for 500 bytes");
+  EXPECT_EQ(ReserveTwice(500).status().message(), "asked for 500 bytes");
+  EXPECT_EQ(*ReserveTwice(8), 16);
+}
+
+TEST(ResultDeathTest, ValueOfTypedErrorAbortsWithItsStatus) {
+  Result<int, TooLarge> r = TooLarge{900};
+  EXPECT_DEATH((void)r.value(), "asked for 900 bytes");
+}
+
 }  // namespace
 }  // namespace pier
