@@ -4,11 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "common/check.h"
+#include "common/mutex.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -62,7 +62,9 @@ struct ThreadPool::State {
   std::atomic<bool> busy{false};
   std::atomic<bool> stop{false};
 
-  std::mutex mutex;
+  // Guards no data (what it orders is atomic): a worker checks for a job and goes to sleep
+  // under it, and a notify is sent under it, so no wake-up falls between the two.
+  Mutex mutex;
   std::condition_variable wake;
   std::atomic<int> sleepers{0};
 
@@ -113,9 +115,9 @@ struct ThreadPool::State {
         }
         PIER_CPU_RELAX();
         if ((i & 63) == 63 && Clock::now() >= spin_until) {
-          std::unique_lock lock(mutex);
+          MutexLock lock(mutex);
           sleepers.fetch_add(1, std::memory_order_seq_cst);
-          wake.wait(lock, [&] {
+          lock.Wait(wake, [&] {
             return generation.load(std::memory_order_seq_cst) != seen ||
                    stop.load(std::memory_order_seq_cst);
           });
@@ -145,7 +147,7 @@ ThreadPool::ThreadPool(int num_threads, int64_t spin_ns) : state_(std::make_uniq
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     state_->stop.store(true, std::memory_order_seq_cst);
   }
   state_->wake.notify_all();
@@ -191,7 +193,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   }
   s.generation.fetch_add(1, std::memory_order_seq_cst);
   if (s.sleepers.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard lock(s.mutex);
+    MutexLock lock(s.mutex);
     s.wake.notify_all();
   }
 

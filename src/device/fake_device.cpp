@@ -14,40 +14,40 @@ FakeDevice::FakeDevice(FakeDeviceOptions options, int index)
     : Device(DeviceKind::kFake, index, "fake:" + std::to_string(index)), options_(options) {}
 
 FakeDevice::~FakeDevice() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PIER_CHECK(live_.empty(), "FakeDevice destroyed with " + std::to_string(live_.size()) +
                                 " raw allocations still live (a leak in the pool)");
 }
 
 void FakeDevice::FailNextAllocations(int count) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   fail_next_ = count;
 }
 
 void FakeDevice::CompleteAllWork() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   pending_events_.clear();
 }
 
 size_t FakeDevice::allocated_bytes() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return allocated_bytes_;
 }
 size_t FakeDevice::live_allocations() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return live_.size();
 }
 size_t FakeDevice::allocate_calls() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return allocate_calls_;
 }
 size_t FakeDevice::free_calls() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return free_calls_;
 }
 
 size_t FakeDevice::FreeBytes() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return options_.capacity_bytes - allocated_bytes_;
 }
 
@@ -68,7 +68,7 @@ Status FakeDevice::TakeLocked(size_t bytes) {
 Result<void*> FakeDevice::AllocateRaw(size_t bytes, size_t alignment) {
   if (bytes == 0) return InvalidArgumentError(name() + ": allocation of 0 bytes");
   if (!IsPowerOfTwo(alignment)) return InvalidArgumentError(name() + ": bad alignment");
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PIER_RETURN_IF_ERROR(TakeLocked(bytes));
   void* ptr = std::aligned_alloc(std::max(alignment, sizeof(void*)), RoundUp(bytes, alignment));
   if (ptr == nullptr) {
@@ -81,7 +81,7 @@ Result<void*> FakeDevice::AllocateRaw(size_t bytes, size_t alignment) {
 }
 
 void FakeDevice::FreeRaw(void* ptr, size_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = live_.find(ptr);
   PIER_CHECK(it != live_.end(), name() + ": FreeRaw of a pointer it did not allocate");
   PIER_CHECK(it->second == bytes, name() + ": FreeRaw with size " + std::to_string(bytes) +
@@ -107,7 +107,7 @@ Result<VirtualRange> FakeDevice::ReserveAddressRange(size_t bytes) {
   size_t rounded = RoundUp(bytes, options_.vm_granularity_bytes);
   void* base = std::aligned_alloc(options_.vm_granularity_bytes, rounded);
   if (base == nullptr) return ResourceExhaustedError(name() + ": cannot reserve address range");
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   VirtualRange range{base, rounded, next_handle_++};
   arenas_[range.id].bytes = rounded;
   return range;
@@ -116,7 +116,7 @@ Result<VirtualRange> FakeDevice::ReserveAddressRange(size_t bytes) {
 Status FakeDevice::MapChunk(const VirtualRange& range, size_t offset, size_t bytes) {
   if (!SupportsVirtualMemory()) return Device::MapChunk(range, offset, bytes);
   const size_t g = options_.vm_granularity_bytes;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = arenas_.find(range.id);
   if (it == arenas_.end()) return InvalidArgumentError(name() + ": unknown address range");
   if (bytes == 0 || offset % g != 0 || bytes % g != 0 || offset + bytes > it->second.bytes) {
@@ -136,7 +136,7 @@ Status FakeDevice::MapChunk(const VirtualRange& range, size_t offset, size_t byt
 Status FakeDevice::UnmapChunk(const VirtualRange& range, size_t offset, size_t bytes) {
   if (!SupportsVirtualMemory()) return Device::UnmapChunk(range, offset, bytes);
   const size_t g = options_.vm_granularity_bytes;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = arenas_.find(range.id);
   if (it == arenas_.end()) return InvalidArgumentError(name() + ": unknown address range");
   if (bytes == 0 || offset % g != 0 || bytes % g != 0 || offset + bytes > it->second.bytes) {
@@ -155,7 +155,7 @@ Status FakeDevice::UnmapChunk(const VirtualRange& range, size_t offset, size_t b
 
 void FakeDevice::ReleaseAddressRange(const VirtualRange& range) {
   if (range.base == nullptr) return;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = arenas_.find(range.id);
   PIER_CHECK(it != arenas_.end(), name() + ": release of an unknown address range");
   allocated_bytes_ -= it->second.mapped_offsets.size() * options_.vm_granularity_bytes;
@@ -164,7 +164,7 @@ void FakeDevice::ReleaseAddressRange(const VirtualRange& range) {
 }
 
 Result<Stream> FakeDevice::CreateStream() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return Stream{next_handle_++};
 }
 void FakeDevice::DestroyStream(Stream /*stream*/) {}
@@ -173,25 +173,25 @@ Status FakeDevice::Synchronize(Stream /*stream*/) {
   return Status::Ok();
 }
 Result<Event> FakeDevice::CreateEvent() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return Event{next_handle_++};
 }
 void FakeDevice::DestroyEvent(Event event) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   pending_events_.erase(event.id);
 }
 Status FakeDevice::RecordEvent(Event event, Stream /*stream*/) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (options_.manual_events) pending_events_.insert(event.id);
   return Status::Ok();
 }
 Result<bool> FakeDevice::EventDone(Event event) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return pending_events_.count(event.id) == 0;
 }
 Status FakeDevice::StreamWaitEvent(Stream /*stream*/, Event /*event*/) { return Status::Ok(); }
 Status FakeDevice::SynchronizeEvent(Event event) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   pending_events_.erase(event.id);
   return Status::Ok();
 }

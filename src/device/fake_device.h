@@ -13,9 +13,9 @@
 
 #include <cstddef>
 #include <map>
-#include <mutex>
 #include <set>
 
+#include "common/mutex.h"
 #include "device/device.h"
 
 namespace pier {
@@ -81,19 +81,19 @@ class FakeDevice final : public Device {
     std::set<size_t> mapped_offsets;  // granularity-sized chunks that are mapped
   };
 
-  // Takes `bytes` from the capacity or says why not.  REQUIRES(mutex_)
-  Status TakeLocked(size_t bytes);
+  // Takes `bytes` from the capacity or says why not.
+  Status TakeLocked(size_t bytes) PIER_REQUIRES(mutex_);
 
   const FakeDeviceOptions options_;
-  mutable std::mutex mutex_;
-  size_t allocated_bytes_ = 0;          // GUARDED_BY(mutex_)
-  int fail_next_ = 0;                   // GUARDED_BY(mutex_)
-  size_t allocate_calls_ = 0;           // GUARDED_BY(mutex_)
-  size_t free_calls_ = 0;               // GUARDED_BY(mutex_)
-  uintptr_t next_handle_ = 1;           // GUARDED_BY(mutex_)
-  std::map<const void*, size_t> live_;  // ptr -> bytes.  GUARDED_BY(mutex_)
-  std::map<uintptr_t, Arena> arenas_;   // GUARDED_BY(mutex_)
-  std::set<uintptr_t> pending_events_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  size_t allocated_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  int fail_next_ PIER_GUARDED_BY(mutex_) = 0;
+  size_t allocate_calls_ PIER_GUARDED_BY(mutex_) = 0;
+  size_t free_calls_ PIER_GUARDED_BY(mutex_) = 0;
+  uintptr_t next_handle_ PIER_GUARDED_BY(mutex_) = 1;
+  std::map<const void*, size_t> live_ PIER_GUARDED_BY(mutex_);  // ptr -> bytes
+  std::map<uintptr_t, Arena> arenas_ PIER_GUARDED_BY(mutex_);
+  std::set<uintptr_t> pending_events_ PIER_GUARDED_BY(mutex_);
 };
 
 }  // namespace pier

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/mutex.h"
 #include "grammar/decimal_integer.h"
 #include "grammar/json_lexical.h"
 #include "grammar/string_pattern.h"
@@ -486,9 +486,9 @@ class SchemaCompiler {
 
 ExprPtr AnyJsonValue(int32_t depth) {
   // Built once per depth and shared: the Exprs are immutable.
-  static std::mutex mutex;
-  static std::vector<ExprPtr> values;
-  std::lock_guard<std::mutex> lock(mutex);
+  static Mutex mutex;
+  static std::vector<ExprPtr> values PIER_GUARDED_BY(mutex);
+  MutexLock lock(mutex);
   if (values.empty()) {
     values.push_back(Alt({JsonString(), JsonNumber({}).value(), Literal("true"), Literal("false"),
                           Literal("null")}));

@@ -68,8 +68,8 @@ struct HttpServer::Impl {
   std::vector<std::thread> threads;
   uint16_t port = 0;
 
-  std::mutex shutdown_mu;  // serializes Shutdown calls
-  bool stopped = false;    // GUARDED_BY(shutdown_mu)
+  Mutex shutdown_mu;  // serializes Shutdown calls
+  bool stopped PIER_GUARDED_BY(shutdown_mu) = false;
 };
 
 asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
@@ -161,7 +161,7 @@ bool HttpServer::shutting_down() const { return impl_->state->shutting_down; }
 void HttpServer::Shutdown(std::chrono::milliseconds grace) {
   Impl& impl = *impl_;
   ServerState& state = *impl.state;
-  std::lock_guard<std::mutex> shutdown_lock(impl.shutdown_mu);
+  MutexLock shutdown_lock(impl.shutdown_mu);
   if (impl.stopped) return;
   // It joins the I/O threads, so it must not run on one (e.g. inside a handler).
   PIER_CHECK(!impl.io.get_executor().running_in_this_thread(),
@@ -181,8 +181,9 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
   if (!serve_probes) close_acceptor();
 
   {
-    std::unique_lock<std::mutex> lock(state.mu);
-    const bool drained = state.changed.wait_for(lock, grace, [&] { return state.in_flight == 0; });
+    MutexLock lock(state.mu);
+    const bool drained = lock.WaitFor(
+        state.changed, grace, [&]() PIER_REQUIRES(state.mu) { return state.in_flight == 0; });
     if (!drained) {
       spdlog::info("HTTP shutdown: {} response(s) still in flight after {} ms; closing them",
                    state.in_flight, grace.count());
@@ -192,7 +193,7 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
 
   std::vector<std::shared_ptr<Connection>> open;
   {
-    std::lock_guard<std::mutex> lock(state.mu);
+    MutexLock lock(state.mu);
     for (const auto& [key, weak] : state.connections) {
       if (auto connection = weak.lock()) open.push_back(std::move(connection));
     }
@@ -200,8 +201,9 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
   for (const auto& connection : open) connection->Close();
   open.clear();
   {
-    std::unique_lock<std::mutex> lock(state.mu);
-    state.changed.wait_for(lock, kCloseWait, [&] { return state.connections.empty(); });
+    MutexLock lock(state.mu);
+    lock.WaitFor(state.changed, kCloseWait,
+                 [&]() PIER_REQUIRES(state.mu) { return state.connections.empty(); });
   }
 
   impl.work.reset();
@@ -211,7 +213,7 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
 
   // Streams may outlive the server: a late wake() must not touch the io_context.
   {
-    std::lock_guard<std::mutex> lock(state.mu);
+    MutexLock lock(state.mu);
     for (const auto& [key, weak] : state.connections) {
       if (auto connection = weak.lock()) open.push_back(std::move(connection));
     }

@@ -179,7 +179,7 @@ Connection::~Connection() { DisableWake(); }
 
 void Connection::DisableWake() {
   if (wake_signal_ == nullptr) return;
-  std::lock_guard<std::mutex> lock(wake_signal_->mu);
+  MutexLock lock(wake_signal_->mu);
   wake_signal_->post = nullptr;
 }
 
@@ -520,31 +520,31 @@ void Connection::CloseSocket() {
 }
 
 void ServerState::Register(const std::shared_ptr<Connection>& connection) {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   connections.emplace(connection.get(), connection);
 }
 
 void ServerState::Unregister(const Connection* connection) {
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     connections.erase(connection);
   }
   changed.notify_all();
 }
 
 int64_t ServerState::ConnectionsOpen() {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   return static_cast<int64_t>(connections.size());
 }
 
 void ServerState::BeginRequest() {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   ++in_flight;
 }
 
 void ServerState::EndRequest() {
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     --in_flight;
   }
   changed.notify_all();

@@ -28,13 +28,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 
+#include "common/mutex.h"
 #include "http/cors.h"
 #include "http/routes.h"
 #include "http/server.h"
@@ -65,12 +65,12 @@ struct ServerState {
   std::atomic<int64_t> slow_client_aborts{0};
   std::atomic<int64_t> timeouts{0};
 
-  // Registry and in-flight count, guarded by `mu`; `changed` is notified whenever either
-  // shrinks (Shutdown waits on it from a non-I/O thread).
-  std::mutex mu;
+  // Registry and in-flight count; `changed` is notified whenever either shrinks (Shutdown
+  // waits on it from a non-I/O thread).
+  Mutex mu;
   std::condition_variable changed;
-  std::unordered_map<const Connection*, std::weak_ptr<Connection>> connections;  // GUARDED_BY(mu)
-  int64_t in_flight = 0;  // GUARDED_BY(mu): requests read and not yet fully answered
+  std::unordered_map<const Connection*, std::weak_ptr<Connection>> connections PIER_GUARDED_BY(mu);
+  int64_t in_flight PIER_GUARDED_BY(mu) = 0;  // requests read and not yet fully answered
 
   void Register(const std::shared_ptr<Connection>& connection);
   void Unregister(const Connection* connection);
@@ -87,8 +87,8 @@ struct ServerState {
 struct WakeSignal {
   std::atomic<bool> pending{false};  // a wake arrived since the last Poll (for the coroutine)
   std::atomic<bool> posted{false};   // an OnWake is queued (coalesces posts)
-  std::mutex mu;
-  std::function<void()> post;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::function<void()> post PIER_GUARDED_BY(mu);
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {

@@ -70,7 +70,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
   probe_wanted_ = false;
   wake_signal_ = std::make_shared<WakeSignal>();
   {
-    std::lock_guard<std::mutex> lock(wake_signal_->mu);
+    MutexLock lock(wake_signal_->mu);
     wake_signal_->post = [executor = executor_, weak = weak_from_this()] {
       asio::post(executor, [weak] {
         if (auto self = weak.lock()) self->OnWake();
@@ -94,7 +94,7 @@ asio::awaitable<Connection::Outcome> Connection::SendStream(const HttpRequest& r
   auto wake = [signal = wake_signal_] {
     signal->pending.store(true);
     if (signal->posted.exchange(true)) return;
-    std::lock_guard<std::mutex> lock(signal->mu);
+    MutexLock lock(signal->mu);
     if (signal->post) signal->post();
   };
   try {

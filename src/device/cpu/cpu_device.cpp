@@ -154,7 +154,7 @@ Result<VirtualRange> CpuDevice::ReserveAddressRange(size_t bytes) {
                                   " bytes of address space (" + std::strerror(errno) + ")");
   }
   VirtualRange range{base, rounded, next_handle_++};
-  std::lock_guard lock(arenas_mutex_);
+  MutexLock lock(arenas_mutex_);
   arena_mapped_bytes_[range.id] = 0;
   return range;
 }
@@ -177,7 +177,7 @@ Status CpuDevice::MapChunk(const VirtualRange& range, size_t offset, size_t byte
                                   std::strerror(errno) + ")");
   }
   allocated_bytes_ += bytes;
-  std::lock_guard lock(arenas_mutex_);
+  MutexLock lock(arenas_mutex_);
   arena_mapped_bytes_[range.id] += bytes;
   return Status::Ok();
 }
@@ -190,7 +190,7 @@ Status CpuDevice::UnmapChunk(const VirtualRange& range, size_t offset, size_t by
   madvise(start, bytes, MADV_DONTNEED);
   mprotect(start, bytes, PROT_NONE);
   allocated_bytes_ -= bytes;
-  std::lock_guard lock(arenas_mutex_);
+  MutexLock lock(arenas_mutex_);
   size_t& mapped = arena_mapped_bytes_[range.id];
   mapped -= std::min(mapped, bytes);
   return Status::Ok();
@@ -199,7 +199,7 @@ Status CpuDevice::UnmapChunk(const VirtualRange& range, size_t offset, size_t by
 void CpuDevice::ReleaseAddressRange(const VirtualRange& range) {
   if (range.base == nullptr) return;
   munmap(range.base, range.bytes);
-  std::lock_guard lock(arenas_mutex_);
+  MutexLock lock(arenas_mutex_);
   auto it = arena_mapped_bytes_.find(range.id);
   if (it != arena_mapped_bytes_.end()) {
     allocated_bytes_ -= it->second;

@@ -21,9 +21,9 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 
+#include "common/mutex.h"
 #include "device/cpu/system_memory.h"
 #include "device/device.h"
 
@@ -94,9 +94,9 @@ class CpuDevice final : public Device {
   std::atomic<size_t> allocated_bytes_{0};
   std::atomic<uintptr_t> next_handle_{1};
 
-  std::mutex arenas_mutex_;
-  // Mapped bytes per reserved range id.  GUARDED_BY(arenas_mutex_)
-  std::map<uintptr_t, size_t> arena_mapped_bytes_;
+  Mutex arenas_mutex_;
+  // Mapped bytes per reserved range id.
+  std::map<uintptr_t, size_t> arena_mapped_bytes_ PIER_GUARDED_BY(arenas_mutex_);
 };
 
 }  // namespace pier

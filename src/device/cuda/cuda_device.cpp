@@ -44,7 +44,7 @@ CudaDevice::CudaDevice(const CudaPlugin& plugin, int index, std::string name,
     : Device(DeviceKind::kCuda, index, std::move(name)), plugin_(plugin), info_(info) {}
 
 CudaDevice::~CudaDevice() {
-  std::lock_guard<std::mutex> lock(ranges_mutex_);
+  MutexLock lock(ranges_mutex_);
   for (auto& [id, state] : ranges_) {
     UnmapGranules(state, 0, state.granules.size()).IgnoreError();
     api().vm_release(index(), state.base, state.bytes);
@@ -119,7 +119,7 @@ Result<VirtualRange> CudaDevice::ReserveAddressRange(size_t bytes) {
   PIER_RETURN_IF_ERROR(plugin_.ToStatus(
       api().vm_reserve(index(), rounded, &base),
       name() + ": reserving " + std::to_string(rounded) + " bytes of address space"));
-  std::lock_guard<std::mutex> lock(ranges_mutex_);
+  MutexLock lock(ranges_mutex_);
   const uintptr_t id = next_range_id_++;
   RangeState& state = ranges_[id];
   state.base = base;
@@ -148,7 +148,7 @@ Result<CudaDevice::RangeState*> CudaDevice::FindSpan(const VirtualRange& range, 
 
 Status CudaDevice::MapChunk(const VirtualRange& range, size_t offset, size_t bytes) {
   if (!SupportsVirtualMemory()) return Device::MapChunk(range, offset, bytes);
-  std::lock_guard<std::mutex> lock(ranges_mutex_);
+  MutexLock lock(ranges_mutex_);
   PIER_ASSIGN_OR_RETURN(RangeState * state, FindSpan(range, offset, bytes));
   const size_t granularity = VmGranularity();
   const size_t first = offset / granularity;
@@ -190,14 +190,14 @@ Status CudaDevice::UnmapGranules(RangeState& state, size_t first, size_t last) {
 
 Status CudaDevice::UnmapChunk(const VirtualRange& range, size_t offset, size_t bytes) {
   if (!SupportsVirtualMemory()) return Device::UnmapChunk(range, offset, bytes);
-  std::lock_guard<std::mutex> lock(ranges_mutex_);
+  MutexLock lock(ranges_mutex_);
   PIER_ASSIGN_OR_RETURN(RangeState * state, FindSpan(range, offset, bytes));
   const size_t granularity = VmGranularity();
   return UnmapGranules(*state, offset / granularity, (offset + bytes) / granularity);
 }
 
 void CudaDevice::ReleaseAddressRange(const VirtualRange& range) {
-  std::lock_guard<std::mutex> lock(ranges_mutex_);
+  MutexLock lock(ranges_mutex_);
   auto it = ranges_.find(range.id);
   if (it == ranges_.end() || it->second.base != range.base) return;
   RangeState& state = it->second;

@@ -14,9 +14,9 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "device/cuda/cuda_plugin.h"
 #include "device/device.h"
 
@@ -145,9 +145,11 @@ class CudaDevice final : public Device {
   CudaDevice(const CudaPlugin& plugin, int index, std::string name, PierCudaDeviceInfo info);
 
   // Checks offset/bytes against the range and the granularity; returns its state.
-  Result<RangeState*> FindSpan(const VirtualRange& range, size_t offset, size_t bytes);
-  // Unmaps granules [first, last) of `state` that are mapped; stops at the first failure.
-  Status UnmapGranules(RangeState& state, size_t first, size_t last);
+  Result<RangeState*> FindSpan(const VirtualRange& range, size_t offset, size_t bytes)
+      PIER_REQUIRES(ranges_mutex_);
+  // Unmaps granules [first, last) of `state` (one of ranges_) that are mapped; stops at the
+  // first failure.
+  Status UnmapGranules(RangeState& state, size_t first, size_t last) PIER_REQUIRES(ranges_mutex_);
   Status Copy(void* dst, const void* src, size_t bytes, Stream stream, const char* what);
 
   const PierCudaPluginApi& api() const { return plugin_.api(); }
@@ -155,9 +157,9 @@ class CudaDevice final : public Device {
   const CudaPlugin& plugin_;
   const PierCudaDeviceInfo info_;
 
-  std::mutex ranges_mutex_;
-  std::map<uintptr_t, RangeState> ranges_;  // GUARDED_BY(ranges_mutex_)
-  uintptr_t next_range_id_ = 1;             // GUARDED_BY(ranges_mutex_)
+  Mutex ranges_mutex_;
+  std::map<uintptr_t, RangeState> ranges_ PIER_GUARDED_BY(ranges_mutex_);
+  uintptr_t next_range_id_ PIER_GUARDED_BY(ranges_mutex_) = 1;
 };
 
 }  // namespace pier::cuda
