@@ -326,6 +326,18 @@ const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+Result<const GgufTensorInfo*> GgufFile::FindMatrix(std::string_view name, int64_t rows,
+                                                   int64_t cols) const {
+  const GgufTensorInfo* t = FindTensor(name);
+  auto tensor = [&] { return path_ + ": tensor '" + std::string(name) + "'"; };
+  if (t == nullptr) return NotFoundError(tensor() + " is missing");
+  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+    return InvalidArgumentError(tensor() + " should be [" + std::to_string(cols) + ", " +
+                                std::to_string(rows) + "] (ggml order)");
+  }
+  return t;
+}
+
 Status DequantizeRows(const GgufTensorInfo& tensor, int64_t first_row, int64_t row_count,
                       float* dst) {
   const int64_t rows = tensor.row_count();

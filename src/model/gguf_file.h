@@ -129,6 +129,10 @@ class GgufFile {
   // Tensors in file order.
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* FindTensor(std::string_view name) const;
+  // The tensor `name` holding a [rows, cols] matrix (ggml dims [cols, rows]): NOT_FOUND when
+  // absent, INVALID_ARGUMENT when of another shape; messages name the file and the tensor.
+  // Its type is the caller's to check.
+  Result<const GgufTensorInfo*> FindMatrix(std::string_view name, int64_t rows, int64_t cols) const;
 
   // Lets the kernel drop the resident pages of [data, data + bytes) from this process (the
   // whole pages inside the range; madvise MADV_DONTNEED), e.g. after a tensor was copied

@@ -84,6 +84,28 @@ TEST(GgufFileTest, ReadsValidFile) {
   EXPECT_EQ(f.FindTensor("missing"), nullptr);
 }
 
+TEST(GgufFileTest, FindMatrixChecksTheShapeInGgmlOrder) {
+  const std::vector<uint8_t> bytes = ValidWriter().Build();
+  auto file = Open(bytes);
+  ASSERT_TRUE(file.ok());
+  const GgufFile& f = **file;
+  // a.weight has ggml dims {8, 4}: a matrix of 4 rows of 8.
+  Result<const GgufTensorInfo*> a = f.FindMatrix("a.weight", 4, 8);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(*a, f.FindTensor("a.weight"));
+
+  Result<const GgufTensorInfo*> transposed = f.FindMatrix("a.weight", 8, 4);
+  ASSERT_FALSE(transposed.ok());
+  EXPECT_EQ(transposed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(transposed.status().message(),
+            "test.gguf: tensor 'a.weight' should be [4, 8] (ggml order)");
+
+  Result<const GgufTensorInfo*> missing = f.FindMatrix("c.weight", 4, 8);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "test.gguf: tensor 'c.weight' is missing");
+}
+
 TEST(GgufFileTest, TypedLookupsNameFileAndKey) {
   const std::vector<uint8_t> bytes = ValidWriter().Build();
   auto file = Open(bytes);

@@ -129,13 +129,7 @@ class LlamaRunner final : public ModelRunner {
 };
 
 Result<WeightMatrix> LlamaRunner::Matrix(const std::string& name, int64_t rows, int64_t cols) {
-  const model::GgufTensorInfo* t = file_.FindTensor(name);
-  if (t == nullptr) return NotFoundError(file_.path() + ": tensor '" + name + "' is missing");
-  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
-    return InvalidArgumentError(file_.path() + ": tensor '" + name + "' should be [" +
-                                std::to_string(cols) + ", " + std::to_string(rows) +
-                                "] (ggml order)");
-  }
+  PIER_ASSIGN_OR_RETURN(const model::GgufTensorInfo* t, file_.FindMatrix(name, rows, cols));
   WeightMatrix w{t->type, rows, cols, t->data, *RowBytes(t->type, cols)};
   // A zero-token product checks the type and shape without touching memory.
   Status supported = kernels::MatMul(w, nullptr, 0, nullptr, rows, {}, *options_.pool);

@@ -27,13 +27,7 @@ Status CudaLlamaRunner::Upload(const model::GgufTensorInfo& t, const void** devi
 }
 
 Result<DeviceMatrix> CudaLlamaRunner::Matrix(const std::string& name, int64_t rows, int64_t cols) {
-  const model::GgufTensorInfo* t = file_.FindTensor(name);
-  if (t == nullptr) return NotFoundError(file_.path() + ": tensor '" + name + "' is missing");
-  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
-    return InvalidArgumentError(file_.path() + ": tensor '" + name + "' should be [" +
-                                std::to_string(cols) + ", " + std::to_string(rows) +
-                                "] (ggml order)");
-  }
+  PIER_ASSIGN_OR_RETURN(const model::GgufTensorInfo* t, file_.FindMatrix(name, rows, cols));
   const auto type = static_cast<int32_t>(t->type);
   if (!cuda::quant::IsQuantType(type) ||
       cols % cuda::quant::GgufBlockElements(static_cast<cuda::quant::QuantType>(type)) != 0) {
