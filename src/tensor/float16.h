@@ -8,6 +8,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "tensor/float16_bits.h"
+
 namespace pier {
 
 inline float Fp16ToFp32(uint16_t h) {
@@ -33,32 +35,8 @@ inline float Fp16ToFp32(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-inline uint16_t Fp32ToFp16(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN -> quiet NaN
-  if (abs >= 0x47800000u) {                      // >= 65536: beyond the largest half
-    // Values that round below 65520 are handled as normals below; the rest overflow.
-    return sign | 0x7c00u;
-  }
-  if (abs < 0x38800000u) {               // below 2^-14: a half subnormal or zero
-    if (abs < 0x33000000u) return sign;  // below half the smallest subnormal (2^-25)
-    const uint32_t exponent = abs >> 23;
-    const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;  // 14 + (113 - exponent) - 1 ... in [14, 24]
-    uint32_t half = mantissa >> shift;
-    const uint32_t rest = mantissa & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
-    return sign | static_cast<uint16_t>(half);
-  }
-  // Normal: rebias the exponent and round the 13 dropped mantissa bits to nearest even.
-  uint32_t half = ((abs >> 13) - (112u << 10));
-  const uint32_t rest = abs & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // may carry into inf
-  return sign | static_cast<uint16_t>(half);
-}
+// Rounds to nearest even (tensor/float16_bits.h, which the GPU's K/V writes share).
+inline uint16_t Fp32ToFp16(float f) { return Fp32BitsToFp16(std::bit_cast<uint32_t>(f)); }
 
 inline float Bf16ToFp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 

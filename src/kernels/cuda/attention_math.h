@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/row_math.h"
+#include "tensor/float16_bits.h"
 
 namespace pier::cuda::attn {
 
@@ -34,29 +35,9 @@ inline constexpr int kBlockPositions = 16;  // positions per K/V block
 inline constexpr int kSplit = 256;          // positions per split
 inline constexpr int kMaxHeadDim = 256;
 
-// f32 -> IEEE half, round to nearest even; NaN becomes a quiet NaN (tensor/float16.h's).
-PIER_HD uint16_t FloatToHalf(float f) {
-  const uint32_t bits = rowmath::FloatToBits(f);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;
-  if (abs >= 0x47800000u) return sign | 0x7c00u;
-  if (abs < 0x38800000u) {
-    if (abs < 0x33000000u) return sign;
-    const uint32_t exponent = abs >> 23;
-    const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;
-    uint32_t half = mantissa >> shift;
-    const uint32_t rest = mantissa & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
-    return sign | static_cast<uint16_t>(half);
-  }
-  uint32_t half = ((abs >> 13) - (112u << 10));
-  const uint32_t rest = abs & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
-  return sign | static_cast<uint16_t>(half);
-}
+// f32 -> IEEE half, round to nearest even; NaN becomes a quiet NaN (tensor/float16_bits.h,
+// the CPU's Fp32ToFp16 too).
+PIER_HD uint16_t FloatToHalf(float f) { return Fp32BitsToFp16(rowmath::FloatToBits(f)); }
 
 // Where one layer's K/V rows are: the paged layout's geometry.
 struct KvGeometry {

@@ -31,11 +31,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__)
-#define PIER_HD __host__ __device__ __forceinline__
-#else
+#include "common/host_device.h"
+
+#if !defined(__CUDACC__)
 #include <cmath>
-#define PIER_HD inline
 #endif
 
 namespace pier::cuda::quant {
