@@ -12,6 +12,7 @@
 #include "common/yaml.h"
 #include "memory/byte_size.h"
 #include "placement/cpu_list.h"
+#include "serving/model_settings.h"
 
 namespace pier::cli {
 namespace {
@@ -176,6 +177,15 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       PIER_ASSIGN_OR_RETURN(binding_values[key], BindingValues(item.second, key, at));
       continue;
     }
+    if (serving::FindModelSettingKey(key) != nullptr) {
+      // A per-model setting: checked now with its own parser, applied over the server's
+      // values when the model's spec is built.
+      nlohmann::json value = YamlToJson(item.second);
+      serving::ModelSettings scratch;
+      PIER_RETURN_IF_ERROR(serving::ApplyModelSetting(&scratch, key, value, at));
+      model.settings[key] = std::move(value);
+      continue;
+    }
     if (key == "aliases") {
       if (item.second.IsSequence()) {
         for (const YAML::Node& alias : item.second) {
@@ -257,11 +267,6 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       // Whether that GPU is usable is known when the model loads.
       PIER_RETURN_IF_ERROR(CheckDeviceName(value, at));
       model.device = value;
-    } else {
-      // An engine setting: checked now with the server-wide parser, applied at load.
-      ServeOptions scratch;
-      PIER_RETURN_IF_ERROR(ApplyServeSetting(&scratch, key, value, at));
-      model.settings.emplace_back(key, value);
     }
   }
   PIER_ASSIGN_OR_RETURN(model.bindings,
@@ -355,41 +360,33 @@ Status CheckRepository(const std::vector<ModelConfig>& models) {
 }  // namespace
 
 const std::vector<std::string_view>& ModelSettingNames() {
-  static const std::vector<std::string_view> kNames = {"name",
-                                                       "path",
-                                                       "aliases",
-                                                       "fallback",
-                                                       "fallback_load",
-                                                       "fallback_release",
-                                                       "fallback_queue_ms",
-                                                       "fallback_max_class",
-                                                       "chat_template",
-                                                       "priority",
-                                                       "instances",
-                                                       "load",
-                                                       "idle_unload_after",
-                                                       "device",
-                                                       "ctx",
-                                                       "kv_dtype",
-                                                       "weights_dtype",
-                                                       "kv_min",
-                                                       "kv_max",
-                                                       "max_batched_tokens",
-                                                       "prefill_chunk_while_decoding",
-                                                       "max_seqs",
-                                                       "max_queue_delay_ms",
-                                                       "max_batch_texts",
-                                                       "embed_batch_tokens",
-                                                       "adaptive_batch_window",
-                                                       "max_queued",
-                                                       "threads",
-                                                       "swap_space",
-                                                       "kv_idle_release",
-                                                       "cpus",
-                                                       "numa_node",
-                                                       "gpu",
-                                                       "mps_thread_percentage",
-                                                       "mps_memory_limit"};
+  static const std::vector<std::string_view> kNames = [] {
+    std::vector<std::string_view> names = {
+        "name",
+        "path",
+        "aliases",
+        "fallback",
+        "fallback_load",
+        "fallback_release",
+        "fallback_queue_ms",
+        "fallback_max_class",
+        "chat_template",
+        "priority",
+        "instances",
+        "load",
+        "idle_unload_after",
+        "device",
+        "cpus",
+        "numa_node",
+        "gpu",
+        "mps_thread_percentage",
+        "mps_memory_limit",
+    };
+    for (const serving::ModelSettingKey& key : serving::ModelSettingKeys()) {
+      names.push_back(key.name);
+    }
+    return names;
+  }();
   return kNames;
 }
 

@@ -21,12 +21,12 @@
 // default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
 // (seconds without work after which an on_demand model is unloaded; default never), `device`
 // (default: the server's `device`, itself `cpu` by default), `chat_template` (a Jinja file used
-// instead of the GGUF's), and the engine settings `ctx`, `kv_dtype`, `weights_dtype`, `kv_min`,
-// `kv_max`, `max_batched_tokens`, `prefill_chunk_while_decoding`, `max_seqs`, `max_queued`,
-// `threads`, `swap_space`, which override the server-wide keys of the same name for this model;
-// and, with `workers: on`, the binding of its worker processes: `cpus`, `numa_node`, `gpu`,
-// `mps_thread_percentage` and `mps_memory_limit` (see ModelConfig::bindings). Without a list the
-// flat `model` and `name` keys (or -m) describe the one model.
+// instead of the GGUF's), and every per-model key of serving/model_settings.h (`ctx`,
+// `kv_policy`, `max_seqs`, ... : its engine, KV cache, batcher and QoS), which overrides the
+// server-wide key of the same name for this model; and, with `workers: on`, the binding of its
+// worker processes: `cpus`, `numa_node`, `gpu`, `mps_thread_percentage` and `mps_memory_limit` (see
+// ModelConfig::bindings). Without a list the flat `model` and `name` keys (or -m) describe the one
+// model.
 //
 // Everything is validated before anything loads, each error naming the file, the model and
 // the key: unknown keys, values that do not parse, missing files, names that are not
@@ -36,6 +36,7 @@
 // Thread-safety: plain functions on values.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,8 +67,9 @@ struct ModelConfig {
   double idle_unload_after_seconds = 0;
   // Where it runs: cpu, cuda:N, a GPU's or MIG instance's UUID; empty: the server's `device`.
   std::string device;
-  // Engine settings for this model only, as (setting name, text), applied over the server's.
-  std::vector<std::pair<std::string, std::string>> settings;
+  // Per-model keys (serving/model_settings.h) given for this model only, key -> value as
+  // YAML gave it; applied over the server's values when its spec is built.
+  nlohmann::json settings = nlohmann::json::object();
   // Where its worker processes run: `cpus` (a CPU list like 0-3, or auto), `numa_node` (a
   // node or auto), `gpu` (an index, GPU-/MIG- UUID), `mps_thread_percentage` (1..100),
   // `mps_memory_limit` (bytes). `cpus`, `numa_node` and `gpu` take one value for every

@@ -75,7 +75,8 @@ struct SettingHelp {
   std::string_view help;
 };
 
-// One entry per ServeSettingNames() name (checked at registration).
+// One entry per server setting of ServeSettingNames() (checked at registration); the
+// per-model keys' lines are in their table (serving/model_settings.h).
 constexpr SettingHelp kSettingHelp[] = {
     {"model", "FILE", "GGUF model file (default: the default model)"},
     {"name", "ID", "Model id clients use (default: the file name without .gguf)"},
@@ -84,14 +85,12 @@ constexpr SettingHelp kSettingHelp[] = {
     {"grpc_port", "PORT",
      "Serve the KServe v2 gRPC API (GRPCInferenceService) on this port too; 0 picks a free one "
      "(default -1: off)"},
-    {"threads", "N", "Compute threads (default: every core)"},
     {"http_threads", "N", "HTTP I/O threads (default 1)"},
     {"api_keys", "FILE",
      "YAML file of API keys (key, tenant, max_priority); without it the API is open"},
     {"metrics_key", "KEY", "Require \"Authorization: Bearer KEY\" on /metrics (default: open)"},
     {"admin_key", "KEY",
      "Require \"Authorization: Bearer KEY\" on /admin/* (default: loopback clients only)"},
-    {"max_queued", "N", "Waiting sequences before requests get 429 (default 256; 0: no limit)"},
     {"memory_budget", "BYTES|PCT",
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
     {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
@@ -113,33 +112,6 @@ constexpr SettingHelp kSettingHelp[] = {
     {"memory_reserve", "BYTES",
      "Part of the budget never handed to models, e.g. 256MiB (headroom for the process and "
      "the OS; default 0)"},
-    {"ctx", "TOKENS",
-     "KV cache size in tokens, all requests together (default 4096), unless --kv-max sets it; "
-     "one request uses at most this and the model's context"},
-    {"kv_dtype", "f32|f16|q8_0",
-     "K/V element type in the cache; f16 (default) holds twice the tokens of f32, q8_0 "
-     "almost twice those of f16"},
-    {"weights_dtype", "q8_0|q4_0|none",
-     "Quantize f32/f16/bf16 weight matrices at load into this type (charged to the budget as "
-     "what they become); none (default): use the file's weights as they are"},
-    {"kv_policy", "POLICY",
-     "elastic (default): each model's KV cache grows on demand up to its capacity and is lent "
-     "between models; static: each holds its whole capacity from load on"},
-    {"kv_min", "TOKENS|BYTES",
-     "KV each model always keeps with --kv-policy elastic, as tokens (1024) or bytes (64MiB) "
-     "(default: one chunk of 256 tokens)"},
-    {"kv_max", "TOKENS|BYTES",
-     "Each model's KV capacity, as tokens or bytes (64MiB); --ctx then limits one request "
-     "(default: --ctx tokens)"},
-    {"max_batched_tokens", "TOKENS", "Tokens computed per engine step (default 512)"},
-    {"prefill_chunk_while_decoding", "TOKENS",
-     "Largest prompt chunk per step while other sequences decode, so running streams keep "
-     "producing during a long prompt (default 64; 0: no cap, the prompt's first token sooner)"},
-    {"max_seqs", "N", "Sequences running at once (default 64)"},
-    {"max_queue_delay_ms", "MS",
-     "Embedding models: how long a batch waits for more texts at most; the window in use adapts "
-     "below it (default 10)"},
-    {"max_batch_texts", "N", "Embedding models: texts per batch at most (default 64)"},
     {"class_max_queue_ms", "CLASS=MS,...",
      "The longest each priority class may wait in a queue before it is refused with 429, e.g. "
      "normal=10000,low=30000 (0 or left out: no limit)"},
@@ -150,30 +122,6 @@ constexpr SettingHelp kSettingHelp[] = {
      "Each class's time-to-first-token target, for pier_qos_slo_attainment_ratio"},
     {"class_tpot_ms", "CLASS=MS,...",
      "Each class's time-per-output-token target, for pier_qos_slo_attainment_ratio"},
-    {"qos_reserve", "SHARE",
-     "Share (0..0.5) of each engine's running slots, batched tokens and KV kept for the critical "
-     "class, and of its queue places, so it starts at once under any load (default 0.05, rounded "
-     "down but at least one)"},
-    {"adaptive_batching", "on|off",
-     "Each step's token budget and prompt chunk beside decodes move with the queue's depth "
-     "between a latency-leaning and a throughput-leaning setting (default on)"},
-    {"min_batched_tokens", "TOKENS",
-     "Adaptive batching's latency-leaning token budget (default: the running decodes plus one "
-     "prompt chunk)"},
-    {"max_prefill_chunk", "TOKENS",
-     "Adaptive batching's throughput-leaning prompt chunk beside decodes (default 4 x "
-     "prefill_chunk_while_decoding)"},
-    {"qos", "on|off",
-     "off: first come, first served -- priority classes, tenants' fair share and the reserve "
-     "are ignored (the QoS-off baseline; default on)"},
-    {"qos_stop_steps", "on|off",
-     "A critical request arriving while a step runs (one that reads no critical prompt) stops "
-     "that step between layers and goes first; the step is redone after it (default on)"},
-    {"adaptive_batch_window", "on|off",
-     "Embedding models: shrink the batching window while requests come alone, grow it back under "
-     "load (default on; off: a fixed window of max_queue_delay_ms)"},
-    {"embed_batch_tokens", "TOKENS",
-     "Embedding models: tokens per batch at most, all texts together (default 4096)"},
     {"max_body_bytes", "BYTES", "Largest request body; larger gets 413 (default 4MiB)"},
     {"shutdown_grace", "SECONDS",
      "Seconds in-flight requests may finish after SIGTERM (default 10)"},
@@ -200,12 +148,6 @@ constexpr SettingHelp kSettingHelp[] = {
      "GPU sampling period at full load: sampling backs off as SM utilisation rises (default 10)"},
     {"watchdog_seconds", "SECONDS",
      "/ready turns 503 when the engine has work and no step ends for this long (default 30)"},
-    {"kv_idle_release", "SECONDS",
-     "An elastic KV cache idle this long gives its memory above kv_min back to the device "
-     "(default 120; 0: never)"},
-    {"swap_space", "BYTES",
-     "Host memory per model instance for preemption by swap, from the pinned pool (default 0: "
-     "preempted sequences are recomputed)"},
     {"load_wait", "SECONDS",
      "A request for an on_demand model that is not loaded waits this long for its load "
      "(default 60; 0: 503 at once)"},
@@ -260,54 +202,28 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     single.name = options.name;
     repository.push_back(std::move(single));
   }
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<serving::ModelSpec> specs;
   for (const ModelConfig& model : repository) {
-    ServeOptions settings = options;  // the server-wide settings, then the model's own
-    for (const auto& [name, value] : model.settings) {
-      PIER_RETURN_IF_ERROR(ApplyServeSetting(&settings, name, value, model.source + ": " + name));
-    }
     serving::ModelSpec spec;
     serving::ModelLoadOptions& load = spec.load;
+    load.settings = options.model_defaults;  // the server-wide values, then the model's own
+    for (const auto& [name, value] : model.settings.items()) {
+      PIER_RETURN_IF_ERROR(
+          serving::ApplyModelSetting(&load.settings, name, value, model.source + ": " + name));
+    }
     load.path = model.path;
     load.id = model.name.empty() ? serving::ModelIdFromPath(model.path) : model.name;
     load.aliases = model.aliases;
     load.chat_template_path = model.chat_template;
     load.priority = model.priority;
-    load.device = model.device.empty() ? settings.device : model.device;
+    load.device = model.device.empty() ? options.device : model.device;
     load.device_from_server = model.device.empty();
     load.instances = model.instances;
-    load.threads = settings.threads > 0 ? settings.threads : threads;
-    load.ctx = settings.ctx;
-    load.kv_dtype = settings.kv_dtype;
-    load.weights_dtype = settings.weights_dtype;
-    load.kv_policy = settings.kv_policy;
-    load.kv_min = settings.kv_min;
-    load.kv_max = settings.kv_max;
-    load.max_batched_tokens = settings.max_batched_tokens;
-    load.prefill_chunk_while_decoding = settings.prefill_chunk_while_decoding;
-    load.max_seqs = settings.max_seqs;
-    load.qos_reserve = settings.qos_reserve;
-    load.qos = settings.qos;
-    load.qos_stop_steps = settings.qos_stop_steps;
-    load.adaptive_batching = settings.adaptive_batching;
-    load.min_batched_tokens = settings.min_batched_tokens;
-    load.max_prefill_chunk = settings.max_prefill_chunk;
-    load.max_queue_delay = std::chrono::milliseconds(settings.max_queue_delay_ms);
-    load.max_batch_texts = settings.max_batch_texts;
-    load.embed_batch_tokens = settings.embed_batch_tokens;
-    load.adaptive_batch_window = settings.adaptive_batch_window;
-    load.max_queued = settings.max_queued;
-    load.swap_space_bytes = settings.swap_space;
-    load.kv_idle_release =
-        std::chrono::milliseconds(static_cast<int64_t>(settings.kv_idle_release_seconds * 1000));
-    load.workers = settings.workers;
-    load.worker_leak_margin_bytes = settings.worker_leak_margin;
+    load.workers = options.workers;
+    load.worker_leak_margin_bytes = options.worker_leak_margin;
     load.device_health = device_health;
     load.heartbeat_timeout = std::chrono::milliseconds(
-        static_cast<int64_t>(settings.worker_heartbeat_timeout_seconds * 1000));
+        static_cast<int64_t>(options.worker_heartbeat_timeout_seconds * 1000));
     load.bindings = model.bindings;
     if (!load.bindings.empty() && !load.workers) {
       return InvalidArgumentError(model.source +
@@ -393,7 +309,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   // The swap pool holds every model instance's swap space.
   for (const serving::ModelSpec& spec : *specs) {
     device_options.swap_space_bytes +=
-        spec.load.swap_space_bytes * static_cast<uint64_t>(spec.load.instances);
+        spec.load.settings.swap_space * static_cast<uint64_t>(spec.load.instances);
   }
   Result<std::unique_ptr<serving::DeviceSet>> created = serving::DeviceSet::Create(device_options);
   if (!created.ok()) return Fail(created.status());
@@ -457,9 +373,9 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   admin_options.load_wait = api_options.load_wait;
   admin_options.class_max_queue = options.class_max_queue;
   admin_options.class_slo = options.class_slo;
-  admin_options.qos = options.qos;
-  admin_options.qos_stop_steps = options.qos_stop_steps;
-  admin_options.qos_reserve = options.qos_reserve;
+  admin_options.qos = options.model_defaults.qos;
+  admin_options.qos_stop_steps = options.model_defaults.qos_stop_steps;
+  admin_options.qos_reserve = options.model_defaults.qos_reserve;
   admin_options.device_governor = &devices->cpu_governor();
   admin_options.device_governors = [set = devices.get()] {
     const std::vector<MemoryGovernor*> all = set->Governors();
@@ -627,17 +543,24 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   // Every setting is taken as text and parsed by serve_config (one parser for flags and file).
   auto values = std::make_shared<std::map<std::string, std::string>>();
   auto given = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>();
-  PIER_CHECK(std::size(kSettingHelp) == ServeSettingNames().size(),
+  std::vector<SettingHelp> settings(std::begin(kSettingHelp), std::end(kSettingHelp));
+  for (const serving::ModelSettingKey& key : serving::ModelSettingKeys()) {
+    settings.push_back({key.name, key.type, key.help});
+  }
+  PIER_CHECK(settings.size() == ServeSettingNames().size(),
              "every serve setting needs a help line");
-  for (const SettingHelp& setting : kSettingHelp) {
+  for (const SettingHelp& setting : settings) {
     const std::string name(setting.name);
     PIER_CHECK(std::find(ServeSettingNames().begin(), ServeSettingNames().end(), name) !=
                    ServeSettingNames().end(),
                "help for an unknown serve setting");
     std::string flags = FlagName(name);
     if (name == "model") flags = "-m," + flags;
-    CLI::Option* option = command->add_option(flags, (*values)[name], std::string(setting.help))
-                              ->type_name(std::string(setting.type));
+    // A per-model key says so: a models: entry may set its own value.
+    const std::string help = std::string(setting.help) +
+                             (serving::FindModelSettingKey(name) != nullptr ? " [per model]" : "");
+    CLI::Option* option =
+        command->add_option(flags, (*values)[name], help)->type_name(std::string(setting.type));
     given->emplace_back(name, option);
   }
   CLI::Option* config = command

@@ -14,6 +14,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/setting_text.h"
 #include "common/yaml.h"
 #include "device/device_name.h"
 #include "serving/request_policy.h"
@@ -23,38 +24,13 @@ namespace {
 
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
-// A whole integer in [min, max].
 Result<int64_t> ParseInteger(std::string_view value, std::string_view source, int64_t min,
                              int64_t max) {
-  int64_t parsed = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-  if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
-    return InvalidArgumentError(std::string(source) + ": expected an integer, got " + Quote(value));
-  }
-  if (parsed < min || parsed > max) {
-    return InvalidArgumentError(std::string(source) + ": " + std::string(value) +
-                                " is out of range [" + std::to_string(min) + ", " +
-                                std::to_string(max) + "]");
-  }
-  return parsed;
+  return ParseIntegerSetting(value, source, min, max);
 }
 
-// Seconds as a decimal number (a trailing "s" is accepted: "2.5s").
 Result<double> ParseSeconds(std::string_view value, std::string_view source, double min) {
-  std::string_view number = value;
-  if (!number.empty() && number.back() == 's') number.remove_suffix(1);
-  double parsed = 0;
-  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), parsed);
-  if (ec != std::errc() || end != number.data() + number.size() || number.empty() ||
-      !std::isfinite(parsed)) {
-    return InvalidArgumentError(std::string(source) + ": expected seconds (e.g. 10 or 2.5), got " +
-                                Quote(value));
-  }
-  if (parsed < min || parsed > 86400) {
-    return InvalidArgumentError(std::string(source) + ": " + std::string(value) +
-                                " seconds is out of range [" + std::to_string(min) + ", 86400]");
-  }
-  return parsed;
+  return ParseSecondsSetting(value, source, min);
 }
 
 Result<std::string> NonEmpty(std::string_view value, std::string_view source) {
@@ -129,64 +105,49 @@ Result<std::vector<std::string>> ParseCorsOrigins(std::string_view value, std::s
 }  // namespace
 
 const std::vector<std::string_view>& ServeSettingNames() {
-  static const std::vector<std::string_view> kNames = {"model",
-                                                       "name",
-                                                       "host",
-                                                       "port",
-                                                       "grpc_port",
-                                                       "threads",
-                                                       "http_threads",
-                                                       "api_keys",
-                                                       "metrics_key",
-                                                       "admin_key",
-                                                       "max_queued",
-                                                       "memory_budget",
-                                                       "memory_reserve",
-                                                       "workers",
-                                                       "worker_heartbeat_timeout",
-                                                       "worker_leak_margin",
-                                                       "topology",
-                                                       "device_memory",
-                                                       "device",
-                                                       "ctx",
-                                                       "kv_dtype",
-                                                       "weights_dtype",
-                                                       "kv_policy",
-                                                       "kv_min",
-                                                       "kv_max",
-                                                       "max_batched_tokens",
-                                                       "prefill_chunk_while_decoding",
-                                                       "max_seqs",
-                                                       "max_queue_delay_ms",
-                                                       "max_batch_texts",
-                                                       "embed_batch_tokens",
-                                                       "adaptive_batch_window",
-                                                       "class_max_queue_ms",
-                                                       "class_deadline_action",
-                                                       "class_ttft_ms",
-                                                       "class_tpot_ms",
-                                                       "qos_reserve",
-                                                       "qos",
-                                                       "qos_stop_steps",
-                                                       "adaptive_batching",
-                                                       "min_batched_tokens",
-                                                       "max_prefill_chunk",
-                                                       "max_body_bytes",
-                                                       "shutdown_grace",
-                                                       "watchdog_seconds",
-                                                       "gpu_telemetry",
-                                                       "gpu_telemetry_min_period",
-                                                       "gpu_telemetry_max_period",
-                                                       "ready_policy",
-                                                       "load_wait",
-                                                       "unload_grace",
-                                                       "swap_space",
-                                                       "kv_idle_release",
-                                                       "stream_backlog",
-                                                       "write_timeout",
-                                                       "default_max_tokens",
-                                                       "max_tokens_limit",
-                                                       "cors_origins"};
+  static const std::vector<std::string_view> kNames = [] {
+    std::vector<std::string_view> names = {
+        "model",
+        "name",
+        "host",
+        "port",
+        "grpc_port",
+        "http_threads",
+        "api_keys",
+        "metrics_key",
+        "admin_key",
+        "memory_budget",
+        "memory_reserve",
+        "workers",
+        "worker_heartbeat_timeout",
+        "worker_leak_margin",
+        "topology",
+        "device_memory",
+        "device",
+        "class_max_queue_ms",
+        "class_deadline_action",
+        "class_ttft_ms",
+        "class_tpot_ms",
+        "max_body_bytes",
+        "shutdown_grace",
+        "watchdog_seconds",
+        "gpu_telemetry",
+        "gpu_telemetry_min_period",
+        "gpu_telemetry_max_period",
+        "ready_policy",
+        "load_wait",
+        "unload_grace",
+        "stream_backlog",
+        "write_timeout",
+        "default_max_tokens",
+        "max_tokens_limit",
+        "cors_origins",
+    };
+    for (const serving::ModelSettingKey& key : serving::ModelSettingKeys()) {
+      names.push_back(key.name);
+    }
+    return names;
+  }();
   return kNames;
 }
 
@@ -198,13 +159,8 @@ std::string FlagName(std::string_view setting) {
 
 namespace {
 
-// "on" or "off"; INVALID_ARGUMENT naming `source` otherwise.
 Result<bool> ParseOnOff(std::string_view value, std::string_view source) {
-  if (value != "on" && value != "off") {
-    return InvalidArgumentError(std::string(source) + ": expected on or off, got \"" +
-                                std::string(value) + "\"");
-  }
-  return value == "on";
+  return ParseOnOffSetting(value, source);
 }
 
 }  // namespace
@@ -218,6 +174,9 @@ Status CheckDeviceName(std::string_view value, std::string_view at) {
 
 Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_view value,
                          std::string_view source) {
+  if (serving::FindModelSettingKey(name) != nullptr) {
+    return serving::ApplyModelSetting(&o->model_defaults, name, nlohmann::json(value), source);
+  }
   if (name == "model") {
     PIER_ASSIGN_OR_RETURN(o->model, NonEmpty(value, source));
   } else if (name == "name") {
@@ -234,9 +193,6 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
   } else if (name == "grpc_port") {
     PIER_ASSIGN_OR_RETURN(int64_t port, ParseInteger(value, source, -1, 65535));
     o->grpc_port = static_cast<int>(port);
-  } else if (name == "threads") {
-    PIER_ASSIGN_OR_RETURN(int64_t n, ParseInteger(value, source, 1, 1024));
-    o->threads = static_cast<int>(n);
   } else if (name == "http_threads") {
     PIER_ASSIGN_OR_RETURN(int64_t n, ParseInteger(value, source, 1, 64));
     o->http_threads = static_cast<int>(n);
@@ -246,8 +202,6 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->metrics_key, NonEmpty(value, source));
   } else if (name == "admin_key") {
     PIER_ASSIGN_OR_RETURN(o->admin_key, NonEmpty(value, source));
-  } else if (name == "max_queued") {
-    PIER_ASSIGN_OR_RETURN(o->max_queued, ParseInteger(value, source, 0, kMaxTokens));
   } else if (name == "memory_budget") {
     PIER_ASSIGN_OR_RETURN(o->memory_budget, ParseBudget(value, source));
   } else if (name == "workers") {
@@ -273,42 +227,6 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
   } else if (name == "device") {
     PIER_RETURN_IF_ERROR(CheckDeviceName(value, source));
     o->device = std::string(value);
-  } else if (name == "ctx") {
-    PIER_ASSIGN_OR_RETURN(o->ctx, ParseInteger(value, source, 2, kMaxTokens));
-  } else if (name == "kv_dtype") {
-    Result<engine::KvDtype> dtype = engine::ParseKvDtype(value);
-    if (!dtype.ok())
-      return InvalidArgumentError(std::string(source) + ": " + dtype.status().message());
-    o->kv_dtype = *dtype;
-  } else if (name == "weights_dtype") {
-    if (value == "none") {
-      o->weights_dtype.reset();
-    } else {
-      Result<DType> dtype = engine::ParseWeightsDtype(value);
-      if (!dtype.ok())
-        return InvalidArgumentError(std::string(source) + ": " + dtype.status().message());
-      o->weights_dtype = *dtype;
-    }
-  } else if (name == "kv_policy") {
-    Result<engine::KvPolicy> policy = engine::ParseKvPolicy(value);
-    if (!policy.ok())
-      return InvalidArgumentError(std::string(source) + ": " + policy.status().message());
-    o->kv_policy = *policy;
-  } else if (name == "kv_min") {
-    PIER_ASSIGN_OR_RETURN(o->kv_min, engine::ParseKvSize(value, source, kMaxTokens));
-  } else if (name == "kv_max") {
-    PIER_ASSIGN_OR_RETURN(o->kv_max, engine::ParseKvSize(value, source, kMaxTokens));
-  } else if (name == "max_batched_tokens") {
-    PIER_ASSIGN_OR_RETURN(o->max_batched_tokens, ParseInteger(value, source, 1, kMaxTokens));
-  } else if (name == "prefill_chunk_while_decoding") {
-    PIER_ASSIGN_OR_RETURN(o->prefill_chunk_while_decoding,
-                          ParseInteger(value, source, 0, kMaxTokens));
-  } else if (name == "max_seqs") {
-    PIER_ASSIGN_OR_RETURN(o->max_seqs, ParseInteger(value, source, 1, 65536));
-  } else if (name == "max_queue_delay_ms") {
-    PIER_ASSIGN_OR_RETURN(o->max_queue_delay_ms, ParseInteger(value, source, 0, 10'000));
-  } else if (name == "max_batch_texts") {
-    PIER_ASSIGN_OR_RETURN(o->max_batch_texts, ParseInteger(value, source, 1, 4096));
   } else if (name == "class_max_queue_ms") {
     Result<serving::ClassQueueLimits> limits = serving::ParseClassQueueLimits(value);
     if (!limits.ok()) {
@@ -324,30 +242,6 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     Result<std::array<int64_t, 4>> ms = serving::ParseClassMilliseconds(name, value);
     if (!ms.ok()) return InvalidArgumentError(std::string(source) + ": " + ms.status().message());
     (name == "class_ttft_ms" ? o->class_slo.ttft_ms : o->class_slo.tpot_ms) = *ms;
-  } else if (name == "qos_reserve") {
-    char* end = nullptr;
-    const std::string text(value);
-    const double share = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || !(share >= 0) || share > 0.5) {
-      return InvalidArgumentError(std::string(source) + ": expected a share 0..0.5, got \"" + text +
-                                  "\"");
-    }
-    o->qos_reserve = share;
-  } else if (name == "qos") {
-    PIER_ASSIGN_OR_RETURN(o->qos, ParseOnOff(value, source));
-  } else if (name == "qos_stop_steps") {
-    PIER_ASSIGN_OR_RETURN(o->qos_stop_steps, ParseOnOff(value, source));
-  } else if (name == "adaptive_batching") {
-    PIER_ASSIGN_OR_RETURN(o->adaptive_batching, ParseOnOff(value, source));
-  } else if (name == "min_batched_tokens") {
-    PIER_ASSIGN_OR_RETURN(o->min_batched_tokens, ParseInteger(value, source, 0, kMaxTokens));
-  } else if (name == "max_prefill_chunk") {
-    PIER_ASSIGN_OR_RETURN(o->max_prefill_chunk, ParseInteger(value, source, 0, kMaxTokens));
-  } else if (name == "adaptive_batch_window") {
-    PIER_ASSIGN_OR_RETURN(o->adaptive_batch_window, ParseOnOff(value, source));
-  } else if (name == "embed_batch_tokens") {
-    // At least a short text with its [CLS] and [SEP].
-    PIER_ASSIGN_OR_RETURN(o->embed_batch_tokens, ParseInteger(value, source, 16, kMaxTokens));
   } else if (name == "max_body_bytes") {
     PIER_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(value, source));
     if (bytes < 1) return InvalidArgumentError(std::string(source) + ": must be at least 1 byte");
@@ -372,10 +266,6 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->load_wait_seconds, ParseSeconds(value, source, 0));
   } else if (name == "unload_grace") {
     PIER_ASSIGN_OR_RETURN(o->unload_grace_seconds, ParseSeconds(value, source, 0));
-  } else if (name == "swap_space") {
-    PIER_ASSIGN_OR_RETURN(o->swap_space, ParseByteSize(value, source));
-  } else if (name == "kv_idle_release") {
-    PIER_ASSIGN_OR_RETURN(o->kv_idle_release_seconds, ParseSeconds(value, source, 0));
   } else if (name == "stream_backlog") {
     PIER_ASSIGN_OR_RETURN(o->stream_backlog, ParseInteger(value, source, 1, 1 << 24));
   } else if (name == "write_timeout") {
@@ -392,11 +282,23 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
   return Status::Ok();
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
+Status ApplyServeSettingValue(ServeOptions* o, std::string_view name, const nlohmann::json& value,
+                              std::string_view source) {
+  if (serving::FindModelSettingKey(name) != nullptr) {
+    return serving::ApplyModelSetting(&o->model_defaults, name, value, source);
+  }
+  if (value.is_null()) return InvalidArgumentError(std::string(source) + " has no value");
+  if (!value.is_string()) {
+    return InvalidArgumentError(std::string(source) + " must be a single value");
+  }
+  return ApplyServeSetting(o, name, value.get_ref<const std::string&>(), source);
+}
+
+Result<std::vector<std::pair<std::string, nlohmann::json>>> ParseServeConfig(
     std::string_view yaml_text, std::string_view source_name) {
   const std::string source(source_name);
   PIER_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml_text, source));
-  std::vector<std::pair<std::string, std::string>> settings;
+  std::vector<std::pair<std::string, nlohmann::json>> settings;
   if (root.IsNull()) return settings;
   if (!root.IsMap()) {
     return InvalidArgumentError(source + ": expected a map of settings (e.g. \"port: 8081\")");
@@ -411,10 +313,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseServeConfig(
       continue;
     }
     if (item.second.IsNull()) return InvalidArgumentError(source + ": " + name + " has no value");
-    if (!item.second.IsScalar()) {
-      return InvalidArgumentError(source + ": " + name + " must be a single value");
-    }
-    settings.emplace_back(name, item.second.Scalar());
+    settings.emplace_back(name, YamlToJson(item.second));
   }
   if (!unknown.empty()) {
     std::string names;
@@ -444,11 +343,12 @@ Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string
                                     " describes the one model of a file without a models: list; "
                                     "give each model's path and name in the list instead");
       }
-      if ((name == "model" || name == "api_keys") && !value.empty() &&
-          std::filesystem::path(value).is_relative() && !folder.empty()) {
-        value = (folder / value).string();
+      if ((name == "model" || name == "api_keys") && value.is_string() &&
+          !value.get_ref<const std::string&>().empty() &&
+          std::filesystem::path(value.get<std::string>()).is_relative() && !folder.empty()) {
+        value = (folder / value.get<std::string>()).string();
       }
-      PIER_RETURN_IF_ERROR(ApplyServeSetting(&options, name, value, path + ": " + name));
+      PIER_RETURN_IF_ERROR(ApplyServeSettingValue(&options, name, value, path + ": " + name));
       if (name == "default_max_tokens") default_from_file = true;
     }
   }

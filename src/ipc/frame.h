@@ -24,8 +24,9 @@ namespace pier::ipc {
 
 // Changes whenever a message's meaning does; both sides must agree (checked at the handshake).
 // 2: elastic KV (Budget, MoreMemory); 3: output constraints in Request (an older worker would
-// ignore them and answer unconstrained).
-inline constexpr uint32_t kProtocolVersion = 4;
+// ignore them and answer unconstrained); 5: a model's settings as one JSON object
+// (LoadSpec.settings_json).
+inline constexpr uint32_t kProtocolVersion = 5;
 // The largest frame either side accepts (an Events batch of long prompts' logprobs fits).
 inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "common/mutex.h"
@@ -104,36 +105,47 @@ ModelLoadOptions WorkerInstanceOptions(const ModelLoadOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// The model's compute threads: its setting, or every core.
+int ThreadsOf(const ModelSettings& settings) {
+  if (settings.threads > 0) return settings.threads;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
 ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::string& id) {
+  const ModelSettings& s = options.settings;
   ModelHostOptions host_options;
   // The KV cache holds `ctx` positions for all requests together (or kv_max); one request may
   // use at most ctx and the model's trained context of them (the engine's max_request_tokens).
-  host_options.model.kv_tokens = options.ctx;
+  host_options.model.kv_tokens = s.ctx;
   host_options.model.path = options.path;
   host_options.model.owner_name = id;  // the governor's owners read "<id>/kv" ("<id>#2/kv", ...)
   host_options.model.owner_priority = options.priority;
-  host_options.model.threads = options.threads;
-  host_options.model.kv_dtype = options.kv_dtype;
-  host_options.model.weights_dtype = options.weights_dtype;
-  host_options.model.kv_policy = options.kv_policy;
-  host_options.model.kv_min = options.kv_min;
-  host_options.model.kv_max = options.kv_max;
-  host_options.engine.max_request_tokens = options.ctx;
-  host_options.engine.scheduler.max_batched_tokens = options.max_batched_tokens;
-  host_options.engine.scheduler.prefill_chunk_while_decoding = options.prefill_chunk_while_decoding;
-  host_options.engine.scheduler.max_seqs = options.max_seqs;
-  host_options.engine.scheduler.reserved_share = options.qos_reserve;
-  host_options.engine.scheduler.qos = options.qos;
-  host_options.engine.stop_steps_for_critical = options.qos_stop_steps;
-  host_options.engine.adaptive = {
-      .enabled = options.adaptive_batching,
-      .min_batched_tokens = options.min_batched_tokens,
-      .max_prefill_chunk = options.max_prefill_chunk > 0
-                               ? options.max_prefill_chunk
-                               : 4 * options.prefill_chunk_while_decoding};
-  host_options.max_waiting = options.max_queued;
-  host_options.swap_space_bytes = options.swap_space_bytes;
-  host_options.engine.kv_idle_release = options.kv_idle_release;
+  host_options.model.threads = ThreadsOf(s);
+  host_options.model.kv_dtype = s.kv_dtype;
+  host_options.model.weights_dtype = s.weights_dtype;
+  host_options.model.kv_policy = s.kv_policy;
+  host_options.model.kv_min = s.kv_min;
+  host_options.model.kv_max = s.kv_max;
+  host_options.engine.max_request_tokens = s.ctx;
+  host_options.engine.scheduler.max_batched_tokens = s.max_batched_tokens;
+  host_options.engine.scheduler.prefill_chunk_while_decoding = s.prefill_chunk_while_decoding;
+  host_options.engine.scheduler.max_seqs = s.max_seqs;
+  host_options.engine.scheduler.reserved_share = s.qos_reserve;
+  host_options.engine.scheduler.qos = s.qos;
+  host_options.engine.stop_steps_for_critical = s.qos_stop_steps;
+  host_options.engine.adaptive = {.enabled = s.adaptive_batching,
+                                  .min_batched_tokens = s.min_batched_tokens,
+                                  .max_prefill_chunk = s.max_prefill_chunk > 0
+                                                           ? s.max_prefill_chunk
+                                                           : 4 * s.prefill_chunk_while_decoding};
+  host_options.max_waiting = s.max_queued;
+  host_options.swap_space_bytes = s.swap_space;
+  host_options.engine.kv_idle_release =
+      std::chrono::milliseconds(static_cast<int64_t>(s.kv_idle_release_seconds * 1000));
   return host_options;
 }
 
@@ -150,11 +162,11 @@ EncoderHostOptions EncoderOptionsOf(const ModelLoadOptions& options, const std::
   e.path = options.path;
   e.id = id;
   e.owner_priority = options.priority;
-  e.threads = options.threads;
-  e.batch_tokens = options.embed_batch_tokens;
-  e.batcher.max_queue_delay = options.max_queue_delay;
-  e.batcher.max_batch_texts = options.max_batch_texts;
-  e.batcher.adaptive_window = options.adaptive_batch_window;
+  e.threads = ThreadsOf(options.settings);
+  e.batch_tokens = options.settings.embed_batch_tokens;
+  e.batcher.max_queue_delay = std::chrono::milliseconds(options.settings.max_queue_delay_ms);
+  e.batcher.max_batch_texts = options.settings.max_batch_texts;
+  e.batcher.adaptive_window = options.settings.adaptive_batch_window;
   return e;
 }
 
@@ -277,9 +289,9 @@ uint64_t GpuWorkerHostBytes(const ModelLoadOptions& one, const model::GgufFile& 
     vocab = static_cast<uint64_t>(std::max<int64_t>(info->vocab_size, 0));
   }
   const auto logit_rows =
-      static_cast<uint64_t>(std::min(one.max_seqs, one.max_batched_tokens) + 64);
+      static_cast<uint64_t>(std::min(one.settings.max_seqs, one.settings.max_batched_tokens) + 64);
   return file.file_size() + (uint64_t{1} << 30) + logit_rows * vocab * sizeof(float) +
-         one.swap_space_bytes;
+         one.settings.swap_space;
 }
 
 // OpenModel with every instance in its own worker process.
@@ -338,7 +350,7 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
           bindings.size() == 1 ? bindings.front() : bindings.at(static_cast<size_t>(i));
       const std::string who = "model " + id + " instance " + std::to_string(i + 1);
       PIER_ASSIGN_OR_RETURN(std::unique_ptr<placement::Placement> placed,
-                            placer->Place(request, options.threads, who));
+                            placer->Place(request, ThreadsOf(options.settings), who));
       worker.binding = placed->binding();
       spdlog::info("{}: {}", who, worker.binding.Describe());
       for (const std::string& warning : worker.binding.warnings) {
@@ -437,9 +449,9 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   host_options.engine.scheduler.fair_share_ledger = devices.fair_share_ledger();
   spdlog::info("loading {} as {} ({} threads, KV cache {} {})", options.path, id,
                host_options.model.threads,
-               options.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",
-               options.kv_max.is_set() ? options.kv_max.ToString()
-                                       : std::to_string(options.ctx) + " tokens");
+               options.settings.kv_policy == engine::KvPolicy::kElastic ? "elastic, up to" : "of",
+               options.settings.kv_max.is_set() ? options.settings.kv_max.ToString()
+                                                : std::to_string(options.settings.ctx) + " tokens");
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
   // One instance at a time: each admission sees what the previous ones hold.
   auto parts = std::make_shared<ModelParts>();

@@ -18,13 +18,12 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/kv/kv_store.h"
-#include "engine/runner/local_model.h"
 #include "placement/binding.h"
 #include "serving/device_health.h"
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_registry.h"
+#include "serving/model_settings.h"
 
 namespace pier::serving {
 
@@ -44,44 +43,9 @@ struct ModelLoadOptions {
   // then runs on the CPU (where encoders run) instead of being refused.
   bool device_from_server = false;
   int instances = 1;  // engines serving it (each with its own KV and owners)
-  int threads = 1;    // compute threads, counting the engine thread
-  // KV positions, all requests together, and the most one request may use; with kv_max set
-  // the KV capacity is kv_max's and ctx only limits each request.
-  int64_t ctx = 4096;
-  engine::KvDtype kv_dtype = engine::KvDtype::kF16;
-  std::optional<DType> weights_dtype;  // engine::LocalModelOptions'
-  int64_t max_batched_tokens = 512;
-  int64_t prefill_chunk_while_decoding = 64;  // SchedulerOptions' (0: no cap)
-  int64_t max_seqs = 64;
-  // QoS in the engine's scheduler: the share of slots, tokens and KV kept for the critical
-  // class (0..0.5), and false for first come, first served (SchedulerOptions).
-  double qos_reserve = 0.05;
-  bool qos = true;
-  bool qos_stop_steps = true;  // EngineOptions::stop_steps_for_critical
-  // Adaptive batching (engine::AdaptiveBatching): the step's token budget and prompt chunk
-  // beside decodes move between min_batched_tokens / prefill_chunk_while_decoding and
-  // max_batched_tokens / max_prefill_chunk with the queue's depth (0: the running decodes plus
-  // one prompt chunk, and 4 x prefill_chunk_while_decoding).
-  bool adaptive_batching = true;
-  int64_t min_batched_tokens = 0;
-  int64_t max_prefill_chunk = 0;
-  int64_t max_queued = 0;  // waiting sequences before Submit answers RESOURCE_EXHAUSTED
-  // Embedding (encoder) models: the batcher's window, texts and tokens per batch
-  // (encoder/embedding_batcher.h). Encoders always run in this process (workers apply to LLMs).
-  std::chrono::milliseconds max_queue_delay{10};
-  int64_t max_batch_texts = 64;
-  int64_t embed_batch_tokens = 4096;
-  bool adaptive_batch_window = true;
-  // Elastic (the server's default): the KV cache grows on demand up to ctx and lends memory
-  // back to other models, never below kv_min; static: the capacity held from load on.
-  engine::KvPolicy kv_policy = engine::KvPolicy::kElastic;
-  engine::KvSize kv_min;  // tokens or bytes (engine/kv_size.h); unset: one chunk
-  engine::KvSize kv_max;  // the KV capacity in tokens or bytes; unset: ctx
-  // Preemption by swap: each instance's swap space in the device set's pinned pool (0: off;
-  // preemption then recomputes).
-  uint64_t swap_space_bytes = 0;
-  // An idle elastic KV cache shrinks to its minimum after this long (EngineOptions).
-  std::chrono::milliseconds kv_idle_release{std::chrono::minutes(2)};
+  // Its engine, KV cache, batcher and QoS settings (model_settings.h): the server's defaults
+  // with the model's own keys applied. threads 0: every core.
+  ModelSettings settings;
   // Run each instance in its own `pier worker` process (worker_client.h) instead of in this
   // one. Each worker is granted what its instance is guaranteed (weights, workspace, and the
   // KV minimum or, static, the whole KV cache); an elastic KV cache grows beyond it with

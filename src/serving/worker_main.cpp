@@ -299,7 +299,7 @@ int RunWorker(int fd) {
   // supervisor against a host allowance).
   device_options.cpu_budget =
       load->device == "cpu" ? BudgetSpec::Bytes(h.load().budget_bytes()) : BudgetSpec::Percent(100);
-  device_options.swap_space_bytes = load->swap_space_bytes;
+  device_options.swap_space_bytes = load->settings.swap_space;
   // On a GPU the grant is the GPU's budget (what admission sized there).
   device_options.gpu_budget = BudgetSpec::Bytes(h.load().budget_bytes());
   Result<std::unique_ptr<DeviceSet>> devices = DeviceSet::Create(device_options);

@@ -38,11 +38,12 @@ TEST_F(ServeConfigTest, DefaultsWithoutFileOrFlags) {
   EXPECT_EQ((*options).host, "127.0.0.1");
   EXPECT_EQ((*options).port, 8080);
   EXPECT_EQ((*options).http_threads, 1);
-  EXPECT_EQ((*options).threads, 0);
-  EXPECT_EQ((*options).ctx, 4096);
+  EXPECT_EQ((*options).model_defaults.threads, 0);
+  EXPECT_EQ((*options).model_defaults.ctx, 4096);
   EXPECT_EQ((*options).device, "cpu");
-  EXPECT_EQ((*options).max_batched_tokens, 512);
-  EXPECT_EQ((*options).max_seqs, 64);
+  EXPECT_EQ((*options).model_defaults.max_batched_tokens, 512);
+  EXPECT_EQ((*options).model_defaults.max_seqs, 64);
+  EXPECT_EQ((*options).model_defaults, serving::ModelSettings{});
   EXPECT_EQ((*options).max_body_bytes, uint64_t{4} << 20);
   EXPECT_TRUE((*options).memory_budget.is_percent);
   EXPECT_EQ((*options).memory_budget.percent, 100);
@@ -119,12 +120,12 @@ device: cuda:1
   EXPECT_EQ(o.name, "my-model");
   EXPECT_EQ(o.host, "0.0.0.0");
   EXPECT_EQ(o.port, 8081);
-  EXPECT_EQ(o.threads, 3);
+  EXPECT_EQ(o.model_defaults.threads, 3);
   EXPECT_EQ(o.http_threads, 2);
   EXPECT_EQ(o.api_keys, "/etc/pier/keys.yaml");
   EXPECT_EQ(o.metrics_key, "scrape");
   EXPECT_EQ(o.admin_key, "operator");
-  EXPECT_EQ(o.max_queued, 7);
+  EXPECT_EQ(o.model_defaults.max_queued, 7);
   EXPECT_TRUE(o.memory_budget.is_percent);
   EXPECT_EQ(o.memory_budget.percent, 80);
   EXPECT_EQ(o.device_memory, uint64_t{2} << 30);
@@ -134,38 +135,38 @@ device: cuda:1
   EXPECT_EQ(o.worker_leak_margin, uint64_t{1} << 30);
   EXPECT_EQ(o.topology, "/etc/pier/target.xml");
   EXPECT_TRUE(o.ready_any);
-  EXPECT_EQ(o.ctx, 2048);
-  EXPECT_EQ(o.kv_dtype, engine::KvDtype::kF16);
-  EXPECT_EQ(o.weights_dtype, DType::kQ8_0);
-  EXPECT_EQ(o.kv_policy, engine::KvPolicy::kStatic);
-  EXPECT_EQ(o.kv_min, engine::KvSize::Tokens(512));
-  EXPECT_EQ(o.kv_max, engine::KvSize::Bytes(uint64_t{96} << 20));
-  EXPECT_EQ(o.max_batched_tokens, 256);
-  EXPECT_EQ(o.prefill_chunk_while_decoding, 0);  // no cap
-  EXPECT_EQ(o.max_seqs, 16);
-  EXPECT_EQ(o.max_queue_delay_ms, 4);
-  EXPECT_FALSE(o.adaptive_batch_window);
+  EXPECT_EQ(o.model_defaults.ctx, 2048);
+  EXPECT_EQ(o.model_defaults.kv_dtype, engine::KvDtype::kF16);
+  EXPECT_EQ(o.model_defaults.weights_dtype, DType::kQ8_0);
+  EXPECT_EQ(o.model_defaults.kv_policy, engine::KvPolicy::kStatic);
+  EXPECT_EQ(o.model_defaults.kv_min, engine::KvSize::Tokens(512));
+  EXPECT_EQ(o.model_defaults.kv_max, engine::KvSize::Bytes(uint64_t{96} << 20));
+  EXPECT_EQ(o.model_defaults.max_batched_tokens, 256);
+  EXPECT_EQ(o.model_defaults.prefill_chunk_while_decoding, 0);  // no cap
+  EXPECT_EQ(o.model_defaults.max_seqs, 16);
+  EXPECT_EQ(o.model_defaults.max_queue_delay_ms, 4);
+  EXPECT_FALSE(o.model_defaults.adaptive_batch_window);
   EXPECT_EQ(o.class_max_queue.max_queue_ms[static_cast<size_t>(engine::Priority::kLow)], 20000);
   EXPECT_TRUE(o.class_max_queue.delay[static_cast<size_t>(engine::Priority::kLow)]);
   EXPECT_FALSE(o.class_max_queue.delay[static_cast<size_t>(engine::Priority::kNormal)]);
   EXPECT_EQ(o.class_slo.ttft_ms[0], 500);
   EXPECT_EQ(o.class_slo.tpot_ms[1], 200);
-  EXPECT_DOUBLE_EQ(o.qos_reserve, 0.1);
-  EXPECT_FALSE(o.qos);
-  EXPECT_FALSE(o.qos_stop_steps);
-  EXPECT_FALSE(o.adaptive_batching);
-  EXPECT_EQ(o.min_batched_tokens, 128);
-  EXPECT_EQ(o.max_prefill_chunk, 192);
+  EXPECT_DOUBLE_EQ(o.model_defaults.qos_reserve, 0.1);
+  EXPECT_FALSE(o.model_defaults.qos);
+  EXPECT_FALSE(o.model_defaults.qos_stop_steps);
+  EXPECT_FALSE(o.model_defaults.adaptive_batching);
+  EXPECT_EQ(o.model_defaults.min_batched_tokens, 128);
+  EXPECT_EQ(o.model_defaults.max_prefill_chunk, 192);
   EXPECT_EQ(o.grpc_port, 8001);
-  EXPECT_EQ(o.max_batch_texts, 32);
-  EXPECT_EQ(o.embed_batch_tokens, 2048);
+  EXPECT_EQ(o.model_defaults.max_batch_texts, 32);
+  EXPECT_EQ(o.model_defaults.embed_batch_tokens, 2048);
   EXPECT_EQ(o.max_body_bytes, uint64_t{1} << 20);
   EXPECT_DOUBLE_EQ(o.shutdown_grace_seconds, 2.5);
   EXPECT_DOUBLE_EQ(o.watchdog_seconds, 5);
   EXPECT_DOUBLE_EQ(o.load_wait_seconds, 12);
   EXPECT_DOUBLE_EQ(o.unload_grace_seconds, 3);
-  EXPECT_EQ(o.swap_space, uint64_t{64} << 20);
-  EXPECT_DOUBLE_EQ(o.kv_idle_release_seconds, 30);
+  EXPECT_EQ(o.model_defaults.swap_space, uint64_t{64} << 20);
+  EXPECT_DOUBLE_EQ(o.model_defaults.kv_idle_release_seconds, 30);
   EXPECT_EQ(o.stream_backlog, 64);
   EXPECT_DOUBLE_EQ(o.write_timeout_seconds, 1.5);
   EXPECT_EQ(o.default_max_tokens, 100);
@@ -381,7 +382,7 @@ models:
   Result<ServeOptions> o = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   ASSERT_EQ(o->models.size(), 2u);
-  EXPECT_EQ(o->ctx, 1024);  // server-wide
+  EXPECT_EQ(o->model_defaults.ctx, 1024);  // server-wide
   const ModelConfig& a = o->models[0];
   EXPECT_EQ(a.name, "alpha");
   EXPECT_EQ(a.path, (dir_ / "a.gguf").string());  // relative to the file's folder
@@ -395,11 +396,11 @@ models:
   EXPECT_EQ(a.instances, 2);
   EXPECT_EQ(o->models[1].instances, 1);
   EXPECT_EQ(o->models[1].priority, 0);
-  EXPECT_EQ(a.settings, (std::vector<std::pair<std::string, std::string>>{{"ctx", "512"},
-                                                                          {"max_seqs", "4"},
-                                                                          {"kv_min", "16MiB"},
-                                                                          {"kv_max", "2048"},
-                                                                          {"swap_space", "8MiB"}}));
+  EXPECT_EQ(a.settings, nlohmann::json({{"ctx", "512"},
+                                        {"max_seqs", "4"},
+                                        {"kv_min", "16MiB"},
+                                        {"kv_max", "2048"},
+                                        {"swap_space", "8MiB"}}));
   EXPECT_EQ(o->models[1].aliases, (std::vector<std::string>{"small"}));
   EXPECT_TRUE(o->models[1].settings.empty());
   EXPECT_FALSE(a.on_demand);
@@ -418,6 +419,12 @@ TEST_F(ModelRepositoryTest, EveryMistakeIsNamedWithTheFileTheModelAndTheKey) {
   const std::vector<Case> cases = {
       {"models: [{name: a, path: a.gguf, colour: red}]", "models[0] (a): unknown keys \"colour\""},
       {"models: [{name: a, path: a.gguf, ctx: lots}]", "models[0] (a): ctx: expected an integer"},
+      {"models: [{name: a, path: a.gguf, ctx: [512, 1024]}]",
+       "models[0] (a): ctx must be a single value"},
+      {"models: [{name: a, path: a.gguf, max_seqs: {n: 4}}]",
+       "models[0] (a): max_seqs must be a single value"},
+      {"models: [{name: a, path: a.gguf, kv_policy: lazy}]",
+       "models[0] (a): kv_policy: unknown KV policy 'lazy'"},
       {"models: [{name: a, path: a.gguf, kv_max: 1 parsec}]",
        "models[0] (a): kv_max \"1 parsec\": unknown unit"},
       {"models: [{name: a, path: missing.gguf}]", "models[0] (a): path: no such file"},

@@ -33,10 +33,10 @@ ModelSpec Spec(const std::string& id, LoadPolicy policy = LoadPolicy::kOnStart) 
   ModelSpec spec;
   spec.load.path = PIER_DEFAULT_MODEL_PATH;
   spec.load.id = id;
-  spec.load.ctx = 512;
-  spec.load.threads = 1;
-  spec.load.max_seqs = 4;
-  spec.load.max_batched_tokens = 128;
+  spec.load.settings.ctx = 512;
+  spec.load.settings.threads = 1;
+  spec.load.settings.max_seqs = 4;
+  spec.load.settings.max_batched_tokens = 128;
   spec.policy = policy;
   return spec;
 }
@@ -287,9 +287,9 @@ TEST(ModelManagerTest, KvMaxSizesTheCacheAndCtxLimitsOneRequest) {
   ModelRegistry registry;
   ModelManager manager({}, devices.get(), &registry);
   ModelSpec spec = Spec("m");
-  spec.load.kv_policy = engine::KvPolicy::kStatic;
-  spec.load.ctx = 256;
-  spec.load.kv_max = engine::KvSize::Bytes(uint64_t{24} << 20);
+  spec.load.settings.kv_policy = engine::KvPolicy::kStatic;
+  spec.load.settings.ctx = 256;
+  spec.load.settings.kv_max = engine::KvSize::Bytes(uint64_t{24} << 20);
   ASSERT_TRUE(manager.Start({spec}).ok());
   ModelRef m = *registry.Resolve("m");
   EXPECT_EQ(m->max_request_tokens, 256);
@@ -309,9 +309,9 @@ TEST(ModelManagerTest, SwapSpaceComesFromTheDeviceSetsPinnedPool) {
   ModelRegistry registry;
   ModelManager manager({}, devices.get(), &registry);
   ModelSpec spec = Spec("m");
-  spec.load.kv_policy = engine::KvPolicy::kStatic;
-  spec.load.ctx = 128;  // 8 blocks: four 68-token requests cannot all stay
-  spec.load.swap_space_bytes = uint64_t{16} << 20;
+  spec.load.settings.kv_policy = engine::KvPolicy::kStatic;
+  spec.load.settings.ctx = 128;  // 8 blocks: four 68-token requests cannot all stay
+  spec.load.settings.swap_space = uint64_t{16} << 20;
   ASSERT_TRUE(manager.Start({spec}).ok());
   EXPECT_GT(devices->swap_pool().Stats().pool.allocated_bytes, (uint64_t{15} << 20));
   ModelRef m = *registry.Resolve("m");
@@ -366,7 +366,7 @@ TEST(ModelManagerTest, ReloadAppliesTheDifferenceAndABrokenVersionKeepsTheOldOne
   const ModelRef broken_before = *registry.Resolve("broken");
 
   ModelSpec changed = Spec("change");
-  changed.load.ctx = 256;
+  changed.load.settings.ctx = 256;
   changed.load.aliases = {"changed-alias"};
   ModelSpec broken = Spec("broken");
   broken.load.path = "/nonexistent/model.gguf";

@@ -26,11 +26,11 @@ ModelLoadOptions Load(const std::string& id) {
   ModelLoadOptions load;
   load.path = PIER_DEFAULT_MODEL_PATH;
   load.id = id;
-  load.ctx = 256;
-  load.threads = 1;
-  load.max_seqs = 4;
-  load.max_batched_tokens = 64;
-  load.kv_policy = engine::KvPolicy::kStatic;
+  load.settings.ctx = 256;
+  load.settings.threads = 1;
+  load.settings.max_seqs = 4;
+  load.settings.max_batched_tokens = 64;
+  load.settings.kv_policy = engine::KvPolicy::kStatic;
   return load;
 }
 
@@ -102,8 +102,8 @@ TEST(WorkerClientTest, ElasticKvGrowsThroughTheDeviceLedgerAndIsGivenBackForAnot
   MemoryGovernor& device = devices->cpu_governor();
   WorkerOptions options;
   options.load = Load("elastic");
-  options.load.kv_policy = engine::KvPolicy::kElastic;
-  options.load.ctx = 1024;
+  options.load.settings.kv_policy = engine::KvPolicy::kElastic;
+  options.load.settings.ctx = 1024;
   options.budget_bytes = *GuaranteedBytes(options.load);  // weights, workspace, KV minimum
   options.device_governor = &device;
   options.binary = PierBinary();
@@ -321,26 +321,31 @@ TEST(WorkerClientTest, AWorkerThatNeverAnswersTheHandshakeIsKilledAtTheLoadTimeo
 }
 
 // The worker's side of the handshake, in this process over a socketpair.
-TEST(WorkerSpecTest, TheSchedulerSettingsReachTheWorker) {
+TEST(WorkerSpecTest, TheSettingsReachTheWorker) {
   ModelLoadOptions load = Load("m");
-  load.prefill_chunk_while_decoding = 0;
-  load.max_queued = 9;
+  load.settings.prefill_chunk_while_decoding = 0;
+  load.settings.max_queued = 9;
   Result<ModelLoadOptions> back = FromLoadSpec(ToLoadSpec(load, 1, uint64_t{1} << 30));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->prefill_chunk_while_decoding, 0);
-  EXPECT_EQ(back->max_batched_tokens, 64);
-  EXPECT_EQ(back->max_queued, 9);
-  EXPECT_FALSE(back->weights_dtype.has_value());
-  EXPECT_TRUE(back->qos_stop_steps);
-  load.prefill_chunk_while_decoding = 48;
-  load.qos_stop_steps = false;
-  load.weights_dtype = DType::kQ4_0;
+  EXPECT_EQ(back->settings, load.settings);
+  EXPECT_EQ(back->settings.prefill_chunk_while_decoding, 0);
+  EXPECT_EQ(back->settings.max_batched_tokens, 64);
+  EXPECT_EQ(back->settings.max_queued, 9);
+  EXPECT_FALSE(back->settings.weights_dtype.has_value());
+  EXPECT_TRUE(back->settings.qos_stop_steps);
+  load.settings.prefill_chunk_while_decoding = 48;
+  load.settings.qos_stop_steps = false;
+  load.settings.weights_dtype = DType::kQ4_0;
+  load.settings.kv_max = engine::KvSize::Bytes((uint64_t{96} << 20) + 7);
+  load.settings.kv_idle_release_seconds = 0.125;
+  load.settings.qos_reserve = 0.1;
   back = FromLoadSpec(ToLoadSpec(load, 1, 1));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->prefill_chunk_while_decoding, 48);
-  EXPECT_EQ(back->weights_dtype, DType::kQ4_0);
-  EXPECT_FALSE(back->qos_stop_steps);
+  EXPECT_EQ(back->settings, load.settings);
+  EXPECT_EQ(back->settings.weights_dtype, DType::kQ4_0);
   EXPECT_EQ(back->device, "cpu");
+  EXPECT_EQ(back->path, load.path);
+  EXPECT_EQ(back->id, "m");
   // A GPU worker's device as it sees it (its one visible GPU); anything else is refused.
   load.device = "cuda:0";
   back = FromLoadSpec(ToLoadSpec(load, 1, 1));
@@ -352,6 +357,24 @@ TEST(WorkerSpecTest, TheSchedulerSettingsReachTheWorker) {
   ASSERT_FALSE(back.ok());
   EXPECT_EQ(back.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(back.status().message().find("tpu:0"), std::string::npos);
+}
+
+// Settings a supervisor of another build (or a corrupt frame) could send: refused, naming what.
+TEST(WorkerSpecTest, SettingsThatDoNotParseAreRefused) {
+  const auto refused = [](const std::string& json) {
+    ipc::proto::LoadSpec spec = ToLoadSpec(Load("m"), 1, 1);
+    spec.set_settings_json(json);
+    Result<ModelLoadOptions> back = FromLoadSpec(spec);
+    EXPECT_FALSE(back.ok()) << json;
+    EXPECT_EQ(back.status().code(), StatusCode::kInvalidArgument) << json;
+    return back.ok() ? std::string() : back.status().message();
+  };
+  EXPECT_NE(refused("{\"ctx\": ").find("not JSON"), std::string::npos);
+  EXPECT_NE(refused("[1, 2]").find("object"), std::string::npos);
+  EXPECT_NE(refused("{\"no_such_key\": \"1\"}").find("no_such_key"), std::string::npos);
+  EXPECT_NE(refused("{\"ctx\": \"1\"}").find("ctx"), std::string::npos);
+  EXPECT_NE(refused("{\"max_seqs\": {\"a\": 1}}").find("single value"), std::string::npos);
+  EXPECT_NE(refused("{\"kv_policy\": \"sometimes\"}").find("sometimes"), std::string::npos);
 }
 
 TEST(WorkerMainTest, AnotherProtocolVersionIsRefusedNamingBoth) {

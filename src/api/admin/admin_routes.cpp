@@ -149,15 +149,18 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
         {"path", l.path},
         {"instances", l.instances},
         {"priority", l.priority},
-        {"ctx", l.ctx},
-        {"kv_policy", l.kv_policy == engine::KvPolicy::kElastic ? "elastic" : "static"},
-        {"kv_min", l.kv_min.ToString()},
-        {"kv_max", l.kv_max.is_set() ? l.kv_max.ToString() : std::to_string(l.ctx) + " tokens"},
-        {"max_seqs", l.max_seqs},
-        {"max_batched_tokens", l.max_batched_tokens},
-        {"prefill_chunk_while_decoding", l.prefill_chunk_while_decoding},
+        {"ctx", l.settings.ctx},
+        {"kv_policy", l.settings.kv_policy == engine::KvPolicy::kElastic ? "elastic" : "static"},
+        {"kv_min", l.settings.kv_min.ToString()},
+        {"kv_max", l.settings.kv_max.is_set() ? l.settings.kv_max.ToString()
+                                              : std::to_string(l.settings.ctx) + " tokens"},
+        {"max_seqs", l.settings.max_seqs},
+        {"max_batched_tokens", l.settings.max_batched_tokens},
+        {"prefill_chunk_while_decoding", l.settings.prefill_chunk_while_decoding},
         {"idle_unload_after_seconds", spec->idle_unload_after.count() / 1000.0},
-        {"fallback", spec->fallback}};
+        {"fallback", spec->fallback},
+        // Every per-model key's value, as a config file would give it.
+        {"settings", serving::ModelSettingsToJson(l.settings, /*all=*/true)}};
   }
   const serving::ServedModel* model = entry.model.get();
   uint64_t total = 0;

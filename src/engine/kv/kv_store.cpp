@@ -27,6 +27,13 @@ Result<KvDtype> ParseKvDtype(std::string_view name) {
                               "' is not supported (accepted: f32, f16, q8_0)");
 }
 
+Result<KvPolicy> ParseKvPolicy(std::string_view name) {
+  if (name == "static") return KvPolicy::kStatic;
+  if (name == "elastic") return KvPolicy::kElastic;
+  return InvalidArgumentError("unknown KV policy '" + std::string(name) +
+                              "' (expected elastic or static)");
+}
+
 Status ValidateKvLayout(const KvLayout& layout) {
   if (layout.n_layer < 1 || layout.block_size < 1 || layout.n_kv_head < 1 || layout.head_dim < 1) {
     return InvalidArgumentError("KV store: every layout dimension must be positive");

@@ -37,6 +37,12 @@ std::string_view KvDtypeName(KvDtype dtype);
 // values.
 [[nodiscard]] Result<KvDtype> ParseKvDtype(std::string_view name);
 
+// How a model's KV cache holds memory: static, its whole capacity from load on; elastic, it
+// grows on demand and lends memory back (engine/kv/leased_kv_store.h).
+enum class KvPolicy : uint8_t { kStatic, kElastic };
+// "static" or "elastic"; INVALID_ARGUMENT naming them otherwise.
+[[nodiscard]] Result<KvPolicy> ParseKvPolicy(std::string_view name);
+
 // INVALID_ARGUMENT for a non-positive dimension, an unknown dtype, or q8_0 with a head size
 // that is not a multiple of 32 (the message names the head size).
 [[nodiscard]] Status ValidateKvLayout(const KvLayout& layout);

@@ -154,13 +154,6 @@ std::string_view OwnerModelName(std::string_view owner) {
   return prefix.substr(0, prefix.find('#'));
 }
 
-Result<KvPolicy> ParseKvPolicy(std::string_view name) {
-  if (name == "static") return KvPolicy::kStatic;
-  if (name == "elastic") return KvPolicy::kElastic;
-  return InvalidArgumentError("unknown KV policy '" + std::string(name) +
-                              "' (expected elastic or static)");
-}
-
 std::string MemoryEstimate::Breakdown() const {
   const std::string kv =
       kv_elastic ? "KV cache elastic, at least " + std::to_string(kv_min_tokens) + " tokens " +

@@ -39,11 +39,6 @@
 
 namespace pier::engine {
 
-enum class KvPolicy : uint8_t { kStatic, kElastic };
-
-// "static" or "elastic"; INVALID_ARGUMENT naming them otherwise.
-[[nodiscard]] Result<KvPolicy> ParseKvPolicy(std::string_view name);
-
 struct LocalModelOptions {
   std::string path;  // GGUF file
   int threads = 2;   // compute threads, counting the caller

@@ -1,0 +1,285 @@
+// The table of per-model keys (model_settings.h): each row's name, --help line, parser and
+// the form it is shown and handed to workers in. Rows are built from a few shapes (a whole
+// number in a range, on/off, seconds, a share, bytes, a KV amount, a name from a list).
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/setting_text.h"
+#include "engine/runner/cpu/cpu_runner.h"
+#include "engine/runner/local_model.h"
+#include "memory/byte_size.h"
+#include "serving/model_settings.h"
+
+namespace pier::serving {
+namespace {
+
+using Json = nlohmann::json;
+using Field = ModelSettings;
+
+constexpr int64_t kMaxTokens = int64_t{1} << 24;
+
+// A key's value as text: a YAML scalar (or a flag) arrives as a string; numbers and booleans
+// from JSON are taken as their text.
+Result<std::string> TextOf(const Json& value, std::string_view at) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number() || value.is_boolean()) return value.dump();
+  if (value.is_null()) return InvalidArgumentError(std::string(at) + " has no value");
+  return InvalidArgumentError(std::string(at) + " must be a single value");
+}
+
+// The message of a parser that does not name the source itself, prefixed with it.
+Status At(std::string_view at, const Status& status) {
+  return InvalidArgumentError(std::string(at) + ": " + status.message());
+}
+
+template <typename T>
+ModelSettingKey Integer(std::string_view name, std::string_view type, std::string_view help,
+                        T Field::*field, int64_t min, int64_t max) {
+  return {name, type, help,
+          [=](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+            PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+            PIER_ASSIGN_OR_RETURN(int64_t n, ParseIntegerSetting(text, at, min, max));
+            s->*field = static_cast<T>(n);
+            return Status::Ok();
+          },
+          [=](const ModelSettings& s) { return Json(std::to_string(s.*field)); }};
+}
+
+ModelSettingKey OnOff(std::string_view name, std::string_view help, bool Field::*field) {
+  return {name, "on|off", help,
+          [=](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+            PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+            PIER_ASSIGN_OR_RETURN(s->*field, ParseOnOffSetting(text, at));
+            return Status::Ok();
+          },
+          [=](const ModelSettings& s) { return Json(s.*field ? "on" : "off"); }};
+}
+
+ModelSettingKey Seconds(std::string_view name, std::string_view help, double Field::*field,
+                        double min) {
+  return {name, "SECONDS", help,
+          [=](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+            PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+            PIER_ASSIGN_OR_RETURN(s->*field, ParseSecondsSetting(text, at, min));
+            return Status::Ok();
+          },
+          [=](const ModelSettings& s) { return Json(ExactDecimal(s.*field)); }};
+}
+
+ModelSettingKey Share(std::string_view name, std::string_view help, double Field::*field,
+                      double max) {
+  return {name, "SHARE", help,
+          [=](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+            PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+            PIER_ASSIGN_OR_RETURN(s->*field, ParseShareSetting(text, at, max));
+            return Status::Ok();
+          },
+          [=](const ModelSettings& s) { return Json(ExactDecimal(s.*field)); }};
+}
+
+ModelSettingKey Bytes(std::string_view name, std::string_view help, uint64_t Field::*field) {
+  return {name, "BYTES", help,
+          [=](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+            PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+            if (text == "0") {  // off, as the help says (a size must otherwise be positive)
+              s->*field = 0;
+              return Status::Ok();
+            }
+            PIER_ASSIGN_OR_RETURN(s->*field, ParseByteSize(text, at));
+            return Status::Ok();
+          },
+          [=](const ModelSettings& s) { return Json(std::to_string(s.*field)); }};
+}
+
+// Tokens ("2048") or bytes ("64MiB"); shown exactly ("2048", "67108864B").
+ModelSettingKey KvAmount(std::string_view name, std::string_view help,
+                         engine::KvSize Field::*field) {
+  return {
+      name, "TOKENS|BYTES", help,
+      [=](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+        PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+        PIER_ASSIGN_OR_RETURN(s->*field, engine::ParseKvSize(text, at, kMaxTokens));
+        return Status::Ok();
+      },
+      [=](const ModelSettings& s) {
+        const engine::KvSize& size = s.*field;
+        return Json(size.in_bytes ? std::to_string(size.bytes) + "B" : std::to_string(size.tokens));
+      }};
+}
+
+std::vector<ModelSettingKey> BuildTable() {
+  std::vector<ModelSettingKey> keys;
+  keys.push_back(
+      Integer("threads", "N", "Compute threads (default: every core)", &Field::threads, 1, 1024));
+  keys.push_back(Integer(
+      "ctx", "TOKENS",
+      "KV cache size in tokens, all requests together (default 4096), unless --kv-max sets it; "
+      "one request uses at most this and the model's context",
+      &Field::ctx, 2, kMaxTokens));
+  keys.push_back(
+      {"kv_dtype", "f32|f16|q8_0",
+       "K/V element type in the cache; f16 (default) holds twice the tokens of f32, q8_0 "
+       "almost twice those of f16",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+         Result<engine::KvDtype> dtype = engine::ParseKvDtype(text);
+         if (!dtype.ok()) return At(at, dtype.status());
+         s->kv_dtype = *dtype;
+         return Status::Ok();
+       },
+       [](const ModelSettings& s) { return Json(std::string(engine::KvDtypeName(s.kv_dtype))); }});
+  keys.push_back(
+      {"weights_dtype", "q8_0|q4_0|none",
+       "Quantize f32/f16/bf16 weight matrices at load into this type (charged to the budget as "
+       "what they become); none (default): use the file's weights as they are",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+         if (text == "none") {
+           s->weights_dtype.reset();
+           return Status::Ok();
+         }
+         Result<DType> dtype = engine::ParseWeightsDtype(text);
+         if (!dtype.ok()) return At(at, dtype.status());
+         s->weights_dtype = *dtype;
+         return Status::Ok();
+       },
+       [](const ModelSettings& s) {
+         return Json(s.weights_dtype ? std::string(DTypeName(*s.weights_dtype)) : "none");
+       }});
+  keys.push_back(
+      {"kv_policy", "POLICY",
+       "elastic (default): each model's KV cache grows on demand up to its capacity and is lent "
+       "between models; static: each holds its whole capacity from load on",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+         Result<engine::KvPolicy> policy = engine::ParseKvPolicy(text);
+         if (!policy.ok()) return At(at, policy.status());
+         s->kv_policy = *policy;
+         return Status::Ok();
+       },
+       [](const ModelSettings& s) {
+         return Json(s.kv_policy == engine::KvPolicy::kElastic ? "elastic" : "static");
+       }});
+  keys.push_back(KvAmount("kv_min",
+                          "KV each model always keeps with --kv-policy elastic, as tokens (1024) "
+                          "or bytes (64MiB) (default: one chunk of 256 tokens)",
+                          &Field::kv_min));
+  keys.push_back(KvAmount("kv_max",
+                          "Each model's KV capacity, as tokens or bytes (64MiB); --ctx then "
+                          "limits one request (default: --ctx tokens)",
+                          &Field::kv_max));
+  keys.push_back(Integer("max_batched_tokens", "TOKENS",
+                         "Tokens computed per engine step (default 512)",
+                         &Field::max_batched_tokens, 1, kMaxTokens));
+  keys.push_back(Integer(
+      "prefill_chunk_while_decoding", "TOKENS",
+      "Largest prompt chunk per step while other sequences decode, so running streams keep "
+      "producing during a long prompt (default 64; 0: no cap, the prompt's first token sooner)",
+      &Field::prefill_chunk_while_decoding, 0, kMaxTokens));
+  keys.push_back(Integer("max_seqs", "N", "Sequences running at once (default 64)",
+                         &Field::max_seqs, 1, 65536));
+  keys.push_back(Integer("max_queued", "N",
+                         "Waiting sequences before requests get 429 (default 256; 0: no limit)",
+                         &Field::max_queued, 0, kMaxTokens));
+  keys.push_back(
+      Share("qos_reserve",
+            "Share (0..0.5) of each engine's running slots, batched tokens and KV kept for the "
+            "critical class, and of its queue places, so it starts at once under any load (default "
+            "0.05, rounded down but at least one)",
+            &Field::qos_reserve, 0.5));
+  keys.push_back(OnOff("qos",
+                       "off: first come, first served -- priority classes, tenants' fair share "
+                       "and the reserve are ignored (the QoS-off baseline; default on)",
+                       &Field::qos));
+  keys.push_back(OnOff("qos_stop_steps",
+                       "A critical request arriving while a step runs (one that reads no "
+                       "critical prompt) stops that step between layers and goes first; the "
+                       "step is redone after it (default on)",
+                       &Field::qos_stop_steps));
+  keys.push_back(OnOff("adaptive_batching",
+                       "Each step's token budget and prompt chunk beside decodes move with the "
+                       "queue's depth between a latency-leaning and a throughput-leaning "
+                       "setting (default on)",
+                       &Field::adaptive_batching));
+  keys.push_back(Integer("min_batched_tokens", "TOKENS",
+                         "Adaptive batching's latency-leaning token budget (default: the running "
+                         "decodes plus one prompt chunk)",
+                         &Field::min_batched_tokens, 0, kMaxTokens));
+  keys.push_back(Integer("max_prefill_chunk", "TOKENS",
+                         "Adaptive batching's throughput-leaning prompt chunk beside decodes "
+                         "(default 4 x prefill_chunk_while_decoding)",
+                         &Field::max_prefill_chunk, 0, kMaxTokens));
+  keys.push_back(Integer("max_queue_delay_ms", "MS",
+                         "Embedding models: how long a batch waits for more texts at most; the "
+                         "window in use adapts below it (default 10)",
+                         &Field::max_queue_delay_ms, 0, 10'000));
+  keys.push_back(Integer("max_batch_texts", "N",
+                         "Embedding models: texts per batch at most (default 64)",
+                         &Field::max_batch_texts, 1, 4096));
+  // At least a short text with its [CLS] and [SEP].
+  keys.push_back(Integer("embed_batch_tokens", "TOKENS",
+                         "Embedding models: tokens per batch at most, all texts together "
+                         "(default 4096)",
+                         &Field::embed_batch_tokens, 16, kMaxTokens));
+  keys.push_back(OnOff("adaptive_batch_window",
+                       "Embedding models: shrink the batching window while requests come alone, "
+                       "grow it back under load (default on; off: a fixed window of "
+                       "max_queue_delay_ms)",
+                       &Field::adaptive_batch_window));
+  keys.push_back(Bytes("swap_space",
+                       "Host memory per model instance for preemption by swap, from the pinned "
+                       "pool (default 0: preempted sequences are recomputed)",
+                       &Field::swap_space));
+  keys.push_back(Seconds("kv_idle_release",
+                         "An elastic KV cache idle this long gives its memory above kv_min back "
+                         "to the device (default 120; 0: never)",
+                         &Field::kv_idle_release_seconds, 0));
+  return keys;
+}
+
+}  // namespace
+
+const std::vector<ModelSettingKey>& ModelSettingKeys() {
+  static const std::vector<ModelSettingKey> kKeys = BuildTable();
+  return kKeys;
+}
+
+const ModelSettingKey* FindModelSettingKey(std::string_view name) {
+  const std::vector<ModelSettingKey>& keys = ModelSettingKeys();
+  auto it = std::find_if(keys.begin(), keys.end(), [&](const auto& k) { return k.name == name; });
+  return it == keys.end() ? nullptr : &*it;
+}
+
+Status ApplyModelSetting(ModelSettings* settings, std::string_view name, const Json& value,
+                         std::string_view at) {
+  const ModelSettingKey* key = FindModelSettingKey(name);
+  if (key == nullptr) {
+    return InvalidArgumentError(std::string(at) + ": unknown setting \"" + std::string(name) +
+                                "\"");
+  }
+  return key->apply(value, at, settings);
+}
+
+Json ModelSettingsToJson(const ModelSettings& settings, bool all) {
+  static const ModelSettings kDefaults;
+  Json object = Json::object();
+  for (const ModelSettingKey& key : ModelSettingKeys()) {
+    Json shown = key.show(settings);
+    if (all || shown != key.show(kDefaults)) object[std::string(key.name)] = std::move(shown);
+  }
+  return object;
+}
+
+Result<ModelSettings> ModelSettingsFromJson(const Json& object, std::string_view at) {
+  if (!object.is_object()) {
+    return InvalidArgumentError(std::string(at) + ": expected an object of settings");
+  }
+  ModelSettings settings;
+  for (const auto& [name, value] : object.items()) {
+    PIER_RETURN_IF_ERROR(ApplyModelSetting(&settings, name, value, std::string(at) + ": " + name));
+  }
+  return settings;
+}
+
+}  // namespace pier::serving

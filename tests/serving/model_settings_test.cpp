@@ -1,0 +1,113 @@
+// ModelSettings' table (serving/model_settings.h): one row per key, each parsed and shown in
+// the same form, so a model's settings reach a worker process unchanged; values of the wrong
+// shape are refused naming the key.
+#include "serving/model_settings.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "common/yaml.h"
+
+namespace pier::serving {
+namespace {
+
+using Json = nlohmann::json;
+
+TEST(ModelSettingsTest, EveryKeyHasOneRowWithHelp) {
+  std::set<std::string_view> names;
+  for (const ModelSettingKey& key : ModelSettingKeys()) {
+    EXPECT_TRUE(names.insert(key.name).second) << key.name << " twice";
+    EXPECT_FALSE(key.type.empty()) << key.name;
+    EXPECT_FALSE(key.help.empty()) << key.name;
+    EXPECT_EQ(FindModelSettingKey(key.name), &key);
+  }
+  EXPECT_EQ(FindModelSettingKey("colour"), nullptr);
+}
+
+// Each key's shown value reads back as itself, for the defaults and for a value of its own.
+TEST(ModelSettingsTest, EveryKeyReadsBackWhatItShows) {
+  const ModelSettings defaults;
+  for (const ModelSettingKey& key : ModelSettingKeys()) {
+    // threads' default (0: every core) is no value a user may give (threads >= 1); being the
+    // default, it never travels either.
+    if (key.name == "threads") continue;
+    ModelSettings s;
+    ASSERT_TRUE(key.apply(key.show(defaults), key.name, &s).ok()) << key.name;
+    EXPECT_EQ(s, defaults) << key.name;
+  }
+  ModelSettings changed;
+  changed.threads = 3;
+  changed.ctx = 1000;
+  changed.kv_dtype = engine::KvDtype::kQ8_0;
+  changed.weights_dtype = DType::kQ8_0;
+  changed.kv_policy = engine::KvPolicy::kStatic;
+  changed.kv_min = engine::KvSize::Tokens(300);
+  changed.kv_max = engine::KvSize::Bytes((uint64_t{3} << 30) + 12345);
+  changed.max_batched_tokens = 77;
+  changed.prefill_chunk_while_decoding = 0;
+  changed.max_seqs = 5;
+  changed.max_queued = 0;
+  changed.qos_reserve = 0.3;
+  changed.qos = false;
+  changed.qos_stop_steps = false;
+  changed.adaptive_batching = false;
+  changed.min_batched_tokens = 9;
+  changed.max_prefill_chunk = 11;
+  changed.max_queue_delay_ms = 0;
+  changed.max_batch_texts = 2;
+  changed.embed_batch_tokens = 16;
+  changed.adaptive_batch_window = false;
+  changed.swap_space = 123456789;
+  changed.kv_idle_release_seconds = 0.1;
+  const Json shown = ModelSettingsToJson(changed);
+  EXPECT_EQ(shown.size(), ModelSettingKeys().size()) << "every field above differs: " << shown;
+  Result<ModelSettings> back = ModelSettingsFromJson(shown, "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, changed) << shown;
+}
+
+TEST(ModelSettingsTest, OnlyWhatDiffersFromTheDefaultsTravels) {
+  EXPECT_EQ(ModelSettingsToJson(ModelSettings{}), Json::object());
+  ModelSettings s;
+  s.ctx = 512;
+  EXPECT_EQ(ModelSettingsToJson(s), Json({{"ctx", "512"}}));
+  EXPECT_EQ(ModelSettingsToJson(s, /*all=*/true).size(), ModelSettingKeys().size());
+}
+
+TEST(ModelSettingsTest, ValuesOfTheWrongShapeOrRangeNameTheKey) {
+  ModelSettings s;
+  const auto message = [&](std::string_view name, const Json& value) {
+    Status status = ApplyModelSetting(&s, name, value, std::string("m.yaml: ") + std::string(name));
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << name << " " << value;
+    return status.message();
+  };
+  EXPECT_EQ(message("ctx", Json::array({1, 2})), "m.yaml: ctx must be a single value");
+  EXPECT_EQ(message("ctx", Json{{"a", 1}}), "m.yaml: ctx must be a single value");
+  EXPECT_EQ(message("ctx", nullptr), "m.yaml: ctx has no value");
+  EXPECT_NE(message("ctx", "1").find("out of range [2,"), std::string::npos);
+  EXPECT_NE(message("qos", "yes").find("expected on or off"), std::string::npos);
+  EXPECT_NE(message("kv_dtype", "f8").find("m.yaml: kv_dtype: KV dtype 'f8'"), std::string::npos);
+  EXPECT_NE(message("colour", "red").find("unknown setting \"colour\""), std::string::npos);
+  EXPECT_EQ(s, ModelSettings{}) << "a refused value changes nothing";
+  // Numbers from JSON are their text.
+  ASSERT_TRUE(ApplyModelSetting(&s, "ctx", 2048, "x").ok());
+  EXPECT_EQ(s.ctx, 2048);
+}
+
+// What YAML gives a key's parser: scalars as text, lists and maps kept as such (the keys of
+// ONNX preprocessing and speculative decoding take maps).
+TEST(ModelSettingsTest, YamlValuesReachTheParserWithTheirShape) {
+  const YAML::Node node = YAML::Load("a: 512\nb: [1, x]\nc: {method: ngram, max_tokens: 8}\nd:\n");
+  const Json json = YamlToJson(node);
+  EXPECT_EQ(json["a"], "512");
+  EXPECT_EQ(json["b"], Json::array({"1", "x"}));
+  EXPECT_EQ(json["c"], Json({{"method", "ngram"}, {"max_tokens", "8"}}));
+  EXPECT_TRUE(json["d"].is_null());
+}
+
+}  // namespace
+}  // namespace pier::serving
