@@ -40,7 +40,7 @@ Result<std::unique_ptr<DeviceSet>> DeviceSet::Create(const DeviceSetOptions& opt
 }
 
 Result<placement::Placer*> DeviceSet::placer() {
-  std::lock_guard lock(placer_mutex_);
+  MutexLock lock(placer_mutex_);
   if (placer_ == nullptr) {
     Result<placement::Topology> topology = topology_xml_.empty()
                                                ? placement::LoadSystemTopology()

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -105,8 +104,8 @@ class DeviceSet {
   DeviceSet() = default;
 
   std::string topology_xml_;
-  std::mutex placer_mutex_;
-  std::unique_ptr<placement::Placer> placer_;  // guarded by placer_mutex_; made lazily
+  Mutex placer_mutex_;
+  std::unique_ptr<placement::Placer> placer_ PIER_GUARDED_BY(placer_mutex_);  // made lazily
 
   std::unique_ptr<Device> cpu_;
   // GPUs opened by GovernorFor, each with its governor (destroyed before its device).

@@ -69,6 +69,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
   }
   // Errors its GPU reported before this instance existed are not its own.
   if (o.device_health != nullptr && !o.binding.gpu.empty()) {
+    MutexLock lock(client->mutex_);
     client->gpu_errors_seen_ = o.device_health->ErrorsOn(o.binding.gpu);
   }
   if (Status launched = client->Launch(); !launched.ok()) {
@@ -78,7 +79,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
     return launched;
   }
   {
-    std::lock_guard lock(client->mutex_);
+    MutexLock lock(client->mutex_);
     client->state_ = State::kReady;
   }
   WorkerClient* self = client.get();
@@ -92,7 +93,7 @@ WorkerClient::~WorkerClient() {
   std::shared_ptr<ipc::Channel> launching;
   int64_t pid = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     state_ = State::kStopping;
     pid = pid_;
     channel = channel_;
@@ -118,7 +119,7 @@ WorkerClient::~WorkerClient() {
   if (supervisor_.joinable()) supervisor_.join();
   if (watchdog_.joinable()) watchdog_.join();
   if (replayer_.joinable()) replayer_.join();
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // A worker launched while this was stopping, or one not reaped above.
   if (pid_ > 0 && (pid_ != pid || !reaped)) {
     ::kill(static_cast<pid_t>(pid_), SIGKILL);
@@ -142,7 +143,7 @@ void WorkerClient::Supervise(bool launch_first) {
     launch = true;
     const std::string how = ReadFrames();
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (state_ == State::kStopping) return;
     }
     OnWorkerEnded(how);
@@ -154,7 +155,7 @@ bool WorkerClient::Relaunch() {
   auto backoff = options_.restart_backoff;
   while (true) {
     {
-      std::unique_lock lock(mutex_);
+      MutexLock lock(mutex_);
       if (state_ == State::kStopping) return false;
       const auto now = Clock::now();
       failures_.push_back(now);
@@ -170,13 +171,14 @@ bool WorkerClient::Relaunch() {
         }
         live_.clear();
         changed_.notify_all();
-        changed_.wait(lock, [this] { return state_ != State::kFailed; });
+        lock.Wait(changed_, [this]() PIER_REQUIRES(mutex_) { return state_ != State::kFailed; });
         if (state_ == State::kStopping) return false;
         backoff = options_.restart_backoff;  // revived: failures_ was cleared
         continue;
       }
       state_ = State::kRestarting;
-      if (changed_.wait_for(lock, backoff, [this] { return state_ == State::kStopping; })) {
+      if (lock.WaitFor(changed_, backoff,
+                       [this]() PIER_REQUIRES(mutex_) { return state_ == State::kStopping; })) {
         return false;
       }
     }
@@ -185,7 +187,7 @@ bool WorkerClient::Relaunch() {
     std::vector<Frame> replay;
     std::shared_ptr<ipc::Channel> channel;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (state_ == State::kStopping) return false;  // the destructor reaps what was launched
       if (!launched.ok()) {
         last_failure_ = launched.message();
@@ -223,7 +225,7 @@ bool WorkerClient::Relaunch() {
 }
 
 bool WorkerClient::Revive() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (state_ != State::kFailed) return false;
   failures_.clear();
   state_ = State::kRestarting;
@@ -235,7 +237,7 @@ bool WorkerClient::Revive() {
 std::string WorkerClient::ReadFrames() {
   std::shared_ptr<ipc::Channel> channel;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     channel = channel_;
   }
   if (channel == nullptr) return "no channel";
@@ -254,7 +256,7 @@ std::string WorkerClient::ReadFrames() {
       ReconcileKv(frame->stats());
       granted = GrantedBytes();
     }
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     switch (frame->body_case()) {
       case Frame::kStats:
         stats_ = ipc::FromProto(frame->stats());
@@ -354,7 +356,7 @@ void WorkerClient::CheckHealthLocked(uint64_t granted) {
 void WorkerClient::OnWorkerEnded(const std::string& why) {
   int64_t pid = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     pid = pid_;
     pid_ = 0;  // nobody signals a pid that is about to be reaped
   }
@@ -377,7 +379,7 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
   }
   if (replayer_.joinable()) replayer_.join();  // its sends fail now that the worker is gone
   ReleaseKvOfEndedWorker();
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   if (!why.empty()) how = "the supervisor dropped it: " + why;
   if (!kill_reason_.empty()) how = kill_reason_;
   kill_reason_.clear();
@@ -416,7 +418,7 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
     it = live_.erase(it);
   }
   const Rehome rehome = rehome_;
-  lock.unlock();
+  lock.Unlock();
   std::vector<Live> kept;
   for (Live& orphan : orphans) {
     if (!rehome(orphan.request, orphan.handle)) kept.push_back(std::move(orphan));
@@ -425,7 +427,7 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
     spdlog::info("{}: {} request(s) that had not started went to another instance", name_,
                  orphans.size() - kept.size());
   }
-  lock.lock();
+  lock.Lock();
   for (Live& live : kept) {
     const std::string id = live.request.id;
     live_.emplace(id, std::move(live));
@@ -434,25 +436,25 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
 }
 
 bool WorkerClient::Serving() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return state_ == State::kReady && channel_ != nullptr;
 }
 
 void WorkerClient::SetRehome(Rehome rehome) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   rehome_ = std::move(rehome);
 }
 
 bool WorkerClient::Adopt(const engine::Request& request,
                          const std::shared_ptr<engine::RequestHandle>& handle) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   if (state_ != State::kReady || channel_ == nullptr || live_.contains(request.id)) return false;
   Live& live = live_[request.id];
   live.request = request;
   live.handle = handle;
   const Frame frame = SubmitFrame(live);  // its answer: a refusal ends it with the reason
   std::shared_ptr<ipc::Channel> channel = channel_;
-  lock.unlock();
+  lock.Unlock();
   (void)channel->Send(frame);
   return true;
 }
@@ -483,10 +485,10 @@ Frame WorkerClient::SubmitFrame(Live& live) {
 }
 
 void WorkerClient::Watch() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   bool shutdown_sent = false;
   while (state_ != State::kStopping) {
-    changed_.wait_for(lock, options_.heartbeat);
+    lock.WaitUntil(changed_, Clock::now() + options_.heartbeat);  // as cv.wait_for does
     if ((state_ != State::kReady && state_ != State::kDraining) || pid_ <= 0) {
       shutdown_sent = false;
       continue;
@@ -509,11 +511,11 @@ void WorkerClient::Watch() {
       if (!in_flight || Clock::now() >= drain_deadline_) {
         std::shared_ptr<ipc::Channel> channel = channel_;
         shutdown_sent = true;
-        lock.unlock();
+        lock.Unlock();
         Frame shutdown;
         shutdown.mutable_shutdown();
         (void)channel->Send(shutdown);
-        lock.lock();
+        lock.Lock();
       }
     }
   }
@@ -522,7 +524,7 @@ void WorkerClient::Watch() {
 Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Request request) {
   if (request.arrival_us == 0) request.arrival_us = engine::NowUs();
   const int64_t ceiling = KvCeilingTokens(max_request_tokens_.load());
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   // Memory the device's ledger can never lend is refused here, as the engine does in process.
   if (std::optional<std::string> refusal = engine::KvCeilingRefusal(
           static_cast<int64_t>(request.prompt_tokens.size()) + request.max_tokens, ceiling,
@@ -544,14 +546,15 @@ Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Requ
   const Frame frame = SubmitFrame(live);
   live.caller_waiting = true;
   std::shared_ptr<ipc::Channel> channel = channel_;
-  lock.unlock();
+  lock.Unlock();
   (void)channel->Send(frame);  // a failure: the reader sees the worker end
-  lock.lock();
+  lock.Lock();
   // The worker validates and queues: its answer comes back quickly.
-  const bool answered = changed_.wait_for(lock, std::chrono::seconds(30), [&] {
-    auto it = live_.find(id);
-    return it == live_.end() || it->second.reply.has_value() || !it->second.sent;
-  });
+  const bool answered =
+      lock.WaitFor(changed_, std::chrono::seconds(30), [&]() PIER_REQUIRES(mutex_) {
+        auto it = live_.find(id);
+        return it == live_.end() || it->second.reply.has_value() || !it->second.sent;
+      });
   auto it = live_.find(id);
   if (it != live_.end()) it->second.caller_waiting = false;
   if (!answered || it == live_.end() || !it->second.sent || it->second.started) {
@@ -567,7 +570,7 @@ Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Requ
 }
 
 void WorkerClient::Abort(const std::string& id) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = live_.find(id);
   if (it == live_.end()) return;
   if (!it->second.sent || channel_ == nullptr) {
@@ -577,14 +580,14 @@ void WorkerClient::Abort(const std::string& id) {
   }
   it->second.aborted = true;
   std::shared_ptr<ipc::Channel> channel = channel_;
-  lock.unlock();
+  lock.Unlock();
   Frame frame;
   frame.mutable_abort()->set_request_id(id);
   (void)channel->Send(frame);
 }
 
 void WorkerClient::AbortAll(std::string reason) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto it = live_.begin(); it != live_.end();) {
     if (!it->second.sent || channel_ == nullptr) {
       EndChoices(it->second, engine::FinishReason::kAbort, reason);
@@ -595,7 +598,7 @@ void WorkerClient::AbortAll(std::string reason) {
     }
   }
   std::shared_ptr<ipc::Channel> channel = channel_;
-  lock.unlock();
+  lock.Unlock();
   if (channel != nullptr) {
     Frame frame;
     frame.mutable_abort_all()->set_reason(reason);
@@ -606,7 +609,7 @@ void WorkerClient::AbortAll(std::string reason) {
 engine::EngineStats WorkerClient::Stats() const {
   // The worker's own governor knows only its grant: the ceiling is the device ledger's.
   const int64_t ceiling = KvCeilingTokens(max_request_tokens_.load());
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   engine::EngineStats stats = stats_;
   stats.kv_ceiling_tokens = ceiling;
   // The open sequences are counted here, not taken from the last heartbeat: a pool balancing
@@ -624,7 +627,7 @@ engine::EngineStats WorkerClient::Stats() const {
 }
 
 WorkerHealth WorkerClient::Health() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   WorkerHealth h;
   switch (state_) {
     case State::kStarting:

@@ -47,13 +47,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "engine/engine_client.h"
 #include "ipc/frame.h"
@@ -180,10 +180,10 @@ class WorkerClient final : public engine::EngineClient {
   // Ends the unfinished choices of `live` with `finish` and `message`; a kError is the
   // instance's failure (HTTP 503), or with `queue_full` a full queue's refusal (429).
   void EndChoices(Live& live, engine::FinishReason finish, const std::string& message,
-                  bool queue_full = false);
+                  bool queue_full = false) PIER_REQUIRES(mutex_);
   // The Submit frame of `live`, marked sent; the caller sends it after unlocking (no frame is
   // ever sent under mutex_: a full socket must not stop the reader or the watchdog).
-  ipc::proto::Frame SubmitFrame(Live& live);
+  ipc::proto::Frame SubmitFrame(Live& live) PIER_REQUIRES(mutex_);
   std::string DescribeExit(int wait_status) const;
   // Elastic KV (see Memory above). Called on the supervisor thread, without mutex_ held: a
   // mirror's Grow may call other models' shrink handlers.
@@ -202,10 +202,12 @@ class WorkerClient final : public engine::EngineClient {
   // At each heartbeat (mutex_ held): a worker whose resident or device memory passes its
   // `granted` bytes plus the leak margin, or whose GPU reported a critical error since the last
   // look, is drained and restarted.
-  void CheckHealthLocked(uint64_t granted);
+  void CheckHealthLocked(uint64_t granted) PIER_REQUIRES(mutex_);
 
   const WorkerOptions options_;
   const std::string name_;
+  // Not guarded by mutex_: set by Start before the threads begin (kv_ at a worker's first
+  // elastic Ready, by Launch) and reset by the destructor after they are joined.
   std::optional<ExternalCharge> grant_;
   std::optional<ExternalCharge> overhead_;  // device_overhead_bytes, with the grant
   struct KvMirror;
@@ -214,28 +216,32 @@ class WorkerClient final : public engine::EngineClient {
   std::string owner_name_;  // owner_'s: "<id>/worker", or "<id>#N/worker" beside another
   std::atomic<int64_t> max_request_tokens_{0};
 
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable changed_;
-  State state_ = State::kStarting;
-  std::shared_ptr<ipc::Channel> channel_;    // the ready worker's; senders copy it
-  std::shared_ptr<ipc::Channel> launching_;  // during a handshake (the destructor shuts it)
-  int64_t pid_ = 0;
-  std::map<std::string, Live> live_;
-  engine::EngineStats stats_;
-  uint64_t rss_bytes_ = 0;
-  std::optional<uint64_t> device_bytes_;
-  uint64_t gpu_errors_seen_ = 0;  // device_health's count for the bound GPU, last looked at
-  std::optional<uint64_t> device_baseline_;  // device memory at the first reading once ready
-  uint64_t granted_baseline_ = 0;            // the grant then
-  uint64_t committed_bytes_ = 0;
-  std::chrono::steady_clock::time_point last_heartbeat_;
-  int64_t restarts_ = 0;
-  std::string last_failure_;
+  State state_ PIER_GUARDED_BY(mutex_) = State::kStarting;
+  // The ready worker's; senders copy it.
+  std::shared_ptr<ipc::Channel> channel_ PIER_GUARDED_BY(mutex_);
+  // During a handshake (the destructor shuts it).
+  std::shared_ptr<ipc::Channel> launching_ PIER_GUARDED_BY(mutex_);
+  int64_t pid_ PIER_GUARDED_BY(mutex_) = 0;
+  std::map<std::string, Live> live_ PIER_GUARDED_BY(mutex_);
+  engine::EngineStats stats_ PIER_GUARDED_BY(mutex_);
+  uint64_t rss_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  std::optional<uint64_t> device_bytes_ PIER_GUARDED_BY(mutex_);
+  // device_health's count for the bound GPU, last looked at.
+  uint64_t gpu_errors_seen_ PIER_GUARDED_BY(mutex_) = 0;
+  // Device memory at the first reading once ready, and the grant then.
+  std::optional<uint64_t> device_baseline_ PIER_GUARDED_BY(mutex_);
+  uint64_t granted_baseline_ PIER_GUARDED_BY(mutex_) = 0;
+  uint64_t committed_bytes_ PIER_GUARDED_BY(mutex_) = 0;
+  std::chrono::steady_clock::time_point last_heartbeat_ PIER_GUARDED_BY(mutex_);
+  int64_t restarts_ PIER_GUARDED_BY(mutex_) = 0;
+  std::string last_failure_ PIER_GUARDED_BY(mutex_);
   // Why this side ended the worker (missed heartbeats, a leak), for OnWorkerEnded.
-  std::string kill_reason_;
-  std::chrono::steady_clock::time_point drain_deadline_;
-  std::vector<std::chrono::steady_clock::time_point> failures_;
-  Rehome rehome_;
+  std::string kill_reason_ PIER_GUARDED_BY(mutex_);
+  std::chrono::steady_clock::time_point drain_deadline_ PIER_GUARDED_BY(mutex_);
+  std::vector<std::chrono::steady_clock::time_point> failures_ PIER_GUARDED_BY(mutex_);
+  Rehome rehome_ PIER_GUARDED_BY(mutex_);
   std::thread replayer_;  // sends the requests a restarted worker takes over (supervisor's)
   std::thread supervisor_;
   std::thread watchdog_;

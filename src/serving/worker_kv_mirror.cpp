@@ -46,7 +46,7 @@ Status WorkerClient::MirrorKv(const ipc::proto::Ready& ready,
       size_t unmet = 0;
       int urgency = 0;
       {
-        std::lock_guard lock(kv->mutex);
+        MutexLock lock(kv->mutex);
         if (kv->lease == nullptr || kv->channel == nullptr) return;
         unmet = kv->unmet_chunks;
         urgency = kv->unmet_urgency;
@@ -55,7 +55,7 @@ Status WorkerClient::MirrorKv(const ipc::proto::Ready& ready,
       KvMirror::Lend(*kv, unmet, urgency);
       bool lent = false;
       {
-        std::lock_guard lock(kv->mutex);
+        MutexLock lock(kv->mutex);
         lent = kv->unmet_chunks == 0;
       }
       if (lent) KvMirror::SendTarget(*kv);
@@ -67,7 +67,7 @@ Status WorkerClient::MirrorKv(const ipc::proto::Ready& ready,
     kv_ = std::move(kv);
   }
   if (kv_ != nullptr) {
-    std::lock_guard kv_lock(kv_->mutex);
+    MutexLock kv_lock(kv_->mutex);
     kv_->channel = channel;
     kv_->seq = 0;           // a new worker has applied no Budget yet
     kv_->unmet_chunks = 0;  // nor asked for any
@@ -78,7 +78,7 @@ Status WorkerClient::MirrorKv(const ipc::proto::Ready& ready,
 void WorkerClient::ReleaseKvOfEndedWorker() {
   if (kv_ == nullptr) return;
   // Its KV memory went with it: the mirror gives every lent chunk back.
-  std::lock_guard kv_lock(kv_->mutex);
+  MutexLock kv_lock(kv_->mutex);
   kv_->channel.reset();
   if (const size_t lent = kv_->lease->chunks(); lent > 0) (void)kv_->lease->Shrink(lent);
 }
@@ -86,7 +86,7 @@ void WorkerClient::ReleaseKvOfEndedWorker() {
 void WorkerClient::DropKvMirror() {
   if (kv_ == nullptr) return;
   options_.device_governor->RemoveReleaseListener(kv_->release_listener);
-  std::lock_guard kv_lock(kv_->mutex);
+  MutexLock kv_lock(kv_->mutex);
   kv_->channel.reset();
   kv_->lease.reset();
 }
@@ -96,7 +96,7 @@ void WorkerClient::OnMoreMemory(const ipc::proto::MoreMemory& ask) {
     // A static KV cache has all it will get; answer so that the worker does not wait.
     std::shared_ptr<ipc::Channel> channel;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       channel = channel_;
     }
     Frame frame;
@@ -120,7 +120,7 @@ void WorkerClient::ReconcileKv(const ipc::proto::Stats& stats) {
   lease.SetWaitingOnly(stats.kv_waiting_only());
   bool lower = false;
   {
-    std::lock_guard kv_lock(kv_->mutex);
+    MutexLock kv_lock(kv_->mutex);
     if (kv_->channel == nullptr) return;
     // An idle worker whose lease gave chunks back on its own (kv_idle_release): lower its budget
     // to what it holds, so the device's ledger gets them back once it has applied that.
@@ -154,7 +154,7 @@ void WorkerClient::ReconcileKv(const ipc::proto::Stats& stats) {
 uint64_t WorkerClient::GrantedBytes() const {
   uint64_t lent = 0;
   if (kv_ != nullptr) {
-    std::lock_guard kv_lock(kv_->mutex);
+    MutexLock kv_lock(kv_->mutex);
     if (kv_->lease != nullptr) lent = uint64_t{kv_->lease->chunks()} * kv_->lease->chunk_bytes();
   }
   return options_.budget_bytes + lent;
@@ -166,7 +166,7 @@ namespace pier::serving {
 
 int64_t WorkerClient::KvCeilingTokens(int64_t max_request_tokens) const {
   if (kv_ == nullptr) return 0;
-  std::lock_guard kv_lock(kv_->mutex);
+  MutexLock kv_lock(kv_->mutex);
   if (kv_->lease == nullptr || kv_->chunk_tokens <= 0) return 0;
   const auto chunks = kv_->fixed_chunks + static_cast<int64_t>(kv_->lease->AttainableChunks());
   const int64_t tokens = chunks * kv_->chunk_tokens;

@@ -88,7 +88,7 @@ Status WorkerClient::Launch() {
   ::close(fds[1]);
   auto channel = std::make_shared<ipc::Channel>(fds[0]);
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     pid_ = pid;
     launching_ = channel;
     last_heartbeat_ = Clock::now();
@@ -98,7 +98,7 @@ Status WorkerClient::Launch() {
     int status = 0;
     ::waitpid(pid, &status, 0);
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       pid_ = 0;
       launching_.reset();
     }
@@ -122,25 +122,26 @@ Status WorkerClient::Launch() {
       if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (!exited) return fail(sent.message());
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     pid_ = 0;
     launching_.reset();
     return UnavailableError(name_ + " did not start: " + DescribeExit(status));
   }
   // The load may take a while; a worker that never answers is killed at load_timeout.
   std::thread timer;
-  std::mutex timer_mutex;
+  // `answered` is guarded by timer_mutex (a local: the analysis checks fields only).
+  Mutex timer_mutex;
   std::condition_variable timer_cv;
   bool answered = false;
   timer = std::thread([&] {
-    std::unique_lock lock(timer_mutex);
-    if (!timer_cv.wait_for(lock, options_.load_timeout, [&] { return answered; })) {
+    MutexLock lock(timer_mutex);
+    if (!lock.WaitFor(timer_cv, options_.load_timeout, [&] { return answered; })) {
       channel->Shutdown();
     }
   });
   Result<Frame> first = channel->Receive();
   {
-    std::lock_guard lock(timer_mutex);
+    MutexLock lock(timer_mutex);
     answered = true;
   }
   timer_cv.notify_all();
@@ -149,7 +150,7 @@ Status WorkerClient::Launch() {
     int status = 0;
     for (int i = 0; i < 50; ++i) {  // a worker that closed its socket is exiting
       if (::waitpid(pid, &status, WNOHANG) == pid) {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         pid_ = 0;
         launching_.reset();
         return UnavailableError(name_ + " did not start: " + DescribeExit(status));
@@ -178,7 +179,7 @@ Status WorkerClient::Launch() {
   if (Status mirrored = MirrorKv(first->ready(), channel); !mirrored.ok()) {
     return fail(mirrored.message());
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   max_request_tokens_ = first->ready().max_request_tokens();
   stats_.max_request_tokens = max_request_tokens_;
   committed_bytes_ = first->ready().committed_bytes();
