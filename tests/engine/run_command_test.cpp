@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "reference_fixture.h"
+#include "engine/reference_fixture.h"
 
 namespace pier::engine {
 namespace {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "device/cpu/cpu_device.h"
-#include "engine/scheduler/fake_model.h"
-#include "engine/scheduler/swap_pool.h"
+#include "engine/core/fake_model.h"
+#include "engine/core/swap_pool.h"
 
 namespace pier::engine {
 namespace {

@@ -41,8 +41,8 @@
 
 #include "engine/runner/local_model.h"
 #include "model/gguf_tokenizer.h"
-#include "reference_fixture.h"
-#include "test_governor.h"
+#include "engine/reference_fixture.h"
+#include "engine/test_governor.h"
 
 namespace pier::engine {
 namespace {

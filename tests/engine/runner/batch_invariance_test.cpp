@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "companion_batch.h"
+#include "engine/companion_batch.h"
 #include "engine/runner/local_model.h"
-#include "reference_fixture.h"
-#include "test_governor.h"
+#include "engine/reference_fixture.h"
+#include "engine/test_governor.h"
 
 namespace pier::engine {
 namespace {

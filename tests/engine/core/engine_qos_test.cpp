@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/core/engine.h"
-#include "engine/scheduler/fake_model.h"
+#include "engine/core/fake_model.h"
 
 namespace pier::engine {
 namespace {

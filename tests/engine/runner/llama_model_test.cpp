@@ -18,8 +18,8 @@
 #include "engine/runner/cpu/cpu_runner.h"
 #include "engine/runner/local_model.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "test_governor.h"
-#include "tiny_model.h"
+#include "engine/test_governor.h"
+#include "engine/tiny_model.h"
 
 namespace pier::engine {
 namespace {

@@ -14,8 +14,8 @@
 #include "device/fake_device.h"
 #include "engine/core/engine.h"
 #include "engine/kv/leased_kv_store.h"
-#include "engine/scheduler/fake_model.h"
-#include "engine/scheduler/run_alone.h"
+#include "engine/core/fake_model.h"
+#include "engine/core/run_alone.h"
 #include "memory/lease.h"
 #include "memory/memory_governor.h"
 

@@ -14,8 +14,8 @@
 #include "engine/core/engine.h"
 #include "engine/kv/kv_groups.h"
 #include "engine/runner/cpu/llama_model.h"
-#include "engine/scheduler/fake_model.h"
-#include "engine/scheduler/swap_pool.h"
+#include "engine/core/fake_model.h"
+#include "engine/core/swap_pool.h"
 
 namespace pier::engine {
 namespace {
