@@ -192,6 +192,7 @@ Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& de
                         EncoderHost::Open(EncoderOptionsOf(options, id), &devices.cpu_governor()));
   EncoderHost& host = *parts->encoder;
   auto model = std::make_shared<ServedModel>();
+  model->tool_format = options.settings.tool_format;
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
@@ -336,6 +337,7 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
     one.device = "cuda:0";
   }
   auto model = std::make_shared<ServedModel>();
+  model->tool_format = options.settings.tool_format;
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
@@ -468,6 +470,7 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
                  first.chat_template_error());
   }
   auto model = std::make_shared<ServedModel>();
+  model->tool_format = options.settings.tool_format;
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);

@@ -34,6 +34,7 @@
 #include "common/status.h"
 #include "engine/engine_client.h"
 #include "memory/memory_governor.h"
+#include "serving/model_settings.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -77,7 +78,8 @@ struct ServedModel {
   std::vector<engine::EngineClient*> instances = {};
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;  // null: chat is refused
-  const MemoryGovernor* governor = nullptr;                // null: no memory figures
+  ToolFormat tool_format = ToolFormat::kAuto;  // how requests with tools reach the model
+  const MemoryGovernor* governor = nullptr;    // null: no memory figures
   // With worker processes: each instance's worker (for its health); empty in-process.
   std::vector<WorkerClient*> workers = {};
   // What keeps the pointers above valid (the hosts and the instance pool); null when they are

@@ -33,6 +33,12 @@
 
 namespace pier::serving {
 
+// How a chat model's requests with `tools` are shown to it and read back (api/openai/
+// tool_calls.h, generic_tools.h): kAuto, its template's own tool-call family when the template
+// shows tools, else the generic form; kTemplate, the template's family only (a template that
+// does not show tools refuses tools); kGeneric, the generic form always; kOff, tools refused.
+enum class ToolFormat : uint8_t { kAuto, kTemplate, kGeneric, kOff };
+
 struct ModelSettings {
   int threads = 0;     // compute threads, counting the engine thread; 0: every core
   int64_t ctx = 4096;  // KV positions, all requests together, and the most one request may use
@@ -72,6 +78,7 @@ struct ModelSettings {
   uint64_t swap_space = 0;
   // An idle elastic KV cache gives its memory above kv_min back after this long (0: never).
   double kv_idle_release_seconds = 120;
+  ToolFormat tool_format = ToolFormat::kAuto;  // chat requests with `tools`
 
   bool operator==(const ModelSettings&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "common/setting_text.h"
 #include "engine/runner/cpu/cpu_runner.h"
@@ -235,6 +236,41 @@ std::vector<ModelSettingKey> BuildTable() {
                          "An elastic KV cache idle this long gives its memory above kv_min back "
                          "to the device (default 120; 0: never)",
                          &Field::kv_idle_release_seconds, 0));
+  keys.push_back(
+      {"tool_format", "auto|template|generic|off",
+       "Chat requests with tools: auto (default) uses the chat template's tool-call family when "
+       "the template shows tools, else Pier's generic form (a system message listing the tools, "
+       "answers as JSON under a grammar); template: the template's family only; generic: the "
+       "generic form always; off: tools are refused",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+         static constexpr std::pair<std::string_view, ToolFormat> kNames[] = {
+             {"auto", ToolFormat::kAuto},
+             {"template", ToolFormat::kTemplate},
+             {"generic", ToolFormat::kGeneric},
+             {"off", ToolFormat::kOff}};
+         for (const auto& [name, format] : kNames) {
+           if (text == name) {
+             s->tool_format = format;
+             return Status::Ok();
+           }
+         }
+         return InvalidArgumentError(
+             std::string(at) + ": expected auto, template, generic or off, got \"" + text + "\"");
+       },
+       [](const ModelSettings& s) {
+         switch (s.tool_format) {
+           case ToolFormat::kTemplate:
+             return Json("template");
+           case ToolFormat::kGeneric:
+             return Json("generic");
+           case ToolFormat::kOff:
+             return Json("off");
+           case ToolFormat::kAuto:
+             break;
+         }
+         return Json("auto");
+       }});
   return keys;
 }
 

@@ -112,6 +112,7 @@ gpu_telemetry: off
 gpu_telemetry_min_period: 0.5
 gpu_telemetry_max_period: 20
 device: cuda:1
+tool_format: generic
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -178,7 +179,8 @@ device: cuda:1
   EXPECT_DOUBLE_EQ(o.gpu_telemetry_max_period_seconds, 20);
   // Every setting name appears in the file above: none is flag-only by mistake.
   EXPECT_EQ(o.device, "cuda:1");
-  EXPECT_EQ(ServeSettingNames().size(), 58u);
+  EXPECT_EQ(o.model_defaults.tool_format, serving::ToolFormat::kGeneric);
+  EXPECT_EQ(ServeSettingNames().size(), 59u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

@@ -63,6 +63,7 @@ TEST(ModelSettingsTest, EveryKeyReadsBackWhatItShows) {
   changed.adaptive_batch_window = false;
   changed.swap_space = 123456789;
   changed.kv_idle_release_seconds = 0.1;
+  changed.tool_format = ToolFormat::kGeneric;
   const Json shown = ModelSettingsToJson(changed);
   EXPECT_EQ(shown.size(), ModelSettingKeys().size()) << "every field above differs: " << shown;
   Result<ModelSettings> back = ModelSettingsFromJson(shown, "test");

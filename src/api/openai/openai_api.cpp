@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/openai/chat_messages.h"
+#include "api/openai/generic_tools.h"
 #include "api/openai/openai_request.h"
 #include "api/openai/openai_stream.h"
 #include "api/pending_response.h"
@@ -93,6 +94,27 @@ struct OpenAiApi::Impl {
     return shows;
   }
 
+  // The form a chat request's tools take on `model` (its tool_format setting, and whether its
+  // template shows tools), or the 400 that refuses them.
+  std::variant<ToolCallFormat, HttpResponse> ToolFormatFor(const serving::ServedModel& model) {
+    using serving::ToolFormat;
+    if (model.tool_format == ToolFormat::kOff) {
+      return ErrorResponse(400, "tool calling is off for model " + model.id + " (tool_format: off)",
+                           "tools");
+    }
+    if (model.tool_format == ToolFormat::kGeneric) return ToolCallFormat::kGeneric;
+    if (ShowsTools(*model.chat_template, *model.tokenizer)) {
+      return DetectToolCallFormat(model.chat_template->source());
+    }
+    if (model.tool_format == ToolFormat::kAuto) return ToolCallFormat::kGeneric;
+    return ErrorResponse(400,
+                         "model " + model.id +
+                             "'s chat template does not support tools (it does not show them "
+                             "to the model); set a chat_template for it that does, or "
+                             "tool_format: generic",
+                         "tools");
+  }
+
   uint64_t Random() {
     MutexLock lock(rng_mutex);
     return rng();
@@ -127,12 +149,15 @@ struct OpenAiApi::Impl {
                             const serving::ModelRef& model_ref,
                             const serving::RequestClass& request_class);
   // The prompt of each engine request (token ids) and, with echo, its text; or the error.
+  // `tool_format`: the form of the request's tools (unset without tools or under "none").
   std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> Prompts(
-      const OpenAiRequest& r, const serving::ServedModel& model);
+      const OpenAiRequest& r, const serving::ServedModel& model,
+      std::optional<ToolCallFormat> tool_format);
 };
 
 std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Prompts(
-    const OpenAiRequest& r, const serving::ServedModel& model) {
+    const OpenAiRequest& r, const serving::ServedModel& model,
+    std::optional<ToolCallFormat> tool_format) {
   const tokenizer::Tokenizer* tokenizer = model.tokenizer;
   const tokenizer::ChatTemplate* chat_template = model.chat_template;
   std::vector<OpenAiStreamPrompt> prompts;
@@ -141,18 +166,13 @@ std::variant<std::vector<OpenAiStreamPrompt>, HttpResponse> OpenAiApi::Impl::Pro
       return ErrorResponse(400, "model " + model.id + " has no chat template; use /v1/completions");
     }
     using ojson = nlohmann::ordered_json;
-    const ojson messages = TemplateMessages(r.messages);
+    // The generic form shows the tools in the conversation itself; a template's own family
+    // gets them as its `tools` variable.
+    const bool generic = tool_format == ToolCallFormat::kGeneric;
+    const ojson messages = generic ? GenericToolMessages(r.messages, r.tools, r.tool_choice)
+                                   : TemplateMessages(r.messages);
     std::optional<ojson> tools;
-    if (r.tool_choice.kind != ToolChoiceKind::kNone) {
-      if (!ShowsTools(*chat_template, *tokenizer)) {
-        return ErrorResponse(400,
-                             "model " + model.id +
-                                 "'s chat template does not support tools (it does not show "
-                                 "them to the model); set a chat_template for it that does",
-                             "tools");
-      }
-      tools = ojson::parse(ToolsJsonForTemplate(r.tools));
-    }
+    if (tool_format.has_value() && !generic) tools = ojson::parse(ToolsJsonForTemplate(r.tools));
     Result<tokenizer::ChatPrompt> rendered = tokenizer::RenderChatPrompt(
         *chat_template, *tokenizer, messages, true, tools.has_value() ? &*tools : nullptr);
     if (!rendered.ok()) return ErrorResponse(400, rendered.status().message(), r.messages_param);
@@ -358,7 +378,14 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
                          r.deadline_ms.has_value() ? "deadline_ms" : "X-Request-Deadline-Ms");
   }
 
-  auto prompts_or = Prompts(r, model);
+  std::optional<ToolCallFormat> tool_format;
+  if (r.endpoint == OpenAiEndpoint::kChatCompletions &&
+      r.tool_choice.kind != ToolChoiceKind::kNone && model.chat_template != nullptr) {
+    auto format_or = ToolFormatFor(model);
+    if (auto* error = std::get_if<HttpResponse>(&format_or)) return std::move(*error);
+    tool_format = std::get<ToolCallFormat>(format_or);
+  }
+  auto prompts_or = Prompts(r, model, tool_format);
   if (auto* error = std::get_if<HttpResponse>(&prompts_or)) return std::move(*error);
   std::vector<OpenAiStreamPrompt> prompts = std::get<0>(std::move(prompts_or));
 
@@ -521,12 +548,18 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
     stream_options.keep_alive = std::make_shared<const Hold>(Hold{model_ref, std::move(slot)});
   }
   grammar::OutputConstraint constraint = r.constraint;
-  if (r.tool_choice.kind != ToolChoiceKind::kNone) {
-    const ToolCallFormat format = DetectToolCallFormat(model.chat_template->source());
+  if (tool_format.has_value()) {
+    const ToolCallFormat format = *tool_format;
     stream_options.tool_format = format;
     stream_options.tools = r.tools;
     stream_options.parallel_tool_calls = r.parallel_tool_calls;
-    if (r.tool_choice.kind != ToolChoiceKind::kAuto) {
+    if (format == ToolCallFormat::kGeneric) {
+      // The answer is always one of the form's JSON objects; a response_format of the
+      // request's own (under auto) takes precedence, and the answer is still read back.
+      if (r.tool_choice.kind != ToolChoiceKind::kAuto || !constraint.active()) {
+        constraint = GenericToolConstraint(r.tools, r.tool_choice, r.parallel_tool_calls);
+      }
+    } else if (r.tool_choice.kind != ToolChoiceKind::kAuto) {
       constraint = ToolCallConstraint(format, r.tools, r.tool_choice);
     }
   }

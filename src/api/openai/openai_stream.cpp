@@ -457,7 +457,9 @@ std::string OpenAiStream::FullResponse() const {
       if (chat && options_.tool_format.has_value()) {
         ParsedToolCalls parsed = ParseToolCalls(*options_.tool_format, c.text, options_.tools);
         if (parsed.calls.empty()) {
-          item["message"] = {{"role", "assistant"}, {"content", c.text}};
+          // The generic form's response is unwrapped; other families' text stays as written.
+          const bool generic = *options_.tool_format == ToolCallFormat::kGeneric;
+          item["message"] = {{"role", "assistant"}, {"content", generic ? parsed.content : c.text}};
         } else {
           item["message"] = {
               {"role", "assistant"},

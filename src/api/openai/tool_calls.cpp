@@ -6,6 +6,8 @@
 #include <optional>
 #include <utility>
 
+#include "api/openai/generic_tools.h"
+
 namespace pier::api {
 namespace {
 
@@ -224,6 +226,8 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "mistral";
     case ToolCallFormat::kJson:
       return "json";
+    case ToolCallFormat::kGeneric:
+      return "generic";
   }
   return "json";
 }
@@ -248,6 +252,8 @@ ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text,
     case ToolCallFormat::kLlama3:
     case ToolCallFormat::kJson:
       return ParseBareJson(text, tools);
+    case ToolCallFormat::kGeneric:
+      return ParseGenericToolOutput(text, tools);
   }
   return Content(text);
 }
@@ -276,6 +282,7 @@ grammar::OutputConstraint ToolCallConstraint(ToolCallFormat format,
       break;
     case ToolCallFormat::kLlama3:
     case ToolCallFormat::kJson:
+    case ToolCallFormat::kGeneric:  // GenericToolConstraint frames the call
       break;
   }
   // Where each tool's parameters ended up, for their references.
@@ -286,6 +293,59 @@ grammar::OutputConstraint ToolCallConstraint(ToolCallFormat format,
     RebaseRefs(call.at(json::json_pointer(base)), base);
   }
   constraint.schema = call.dump(-1, ' ', false, json::error_handler_t::replace);
+  return constraint;
+}
+
+grammar::OutputConstraint GenericToolConstraint(const std::vector<FunctionTool>& tools,
+                                                const ToolChoice& choice, bool parallel) {
+  if (choice.kind != ToolChoiceKind::kAuto) {
+    std::vector<const FunctionTool*> allowed;
+    for (const FunctionTool& tool : tools) {
+      if (choice.kind != ToolChoiceKind::kNamed || tool.name == choice.name)
+        allowed.push_back(&tool);
+    }
+    if (allowed.size() == 1) {
+      // The name is known: all but the arguments is literal text, so the model writes only
+      // the arguments (their references resolve at the root, where the parameters now are).
+      const FunctionTool& tool = *allowed.front();
+      grammar::OutputConstraint constraint;
+      constraint.kind = grammar::OutputConstraint::Kind::kJsonSchema;
+      std::optional<json> parameters;
+      if (!tool.parameters.empty()) parameters = ParseJson(tool.parameters);
+      constraint.schema = parameters.has_value()
+                              ? parameters->dump(-1, ' ', false, json::error_handler_t::replace)
+                              : std::string(R"({"type":"object"})");
+      constraint.prefix = "{\"tool_calls\":[{\"name\":" +
+                          json(tool.name).dump(-1, ' ', false, json::error_handler_t::replace) +
+                          ",\"arguments\":";
+      constraint.suffix = "}]}";
+      return constraint;
+    }
+    // One call to one of several tools, the list's frame literal.
+    grammar::OutputConstraint constraint = ToolCallConstraint(ToolCallFormat::kJson, tools, choice);
+    constraint.prefix = "{\"tool_calls\":[";
+    constraint.suffix = "]}";
+    return constraint;
+  }
+  const grammar::OutputConstraint one =
+      ToolCallConstraint(ToolCallFormat::kJson, tools, ToolChoice{ToolChoiceKind::kRequired, ""});
+  json call = json::parse(one.schema);
+  const std::string base = "/anyOf/0/properties/tool_calls/items";
+  RebaseRefs(call, base);
+  json calls = {{"type", "array"}, {"items", std::move(call)}, {"minItems", 1}};
+  if (!parallel) calls["maxItems"] = 1;
+  json schema = {{"anyOf",
+                  {{{"type", "object"},
+                    {"properties", {{"tool_calls", std::move(calls)}}},
+                    {"required", {"tool_calls"}},
+                    {"additionalProperties", false}},
+                   {{"type", "object"},
+                    {"properties", {{"response", {{"type", "string"}}}}},
+                    {"required", {"response"}},
+                    {"additionalProperties", false}}}}};
+  grammar::OutputConstraint constraint;
+  constraint.kind = grammar::OutputConstraint::Kind::kJsonSchema;
+  constraint.schema = schema.dump(-1, ' ', false, json::error_handler_t::replace);
   return constraint;
 }
 
@@ -303,7 +363,22 @@ std::string ToolsJsonForTemplate(const std::vector<FunctionTool>& tools) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+ToolCallSplitter::ToolCallSplitter(ToolCallFormat format) : format_(format) {
+  if (format == ToolCallFormat::kGeneric) generic_ = std::make_unique<GenericOutputReader>();
+}
+ToolCallSplitter::~ToolCallSplitter() = default;
+ToolCallSplitter::ToolCallSplitter(ToolCallSplitter&&) noexcept = default;
+ToolCallSplitter& ToolCallSplitter::operator=(ToolCallSplitter&&) noexcept = default;
+
 std::string ToolCallSplitter::Push(std::string_view piece) {
+  if (generic_ != nullptr) {
+    // The response's text as it is decoded; a tool_calls answer stays with the reader.
+    std::string out = generic_->Push(piece);
+    text_ += piece;
+    released_ = text_.size();
+    in_call_ = generic_->holding();
+    return out;
+  }
   text_ += piece;
   if (in_call_) return "";
   size_t until = text_.size();
@@ -337,6 +412,8 @@ std::string ToolCallSplitter::Push(std::string_view piece) {
       }
       break;
     }
+    case ToolCallFormat::kGeneric:  // handled by generic_ above
+      break;
     case ToolCallFormat::kLlama3:
     case ToolCallFormat::kJson: {
       if (plain_) break;
@@ -363,6 +440,11 @@ std::string ToolCallSplitter::Push(std::string_view piece) {
 }
 
 ParsedToolCalls ToolCallSplitter::Finish(const std::vector<FunctionTool>& tools) {
+  if (generic_ != nullptr) {
+    // A response was released as it came (an escape cut short by the end is dropped).
+    if (!generic_->holding()) return {};
+    return ParseGenericToolOutput(generic_->text(), tools);
+  }
   const std::string_view held = std::string_view(text_).substr(released_);
   released_ = text_.size();
   if (!in_call_) return Content(held);

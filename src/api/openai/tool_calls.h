@@ -11,7 +11,9 @@
 //             [TOOL_CALLS]name[ARGS]{...} (a bare list at the start too: where [TOOL_CALLS]
 //             is a control token, the text leaves it out);
 //   kJson     a bare JSON object {"name", "arguments"} or a list of them (the fallback for
-//             templates that take `tools` without a family marker).
+//             templates that take `tools` without a family marker);
+//   kGeneric  Pier's own form for templates that do not show tools (generic_tools.h):
+//             {"tool_calls": [{"name", "arguments"}, ...]} or {"response": "..."}.
 // Only names of the request's tools count as calls: any other output is content.
 //
 // tool_choice "required" and a named function are enforced, not hoped for: ToolCallConstraint
@@ -28,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,11 +67,11 @@ struct ToolCall {
   std::string arguments;
 };
 
-enum class ToolCallFormat : uint8_t { kHermes, kLlama3, kMistral, kJson };
+enum class ToolCallFormat : uint8_t { kHermes, kLlama3, kMistral, kJson, kGeneric };
 
 std::string_view ToolCallFormatName(ToolCallFormat format);
 
-// The family of a chat template, from the markers its source contains.
+// The family of a chat template, from the markers its source contains (never kGeneric).
 ToolCallFormat DetectToolCallFormat(std::string_view template_source);
 
 struct ParsedToolCalls {
@@ -82,18 +85,31 @@ ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text,
                                const std::vector<FunctionTool>& tools);
 
 // The constraint for tool_choice required (any of `tools`) or named (that one), in the
-// family's form. Tools without `parameters` take any JSON object as arguments.
+// family's form. Tools without `parameters` take any JSON object as arguments. (kGeneric:
+// GenericToolConstraint.)
 grammar::OutputConstraint ToolCallConstraint(ToolCallFormat format,
                                              const std::vector<FunctionTool>& tools,
                                              const ToolChoice& choice);
+
+// The generic form's constraint (generic_tools.h), for every tool_choice but none: required
+// and named, exactly {"tool_calls":[CALL]} with the frame written as literal text (no
+// whitespace in it); auto, that (one or more calls with `parallel`, else one) or
+// {"response":"<any text>"}.
+grammar::OutputConstraint GenericToolConstraint(const std::vector<FunctionTool>& tools,
+                                                const ToolChoice& choice, bool parallel);
 
 // The `tools` value a chat template receives, as transformers passes it:
 // [{"type": "function", "function": {"name", "description", "parameters"}}].
 std::string ToolsJsonForTemplate(const std::vector<FunctionTool>& tools);
 
+class GenericOutputReader;
+
 class ToolCallSplitter {
  public:
-  explicit ToolCallSplitter(ToolCallFormat format) : format_(format) {}
+  explicit ToolCallSplitter(ToolCallFormat format);
+  ~ToolCallSplitter();
+  ToolCallSplitter(ToolCallSplitter&&) noexcept;
+  ToolCallSplitter& operator=(ToolCallSplitter&&) noexcept;
 
   // Appends `piece` to the output; returns the text that is now certainly content (may be
   // empty). Once a call may have begun, everything after it is held.
@@ -108,6 +124,7 @@ class ToolCallSplitter {
   size_t released_ = 0;   // bytes of text_ returned as content
   bool in_call_ = false;  // a call may have begun at released_: hold everything
   bool plain_ = false;    // kLlama3 / kJson: the output began as text, so it is all content
+  std::unique_ptr<GenericOutputReader> generic_;  // kGeneric: unwraps a response as it comes
 };
 
 }  // namespace pier::api
