@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,8 +21,10 @@
 #include "../../engine/test_governor.h"
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
+#include "api/openai/generic_tools.h"
 #include "serving/model_host.h"
 #include "serving/model_registry.h"
+#include "tokenizer/chat_prompt.h"
 
 namespace pier::api {
 namespace {
@@ -227,6 +231,58 @@ TEST_F(OpenAiApiTest, ChatRendersTheTemplateAndAnswersAsTheEngine) {
   EXPECT_EQ(body["choices"][0]["message"]["content"], direct.text);
   EXPECT_EQ(body["choices"][0]["finish_reason"], direct.finish);
   EXPECT_EQ(body["usage"]["prompt_tokens"], tokens->size());
+}
+
+// A model whose template shows no tools (SmolLM2's) gets them in the generic form: the prompt of
+// a fixture conversation with calls and results is the committed text (reviewed by hand; it
+// changes only when the form does, docs/api.md), and the request answers one valid call.
+TEST_F(OpenAiApiTest, GenericToolsRenderTheFixtureConversationAsCommitted) {
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"get_weather",
+      "description":"Weather in a city","parameters":{"type":"object","properties":{
+      "city":{"type":"string"}},"required":["city"]}}}])");
+  const json messages = json::parse(R"([
+      {"role":"user","content":"Weather in Oslo?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+       "function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"4 degrees"},
+      {"role":"user","content":"And in Rome?"}])");
+  const std::vector<FunctionTool> function_tools = {
+      {"get_weather", "Weather in a city",
+       // The request's `tools` below is a json (keys sorted): the same text here.
+       R"({"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"})"}};
+  std::vector<ChatMessage> chat(4);
+  chat[0] = {"user", "Weather in Oslo?", std::nullopt, {}, std::nullopt};
+  chat[1].role = "assistant";
+  chat[1].tool_calls = {{"call_1", "get_weather", R"({"city":"Oslo"})"}};
+  chat[2] = {"tool", "4 degrees", std::nullopt, {}, "call_1"};
+  chat[3] = {"user", "And in Rome?", std::nullopt, {}, std::nullopt};
+  const ToolChoice required{ToolChoiceKind::kRequired, ""};
+  auto prompt = tokenizer::RenderChatPrompt(*instance_->chat_template(), instance_->tokenizer(),
+                                            GenericToolMessages(chat, function_tools, required));
+  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
+  std::ifstream in(std::string(PIER_SOURCE_DIR) + "/tests/fixtures/api/generic_tools_prompt.txt",
+                   std::ios::binary);
+  ASSERT_TRUE(in) << "the fixture is missing";
+  const std::string expected((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  EXPECT_EQ(prompt->text, expected);
+
+  Reply reply = Post("/v1/chat/completions", {{"model", kModel},
+                                              {"messages", messages},
+                                              {"tools", tools},
+                                              {"tool_choice", "required"},
+                                              {"max_tokens", 40},
+                                              {"temperature", 0}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json body = reply.Json();
+  EXPECT_EQ(body["usage"]["prompt_tokens"], prompt->tokens.size());
+  const json& message = body["choices"][0]["message"];
+  ASSERT_EQ(message["tool_calls"].size(), 1u) << reply.body;
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>())
+                  .at("city")
+                  .is_string());
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
 }
 
 TEST_F(OpenAiApiTest, ChatStreamFramesDeltasAsOpenAiDoes) {
