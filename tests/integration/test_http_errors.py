@@ -73,10 +73,10 @@ def test_out_of_range_values_are_400(server):
 
 
 def test_unsupported_features_are_400_not_ignored(server):
+    # (Chat takes tools with every model since the generic form, issue #50; completions not.)
     status, _, response = completion(
-        server, {"model": server.model_id, "messages": [{"role": "user", "content": "hi"}],
-                 "tools": [{"type": "function", "function": {"name": "f"}}]},
-        "/v1/chat/completions")
+        server, {"model": server.model_id, "prompt": "hi",
+                 "tools": [{"type": "function", "function": {"name": "f"}}]})
     assert "tools" in assert_error(status, response, 400)["message"]
     status, _, response = completion(
         server, {"model": server.model_id, "prompt": "hi", "stream_options":

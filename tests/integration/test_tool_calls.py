@@ -49,7 +49,8 @@ def tool_server():
         f"  - {{name: {family}, path: {PIER_MODEL}, ctx: 2048, "
         f"chat_template: {os.path.join(TEMPLATES, name)}}}" for family, name in FAMILIES.items())
     config = write_config(tempfile.mkdtemp(prefix="pier-tools-"),
-                          f"models:\n{entries}\n  - {{name: plain, path: {PIER_MODEL}, ctx: 2048}}\n")
+                          f"models:\n{entries}\n  - {{name: plain, path: {PIER_MODEL}, ctx: 2048, "
+                          f"tool_format: template}}\n")
     s = PierServer(["--config", config], with_model=False)
     yield s
     s.stop_and_check()
@@ -180,6 +181,8 @@ def test_tool_errors_are_400s_that_say_what_is_wrong(tc):
             tc.chat.completions.create(max_tokens=4, **kwargs)
         return raised.value.body
 
+    # `plain` is the default template under tool_format: template, which refuses tools where
+    # the template does not show them (under auto it would take the generic form).
     error = refused(model="plain", messages=ASK, tools=TOOLS)
     assert error["param"] == "tools" and "plain" in error["message"]
     assert "does not support tools" in error["message"]
