@@ -37,8 +37,8 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 NAMED_ADD = {"type": "function", "function": {"name": "add"}}
 CALL_ID = re.compile(r"^call_[0-9a-f]{24}$")
-# The generic form's two wrappers: a response's text is always unwrapped; a call's JSON comes
-# as content only when max_tokens cut it short (finish_reason length, no calls).
+# The generic form's two wrappers: a response's text is always unwrapped, and a call cut short
+# by max_tokens gives no content at all (finish_reason length, no calls).
 WRAPPER = re.compile(r'^\s*\{\s*"(response|tool_calls)"')
 # Enough for one call to either tool (about 30 tokens), small enough to keep the file fast.
 CALL_TOKENS = 80
@@ -81,7 +81,8 @@ def streamed(client, **kwargs):
 
 def check(answer, allowed):
     """A call answer (valid calls to `allowed` tools, no content) or a plain one: a response's
-    text, unwrapped, or (finish_reason length) a call cut short, which makes no calls."""
+    text, unwrapped, or (finish_reason length) a call cut short, which gives no calls and no
+    content."""
     if answer.calls:
         assert answer.finish == "tool_calls", answer
         assert not answer.content, answer
@@ -92,9 +93,9 @@ def check(answer, allowed):
         assert len({c[0] for c in answer.calls}) == len(answer.calls), answer
     else:
         assert answer.finish in ("stop", "length"), answer
-        assert isinstance(answer.content, str) and answer.content, answer
-        wrapper = WRAPPER.match(answer.content)
-        assert not wrapper or (wrapper[1] == "tool_calls" and answer.finish == "length"), answer
+        assert isinstance(answer.content, str), answer
+        assert answer.content or answer.finish == "length", answer
+        assert not WRAPPER.match(answer.content), answer
 
 
 def same_answer(a, b):
@@ -186,6 +187,7 @@ def test_a_call_cut_by_max_tokens_is_length_without_calls(client, server):
     for a in (whole(client, **kwargs), streamed(client, **kwargs)):
         assert a.finish == "length", a
         assert not a.calls, a
+        assert not a.content, a
         check(a, set(SCHEMAS))
 
 
@@ -269,7 +271,11 @@ def test_parameters_the_grammar_cannot_enforce_are_refused_under_auto_too(client
         with pytest.raises(openai.BadRequestError) as raised:
             client.chat.completions.create(model=server.model_id, messages=ASK, tools=[one_of],
                                            tool_choice=choice, max_tokens=4)
-        assert "oneOf" in raised.value.body["message"], raised.value.body
+        body = raised.value.body
+        assert body["param"] == "tools", body
+        assert "a tool's parameters cannot be enforced" in body["message"], body
+        assert "oneOf" in body["message"], body
+        assert "/properties/arguments/properties/x" in body["message"], body
 
 
 def test_function_tools_through_the_responses_api(client, server):

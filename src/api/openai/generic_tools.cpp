@@ -1,5 +1,6 @@
 #include "api/openai/generic_tools.h"
 
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,6 +17,12 @@ std::string Compact(const ojson& value) {
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
 // A tool call as the generic form writes it: {"name":...,"arguments":{...}}.
 ojson CallObject(const ToolCall& call) {
   // The request parser checked that the arguments are a JSON object.
@@ -24,14 +31,13 @@ ojson CallObject(const ToolCall& call) {
   return {{"name", call.name}, {"arguments", std::move(arguments)}};
 }
 
-// How far `text` (from `at`) matches the opening of a response, {"response":" with JSON's
-// optional whitespace between the tokens: the offset just after the opening quote; npos when
-// the text cannot be a response; text.size() + 1 when it may still become one.
+// How far `text` matches an opening made of `tokens` with JSON's optional whitespace between
+// them: the offset just after it; npos when the text cannot begin so; kMaybe when it may
+// still.
 constexpr size_t kMaybe = static_cast<size_t>(-2);
-size_t MatchResponseOpening(std::string_view text) {
-  constexpr std::string_view kTokens[] = {"{", "\"response\"", ":", "\""};
+size_t MatchOpening(std::string_view text, std::initializer_list<std::string_view> tokens) {
   size_t at = 0;
-  for (std::string_view token : kTokens) {
+  for (std::string_view token : tokens) {
     while (at < text.size() && IsSpace(text[at])) ++at;
     if (at >= text.size()) return kMaybe;
     const std::string_view rest = text.substr(at);
@@ -42,6 +48,11 @@ size_t MatchResponseOpening(std::string_view text) {
     at += token.size();
   }
   return at;
+}
+
+// {"response":" : the offset just after the string's opening quote.
+size_t MatchResponseOpening(std::string_view text) {
+  return MatchOpening(text, {"{", "\"response\"", ":", "\""});
 }
 
 int HexValue(char c) {
@@ -215,9 +226,13 @@ ParsedToolCalls ParseGenericToolOutput(std::string_view text,
     }
     return {std::string(text), {}};
   }
-  // Cut short: a response's text so far, or the text itself.
+  // Cut short: a response's text so far; nothing of a call (its JSON is the form's, not an
+  // answer); any other text as it is.
+  const size_t calls_opening = MatchOpening(text, {"{", "\"tool_calls\""});
+  if (calls_opening != std::string_view::npos && !Trim(text).empty()) return {};
   const size_t opening = MatchResponseOpening(text);
-  if (opening == std::string_view::npos || opening == kMaybe) return {std::string(text), {}};
+  if (opening == std::string_view::npos) return {std::string(text), {}};
+  if (opening == kMaybe) return {};
   std::string content;
   size_t at = opening;
   bool ended = false;

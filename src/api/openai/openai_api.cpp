@@ -24,6 +24,7 @@
 #include "common/build_info.h"
 #include "common/mutex.h"
 #include "engine/core/kv_ceiling.h"
+#include "grammar/constraint.h"
 #include "serving/request_policy.h"
 #include "tokenizer/chat_prompt.h"
 
@@ -557,6 +558,16 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
       // The answer is always one of the form's JSON objects; a response_format of the
       // request's own (under auto) takes precedence, and the answer is still read back.
       if (r.tool_choice.kind != ToolChoiceKind::kAuto || !constraint.active()) {
+        if (r.tool_choice.kind == ToolChoiceKind::kAuto) {
+          // Under auto too the calls are enforced: checked as required and named are when the
+          // request is read, so the error names the tool's own schema.
+          const Status enforceable = grammar::CheckConstraint(ToolCallConstraint(
+              ToolCallFormat::kJson, r.tools, ToolChoice{ToolChoiceKind::kRequired, ""}));
+          if (!enforceable.ok()) {
+            return ErrorResponse(
+                400, "a tool's parameters cannot be enforced: " + enforceable.message(), "tools");
+          }
+        }
         constraint = GenericToolConstraint(r.tools, r.tool_choice, r.parallel_tool_calls);
       }
     } else if (r.tool_choice.kind != ToolChoiceKind::kAuto) {

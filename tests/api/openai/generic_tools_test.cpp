@@ -148,7 +148,9 @@ TEST(GenericToolsTest, AnOutputCutShortHasNoCalls) {
   const std::string cut = R"({"tool_calls":[{"name":"get_w)";
   const ParsedToolCalls p = ParseGenericToolOutput(cut, Tools());
   EXPECT_TRUE(p.calls.empty());
-  EXPECT_EQ(p.content, cut);
+  EXPECT_EQ(p.content, "") << "a call's JSON is the form's, not an answer";
+  EXPECT_EQ(ParseGenericToolOutput("{\n  \"tool", Tools()).content, "");
+  EXPECT_EQ(ParseGenericToolOutput("{", Tools()).content, "");
   // Another JSON object (the request's own response_format under auto) is content as written.
   EXPECT_EQ(ParseGenericToolOutput(R"({"city":"Oslo"})", Tools()).content, R"({"city":"Oslo"})");
   EXPECT_TRUE(ParseGenericToolOutput(R"({"tool_calls":[{"name":"nope","arguments":{}}]})", Tools())
