@@ -60,7 +60,7 @@ constexpr const char* kUnsupportedKeywords[] = {
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options) {}
+      : root_(root), options_(options), ws_(options.compact ? Empty() : JsonWhitespace()) {}
 
   Result<ExprPtr> Compile(const Json& s, const std::string& path, int32_t depth) {
     // $refs are expanded in place, so a small schema whose definitions each use the next one
@@ -400,8 +400,8 @@ class SchemaCompiler {
     if (const auto it = s.find("items"); it != s.end()) {
       PIER_ASSIGN_OR_RETURN(item, Compile(*it, path + "/items", depth + 1));
     }
-    ExprPtr list = SeparatedList(item, Separator(), min_items, max_items);
-    return Braced('[', list, ']');
+    ExprPtr list = SeparatedList(item, Sep(), min_items, max_items);
+    return Brace('[', list, ']');
   }
 
   Result<ExprPtr> CompileObject(const Json& s, const std::string& path, int32_t depth) {
@@ -451,8 +451,8 @@ class SchemaCompiler {
     if (properties.empty()) {
       if (!additional_allowed) return Literal("{}");
       if (additional_schema.has_value()) {
-        const ExprPtr member = Member(JsonString(), *additional_schema);
-        return Braced('{', SeparatedList(member, Separator(), 0, kUnbounded), '}');
+        const ExprPtr member = Mem(JsonString(), *additional_schema);
+        return Brace('{', SeparatedList(member, Sep(), 0, kUnbounded), '}');
       }
       return AnyJsonObject(options_.max_free_depth);
     }
@@ -462,22 +462,33 @@ class SchemaCompiler {
     const size_t k = properties.size();
     std::vector<ExprPtr> members(k);
     for (size_t i = 0; i < k; ++i) {
-      members[i] = Member(JsonStringLiteral(properties[i].name), properties[i].value);
+      members[i] = Mem(JsonStringLiteral(properties[i].name), properties[i].value);
     }
     std::vector<ExprPtr> rest_after_one(k + 1, Empty());
     std::vector<ExprPtr> rest_first(k + 1, Empty());
     for (size_t i = k; i-- > 0;) {
-      const ExprPtr with_comma = Seq({Separator(), members[i]});
+      const ExprPtr with_comma = Seq({Sep(), members[i]});
       rest_after_one[i] =
           Seq({properties[i].required ? with_comma : Optional(with_comma), rest_after_one[i + 1]});
       const ExprPtr first_here = Seq({members[i], rest_after_one[i + 1]});
       rest_first[i] = properties[i].required ? first_here : Alt({first_here, rest_first[i + 1]});
     }
-    return Braced('{', rest_first[0], '}');
+    return Brace('{', rest_first[0], '}');
+  }
+
+  // The JSON punctuation between the schema's own tokens, with whitespace or (compact) none.
+  ExprPtr Sep() const { return Seq({ws_, Byte(','), ws_}); }
+  ExprPtr Mem(ExprPtr key, ExprPtr value) const {
+    return Seq({std::move(key), ws_, Byte(':'), ws_, std::move(value)});
+  }
+  ExprPtr Brace(char open, ExprPtr inside, char close) const {
+    return Seq({Byte(static_cast<uint8_t>(open)), ws_, std::move(inside), ws_,
+                Byte(static_cast<uint8_t>(close))});
   }
 
   const Json& root_;
   JsonSchemaOptions options_;
+  ExprPtr ws_;
   int64_t compiled_ = 0;  // subschemas compiled so far (each $ref expansion counts again)
   std::map<std::string, int32_t> ref_depth_;
 };
@@ -511,7 +522,14 @@ ExprPtr AnyJsonObject(int32_t depth) {
 
 Result<ExprPtr> JsonSchemaExpr(const nlohmann::ordered_json& schema,
                                const JsonSchemaOptions& options) {
-  SchemaCompiler compiler(schema, options);
+  JsonSchemaOptions effective = options;
+  if (schema.is_object()) {
+    const auto compact = schema.find(kCompactKeyword);
+    if (compact != schema.end() && compact->is_boolean() && compact->get<bool>()) {
+      effective.compact = true;
+    }
+  }
+  SchemaCompiler compiler(schema, effective);
   PIER_ASSIGN_OR_RETURN(ExprPtr e, compiler.Compile(schema, "#", 0));
   if (IsNothing(e)) {
     return InvalidArgumentError(

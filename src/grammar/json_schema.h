@@ -34,7 +34,14 @@ struct JsonSchemaOptions {
   int32_t max_schema_depth = 64;  // nesting of the schema document itself
   // Subschemas compiled, counting each $ref expansion (a bound on compile time and size).
   int64_t max_compiled_subschemas = 10'000;
+  // No whitespace between the schema's own tokens (objects and arrays it describes); free-form
+  // values inside keep JSON's bounded whitespace. Also set by the root's kCompactKeyword.
+  bool compact = false;
 };
+
+// A root keyword of Pier's own, `"x-pier-compact": true`: the output has no whitespace between
+// the schema's tokens (a tool call's frame, where spaces and newlines only cost tokens).
+inline constexpr const char* kCompactKeyword = "x-pier-compact";
 
 // `schema` in document order (ordered_json keeps the properties' order).
 [[nodiscard]] Result<ExprPtr> JsonSchemaExpr(const nlohmann::ordered_json& schema,

@@ -39,6 +39,28 @@ TEST(JsonSchemaTest, ObjectsKeepOrderRequiredAndBounds) {
   EXPECT_FALSE(lang.Matches(R"({"name":"Ada","age":3,"x":1})"));
 }
 
+// "x-pier-compact": true at the root: no whitespace between the schema's own tokens, nested
+// objects and arrays included; a free-form value inside keeps JSON's.
+TEST(JsonSchemaTest, TheCompactKeywordLeavesNoWhitespaceInTheFrame) {
+  const std::string properties =
+      R"("type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}},)"
+      R"("b":{"type":"object","properties":{"c":{"type":"string"}},"required":["c"]},"free":{}},)"
+      R"("required":["a","b"])";
+  Language spaced(Schema(("{" + properties + "}").c_str()));
+  Language compact(Schema(("{" + properties + R"(,"x-pier-compact":true})").c_str()));
+  for (const char* text :
+       {R"({"a":[1,2],"b":{"c":"x"}})", R"({"a":[],"b":{"c":""},"free":{ "k": 1 }})"}) {
+    EXPECT_TRUE(spaced.Matches(text)) << text;
+    EXPECT_TRUE(compact.Matches(text)) << text;
+  }
+  for (const char* text : {R"({ "a":[1,2],"b":{"c":"x"}})", R"({"a": [1,2],"b":{"c":"x"}})",
+                           R"({"a":[1, 2],"b":{"c":"x"}})", R"({"a":[1,2],"b":{"c":"x"} })",
+                           "{\"a\":[1,2],\n\"b\":{\"c\":\"x\"}}"}) {
+    EXPECT_TRUE(spaced.Matches(text)) << text;
+    EXPECT_FALSE(compact.Matches(text)) << text;
+  }
+}
+
 TEST(JsonSchemaTest, EveryOrderedSubsetOfOptionalPropertiesWithCorrectCommas) {
   Language lang(Schema(R"({"type":"object","properties":{
       "a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}}})"));

@@ -42,8 +42,8 @@ CALL_ID = re.compile(r"^call_[0-9a-f]{24}$")
 WRAPPER = re.compile(r'^\s*\{\s*"(response|tool_calls)"')
 # Enough for one call to either tool (about 30 tokens), small enough to keep the file fast.
 CALL_TOKENS = 80
-# Under auto the model may call several tools, its JSON spaced out: greedy, the weather question
-# takes 177 tokens for five calls.
+# Under auto the model may call several tools (compact JSON, but five calls to the weather
+# question take well over CALL_TOKENS).
 AUTO_TOKENS = 200
 
 

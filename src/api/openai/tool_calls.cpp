@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "api/openai/generic_tools.h"
+#include "grammar/json_schema.h"
 
 namespace pier::api {
 namespace {
@@ -312,9 +313,11 @@ grammar::OutputConstraint GenericToolConstraint(const std::vector<FunctionTool>&
       constraint.kind = grammar::OutputConstraint::Kind::kJsonSchema;
       std::optional<json> parameters;
       if (!tool.parameters.empty()) parameters = ParseJson(tool.parameters);
-      constraint.schema = parameters.has_value()
-                              ? parameters->dump(-1, ' ', false, json::error_handler_t::replace)
-                              : std::string(R"({"type":"object"})");
+      if (!parameters.has_value() || !parameters->is_object()) {
+        parameters = json{{"type", "object"}};
+      }
+      (*parameters)[grammar::kCompactKeyword] = true;
+      constraint.schema = parameters->dump(-1, ' ', false, json::error_handler_t::replace);
       constraint.prefix = "{\"tool_calls\":[{\"name\":" +
                           json(tool.name).dump(-1, ' ', false, json::error_handler_t::replace) +
                           ",\"arguments\":";
@@ -323,6 +326,9 @@ grammar::OutputConstraint GenericToolConstraint(const std::vector<FunctionTool>&
     }
     // One call to one of several tools, the list's frame literal.
     grammar::OutputConstraint constraint = ToolCallConstraint(ToolCallFormat::kJson, tools, choice);
+    json call = json::parse(constraint.schema);
+    call[grammar::kCompactKeyword] = true;
+    constraint.schema = call.dump(-1, ' ', false, json::error_handler_t::replace);
     constraint.prefix = "{\"tool_calls\":[";
     constraint.suffix = "]}";
     return constraint;
@@ -334,7 +340,8 @@ grammar::OutputConstraint GenericToolConstraint(const std::vector<FunctionTool>&
   RebaseRefs(call, base);
   json calls = {{"type", "array"}, {"items", std::move(call)}, {"minItems", 1}};
   if (!parallel) calls["maxItems"] = 1;
-  json schema = {{"anyOf",
+  json schema = {{grammar::kCompactKeyword, true},
+                 {"anyOf",
                   {{{"type", "object"},
                     {"properties", {{"tool_calls", std::move(calls)}}},
                     {"required", {"tool_calls"}},

@@ -55,6 +55,8 @@ TEST(GenericToolsTest, AutoAdmitsOnlyCallsOrAResponseAndEveryAnswerReadsBack) {
     grammar::testing::Language language =
         LanguageOf(GenericToolConstraint(Tools(), ToolChoice{ToolChoiceKind::kAuto, ""}, parallel));
     EXPECT_TRUE(language.Matches(R"({"response":"Hi \"you\"\n"})"));
+    EXPECT_FALSE(language.Matches(R"({ "response":"x"})")) << "no whitespace in the frame";
+    EXPECT_FALSE(language.Matches("{\"tool_calls\":[\n{\"name\":\"ping\",\"arguments\":{}}]}"));
     EXPECT_TRUE(language.Matches(R"({"tool_calls":[{"name":"ping","arguments":{}}]})"));
     EXPECT_EQ(language.Matches(R"({"tool_calls":[{"name":"ping","arguments":{}},)"
                                R"({"name":"add","arguments":{"a":1,"b":2}}]})"),
