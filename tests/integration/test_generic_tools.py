@@ -20,21 +20,8 @@ import pytest
 
 from conftest import BASE_ARGS, PIER_BINARY, PIER_MODEL, PierServer, call, write_config
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The current weather in a city.",
-    "parameters": {"type": "object",
-                   "properties": {"city": {"type": "string", "maxLength": 40},
-                                  "unit": {"enum": ["celsius", "fahrenheit"]}},
-                   "required": ["city", "unit"], "additionalProperties": False}}}
-ADD = {"type": "function", "function": {
-    "name": "add", "description": "Adds two integers.",
-    "parameters": {"type": "object",
-                   "properties": {"a": {"type": "integer", "minimum": -1000, "maximum": 1000},
-                                  "b": {"type": "integer", "minimum": -1000, "maximum": 1000}},
-                   "required": ["a", "b"], "additionalProperties": False}}}
-TOOLS = [WEATHER, ADD]
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+# The same two tools and question as test_tool_calls.py (the templates' families).
+from test_tool_calls import ADD, ASK, SCHEMAS, TOOLS  # noqa: E402
 NAMED_ADD = {"type": "function", "function": {"name": "add"}}
 CALL_ID = re.compile(r"^call_[0-9a-f]{24}$")
 # The generic form's two wrappers: a response's text is always unwrapped, and a call cut short

@@ -6,6 +6,8 @@
 #include <optional>
 #include <utility>
 
+#include "tokenizer/unicode.h"
+
 namespace pier::api {
 namespace {
 
@@ -73,24 +75,6 @@ int32_t Hex4(std::string_view text, size_t at) {
   return value;
 }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // Decodes the body of a JSON string from text[*at] into `out`, as far as it is complete: stops
 // before an escape whose characters have not all arrived, and at the closing quote (sets
 // *ended, *at just past it).
@@ -130,7 +114,7 @@ void DecodeStringBody(std::string_view text, size_t* at, std::string* out, bool*
         used = 12;
       }
     }
-    if (cp >= 0) AppendUtf8(static_cast<uint32_t>(cp), out);
+    if (cp >= 0) tokenizer::AppendUtf8(static_cast<uint32_t>(cp), out);
     i += used;
   }
   *at = i;
