@@ -120,13 +120,6 @@ std::vector<Item> FormBatch(std::deque<Item>& waiting, const BatcherOptions& opt
 
 }  // namespace
 
-void Buckets::Observe(double value) {
-  size_t i = 0;
-  while (i < bounds.size() && value > bounds[i]) ++i;
-  ++counts[i];
-  sum += value;
-}
-
 struct EmbeddingBatcher::Impl {
   BertModel& model;
   const BatcherOptions options;

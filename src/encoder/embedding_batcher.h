@@ -29,6 +29,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/buckets.h"
 #include "common/status.h"
 #include "encoder/bert_model.h"
 
@@ -74,14 +75,7 @@ inline constexpr size_t kMaxPerTokenOutputBytes = size_t{64} << 20;
 // *longest, dim]: each text's rows, then zero vectors up to the longest text's count.
 std::vector<float> PaddedTokenVectors(const EmbedResult& result, int64_t* longest);
 
-// A histogram's buckets: counts[i] values <= bounds[i] (and above bounds[i - 1]); the last
-// count is above every bound. Not cumulative.
-struct Buckets {
-  std::vector<double> bounds = {};
-  std::vector<uint64_t> counts = {};  // [bounds + 1]
-  double sum = 0;
-  void Observe(double value);
-};
+using Buckets = pier::Buckets;  // common/buckets.h
 
 struct BatcherStats {
   int64_t queued_texts = 0;

@@ -6,7 +6,15 @@
 namespace pier::serving {
 
 std::string_view ModelKindName(ModelKind kind) {
-  return kind == ModelKind::kEmbed ? "embed" : "generate";
+  switch (kind) {
+    case ModelKind::kEmbed:
+      return "embed";
+    case ModelKind::kTensor:
+      return "tensor";
+    case ModelKind::kGenerate:
+      break;
+  }
+  return "generate";
 }
 
 struct ModelRegistry::Slot {
@@ -106,8 +114,11 @@ ModelEntry ModelRegistry::EntryOf(const Slot& slot) {
 }
 
 Status ModelRegistry::Add(ServedModel model) {
-  if (model.client == nullptr || model.tokenizer == nullptr) {
-    return InvalidArgumentError("model " + model.id + " needs an engine client and a tokenizer");
+  if (model.client == nullptr ||
+      (model.kind == ModelKind::kTensor ? model.tensors == nullptr : model.tokenizer == nullptr)) {
+    return InvalidArgumentError("model " + model.id + " needs an engine client and " +
+                                (model.kind == ModelKind::kTensor ? "a tensor runner"
+                                                                  : "a tokenizer"));
   }
   {
     MutexLock lock(mutex_);

@@ -41,12 +41,14 @@
 namespace pier::serving {
 
 class Embedder;      // serving/embedder.h
+class TensorRunner;  // serving/tensor_runner.h
 class WorkerClient;  // serving/worker_client.h
 
-// What a model does: generate text (an LLM: chat, completions, responses) or embed it (an
-// encoder: /v1/embeddings, KServe v2 infer).
-enum class ModelKind : uint8_t { kGenerate, kEmbed };
-std::string_view ModelKindName(ModelKind kind);  // "generate", "embed"
+// What a model does: generate text (an LLM: chat, completions, responses), embed it (an
+// encoder: /v1/embeddings, KServe v2 infer), or turn tensors into tensors (an ONNX graph:
+// KServe v2 infer).
+enum class ModelKind : uint8_t { kGenerate, kEmbed, kTensor };
+std::string_view ModelKindName(ModelKind kind);  // "generate", "embed", "tensor"
 
 enum class ModelState : uint8_t { kUnloaded, kLoading, kReady, kDraining, kFailed };
 // "unloaded", "loading", "ready", "draining", "failed".
@@ -73,6 +75,9 @@ struct ServedModel {
   // kEmbed with pooling none: a vector per token (KServe's output is [texts, tokens, dim]; the
   // OpenAI API, one vector per input, refuses it).
   bool per_token_embeddings = false;
+  // A tensor model's runner (kind kTensor; tensor_runner.h); null otherwise. Its `client`
+  // refuses generation and reports the runner's queue.
+  TensorRunner* tensors = nullptr;
   engine::EngineClient* client = nullptr;
   // Its instances' clients (one engine each); `client` spreads requests over them.
   std::vector<engine::EngineClient*> instances = {};

@@ -1,0 +1,37 @@
+// TensorRunner: how the front end (api/'s KServe v2 infer route, the gRPC adapter) reaches a
+// tensor model (an ONNX graph): submit input tensors, get the output tensors later; read what
+// the model takes and gives and its queue's figures. Like Embedder, it hides what runs behind
+// it (today TensorHost's in-process TensorBatcher over an ONNX Runtime session). The request
+// and answer types are tensor_models/tensor_request.h's.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <functional>
+
+#include "common/status.h"
+#include "tensor_models/tensor_request.h"
+
+namespace pier::serving {
+
+using TensorModelInfo = tensor_models::TensorModelInfo;
+using TensorRequest = tensor_models::TensorRequest;
+using TensorResult = tensor_models::TensorResult;
+using TensorRunnerStats = tensor_models::TensorRunnerStats;
+using tensor_models::CheckTensorRequest;
+
+class TensorRunner {
+ public:
+  virtual ~TensorRunner() = default;
+  virtual const TensorModelInfo& info() const = 0;
+  // Validates (CheckTensorRequest's INVALID_ARGUMENT), queues (RESOURCE_EXHAUSTED: the queue
+  // is full; UNAVAILABLE: shutting down); `done` is called once, later, with the outputs or
+  // the failure (RESOURCE_EXHAUSTED for a request that outwaited its deadline, CANCELLED,
+  // INTERNAL for a run that failed, UNAVAILABLE). `done` runs on the batcher's thread and must
+  // not block.
+  [[nodiscard]] virtual Status Submit(TensorRequest request,
+                                      std::function<void(TensorResult)> done) = 0;
+  virtual TensorRunnerStats Stats() const = 0;
+};
+
+}  // namespace pier::serving
