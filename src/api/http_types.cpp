@@ -68,6 +68,22 @@ void Router::AddPrefix(std::string method, std::string prefix, Handler handler) 
   routes_.push_back({std::move(method), std::move(prefix), true, std::move(handler)});
 }
 
+void Router::SetBodyLimit(std::string prefix, BodyLimit limit) {
+  body_limits_.emplace_back(std::move(prefix), std::move(limit));
+}
+
+std::optional<size_t> Router::BodyLimitFor(const HttpRequest& head) const {
+  const BodyLimit* best = nullptr;
+  size_t best_length = 0;
+  for (const auto& [prefix, limit] : body_limits_) {
+    if (head.path.starts_with(prefix) && (best == nullptr || prefix.size() > best_length)) {
+      best = &limit;
+      best_length = prefix.size();
+    }
+  }
+  return best == nullptr ? std::nullopt : (*best)(head);
+}
+
 HttpResponse Router::Dispatch(const HttpRequest& request) const {
   // HEAD is GET without the body (RFC 9110): the server drops the body when it sends.
   if (request.method == "HEAD") {

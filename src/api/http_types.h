@@ -136,6 +136,16 @@ class Router {
   void AddPrefix(std::string method, std::string prefix, Handler handler);
   HttpResponse Dispatch(const HttpRequest& request) const;
 
+  // The largest body a request for a path under `prefix` may bring, decided from its head
+  // (method, path, headers) before the body is read: for routes whose bodies depend on what
+  // they name (KServe's infer for a tensor model: the model's inputs). nullopt from it, or no
+  // such prefix, means the server's own limit (max_body_bytes). Called on I/O threads; must be
+  // quick.
+  using BodyLimit = std::function<std::optional<size_t>(const HttpRequest& head)>;
+  void SetBodyLimit(std::string prefix, BodyLimit limit);
+  // The limit for `head` by the longest prefix given one, or nullopt.
+  std::optional<size_t> BodyLimitFor(const HttpRequest& head) const;
+
  private:
   struct Route {
     std::string method;
@@ -144,6 +154,7 @@ class Router {
     Handler handler;
   };
   std::vector<Route> routes_;
+  std::vector<std::pair<std::string, BodyLimit>> body_limits_;
 };
 
 }  // namespace pier::api

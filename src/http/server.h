@@ -4,17 +4,17 @@
 //
 // Per connection: keep-alive; the request head must arrive within header_timeout and the
 // whole request within request_timeout (a client sending byte by byte holds no thread and is
-// cut off with 408); a body announced or grown beyond max_body_bytes gets 413 as soon as that
-// is known, a head beyond max_header_bytes 431, a malformed request 400, and so does one whose
-// client ended its input (a half-close) before the request was complete (all then close); an
-// idle keep-alive connection closes after idle_timeout (a new one that sends nothing, after
-// header_timeout). HTTP/1.0 clients get streamed bodies collected (no chunked encoding). Each
-// request goes to the Router; a response with a ResponseStream is waited for asynchronously (see
-// http_types.h): while it runs, the server watches the socket, and a client that disconnects has
-// its stream cancelled at once (the engine request is aborted). A slow reader: when the stream's
-// backlog() passes max_stream_backlog, or one write takes longer than write_timeout, the
-// stream is cancelled with a logged reason and the connection closed; the engine never waits.
-// Connections beyond max_connections get 503 and are closed.
+// cut off with 408); a body announced or grown beyond max_body_bytes (or its route's own limit,
+// Router::BodyLimitFor) gets 413 as soon as that is known, a head beyond max_header_bytes 431, a
+// malformed request 400, and so does one whose client ended its input (a half-close) before the
+// request was complete (all then close); an idle keep-alive connection closes after idle_timeout (a
+// new one that sends nothing, after header_timeout). HTTP/1.0 clients get streamed bodies collected
+// (no chunked encoding). Each request goes to the Router; a response with a ResponseStream is
+// waited for asynchronously (see http_types.h): while it runs, the server watches the socket, and a
+// client that disconnects has its stream cancelled at once (the engine request is aborted). A slow
+// reader: when the stream's backlog() passes max_stream_backlog, or one write takes longer than
+// write_timeout, the stream is cancelled with a logged reason and the connection closed; the engine
+// never waits. Connections beyond max_connections get 503 and are closed.
 //
 // Shutdown(grace): stop accepting (with paths_served_while_draining: only once the grace
 // period ends, so probes on new connections are answered); requests arriving get 503
@@ -50,7 +50,7 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: any free port (read it back with port())
   int io_threads = 1;
-  size_t max_body_bytes = size_t{4} << 20;
+  size_t max_body_bytes = size_t{4} << 20;  // unless the route says (Router::SetBodyLimit)
   size_t max_header_bytes = size_t{16} << 10;
   std::chrono::milliseconds header_timeout{10'000};   // first byte -> end of the head
   std::chrono::milliseconds request_timeout{30'000};  // first byte -> end of the body

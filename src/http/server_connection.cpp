@@ -275,7 +275,11 @@ asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, Http
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(
       std::min<size_t>(options.max_header_bytes, std::numeric_limits<uint32_t>::max())));
-  parser_->body_limit(options.max_body_bytes);
+  // The body's limit depends on the route (Router::BodyLimitFor), known once the head is: the
+  // head is read without one, then Content-Length (or a chunked body as it grows) is held to
+  // the route's limit before a byte of the body is read.
+  size_t body_limit = options.max_body_bytes;
+  parser_->body_limit(std::numeric_limits<uint64_t>::max());
 
   // Wait for the first byte: a fresh connection gets header_timeout, a keep-alive one
   // idle_timeout; either closes silently when nothing comes.
@@ -298,8 +302,7 @@ asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, Http
   co_await bhttp::async_read_header(socket_, buffer_, *parser_, Await(ec));
   DisarmDeadline();
   const bool head_done = !ec;
-  // A too-large Content-Length fails the head read after the whole head was parsed.
-  if (head_done || ec == bhttp::error::body_limit) FillHead(parser_->get(), request);
+  if (head_done) FillHead(parser_->get(), request);
   if (head_done) {
     const auto& message = parser_->get();
     http11_ = message.version() >= 11;
@@ -308,7 +311,11 @@ asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, Http
       const ReadResult rejected = co_await Reject(request, framing_status, framing_message);
       co_return rejected;
     }
-    if (!parser_->is_done()) {
+    body_limit = state_->router->BodyLimitFor(request).value_or(options.max_body_bytes);
+    parser_->body_limit(body_limit);
+    if (const auto length = parser_->content_length(); length && *length > body_limit) {
+      ec = bhttp::error::body_limit;
+    } else if (!parser_->is_done()) {
       // Clients such as curl wait for this before sending a large body.
       if (EqualsIgnoreAsciiCase(View(message[bhttp::field::expect]), "100-continue")) {
         const bool written = co_await Write("HTTP/1.1 100 Continue\r\n\r\n");
@@ -339,11 +346,10 @@ asio::awaitable<Connection::ReadResult> Connection::ReadRequest(bool first, Http
   } else if (ec == bhttp::error::body_limit) {
     status = 413;
     const auto length = parser_->content_length();
-    message =
-        "request body exceeds the limit of " + std::to_string(options.max_body_bytes) + " bytes";
+    message = "request body exceeds the limit of " + std::to_string(body_limit) + " bytes";
     if (length) {
       message = "request body of " + std::to_string(*length) + " bytes exceeds the limit of " +
-                std::to_string(options.max_body_bytes) + " bytes";
+                std::to_string(body_limit) + " bytes";
     }
   } else if (ec == bhttp::error::header_limit) {
     status = 431;

@@ -155,6 +155,55 @@ TEST_F(HttpServerTest, ChunkedBodyGrowingPastTheLimitIs413) {
   EXPECT_EQ(ok->body, "abcde");
 }
 
+// Router::SetBodyLimit: a route's own limit, known from the head, replaces max_body_bytes (up
+// or down) for Content-Length and chunked bodies alike; other routes keep the server's.
+TEST_F(HttpServerTest, ARouteMaySetItsOwnBodyLimit) {
+  options_.max_body_bytes = 1024;
+  router_->SetBodyLimit("/echo", [](const HttpRequest& head) -> std::optional<size_t> {
+    if (head.Header("x-big")) return 4096;
+    return std::nullopt;
+  });
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::string body(3000, 'b');
+  TestClient client(server->port());
+  ASSERT_TRUE(client.Send(
+      "POST /echo HTTP/1.1\r\nHost: t\r\nX-Big: 1\r\nContent-Length: 3000\r\n\r\n" + body));
+  auto big = client.ReadResponse();
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 200);
+  EXPECT_EQ(big->body, body);
+
+  TestClient over(server->port());
+  ASSERT_TRUE(
+      over.Send("POST /echo HTTP/1.1\r\nHost: t\r\nX-Big: 1\r\nContent-Length: 5000\r\n\r\n"));
+  auto refused = over.ReadResponse();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 413);
+  EXPECT_NE(refused->body.find("request body of 5000 bytes exceeds the limit of 4096 bytes"),
+            std::string::npos)
+      << refused->body;
+
+  TestClient plain(server->port());
+  ASSERT_TRUE(plain.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\n\r\n"));
+  auto small = plain.ReadResponse();
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 413);
+  EXPECT_NE(small->body.find("1024"), std::string::npos) << small->body;
+
+  TestClient chunked(server->port());
+  std::string request =
+      "POST /echo HTTP/1.1\r\nHost: t\r\nX-Big: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 10; ++i) request += "200\r\n" + std::string(512, 'x') + "\r\n";
+  request += "0\r\n\r\n";
+  ASSERT_TRUE(chunked.Send(request));
+  auto grown = chunked.ReadResponse();
+  ASSERT_TRUE(grown);
+  EXPECT_EQ(grown->status, 413);
+  EXPECT_NE(grown->body.find("4096"), std::string::npos) << grown->body;
+  EXPECT_EQ(echo_calls_, 1);
+}
+
 TEST_F(HttpServerTest, GarbageRequestLineIs400) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
