@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -17,11 +18,15 @@
 #include "api/kserve/embed_infer.h"
 #include "api/kserve/kserve_api.h"
 #include "api/kserve/kserve_infer_request.h"
+#include "api/kserve/tensor_infer.h"
+#include "api/kserve/tensor_infer_request.h"
+#include "api/kserve/tensor_model_json.h"
 #include "api/openai/embeddings_api.h"
 #include "common/build_info.h"
 #include "grpc/grpc_status.h"
 #include "grpc_predict_v2.grpc.pb.h"
 #include "serving/embedder.h"
+#include "serving/tensor_runner.h"
 
 namespace pier::grpc_api {
 namespace {
@@ -68,17 +73,64 @@ bool HoldsValues(const inference::InferTensorContents& c) {
          0;
 }
 
-// The values of `contents` as the HTTP form's `data`: the field of the datatypes Pier reads
-// (BYTES texts, INT32/INT64 token ids); other datatypes are refused by their name first.
-nlohmann::json ContentsAsJson(const std::string& datatype,
-                              const inference::InferTensorContents& c) {
-  if (datatype == "BYTES") {
-    return std::vector<std::string>(c.bytes_contents().begin(), c.bytes_contents().end());
+// The `contents` field that holds a datatype's values (KServe's gRPC: the 8- to 32-bit
+// integers share int_contents and uint_contents); null for FP16 and BF16, which have none
+// (their values travel in raw_input_contents) and for a name KServe does not know.
+const char* ContentsField(const std::string& datatype) {
+  if (datatype == "BOOL") return "bool_contents";
+  if (datatype == "UINT8" || datatype == "UINT16" || datatype == "UINT32") return "uint_contents";
+  if (datatype == "UINT64") return "uint64_contents";
+  if (datatype == "INT8" || datatype == "INT16" || datatype == "INT32") return "int_contents";
+  if (datatype == "INT64") return "int64_contents";
+  if (datatype == "FP32") return "fp32_contents";
+  if (datatype == "FP64") return "fp64_contents";
+  if (datatype == "BYTES") return "bytes_contents";
+  return nullptr;
+}
+
+template <typename T, typename Repeated>
+nlohmann::json ListOf(const Repeated& values) {
+  return std::vector<T>(values.begin(), values.end());
+}
+
+// The values of `contents` as the HTTP form's `data`, from the datatype's field (the shared
+// reading then checks each value against the datatype's range). INVALID_ARGUMENT when values
+// are in another field, or the datatype has none (FP16, BF16).
+Result<nlohmann::json> ContentsAsJson(const std::string& name, const std::string& datatype,
+                                      const inference::InferTensorContents& c) {
+  const std::string field = ContentsField(datatype) == nullptr ? "" : ContentsField(datatype);
+  nlohmann::json data = nlohmann::json::array();
+  size_t in_field = 0;
+  if (field == "bool_contents") {
+    data = ListOf<bool>(c.bool_contents());
+  } else if (field == "uint_contents") {
+    data = ListOf<uint32_t>(c.uint_contents());
+  } else if (field == "uint64_contents") {
+    data = ListOf<uint64_t>(c.uint64_contents());
+  } else if (field == "int_contents") {
+    data = ListOf<int32_t>(c.int_contents());
+  } else if (field == "int64_contents") {
+    data = ListOf<int64_t>(c.int64_contents());
+  } else if (field == "fp32_contents") {
+    data = ListOf<float>(c.fp32_contents());
+  } else if (field == "fp64_contents") {
+    data = ListOf<double>(c.fp64_contents());
+  } else if (field == "bytes_contents") {
+    data = ListOf<std::string>(c.bytes_contents());
+  } else if (datatype == "FP16" || datatype == "BF16") {
+    return InvalidArgumentError("input '" + name + "': " + datatype +
+                                " has no `contents` field in KServe's gRPC: send its values in "
+                                "raw_input_contents");
   }
-  if (datatype == "INT64") {
-    return std::vector<int64_t>(c.int64_contents().begin(), c.int64_contents().end());
+  in_field = data.size();
+  const size_t total = c.bool_contents_size() + c.int_contents_size() + c.int64_contents_size() +
+                       c.uint_contents_size() + c.uint64_contents_size() + c.fp32_contents_size() +
+                       c.fp64_contents_size() + c.bytes_contents_size();
+  if (!field.empty() && total != in_field) {
+    return InvalidArgumentError("input '" + name + "': " + datatype + " values go in contents." +
+                                field);
   }
-  return std::vector<int32_t>(c.int_contents().begin(), c.int_contents().end());
+  return data;
 }
 
 // `request` in KServe's JSON form, as the HTTP route reads it (http/kserve_infer_request.h),
@@ -101,7 +153,7 @@ Result<nlohmann::json> RequestAsJson(const inference::ModelInferRequest& request
                             {"shape", std::vector<int64_t>(in.shape().begin(), in.shape().end())}};
     // Both may be set: the shared reading then refuses the input naming both.
     if (HoldsValues(in.contents()) || raw == 0) {
-      input["data"] = ContentsAsJson(in.datatype(), in.contents());
+      PIER_ASSIGN_OR_RETURN(input["data"], ContentsAsJson(in.name(), in.datatype(), in.contents()));
     }
     if (raw != 0) {
       input["parameters"] = {{"binary_data_size", request.raw_input_contents(i).size()}};
@@ -110,7 +162,14 @@ Result<nlohmann::json> RequestAsJson(const inference::ModelInferRequest& request
     inputs.push_back(std::move(input));
   }
   nlohmann::json outputs = nlohmann::json::array();
-  for (const auto& output : request.outputs()) outputs.push_back({{"name", output.name()}});
+  for (const auto& output : request.outputs()) {
+    nlohmann::json one = {{"name", output.name()}};
+    // classification (an integer); binary_data means nothing here (outputs are always raw).
+    nlohmann::json parameters = ParametersAsJson(output.parameters());
+    parameters.erase("binary_data");
+    if (!parameters.empty()) one["parameters"] = std::move(parameters);
+    outputs.push_back(std::move(one));
+  }
   nlohmann::json out = {{"id", request.id()},
                         {"inputs", std::move(inputs)},
                         {"parameters", ParametersAsJson(request.parameters())}};
@@ -213,6 +272,18 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     }
     response->set_name(model->id);
     response->add_versions("1");
+    if (model->kind == serving::ModelKind::kTensor && model->tensors != nullptr) {
+      const serving::TensorModelInfo& info = model->tensors->info();
+      response->set_platform(info.platform);
+      auto add = [](const TensorSpec& spec, auto* tensor) {
+        tensor->set_name(spec.name);
+        tensor->set_datatype(std::string(ElementTypeName(spec.type)));
+        for (int64_t d : spec.shape) tensor->add_shape(d);
+      };
+      for (const TensorSpec& spec : info.inputs) add(spec, response->add_inputs());
+      for (const TensorSpec& spec : info.outputs) add(spec, response->add_outputs());
+      return grpc::Status::OK;
+    }
     response->set_platform("pier");
     auto* input = response->add_inputs();
     auto* output = response->add_outputs();
@@ -246,17 +317,30 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
       return found;
     }
     const serving::ServedModel& model = *model_ref;
-    if (model.kind != serving::ModelKind::kEmbed || model.embedder == nullptr) {
+    const bool tensors = model.kind == serving::ModelKind::kTensor && model.tensors != nullptr;
+    if (!tensors && (model.kind != serving::ModelKind::kEmbed || model.embedder == nullptr)) {
       return Refuse(StatusCode::INVALID_ARGUMENT,
                     "model '" + model.id + "' is a " +
                         std::string(serving::ModelKindName(model.kind)) +
-                        " model (an LLM): infer serves embedding models; use the OpenAI routes "
-                        "for text");
+                        " model (an LLM): infer serves embedding and tensor models; use the "
+                        "OpenAI routes for text");
+    }
+    // The server takes messages up to the largest any model may need; each model its own.
+    const int64_t limit =
+        tensors ? api::TensorInferBodyLimit(model.tensors->info(), options.max_message_bytes,
+                                            /*json=*/false)
+                : options.max_message_bytes;
+    if (const auto size = static_cast<int64_t>(request->ByteSizeLong()); size > limit) {
+      return Refuse(StatusCode::RESOURCE_EXHAUSTED,
+                    "received message of " + std::to_string(size) + " bytes is larger than max (" +
+                        std::to_string(limit) + " bytes) for model '" + model.id + "'");
     }
     // The HTTP route's reading of the same request, so that the two refuse alike.
     std::string binary;
     Result<nlohmann::json> as_json = RequestAsJson(*request, &binary);
     if (!as_json.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, as_json.status().message());
+    if (tensors)
+      return InferTensors(context, *request, *as_json, binary, model, principal, response);
     Result<api::EmbedInferRequest> read = api::ReadEmbedInferRequest(model.id, *as_json, binary);
     if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
     std::promise<Result<api::EmbedInferOutput>> promise;
@@ -280,6 +364,42 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     std::memcpy(raw->data(), result->values.data(), raw->size());  // little-endian on x86-64
     return grpc::Status::OK;
   }
+
+  // A tensor model's infer: the shared reading and run (api/kserve/tensor_infer.h), the
+  // outputs as raw_output_contents (what tritonclient reads), BYTES length-prefixed. While it
+  // waits, a call the client cancelled (or whose deadline passed) raises the runner's flag.
+  grpc::Status InferTensors(ServerContext* context, const inference::ModelInferRequest& request,
+                            const nlohmann::json& as_json, const std::string& binary,
+                            const serving::ServedModel& model, const api::Principal& principal,
+                            inference::ModelInferResponse* response) {
+    Result<api::TensorInferRequest> read = api::ReadTensorInferRequest(model.id, as_json, binary);
+    if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
+    // Shared with the runner's callback, which may outlive this call's wait only by a moment.
+    auto promise = std::make_shared<std::promise<Result<api::TensorInferAnswer>>>();
+    std::future<Result<api::TensorInferAnswer>> future = promise->get_future();
+    auto cancelled = std::make_shared<std::atomic<bool>>(false);
+    if (std::optional<api::TensorInferRefusal> refused = api::StartTensorInfer(
+            model, principal, std::move(read).value(), options.class_max_queue, cancelled,
+            [promise](Result<api::TensorInferAnswer> r) { promise->set_value(std::move(r)); })) {
+      return GrpcStatusOf(refused->status);
+    }
+    while (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+      if (context->IsCancelled()) cancelled->store(true);
+    }
+    Result<api::TensorInferAnswer> answer = future.get();
+    if (!answer.ok()) return GrpcStatusOf(answer.status());
+    response->set_model_name(model.id);
+    response->set_model_version("1");
+    response->set_id(request.id());
+    for (HostTensor& tensor : answer->outputs) {
+      auto* output = response->add_outputs();
+      output->set_name(tensor.name);
+      output->set_datatype(std::string(ElementTypeName(tensor.type)));
+      for (int64_t d : tensor.shape) output->add_shape(d);
+      *response->add_raw_output_contents() = std::move(tensor.bytes);
+    }
+    return grpc::Status::OK;
+  }
 };
 
 KServeGrpcServer::KServeGrpcServer(KServeGrpcOptions options, serving::ModelRegistry* registry,
@@ -292,8 +412,10 @@ Status KServeGrpcServer::Start() {
   grpc::ServerBuilder builder;
   const std::string address = impl_->options.host + ":" + std::to_string(impl_->options.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->bound_port);
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(std::clamp<int64_t>(impl_->options.max_message_bytes, 1, INT_MAX)));
+  // Large enough for a tensor model's full batch (api::TensorInferBodyLimit); ModelInfer holds
+  // each model to its own limit.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::clamp<int64_t>(
+      std::max(impl_->options.max_message_bytes, api::kMaxTensorBodyBytes), 1, INT_MAX)));
   builder.RegisterService(impl_.get());
   impl_->server = builder.BuildAndStart();
   if (impl_->server == nullptr || impl_->bound_port == 0) {

@@ -5,7 +5,15 @@
 // (http/kserve_infer_request.h): one BYTES input of texts, in `raw_input_contents` (Triton's
 // length-prefixed form) or `contents.bytes_contents`, or token ids; raw contents are one per
 // input or none, never beside `contents`. The output "embedding" FP32 [n, dim] is in
-// `raw_output_contents`. An LLM's infer is INVALID_ARGUMENT naming its kind. API keys come as
+// `raw_output_contents`. Tensor models (ONNX graphs) as the HTTP form serves them
+// (api/kserve/tensor_infer_request.h, tensor_infer.h): their own inputs from each datatype's
+// `contents` field (bool_contents, int_contents for INT8..INT32, uint_contents for
+// UINT8..UINT32, int64/uint64/fp32/fp64/bytes_contents; FP16 and BF16 only raw) or from
+// raw_input_contents, every output in raw_output_contents (BYTES length-prefixed), the
+// `classification` output parameter, and ModelMetadata with the model's real tensors; a call
+// the client cancels stops waiting in the runner. Messages may be as large as a tensor model's
+// full batch needs (api::TensorInferBodyLimit, binary form); any other model's are held to
+// max_message_bytes. An LLM's infer is INVALID_ARGUMENT naming its kind. API keys come as
 // `authorization: Bearer <key>` metadata.
 //
 // Status codes: INVALID_ARGUMENT (bad tensors, texts, parameters, a model of another kind),
@@ -32,8 +40,9 @@ struct KServeGrpcOptions {
   std::string host = "127.0.0.1";
   int port = 0;                                    // 0: any free port (port() tells which)
   std::function<bool(std::string* reason)> ready;  // null: always ready
-  // The largest request message; larger is RESOURCE_EXHAUSTED (gRPC's own refusal). `pier
-  // serve` passes the HTTP server's body cap (max_body_bytes), so both take the same sizes.
+  // The largest request message (a tensor model's: at least this, see above); larger is
+  // RESOURCE_EXHAUSTED. `pier serve` passes the HTTP server's body cap (max_body_bytes), so
+  // both take the same sizes.
   int64_t max_message_bytes = int64_t{4} << 20;
   serving::ClassQueueLimits class_max_queue = {};  // infer: past it RESOURCE_EXHAUSTED
 };

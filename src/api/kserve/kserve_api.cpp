@@ -1,6 +1,7 @@
 #include "api/kserve/kserve_api.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,11 +14,16 @@
 #include "api/kserve/embed_infer.h"
 #include "api/kserve/kserve_generate.h"
 #include "api/kserve/kserve_infer_request.h"
+#include "api/kserve/tensor_infer.h"
+#include "api/kserve/tensor_infer_request.h"
+#include "api/kserve/tensor_infer_response.h"
+#include "api/kserve/tensor_model_json.h"
 #include "api/openai/embeddings_api.h"
 #include "api/pending_response.h"
 #include "api/status_map.h"
 #include "common/build_info.h"
 #include "serving/embedder.h"
+#include "serving/tensor_runner.h"
 
 namespace pier::api {
 namespace {
@@ -64,6 +70,9 @@ std::optional<ModelPath> SplitModelPath(std::string_view path) {
 }
 
 Json ModelMetadata(const serving::ServedModel& model) {
+  if (model.kind == serving::ModelKind::kTensor && model.tensors != nullptr) {
+    return TensorModelMetadata(model);
+  }
   Json metadata{{"name", model.id}, {"versions", {"1"}}, {"platform", "pier"}};
   if (model.kind == serving::ModelKind::kEmbed) {
     metadata["inputs"] = {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}}};
@@ -78,6 +87,62 @@ Json ModelMetadata(const serving::ServedModel& model) {
   metadata["parameters"] = {{"kind", serving::ModelKindName(model.kind)},
                             {"max_tokens_per_input", model.max_request_tokens}};
   return metadata;
+}
+
+// Triton's model configuration (the part tritonclient reads): a tensor model's own
+// (tensor_model_json.h); for the others, their metadata's tensors with no batching.
+Json ModelConfig(const serving::ServedModel& model) {
+  if (model.kind == serving::ModelKind::kTensor && model.tensors != nullptr) {
+    return TensorModelConfig(model);
+  }
+  const Json metadata = ModelMetadata(model);
+  Json config{{"name", model.id}, {"platform", "pier"}, {"max_batch_size", 0}};
+  for (const char* side : {"input", "output"}) {
+    Json tensors = Json::array();
+    for (const Json& t : metadata[std::string(side) + "s"]) {
+      const std::optional<ElementType> type = ParseElementType(t["datatype"].get<std::string>());
+      tensors.push_back({{"name", t["name"]},
+                         {"data_type", TritonConfigType(type.value_or(ElementType::kBytes))},
+                         {"dims", t["shape"]}});
+    }
+    config[side] = std::move(tensors);
+  }
+  return config;
+}
+
+// A PendingResponse whose Cancel (the client went away, the server shuts down) also raises
+// the flag a tensor runner polls, so that a request nobody waits for stops waiting.
+class CancellableResponse final : public DeferredResponse {
+ public:
+  void Resolve(HttpResponse response) { pending_.Resolve(std::move(response)); }
+  void Hold(std::shared_ptr<const void> what) { pending_.Hold(std::move(what)); }
+  std::shared_ptr<const std::atomic<bool>> flag() const { return cancelled_; }
+
+  void Start(std::function<void()> wake) override { pending_.Start(std::move(wake)); }
+  std::optional<HttpResponse> Poll() override { return pending_.Poll(); }
+  void Cancel(std::string_view reason) override {
+    cancelled_->store(true);
+    pending_.Cancel(reason);
+  }
+
+ private:
+  PendingResponse pending_;
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+HttpResponse RefusalResponse(const EmbedInferRefusal& refused) {
+  HttpResponse response = Error(HttpStatusOf(refused.status), refused.status.message());
+  if (refused.retry_after_s.has_value()) {
+    response.headers.emplace_back("Retry-After", std::to_string(*refused.retry_after_s));
+  }
+  return response;
+}
+
+HttpResponse FailureResponse(const Status& status) {
+  const int code = HttpStatusOf(status);
+  HttpResponse response = Error(code, status.message());
+  if (code == 429 || code == 503) response.headers.emplace_back("Retry-After", "1");
+  return response;
 }
 
 }  // namespace
@@ -152,6 +217,10 @@ struct KServeApi::Impl {
   HttpResponse Model(const HttpRequest& http);
   HttpResponse Infer(const HttpRequest& http, const serving::ModelRef& model,
                      const Principal& principal);
+  HttpResponse InferTensors(const Json& request, std::string_view binary,
+                            const serving::ModelRef& model, const Principal& principal);
+  // The body limit of POST /v2/models/{m}/infer for a ready tensor model; nullopt otherwise.
+  std::optional<size_t> BodyLimit(const HttpRequest& head) const;
 };
 
 HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
@@ -174,6 +243,10 @@ HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
     if (!ready) return Error(503, "model '" + entry->id + "' is " + state);
     return JsonReply(200, ModelMetadata(*entry->model));
   }
+  if (http.method == "GET" && path->action == "config") {
+    if (!ready) return Error(503, "model '" + entry->id + "' is " + state);
+    return JsonReply(200, ModelConfig(*entry->model));
+  }
   if (http.method == "POST" && path->action == "infer") {
     if (!ready) {
       HttpResponse response = Error(503, "model '" + entry->id + "' is " + state +
@@ -186,8 +259,11 @@ HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
   if (http.method == "POST" && (path->action == "generate" || path->action == "generate_stream")) {
     if (!ready) return Error(503, "model '" + entry->id + "' is " + state);
     if (entry->model->kind != serving::ModelKind::kGenerate) {
-      return Error(400, "model '" + entry->id + "' is an embedding model: " + path->action +
-                            " serves LLMs; use infer");
+      return Error(400,
+                   "model '" + entry->id + "' is " +
+                       (entry->model->kind == serving::ModelKind::kTensor ? "a tensor model"
+                                                                          : "an embedding model") +
+                       ": " + path->action + " serves LLMs; use infer");
     }
     return ServeGenerate(http, entry->id, path->action == "generate_stream", options.completions);
   }
@@ -197,10 +273,11 @@ HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
 HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::ModelRef& model_ref,
                                     const Principal& principal) {
   const serving::ServedModel& model = *model_ref;
-  if (model.kind != serving::ModelKind::kEmbed || model.embedder == nullptr) {
+  const bool tensors = model.kind == serving::ModelKind::kTensor && model.tensors != nullptr;
+  if (!tensors && (model.kind != serving::ModelKind::kEmbed || model.embedder == nullptr)) {
     return Error(400, "model '" + model.id + "' is a " +
                           std::string(serving::ModelKindName(model.kind)) +
-                          " model (an LLM): /infer serves embedding models; use POST "
+                          " model (an LLM): /infer serves embedding and tensor models; use POST "
                           "/v1/completions or /v1/chat/completions for text");
   }
   // The JSON header, and what follows it with the binary extension.
@@ -239,6 +316,7 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
                                                    " bytes, by Inference-Header-Content-Length)"
                                              : ""));
   }
+  if (tensors) return InferTensors(request, binary, model_ref, principal);
   // Everything after the JSON: the checks the gRPC form shares (kserve_infer_request.h).
   Result<EmbedInferRequest> read = ReadEmbedInferRequest(model.id, request, binary);
   if (!read.ok()) return Error(400, read.status().message());
@@ -254,10 +332,7 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
         std::shared_ptr<PendingResponse> pending = weak.lock();
         if (pending == nullptr) return;  // the client is gone
         if (!result.ok()) {
-          const int status = HttpStatusOf(result.status());
-          HttpResponse response = Error(status, result.status().message());
-          if (status == 429 || status == 503) response.headers.emplace_back("Retry-After", "1");
-          pending->Resolve(std::move(response));
+          pending->Resolve(FailureResponse(result.status()));
           return;
         }
         Json output{{"name", kOutputName}, {"datatype", "FP32"}, {"shape", result->shape}};
@@ -285,16 +360,50 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
         }
         pending->Resolve(std::move(response));
       });
-  if (refused.has_value()) {
-    HttpResponse response = Error(HttpStatusOf(refused->status), refused->status.message());
-    if (refused->retry_after_s.has_value()) {
-      response.headers.emplace_back("Retry-After", std::to_string(*refused->retry_after_s));
-    }
-    return response;
-  }
+  if (refused.has_value()) return RefusalResponse(*refused);
   HttpResponse response;
   response.deferred = pending;
   return response;
+}
+
+HttpResponse KServeApi::Impl::InferTensors(const Json& request, std::string_view binary,
+                                           const serving::ModelRef& model_ref,
+                                           const Principal& principal) {
+  const serving::ServedModel& model = *model_ref;
+  // The checks the gRPC form shares (tensor_infer_request.h), then the one run (tensor_infer.h).
+  Result<TensorInferRequest> read = ReadTensorInferRequest(model.id, request, binary);
+  if (!read.ok()) return Error(400, read.status().message());
+  auto pending = std::make_shared<CancellableResponse>();
+  pending->Hold(model_ref);  // the runner's thread never holds the model
+  std::weak_ptr<CancellableResponse> weak = pending;
+  const std::string id = read->id;
+  const std::string model_id = model.id;
+  std::optional<TensorInferRefusal> refused = StartTensorInfer(
+      model, principal, std::move(read).value(), options.class_max_queue, pending->flag(),
+      [weak, id, model_id](Result<TensorInferAnswer> answer) {
+        std::shared_ptr<CancellableResponse> pending = weak.lock();
+        if (pending == nullptr) return;  // the client is gone
+        pending->Resolve(answer.ok()
+                             ? WriteTensorInferResponse(model_id, id, std::move(answer).value())
+                             : FailureResponse(answer.status()));
+      });
+  if (refused.has_value()) return RefusalResponse(*refused);
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
+
+std::optional<size_t> KServeApi::Impl::BodyLimit(const HttpRequest& head) const {
+  if (head.method != "POST") return std::nullopt;
+  std::optional<ModelPath> path = SplitModelPath(head.path);
+  if (!path.has_value() || path->action != "infer") return std::nullopt;
+  Result<serving::ModelRef> model = registry->Resolve(path->model);
+  if (!model.ok() || (*model)->kind != serving::ModelKind::kTensor ||
+      (*model)->tensors == nullptr) {
+    return std::nullopt;
+  }
+  return static_cast<size_t>(
+      TensorInferBodyLimit((*model)->tensors->info(), options.max_body_bytes, /*json=*/true));
 }
 
 KServeApi::KServeApi(KServeApiOptions options, serving::ModelRegistry* registry,
@@ -320,6 +429,8 @@ void KServeApi::Register(Router& router) {
                                {"version", std::string(BuildId())},
                                {"extensions", {"binary_tensor_data"}}});
   });
+  router.SetBodyLimit(std::string(kModelsPrefix),
+                      [impl](const HttpRequest& head) { return impl->BodyLimit(head); });
   for (const char* method : {"GET", "POST"}) {
     router.AddPrefix(method, std::string(kModelsPrefix),
                      [impl](const HttpRequest& request) { return impl->Model(request); });

@@ -4,10 +4,15 @@
 //   GET  /v2/health/ready                200 {"ready": true} when /ready would be 200; else 503
 //   GET  /v2                             {"name": "pier", "version", "extensions": [...]}
 //   GET  /v2/models/{m}                  metadata: platform, versions ["1"], inputs, outputs
+//                                        (a tensor model's own: tensor_model_json.h)
+//   GET  /v2/models/{m}/config           Triton's model configuration, the part tritonclient
+//                                        reads (tensor_model_json.h)
 //   GET  /v2/models/{m}/ready            200 {"name", "ready": true} when loaded; else 503
 //   POST /v2/models/{m}/infer            embedding models: one BYTES input of texts (shape [n]
-//                                        or [n, 1]), output "embedding" FP32 [n, dim]; LLMs: 400
-//                                        naming the model's kind
+//                                        or [n, 1]), output "embedding" FP32 [n, dim]; tensor
+//                                        models: their own inputs and outputs, any KServe
+//                                        datatype (tensor_infer_request.h, tensor_infer.h);
+//                                        LLMs: 400 naming the model's kind
 //   POST /v2/models/{m}/generate[_stream] LLMs: Triton's generate extension (kserve_generate.h)
 // (also under /v2/models/{m}/versions/1/...; Pier serves one version of each model). Infer
 // accepts Triton's binary tensor extension both ways: a request with an
@@ -16,7 +21,10 @@
 // and the bytes); the response is binary (the same header, then the float32 bytes) when the
 // request asks for it (`binary_data_output`, or `binary_data` on the output). Request
 // parameters: `truncate` (default true, as /v1/embeddings) and `priority` (Triton's: 1 is the
-// highest). Errors are {"error": "..."} with 400 / 404 / 429 / 503.
+// highest). Errors are {"error": "..."} with 400 / 404 / 429 / 503. A tensor model's infer body
+// may be larger than the server's max_body_bytes: its route's limit comes from the model's
+// inputs (TensorInferBodyLimit, set through Router::SetBodyLimit), so that a full
+// max_batch_size batch is accepted; the client going away cancels its request in the runner.
 //
 // Ownership: borrows the registry and keys; `ready` reports the server's readiness.
 // Thread-safety: handlers on any I/O thread.
@@ -43,6 +51,9 @@ struct KServeApiOptions {
   // (kserve_generate.h). Null: they are refused.
   std::function<HttpResponse(const HttpRequest&)> completions;
   serving::ClassQueueLimits class_max_queue = {};  // infer: past it a waiting request gets 429
+  // The server's body limit (HttpServerOptions::max_body_bytes): the floor of a tensor
+  // model's infer limit.
+  int64_t max_body_bytes = int64_t{4} << 20;
 };
 
 // Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or
