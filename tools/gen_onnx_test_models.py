@@ -15,7 +15,8 @@ Each graph exercises one thing the loader, batcher or KServe front end must hand
   big_constant.onnx     a few hundred bytes that build 256 MiB at run time (a [1,2^26] constant
                         of ones added to x [batch,1], then the row maximum: y = x+1 [batch,1]),
                         for the working-memory budget tests
-  no_batch_scaling.onnx x FP32 [batch,4] -> y = sum over the batch [1,4] (output does not scale)
+  no_batch_scaling.onnx x FP32 [batch,4] -> y = sum over the batch, declared [batch,4] but [1,4]
+                        when it runs: only running it shows the output does not scale
   unknown_op.onnx       a node of an operator no domain defines: ONNX Runtime refuses the model
   slow.onnx             x FP32 [batch,256] -> y after a Loop of MatMul+Tanh with a 256x256
                         weight (about 1-2 s at batch 1 on one thread), for the cancel test
@@ -131,9 +132,15 @@ def big_constant():
 
 def no_batch_scaling():
     graph = helper.make_graph(
-        [helper.make_node("ReduceSum", ["x", "axis0"], ["y"], keepdims=1)], "no_batch_scaling",
-        [tensor("x", TensorProto.FLOAT, ["batch", 4])], [tensor("y", TensorProto.FLOAT, [1, 4])],
-        initializer=[const("axis0", np.array([0], np.int64))])
+        # The axes ([0]) are computed from x's shape (batch - batch), so shape inference cannot
+        # see them and keeps the declared [batch,4]: only running it shows y does not scale.
+        [helper.make_node("Shape", ["x"], ["shape"]),
+         helper.make_node("Slice", ["shape", "axis0", "one"], ["batch_dim"]),
+         helper.make_node("Sub", ["batch_dim", "batch_dim"], ["axes"]),
+         helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)], "no_batch_scaling",
+        [tensor("x", TensorProto.FLOAT, ["batch", 4])], [tensor("y", TensorProto.FLOAT, ["batch", 4])],
+        initializer=[const("axis0", np.array([0], np.int64)),
+                     const("one", np.array([1], np.int64))])
     return model(graph)
 
 

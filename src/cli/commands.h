@@ -6,6 +6,7 @@
 // code in `exit_code` (0 on success; non-zero with a message on stderr).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ struct CommandRegistration {
 // of the source tree the binary was built from) joined with the default model's
 // file name.
 std::string DefaultModelPath();
+
+// `pier inspect` of an .onnx file (inspect_onnx.cpp): its exit code.
+int RunInspectOnnx(const std::string& path, bool memory, int threads, int64_t max_batch_size,
+                   bool json);
 
 }  // namespace pier::cli
 

@@ -1,4 +1,4 @@
-// `pier inspect [MODEL] [--json]`: what a GGUF model file holds.
+// `pier inspect [MODEL] [--json]`: what a GGUF model file holds (an .onnx file: inspect_onnx.cpp).
 // `pier inspect --memory [MODEL] [--ctx N] [--threads N] [--kv-dtype f16|f32|q8_0] [--json]`: what
 // loading it with `pier run` would reserve from the memory budget (engine::EstimateMemory,
 // the function `pier run`'s admission uses): mapped, packed and converted weights, KV per token and
@@ -42,6 +42,7 @@ struct InspectOptions {
   std::optional<std::string> memory_budget;
   std::optional<std::string> device_memory;
   std::string device = "cpu";  // cpu, or cuda / cuda:N: what the model would take on a GPU
+  int64_t max_batch_size = 8;  // an ONNX model's, as `pier serve`'s default
 };
 
 std::string HumanBytes(uint64_t bytes) {
@@ -356,6 +357,10 @@ int InspectEncoder(const InspectOptions& options, const model::GgufFile& file) {
 
 int RunInspect(const InspectOptions& options) {
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
+  if (path.ends_with(".onnx")) {
+    return RunInspectOnnx(path, options.memory, options.threads, options.max_batch_size,
+                          options.json);
+  }
   auto file = model::GgufFile::Open(path);
   if (!file.ok()) return Fail(file.status());
   if (Result<std::string_view> arch = (*file)->GetString("general.architecture");
@@ -383,9 +388,13 @@ int RunInspect(const InspectOptions& options) {
 
 void RegisterInspect(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<InspectOptions>();
-  CLI::App* command = app.add_subcommand("inspect", "Show what a GGUF model file holds");
+  CLI::App* command = app.add_subcommand("inspect", "Show what a GGUF or ONNX model file holds");
   command->add_option("model", options->model,
-                      "GGUF model file (default: the default model in $PIER_MODELS)");
+                      "GGUF or ONNX model file (default: the default model in $PIER_MODELS)");
+  command
+      ->add_option("--max-batch-size", options->max_batch_size,
+                   "An ONNX model's batch (0: unbatched); with --memory its warm-up runs at it")
+      ->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON object");
   command->add_flag("--memory", options->memory,
                     "Show what loading the model would reserve from the memory budget");

@@ -16,7 +16,8 @@
 // request at most the model's context); then the routes and the HTTP server start, and one line
 // goes to stdout, exactly:
 //   pier serve: listening on http://HOST:PORT (model ID)
-// and then one `pier serve: try: curl ...` line, a request to copy and paste.
+// and then one `pier serve: try: curl ...` line, a request to copy and paste (for the default
+// model's kind: a chat, an embedding, or a tensor model's metadata).
 // (with --port 0 it shows the port the system chose). A bad setting, an unreadable keys file,
 // a model that does not load or fit its budget, or an address that cannot be bound print the
 // reason to stderr and exit 1 before anything listens. Logs go to stderr.
@@ -65,6 +66,7 @@
 #include "serving/model_manager.h"
 #include "serving/model_registry.h"
 #include "serving/serving_metrics.h"
+#include "tensor_models/onnx/ort_library.h"
 
 namespace pier::cli {
 namespace {
@@ -91,6 +93,9 @@ constexpr SettingHelp kSettingHelp[] = {
     {"metrics_key", "KEY", "Require \"Authorization: Bearer KEY\" on /metrics (default: open)"},
     {"admin_key", "KEY",
      "Require \"Authorization: Bearer KEY\" on /admin/* (default: loopback clients only)"},
+    {"onnxruntime_library", "PATH",
+     "ONNX Runtime's library (libonnxruntime.so.1, 1.21 or later) for tensor models (default: "
+     "the one scripts/bootstrap fetched, then beside the binary, then the system's)"},
     {"memory_budget", "BYTES|PCT",
      "Memory budget: 512MiB, 2GB or a percentage of the device (80%)"},
     {"device_memory", "BYTES", "CPU device capacity, e.g. 4GiB (default: available memory)"},
@@ -271,6 +276,11 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "pier", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
 
+  if (!options.onnxruntime_library.empty()) {
+    if (Status set = tensor_models::SetOrtLibraryPath(options.onnxruntime_library); !set.ok()) {
+      return Fail(set);
+    }
+  }
   api::ApiKeys keys;
   if (!options.api_keys.empty()) {
     Result<api::ApiKeys> loaded = api::ApiKeys::Load(options.api_keys);
@@ -483,12 +493,28 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   // through loopback; an API key, when keys are on, is the operator's to add).
   const std::string try_host =
       (options.host == "0.0.0.0" || options.host == "::") ? "127.0.0.1" : url_host;
-  std::printf(
-      "pier serve: try: curl http://%s:%u/v1/chat/completions%s"
-      " -H 'Content-Type: application/json' -d '{\"model\": \"%s\", \"messages\":"
-      " [{\"role\": \"user\", \"content\": \"Say hello.\"}], \"max_tokens\": 32}'\n",
-      try_host.c_str(), port,
-      options.api_keys.empty() ? "" : " -H 'Authorization: Bearer YOUR_KEY'", model_id.c_str());
+  const std::string auth = options.api_keys.empty() ? "" : " -H 'Authorization: Bearer YOUR_KEY'";
+  serving::ModelKind default_kind = serving::ModelKind::kGenerate;
+  if (Result<serving::ModelRef> first = registry->Resolve(model_id); first.ok()) {
+    default_kind = (*first)->kind;
+  }
+  if (default_kind == serving::ModelKind::kTensor) {
+    // A tensor model's inputs are its own: its metadata says what to send to /infer.
+    std::printf("pier serve: try: curl http://%s:%u/v2/models/%s%s\n", try_host.c_str(), port,
+                model_id.c_str(), auth.c_str());
+  } else if (default_kind == serving::ModelKind::kEmbed) {
+    std::printf(
+        "pier serve: try: curl http://%s:%u/v1/embeddings%s"
+        " -H 'Content-Type: application/json' -d '{\"model\": \"%s\", \"input\": \"Say "
+        "hello.\"}'\n",
+        try_host.c_str(), port, auth.c_str(), model_id.c_str());
+  } else {
+    std::printf(
+        "pier serve: try: curl http://%s:%u/v1/chat/completions%s"
+        " -H 'Content-Type: application/json' -d '{\"model\": \"%s\", \"messages\":"
+        " [{\"role\": \"user\", \"content\": \"Say hello.\"}], \"max_tokens\": 32}'\n",
+        try_host.c_str(), port, auth.c_str(), model_id.c_str());
+  }
   std::fflush(stdout);
 
   // Wait for a signal, feeding the watchdog every second (and logging its verdict changes).

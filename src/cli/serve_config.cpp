@@ -116,6 +116,7 @@ const std::vector<std::string_view>& ServeSettingNames() {
         "api_keys",
         "metrics_key",
         "admin_key",
+        "onnxruntime_library",
         "memory_budget",
         "memory_reserve",
         "workers",
@@ -202,6 +203,8 @@ Status ApplyServeSetting(ServeOptions* o, std::string_view name, std::string_vie
     PIER_ASSIGN_OR_RETURN(o->metrics_key, NonEmpty(value, source));
   } else if (name == "admin_key") {
     PIER_ASSIGN_OR_RETURN(o->admin_key, NonEmpty(value, source));
+  } else if (name == "onnxruntime_library") {
+    PIER_ASSIGN_OR_RETURN(o->onnxruntime_library, NonEmpty(value, source));
   } else if (name == "memory_budget") {
     PIER_ASSIGN_OR_RETURN(o->memory_budget, ParseBudget(value, source));
   } else if (name == "workers") {

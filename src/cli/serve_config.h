@@ -47,6 +47,9 @@ struct ServeOptions {
   std::string api_keys;     // keys file; empty: the API is open
   std::string metrics_key;  // empty: /metrics is open
   std::string admin_key;    // empty: /admin/* answer on loopback only
+  // ONNX Runtime's library for tensor models; empty: the one scripts/bootstrap placed (its
+  // path recorded at build time), then beside the binary, then the loader's search.
+  std::string onnxruntime_library;
   BudgetSpec memory_budget = BudgetSpec::Percent(100);
   std::optional<uint64_t> device_memory;  // CPU capacity; unset: probed
   // Where models run unless they name their own `device`: cpu, cuda:N, a GPU's UUID, or a MIG

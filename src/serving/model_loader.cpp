@@ -23,6 +23,7 @@
 #include "serving/encoder_host.h"
 #include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
+#include "serving/tensor_host.h"
 #include "serving/worker_client.h"
 
 namespace pier::serving {
@@ -39,8 +40,9 @@ int64_t CreatedUnixSeconds(const std::string& path) {
 
 std::string ModelIdFromPath(std::string_view path) {
   std::string id = std::filesystem::path(path).filename().string();
-  constexpr std::string_view kSuffix = ".gguf";
-  if (id.size() > kSuffix.size() && id.ends_with(kSuffix)) id.resize(id.size() - kSuffix.size());
+  for (std::string_view suffix : {std::string_view(".gguf"), std::string_view(".onnx")}) {
+    if (id.size() > suffix.size() && id.ends_with(suffix)) id.resize(id.size() - suffix.size());
+  }
   return id;
 }
 
@@ -59,6 +61,7 @@ struct Siblings {
 
 struct ModelParts {
   std::unique_ptr<EncoderHost> encoder;  // an embedding model
+  std::unique_ptr<TensorHost> tensor;    // a tensor (ONNX) model
   std::vector<std::unique_ptr<ModelHost>> hosts;
   std::unique_ptr<engine::EngineClient> pool;  // with several instances
   // With worker processes: the front end's own copy of the file (tokenizer and template) and
@@ -209,6 +212,62 @@ Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& de
   return ModelRef(std::move(model));
 }
 
+bool IsOnnxPath(std::string_view path) { return path.ends_with(".onnx"); }
+
+TensorHostOptions TensorOptionsOf(const ModelLoadOptions& options, const std::string& id) {
+  TensorHostOptions t;
+  t.path = options.path;
+  t.id = id;
+  t.owner_priority = options.priority;
+  t.threads = ThreadsOf(options.settings);
+  t.max_batch_size = options.settings.max_batch_size;
+  t.preferred_batch_sizes = options.settings.preferred_batch_sizes;
+  t.max_queue_delay = std::chrono::milliseconds(options.settings.max_queue_delay_ms);
+  t.adaptive_window = options.settings.adaptive_batch_window;
+  t.input_shapes = options.settings.input_shapes;
+  return t;
+}
+
+// OpenModel for a tensor (ONNX) model: one TensorHost in this process, on the CPU.
+Result<ModelRef> OpenTensorModel(const ModelLoadOptions& options, DeviceSet& devices,
+                                 const std::string& id) {
+  if (options.device != "cpu") {
+    if (!options.device_from_server) {
+      return UnsupportedError("model " + id + ": device " + options.device +
+                              ": the ONNX Runtime Pier loads has no CUDA execution provider, so "
+                              "tensor (ONNX) models run on the CPU (device: cpu)");
+    }
+    spdlog::info("model {} is a tensor (ONNX) model: it runs on the CPU, not on --device {}", id,
+                 options.device);
+  }
+  if (options.instances != 1) {
+    return InvalidArgumentError("model " + id +
+                                ": a tensor model runs as one instance (its batcher fills the "
+                                "cores it is given); instances must be 1");
+  }
+  if (!options.chat_template_path.empty()) {
+    return InvalidArgumentError("model " + id + ": a tensor model has no chat template");
+  }
+  if (options.workers) {
+    spdlog::info("model {} is a tensor (ONNX) model: it runs in the server process", id);
+  }
+  auto parts = std::make_shared<ModelParts>();
+  PIER_ASSIGN_OR_RETURN(parts->tensor,
+                        TensorHost::Open(TensorOptionsOf(options, id), &devices.cpu_governor()));
+  TensorHost& host = *parts->tensor;
+  auto model = std::make_shared<ServedModel>();
+  model->id = id;
+  model->aliases = options.aliases;
+  model->created_unix_seconds = CreatedUnixSeconds(options.path);
+  model->kind = ModelKind::kTensor;
+  model->tensors = &host;
+  model->client = &host.client();
+  model->instances = {&host.client()};
+  model->governor = &host.governor();
+  model->parts = std::move(parts);
+  return ModelRef(std::move(model));
+}
+
 }  // namespace
 
 Result<uint64_t> DeviceBytes(const ModelLoadOptions& options) {
@@ -220,12 +279,17 @@ Result<uint64_t> DeviceBytes(const ModelLoadOptions& options) {
 
 Result<std::string> EffectiveDevice(const ModelLoadOptions& options) {
   if (options.device == "cpu" || !options.device_from_server) return options.device;
+  if (IsOnnxPath(options.path)) return std::string("cpu");
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
   PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
   return is_encoder ? std::string("cpu") : options.device;
 }
 
 Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
+  if (IsOnnxPath(options.path)) {
+    const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
+    return TensorHost::EstimateBytes(TensorOptionsOf(options, id));
+  }
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   PIER_ASSIGN_OR_RETURN(const bool is_encoder, IsEncoderFile(*file));
@@ -423,6 +487,7 @@ Result<ModelRef> OpenModelInWorkers(const ModelLoadOptions& options, DeviceSet& 
 Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) {
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
+  if (IsOnnxPath(options.path)) return OpenTensorModel(options, devices, id);
   {
     PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
                           model::GgufFile::Open(options.path));

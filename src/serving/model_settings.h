@@ -21,8 +21,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -79,6 +81,12 @@ struct ModelSettings {
   // An idle elastic KV cache gives its memory above kv_min back after this long (0: never).
   double kv_idle_release_seconds = 120;
   ToolFormat tool_format = ToolFormat::kAuto;  // chat requests with `tools`
+  // Tensor (ONNX) models: the most items one batch holds (0: unbatched), the batch sizes that
+  // close a batch at once, and fixed shapes for dimensions the graph leaves open (input name
+  // -> its shape, -1 keeping a dimension open).
+  int64_t max_batch_size = 8;
+  std::vector<int64_t> preferred_batch_sizes;
+  std::map<std::string, std::vector<int64_t>> input_shapes;
 
   bool operator==(const ModelSettings&) const = default;
 };

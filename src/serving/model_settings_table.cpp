@@ -271,6 +271,96 @@ std::vector<ModelSettingKey> BuildTable() {
          }
          return Json("auto");
        }});
+  keys.push_back(Integer("max_batch_size", "N",
+                         "Tensor (ONNX) models: the most items one batch holds (default 8; 0: "
+                         "served unbatched, one request at a time, its inputs as declared)",
+                         &Field::max_batch_size, 0, 4096));
+  keys.push_back(
+      {"preferred_batch_sizes", "N,N,...",
+       "Tensor (ONNX) models: batch sizes that close a batch at once (default: none; a batch "
+       "goes when full or when its oldest request has waited max_queue_delay_ms)",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         std::vector<std::string> texts;
+         if (value.is_array()) {
+           for (const Json& item : value) {
+             PIER_ASSIGN_OR_RETURN(std::string text, TextOf(item, at));
+             texts.push_back(std::move(text));
+           }
+         } else {
+           PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value, at));
+           size_t start = text.empty() ? 1 : 0;  // "" (the default, shown): none
+           while (start <= text.size()) {
+             const size_t comma = std::min(text.find(',', start), text.size());
+             texts.push_back(text.substr(start, comma - start));
+             start = comma + 1;
+           }
+         }
+         std::vector<int64_t> sizes;
+         for (const std::string& text : texts) {
+           PIER_ASSIGN_OR_RETURN(int64_t n, ParseIntegerSetting(text, at, 1, 4096));
+           sizes.push_back(n);
+         }
+         std::sort(sizes.begin(), sizes.end());
+         sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+         s->preferred_batch_sizes = std::move(sizes);
+         return Status::Ok();
+       },
+       [](const ModelSettings& s) {
+         std::string text;
+         for (int64_t n : s.preferred_batch_sizes) {
+           text += (text.empty() ? "" : ",") + std::to_string(n);
+         }
+         return Json(text);
+       }});
+  keys.push_back(
+      {"inputs", "MAP",
+       "Tensor (ONNX) models, in models.yaml: fixed shapes for dimensions an input leaves open, "
+       "e.g. inputs: {x: {shape: [-1, 3, 224, 224]}} (-1 keeps a dimension open; a fixed "
+       "dimension of the model must be repeated as it is)",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         if (!value.is_object()) {
+           return InvalidArgumentError(std::string(at) +
+                                       ": expected a map of input names to {shape: [...]}");
+         }
+         std::map<std::string, std::vector<int64_t>> shapes;
+         for (const auto& [name, entry] : value.items()) {
+           const std::string where = std::string(at) + "." + name;
+           if (!entry.is_object()) {
+             return InvalidArgumentError(where + ": expected {shape: [...]}");
+           }
+           for (const auto& [key, unused] : entry.items()) {
+             if (key != "shape") {
+               return InvalidArgumentError(where + ": unknown key \"" + key + "\" (known: shape)");
+             }
+           }
+           const Json* shape = entry.contains("shape") ? &entry["shape"] : nullptr;
+           if (shape == nullptr || !shape->is_array()) {
+             return InvalidArgumentError(where + ".shape: expected a list of dimensions");
+           }
+           std::vector<int64_t> dims;
+           for (const Json& dim : *shape) {
+             PIER_ASSIGN_OR_RETURN(std::string text, TextOf(dim, where + ".shape"));
+             PIER_ASSIGN_OR_RETURN(int64_t n,
+                                   ParseIntegerSetting(text, where + ".shape", -1, 1 << 20));
+             if (n == 0) {
+               return InvalidArgumentError(where + ".shape: a dimension must be -1 or positive");
+             }
+             dims.push_back(n);
+           }
+           shapes[name] = std::move(dims);
+         }
+         s->input_shapes = std::move(shapes);
+         return Status::Ok();
+       },
+       [](const ModelSettings& s) {
+         Json object = Json::object();
+         for (const auto& [name, dims] : s.input_shapes) {
+           Json shape = Json::array();
+           for (int64_t d : dims) shape.push_back(std::to_string(d));
+           object[name] = Json{{"shape", shape}};
+         }
+         return object;
+       }});
   return keys;
 }
 

@@ -113,6 +113,10 @@ gpu_telemetry_min_period: 0.5
 gpu_telemetry_max_period: 20
 device: cuda:1
 tool_format: generic
+onnxruntime_library: /opt/onnxruntime/libonnxruntime.so.1
+max_batch_size: 16
+preferred_batch_sizes: [4, 8]
+inputs: {x: {shape: [-1, 3, 32, 32]}}
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -180,7 +184,11 @@ tool_format: generic
   // Every setting name appears in the file above: none is flag-only by mistake.
   EXPECT_EQ(o.device, "cuda:1");
   EXPECT_EQ(o.model_defaults.tool_format, serving::ToolFormat::kGeneric);
-  EXPECT_EQ(ServeSettingNames().size(), 59u);
+  EXPECT_EQ(o.onnxruntime_library, "/opt/onnxruntime/libonnxruntime.so.1");
+  EXPECT_EQ(o.model_defaults.max_batch_size, 16);
+  EXPECT_EQ(o.model_defaults.preferred_batch_sizes, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(o.model_defaults.input_shapes.at("x"), (std::vector<int64_t>{-1, 3, 32, 32}));
+  EXPECT_EQ(ServeSettingNames().size(), 63u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

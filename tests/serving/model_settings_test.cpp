@@ -64,11 +64,32 @@ TEST(ModelSettingsTest, EveryKeyReadsBackWhatItShows) {
   changed.swap_space = 123456789;
   changed.kv_idle_release_seconds = 0.1;
   changed.tool_format = ToolFormat::kGeneric;
+  changed.max_batch_size = 0;
+  changed.preferred_batch_sizes = {2, 6};
+  changed.input_shapes = {{"x", {-1, 3, 224, 224}}, {"mask", {-1, 128}}};
   const Json shown = ModelSettingsToJson(changed);
   EXPECT_EQ(shown.size(), ModelSettingKeys().size()) << "every field above differs: " << shown;
   Result<ModelSettings> back = ModelSettingsFromJson(shown, "test");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, changed) << shown;
+}
+
+TEST(ModelSettingsTest, TensorModelKeysRefuseWhatTheyCannotUse) {
+  ModelSettings s;
+  EXPECT_TRUE(ApplyModelSetting(&s, "preferred_batch_sizes", Json("8,2,8"), "flag").ok());
+  EXPECT_EQ(s.preferred_batch_sizes, (std::vector<int64_t>{2, 8})) << "sorted, once each";
+  EXPECT_FALSE(ApplyModelSetting(&s, "preferred_batch_sizes", Json("2,x"), "flag").ok());
+  EXPECT_FALSE(ApplyModelSetting(&s, "preferred_batch_sizes", Json::array({"0"}), "f").ok());
+  Status text = ApplyModelSetting(&s, "inputs", Json("x"), "models[0].inputs");
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.message().find("expected a map"), std::string::npos) << text.message();
+  Status key = ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"pad": "right"}})"), "at");
+  ASSERT_FALSE(key.ok());
+  EXPECT_NE(key.message().find("at.x: unknown key \"pad\""), std::string::npos) << key.message();
+  Status zero =
+      ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"shape": ["-1", "0"]}})"), "at");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.message().find("at.x.shape"), std::string::npos) << zero.message();
 }
 
 TEST(ModelSettingsTest, OnlyWhatDiffersFromTheDefaultsTravels) {

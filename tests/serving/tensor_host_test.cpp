@@ -1,0 +1,152 @@
+#include "serving/tensor_host.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "device/cpu/cpu_device.h"
+
+namespace pier::serving {
+namespace {
+
+std::string Tiny(const std::string& name) {
+  return std::string(PIER_MODELS_DIR) + "/onnx-tiny/" + name;
+}
+
+HostTensor Floats(std::string name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  HostTensor t{std::move(name), ElementType::kFp32, std::move(shape), {}};
+  t.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> FloatsOf(const HostTensor& t) {
+  std::vector<float> v(t.bytes.size() / sizeof(float));
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+class TensorHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Budget(uint64_t{4} << 30); }
+  void Budget(uint64_t bytes) {
+    governor_.reset();
+    device_ = std::move(CpuDevice::Create()).value();
+    GovernorOptions options;
+    options.budget = BudgetSpec::Bytes(bytes);
+    governor_ = std::move(MemoryGovernor::Create(device_.get(), options)).value();
+  }
+  TensorHostOptions Options(const std::string& file, const std::string& id) {
+    TensorHostOptions o;
+    o.path = Tiny(file);
+    o.id = id;
+    o.max_queue_delay = std::chrono::milliseconds(2);
+    return o;
+  }
+  // Submits and waits for the answer.
+  TensorResult Infer(TensorRunner& runner, TensorRequest request) {
+    std::promise<TensorResult> promise;
+    Status queued =
+        runner.Submit(std::move(request), [&](TensorResult r) { promise.set_value(std::move(r)); });
+    if (!queued.ok()) {
+      TensorResult refused;
+      refused.status = queued;
+      return refused;
+    }
+    return promise.get_future().get();
+  }
+  std::vector<std::string> OwnerNames() const {
+    std::vector<std::string> names;
+    for (const auto& o : governor_->Stats().owners) names.push_back(o.name);
+    return names;
+  }
+
+  std::unique_ptr<CpuDevice> device_;
+  std::unique_ptr<MemoryGovernor> governor_;
+};
+
+TEST_F(TensorHostTest, ServesRequestsThroughItsBatcherUnderThreeOwners) {
+  TensorHostOptions options = Options("add_mul.onnx", "addmul");
+  options.preferred_batch_sizes = {2, 4};
+  auto host = TensorHost::Open(options, governor_.get());
+  ASSERT_TRUE(host.ok()) << host.status().ToString() << " (run scripts/bootstrap)";
+  EXPECT_EQ(OwnerNames(), (std::vector<std::string>{"addmul/weights", "addmul/workspace",
+                                                    "addmul/ort_overhead"}));
+  EXPECT_TRUE((*host)->memory().warmed);
+  EXPECT_EQ((*host)->info().preferred_batch_sizes, (std::vector<int64_t>{2, 4}));
+  TensorRequest request;
+  request.inputs = {Floats("a", {1, 4}, {1, 2, 3, 4}), Floats("b", {1, 4}, {10, 20, 30, 40})};
+  request.outputs = {"product"};
+  TensorResult result = Infer(**host, std::move(request));
+  ASSERT_TRUE(result.status.ok()) << result.status.ToString();
+  ASSERT_EQ(result.outputs.size(), 1u);
+  EXPECT_EQ(result.outputs[0].name, "product");
+  EXPECT_EQ(FloatsOf(result.outputs[0]), (std::vector<float>{10, 40, 90, 160}));
+  // Its face to the rest of the server refuses generation, naming the model's kind.
+  auto generated = (*host)->client().Submit(engine::Request{});
+  ASSERT_FALSE(generated.ok());
+  EXPECT_NE(generated.status().message().find("tensor (ONNX) model"), std::string::npos);
+  host->reset();
+  EXPECT_TRUE(OwnerNames().empty()) << "owners go with the model";
+  EXPECT_EQ(governor_->Stats().allocated_bytes, 0u);
+}
+
+TEST_F(TensorHostTest, AModelThatDoesNotFitIsRefusedWithItsBreakdownAndHoldsNothing) {
+  Budget(uint64_t{96} << 20);
+  auto host = TensorHost::Open(Options("big_constant.onnx", "big"), governor_.get());
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), StatusCode::kResourceExhausted);
+  // The governor's refusal, naming the owner that asked (its working memory at warm-up, or
+  // what ONNX Runtime held beside the allocator).
+  EXPECT_NE(host.status().message().find("does not fit"), std::string::npos)
+      << host.status().message();
+  EXPECT_NE(host.status().message().find("owner 'big/"), std::string::npos)
+      << host.status().message();
+  EXPECT_TRUE(OwnerNames().empty());
+  EXPECT_EQ(governor_->Stats().allocated_bytes, 0u);
+}
+
+TEST_F(TensorHostTest, AnOutputThatDoesNotFollowTheBatchFailsWarmUpUnlessUnbatched) {
+  auto host = TensorHost::Open(Options("no_batch_scaling.onnx", "nbs"), governor_.get());
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(host.status().message().find("does not follow the batch"), std::string::npos)
+      << host.status().message();
+  EXPECT_NE(host.status().message().find("max_batch_size: 0"), std::string::npos);
+  TensorHostOptions unbatched = Options("no_batch_scaling.onnx", "nbs");
+  unbatched.max_batch_size = 0;
+  auto served = TensorHost::Open(unbatched, governor_.get());
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_EQ((*served)->info().max_batch_size, 0);
+}
+
+TEST_F(TensorHostTest, ARequestNobodyWaitsForStopsItsRun) {
+  TensorHostOptions options = Options("slow.onnx", "slow");
+  options.max_batch_size = 1;  // warm-up runs the slow graph once, not at batch 8 too
+  auto host = TensorHost::Open(options, governor_.get());
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  TensorRequest request;
+  request.inputs = {Floats("x", {1, 256}, std::vector<float>(256, 0.01f))};
+  request.cancelled = cancelled;
+  std::promise<TensorResult> promise;
+  ASSERT_TRUE(
+      (*host)
+          ->Submit(std::move(request), [&](TensorResult r) { promise.set_value(std::move(r)); })
+          .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  cancelled->store(true);
+  TensorResult result = promise.get_future().get();
+  EXPECT_FALSE(result.status.ok());
+  EXPECT_NE(result.status.message().find("cancelled"), std::string::npos)
+      << result.status.ToString();
+  // A whole run takes about a second at batch 1; the stop lands within the batcher's poll.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(800));
+}
+
+}  // namespace
+}  // namespace pier::serving

