@@ -38,7 +38,7 @@ class LiveFigures {
   }
   // The model's child of a {model} histogram, holding `buckets`.
   void SetHistogram(const std::string& model, const std::string& name, const std::string& help,
-                    const EmbeddingFigures::Buckets& buckets) {
+                    const pier::Buckets& buckets) {
     auto it = families_.find(name);
     metrics::Family<metrics::Histogram>* family = nullptr;
     if (it != families_.end()) {

@@ -367,6 +367,35 @@ void AddEmbeddingFigures(const std::string& model, const EmbeddingFigures& e, Li
                     "Per batch: the encoder's forward pass.", e.compute_seconds);
 }
 
+// A tensor model's batcher (TensorRunnerStats): the embedding batcher's figures in items (a
+// request brings one or more items along the batch dimension). Items per second is
+// rate(pier_tensor_items_total).
+void AddTensorFigures(const std::string& model, const TensorRunnerStats& t, LiveFigures& live) {
+  live.SetGauge(model, "pier_tensor_queue_items", "Items (batch rows) waiting for a batch.",
+                static_cast<double>(t.queued_items));
+  live.SetGauge(model, "pier_tensor_running_items", "Items in the batch running now.",
+                static_cast<double>(t.running_items));
+  live.SetGauge(model, "pier_tensor_window_seconds",
+                "The batching window in use (adapts below max_queue_delay_ms).", t.window_seconds);
+  live.SetCounter(model, "pier_tensor_batches_total", "Tensor batches run.",
+                  static_cast<double>(t.batches));
+  live.SetCounter(model, "pier_tensor_items_total", "Items (batch rows) run through the model.",
+                  static_cast<double>(t.items));
+  live.SetCounter(model, "pier_tensor_requests_total", "Requests run in a batch.",
+                  static_cast<double>(t.requests));
+  live.SetCounter(model, "pier_tensor_expired_total",
+                  "Requests refused because they waited past their class's max queue time.",
+                  static_cast<double>(t.expired));
+  live.SetCounter(model, "pier_tensor_cancelled_total",
+                  "Requests dropped or stopped because nobody waited for them any more.",
+                  static_cast<double>(t.cancelled));
+  live.SetHistogram(model, "pier_tensor_batch_items", "Items per tensor batch.", t.batch_items);
+  live.SetHistogram(model, "pier_tensor_queue_seconds",
+                    "Per request: from arrival to the start of its batch.", t.queue_seconds);
+  live.SetHistogram(model, "pier_tensor_compute_seconds", "Per batch: the model's run.",
+                    t.compute_seconds);
+}
+
 void AddEngineFigures(const std::string& model, const engine::EngineStats& e, LiveFigures& live) {
   const double usage = e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) /
                                                    static_cast<double>(e.kv_blocks_total)
@@ -504,6 +533,8 @@ std::string ServingMetrics::Render(std::span<const ModelFigures> models,
   for (const ModelFigures& m : models) {
     if (m.embedding.has_value()) {
       AddEmbeddingFigures(std::string(m.model), *m.embedding, live);
+    } else if (m.tensor.has_value()) {
+      AddTensorFigures(std::string(m.model), *m.tensor, live);
     } else {
       AddEngineFigures(std::string(m.model), m.engine, live);
     }

@@ -21,8 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/buckets.h"
 #include "engine/core/engine.h"
 #include "memory/memory_governor.h"
+#include "serving/tensor_runner.h"
 
 namespace pier::metrics {
 class Registry;
@@ -61,14 +63,9 @@ struct WorkerFigures {
   std::optional<uint64_t> device_bytes = std::nullopt;  // NVML's figure for its process
 };
 
-// One served model's live figures, read at scrape time.
 // An embedding model's batcher, read at scrape time (encoder/embedding_batcher.h's figures).
 struct EmbeddingFigures {
-  struct Buckets {
-    std::vector<double> bounds;
-    std::vector<uint64_t> counts;  // [bounds + 1], not cumulative
-    double sum = 0;
-  };
+  using Buckets = pier::Buckets;  // common/buckets.h
   int64_t queued_texts = 0;
   int64_t batches = 0;
   int64_t texts = 0;
@@ -79,12 +76,16 @@ struct EmbeddingFigures {
   Buckets batch_texts, batch_tokens, queue_seconds, compute_seconds;
 };
 
+// One served model's live figures, read at scrape time.
 struct ModelFigures {
   std::string_view model;
   engine::EngineStats engine;
   const MemoryGovernor* governor = nullptr;                  // null: no memory figures
   std::vector<WorkerFigures> workers = {};                   // empty: in-process instances
   std::optional<EmbeddingFigures> embedding = std::nullopt;  // embedding models
+  // Tensor models: their batcher's figures (TensorRunner::Stats), rendered as pier_tensor_*
+  // instead of the engine's.
+  std::optional<TensorRunnerStats> tensor = std::nullopt;
 };
 
 // One known model's lifecycle, read at scrape time (every model, loaded or not).

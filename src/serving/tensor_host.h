@@ -59,13 +59,7 @@ struct TensorHostOptions {
 };
 
 // What warm-up and the session measured, for logs, /admin and `pier inspect --memory`.
-struct TensorHostMemory {
-  uint64_t weights_bytes = 0;   // held by the session after creation
-  uint64_t workspace_peak = 0;  // the most a warm-up run held beyond the weights
-  uint64_t overhead_bytes = 0;  // charged to <id>/ort_overhead
-  uint64_t resident_delta = 0;  // the process's growth over creation and warm-up
-  bool warmed = false;          // warm-up ran (false: open dimensions it could not fill)
-};
+using TensorHostMemory = TensorRunnerMemory;
 
 class TensorHost final : public TensorRunner {
  public:
@@ -79,6 +73,7 @@ class TensorHost final : public TensorRunner {
   const TensorModelInfo& info() const override;
   Status Submit(TensorRequest request, std::function<void(TensorResult)> done) override;
   TensorRunnerStats Stats() const override;
+  std::optional<TensorRunnerMemory> Memory() const override { return memory_; }
 
   engine::EngineClient& client() { return *client_; }
   const MemoryGovernor& governor() const { return *governor_; }

@@ -1,13 +1,15 @@
 // TensorRunner: how the front end (api/'s KServe v2 infer route, the gRPC adapter) reaches a
 // tensor model (an ONNX graph): submit input tensors, get the output tensors later; read what
-// the model takes and gives and its queue's figures. Like Embedder, it hides what runs behind
-// it (today TensorHost's in-process TensorBatcher over an ONNX Runtime session). The request
-// and answer types are tensor_models/tensor_request.h's.
+// the model takes and gives, its queue's figures and what its memory measured. Like Embedder,
+// it hides what runs behind it (today TensorHost's in-process TensorBatcher over an ONNX
+// Runtime session). The request and answer types are tensor_models/tensor_request.h's.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "common/status.h"
 #include "tensor_models/tensor_request.h"
@@ -19,6 +21,17 @@ using TensorRequest = tensor_models::TensorRequest;
 using TensorResult = tensor_models::TensorResult;
 using TensorRunnerStats = tensor_models::TensorRunnerStats;
 using tensor_models::CheckTensorRequest;
+
+// What loading and warming the model measured, beside the bytes its governor owners hold
+// (tensor_host.h says how each figure is measured): for /admin/models and `pier inspect
+// --memory`.
+struct TensorRunnerMemory {
+  uint64_t weights_bytes = 0;   // held by the session after creation
+  uint64_t workspace_peak = 0;  // the most a warm-up run held beyond the weights
+  uint64_t overhead_bytes = 0;  // charged to <id>/ort_overhead
+  uint64_t resident_delta = 0;  // the process's growth over creation and warm-up
+  bool warmed = false;          // warm-up ran (false: open dimensions it could not fill)
+};
 
 class TensorRunner {
  public:
@@ -32,6 +45,9 @@ class TensorRunner {
   [[nodiscard]] virtual Status Submit(TensorRequest request,
                                       std::function<void(TensorResult)> done) = 0;
   virtual TensorRunnerStats Stats() const = 0;
+  // The measured figures above; nullopt where nothing was measured (a runner whose model
+  // lives elsewhere and has not reported them).
+  virtual std::optional<TensorRunnerMemory> Memory() const { return std::nullopt; }
 };
 
 }  // namespace pier::serving

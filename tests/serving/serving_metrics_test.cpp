@@ -273,6 +273,55 @@ TEST(ServingMetricsTest, ModelsSharingADeviceShowItOnceAndTheirOwnersEach) {
   EXPECT_EQ(At(parsed, "pier_model_state{model=\"beta\",state=\"ready\"}"), 1);
 }
 
+// A tensor model: its batcher's figures as pier_tensor_* (queue, counters, histograms of items
+// per batch, queue and compute seconds) instead of the engine's, beside an LLM's.
+TEST(ServingMetricsTest, TensorModelsShowTheirBatcherInsteadOfAnEngine) {
+  TensorRunnerStats t;
+  t.queued_items = 5;
+  t.running_items = 4;
+  t.batches = 3;
+  t.items = 9;
+  t.requests = 6;
+  t.expired = 2;
+  t.cancelled = 1;
+  t.window_seconds = 0.004;
+  t.batch_items = {.bounds = {1, 2, 4}, .counts = {1, 0, 2, 0}, .sum = 9};
+  t.queue_seconds = {.bounds = {0.001, 0.01}, .counts = {4, 1, 1}, .sum = 0.05};
+  t.compute_seconds = {.bounds = {0.001, 0.01}, .counts = {0, 3, 0}, .sum = 0.012};
+  ServingMetrics metrics("smol");
+  ModelFigures add_mul{"add_mul", engine::EngineStats{}, nullptr};
+  add_mul.tensor = t;
+  const ModelFigures figures[] = {{"smol", MadeUpStats(), nullptr}, add_mul};
+  Exposition parsed = Parse(metrics.Render(figures));
+  const std::string m = "{model=\"add_mul\"}";
+  EXPECT_EQ(At(parsed, "pier_tensor_queue_items" + m), 5);
+  EXPECT_EQ(At(parsed, "pier_tensor_running_items" + m), 4);
+  EXPECT_EQ(At(parsed, "pier_tensor_window_seconds" + m), 0.004);
+  EXPECT_EQ(At(parsed, "pier_tensor_batches_total" + m), 3);
+  EXPECT_EQ(At(parsed, "pier_tensor_items_total" + m), 9);
+  EXPECT_EQ(At(parsed, "pier_tensor_requests_total" + m), 6);
+  EXPECT_EQ(At(parsed, "pier_tensor_expired_total" + m), 2);
+  EXPECT_EQ(At(parsed, "pier_tensor_cancelled_total" + m), 1);
+  EXPECT_EQ(parsed.types.at("pier_tensor_items_total"), "counter");
+  EXPECT_EQ(parsed.types.at("pier_tensor_batch_items"), "histogram");
+  // Cumulative buckets: one batch of 1, two of 3 or 4 items.
+  EXPECT_EQ(At(parsed, "pier_tensor_batch_items_bucket{model=\"add_mul\",le=\"1\"}"), 1);
+  EXPECT_EQ(At(parsed, "pier_tensor_batch_items_bucket{model=\"add_mul\",le=\"2\"}"), 1);
+  EXPECT_EQ(At(parsed, "pier_tensor_batch_items_bucket{model=\"add_mul\",le=\"4\"}"), 3);
+  EXPECT_EQ(At(parsed, "pier_tensor_batch_items_bucket{model=\"add_mul\",le=\"+Inf\"}"), 3);
+  EXPECT_EQ(At(parsed, "pier_tensor_batch_items_sum" + m), 9);
+  EXPECT_EQ(At(parsed, "pier_tensor_queue_seconds_count" + m), 6);
+  EXPECT_EQ(At(parsed, "pier_tensor_queue_seconds_sum" + m), 0.05);
+  EXPECT_EQ(At(parsed, "pier_tensor_compute_seconds_bucket{model=\"add_mul\",le=\"0.01\"}"), 3);
+  EXPECT_EQ(At(parsed, "pier_tensor_compute_seconds_count" + m), 3);
+  // No engine figures for the tensor model; the LLM beside it keeps its own, and has no
+  // tensor series.
+  EXPECT_EQ(parsed.samples.count("pier_num_requests_running" + m), 0u);
+  EXPECT_EQ(parsed.samples.count("pier_kv_cache_usage_ratio" + m), 0u);
+  EXPECT_EQ(At(parsed, "pier_num_requests_running{model=\"smol\"}"), 2);
+  EXPECT_EQ(parsed.samples.count("pier_tensor_items_total{model=\"smol\"}"), 0u);
+}
+
 // Every sample line follows the grammar and belongs to a family with HELP and TYPE (checked by
 // the parser); every family is named legally and carries the model label on every sample.
 TEST(ServingMetricsTest, EverythingRenderedIsWellFormedAndLabelledWithTheModel) {

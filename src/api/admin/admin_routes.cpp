@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "api/json_shape.h"
+#include "api/kserve/tensor_model_json.h"
 #include "api/pending_response.h"
 #include "api/status_map.h"
 #include "common/check.h"
 #include "engine/runner/local_model.h"
 #include "placement/cpu_list.h"
 #include "serving/embedder.h"
+#include "serving/tensor_runner.h"
 #include "serving/worker_client.h"
 #include "tokenizer/unicode.h"
 
@@ -131,6 +133,33 @@ Json OwnersOf(const std::string& id, const MemoryGovernor& governor, uint64_t* t
   return owners;
 }
 
+// A tensor model's side of /admin/models: what it takes and gives (KServe's datatypes and
+// shapes, -1 where open), how it batches, its batcher's counters, and what loading it measured.
+void AddTensorDetail(const serving::ServedModel& model, Json& pier) {
+  const serving::TensorModelInfo& info = model.tensors->info();
+  const Json metadata = TensorModelMetadata(model);
+  pier["tensor"] = {{"platform", info.platform},
+                    {"opset", info.opset},
+                    {"producer", info.producer},
+                    {"parameter_bytes", info.parameter_bytes},
+                    {"max_batch_size", info.max_batch_size},
+                    {"preferred_batch_sizes", info.preferred_batch_sizes},
+                    {"inputs", metadata["inputs"]},
+                    {"outputs", metadata["outputs"]}};
+  const serving::TensorRunnerStats s = model.tensors->Stats();
+  pier["batcher"] = {{"queued_items", s.queued_items}, {"running_items", s.running_items},
+                     {"batches", s.batches},           {"items", s.items},
+                     {"requests", s.requests},         {"expired", s.expired},
+                     {"cancelled", s.cancelled},       {"window_seconds", s.window_seconds}};
+  if (const std::optional<serving::TensorRunnerMemory> m = model.tensors->Memory()) {
+    pier["memory"]["measured"] = {{"weights_bytes", m->weights_bytes},
+                                  {"workspace_peak_bytes", m->workspace_peak},
+                                  {"ort_overhead_bytes", m->overhead_bytes},
+                                  {"resident_delta_bytes", m->resident_delta},
+                                  {"warmed", m->warmed}};
+  }
+}
+
 // /admin/models' detail of one model: its state and counters, its configuration, and when
 // loaded its engine's queue and KV and the governor owners that belong to it with their bytes.
 Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spec,
@@ -172,6 +201,9 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
   }
   pier["memory"] = {{"committed_bytes", total}, {"owners", std::move(owners)}};
   if (model == nullptr) return detail;
+  if (model->kind == serving::ModelKind::kTensor && model->tensors != nullptr) {
+    AddTensorDetail(*model, pier);
+  }
   const engine::EngineStats e = model->client->Stats();
   pier["engine"] = {{"running", e.running},
                     {"waiting", e.waiting},
@@ -354,6 +386,7 @@ void AdminRoutes::Register(Router& router) {
   router.Add("GET", "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
   router.Add("GET", "/v1/models", [this](const HttpRequest& r) { return ListModels(r); });
   router.Add("GET", "/admin/models", [this](const HttpRequest& r) { return AdminModels(r); });
+  router.AddPrefix("GET", "/admin/models/", [this](const HttpRequest& r) { return AdminModel(r); });
   router.AddPrefix("POST", "/admin/models/",
                    [this](const HttpRequest& r) { return AdminModelAction(r); });
   router.Add("POST", "/admin/reload", [this](const HttpRequest& r) { return AdminReload(r); });
@@ -449,6 +482,7 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
     if (entry.model != nullptr) {
       serving::ModelFigures figure{entry.id, entry.model->client->Stats(), entry.model->governor};
       if (entry.model->embedder != nullptr) figure.embedding = EmbeddingFiguresOf(*entry.model);
+      if (entry.model->tensors != nullptr) figure.tensor = entry.model->tensors->Stats();
       for (size_t n = 0; n < entry.model->workers.size(); ++n) {
         const serving::WorkerHealth h = entry.model->workers[n]->Health();
         figure.workers.push_back({.instance = static_cast<int>(n + 1),
@@ -536,6 +570,23 @@ HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
   }
   body["devices"] = std::move(devices);
   return JsonResponse(200, body);
+}
+
+HttpResponse AdminRoutes::AdminModel(const HttpRequest& request) {
+  if (auto denied = RequireAdmin(request)) return std::move(*denied);
+  constexpr std::string_view kPrefix = "/admin/models/";
+  const std::string name = PercentDecode(std::string_view(request.path).substr(kPrefix.size()));
+  Result<serving::ModelEntry> entry =
+      name.empty() ? Result<serving::ModelEntry>(NotFoundError("")) : registry_->Lookup(name);
+  if (!entry.ok()) {
+    return ErrorResponse(
+        404,
+        "the model '" + name + "' does not exist (this server knows " + registry_->KnownIds() + ")",
+        "model", "model_not_found");
+  }
+  std::shared_ptr<const serving::ModelSpec> spec =
+      options_.manager != nullptr ? options_.manager->SpecOf(entry->id) : nullptr;
+  return JsonResponse(200, ModelDetail(*entry, spec.get(), options_.device_governor));
 }
 
 HttpResponse AdminRoutes::AdminModelAction(const HttpRequest& request) {
@@ -761,6 +812,7 @@ std::string_view MetricsRouteLabel(std::string_view path) {
   if (path.starts_with("/admin/models/")) {
     if (path.ends_with("/load")) return "/admin/models/{name}/load";
     if (path.ends_with("/unload")) return "/admin/models/{name}/unload";
+    return "/admin/models/{name}";
   }
   return "other";
 }

@@ -1,6 +1,7 @@
 // AdminRoutes: the routes of `pier serve` besides the OpenAI completions: GET /health,
 // GET /ready, GET /metrics, GET /v1/models, GET /v1/models/{id}, POST /tokenize,
-// POST /detokenize, and the operator's GET /admin/models, POST /admin/models/{name}/load,
+// POST /detokenize, and the operator's GET /admin/models, GET /admin/models/{name} (one model's
+// entry of the list), POST /admin/models/{name}/load,
 // POST /admin/models/{name}/unload, POST /admin/reload and GET /admin/qos (the live QoS state:
 // queues per class and tenant, virtual clocks, reserve use). EngineWatchdog: the stall rule
 // behind /ready.
@@ -142,6 +143,8 @@ class AdminRoutes {
   HttpResponse ListModels(const HttpRequest& request);
   HttpResponse GetModel(const HttpRequest& request);
   HttpResponse AdminModels(const HttpRequest& request);
+  // GET /admin/models/{name}: one model's entry of /admin/models ({name} may be an alias).
+  HttpResponse AdminModel(const HttpRequest& request);
   // POST /admin/models/{name}/load and .../unload.
   HttpResponse AdminModelAction(const HttpRequest& request);
   HttpResponse AdminReload(const HttpRequest& request);

@@ -1,6 +1,7 @@
 // AdminRoutes: /health, /ready (with the engine-stall watchdog), /metrics (optionally keyed),
-// /v1/models, /v1/models/{id}, /tokenize and /detokenize, dispatched through a Router with a
-// fake engine client and a byte-level fake tokenizer (no model file, no sockets).
+// /v1/models, /v1/models/{id}, /admin/models (and one model's entry), /tokenize and
+// /detokenize, dispatched through a Router with a fake engine client, a byte-level fake
+// tokenizer and a fake tensor runner (no model file, no sockets).
 #include "api/admin/admin_routes.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "../../memory/test_util.h"
+#include "../kserve/fake_tensor_runner.h"
 
 namespace pier::api {
 namespace {
@@ -236,6 +240,117 @@ TEST_F(AdminRoutesTest, AdminModelsShowsEachModelsEngineAndMemory) {
   EXPECT_TRUE(model["pier"]["memory"]["owners"].empty());
 }
 
+// A tensor model (an ONNX graph; here a fake runner): kind "tensor", its inputs and outputs
+// with KServe's datatypes and shapes, how it batches, its batcher's counters, its governor
+// owners and what loading it measured; the same entry alone at /admin/models/{name}; its
+// batcher's figures in /metrics.
+TEST_F(AdminRoutesTest, ATensorModelShowsItsTensorsBatchingAndMeasuredMemory) {
+  Build({});
+  serving::TensorModelInfo info;
+  info.inputs = {{"x", ElementType::kFp32, {-1, 4}}, {"y", ElementType::kInt64, {-1, 4}}};
+  info.outputs = {{"sum", ElementType::kFp32, {-1, 4}}};
+  info.max_batch_size = 8;
+  info.preferred_batch_sizes = {2, 4};
+  info.opset = 17;
+  info.producer = "pier-test 1.0";
+  info.parameter_bytes = 4096;
+  pier::testing::FakeTensorRunner runner(pier::testing::FakeTensorRunner::Kind::kAdd, info);
+  runner.stats.queued_items = 3;
+  runner.stats.running_items = 2;
+  runner.stats.batches = 5;
+  runner.stats.items = 12;
+  runner.stats.requests = 7;
+  runner.stats.expired = 1;
+  runner.stats.cancelled = 2;
+  runner.stats.batch_items = {.bounds = {1, 2, 4}, .counts = {1, 2, 2, 0}, .sum = 12};
+  runner.memory = serving::TensorRunnerMemory{.weights_bytes = 8192,
+                                              .workspace_peak = 1024,
+                                              .overhead_bytes = 2 << 20,
+                                              .resident_delta = (2 << 20) + 9216,
+                                              .warmed = true};
+  using pier::testing::kMiB;
+  FakeDevice device(FakeDeviceOptions{.capacity_bytes = 64 * kMiB});
+  auto governor = pier::testing::MakeGovernor(&device, pier::testing::BudgetOf(32 * kMiB));
+  pier::testing::AddOwner(*governor, {.name = "add_mul/weights"});
+  pier::testing::AddOwner(*governor, {.name = "add_mul/workspace"});
+  const OwnerId overhead = pier::testing::AddOwner(*governor, {.name = "add_mul/ort_overhead"});
+  MemoryResult<ExternalCharge> charge = governor->ChargeExternal(overhead, 2 * kMiB);
+  ASSERT_TRUE(charge.ok());
+  FakeClient tensor_client;
+  tensor_client.stats.waiting = 3;
+  tensor_client.stats.running = 2;
+  serving::ServedModel model;
+  model.id = "add_mul";
+  model.aliases = {"adder"};
+  model.kind = serving::ModelKind::kTensor;
+  model.tensors = &runner;
+  model.client = &tensor_client;
+  model.instances = {&tensor_client};
+  model.governor = governor.get();
+  ASSERT_TRUE(registry_->Add(model).ok());
+
+  auto admin = [&](const std::string& path, const std::string& remote = "127.0.0.1:40000") {
+    HttpRequest request;
+    request.method = "GET";
+    request.target = request.path = path;
+    request.remote_address = remote;
+    return router_.Dispatch(request);
+  };
+  HttpResponse list = admin("/admin/models");
+  ASSERT_EQ(list.status, 200);
+  const Json body = Body(list);
+  ASSERT_EQ(body["data"].size(), 2u);
+  EXPECT_FALSE(body["data"][0]["pier"].contains("tensor")) << "the LLM has no tensors";
+  const Json& entry = body["data"][1];
+  const Json& pier = entry["pier"];
+  EXPECT_EQ(pier["kind"], "tensor");
+  EXPECT_EQ(pier["tensor"]["inputs"],
+            Json::parse(R"([{"name":"x","datatype":"FP32","shape":[-1,4]},)"
+                        R"({"name":"y","datatype":"INT64","shape":[-1,4]}])"));
+  EXPECT_EQ(pier["tensor"]["outputs"],
+            Json::parse(R"([{"name":"sum","datatype":"FP32","shape":[-1,4]}])"));
+  EXPECT_EQ(pier["tensor"]["max_batch_size"], 8);
+  EXPECT_EQ(pier["tensor"]["preferred_batch_sizes"], Json::parse("[2,4]"));
+  EXPECT_EQ(pier["tensor"]["opset"], 17);
+  EXPECT_EQ(pier["tensor"]["producer"], "pier-test 1.0");
+  EXPECT_EQ(pier["tensor"]["parameter_bytes"], 4096);
+  EXPECT_EQ(pier["tensor"]["platform"], "onnxruntime_onnx");
+  EXPECT_EQ(pier["batcher"], Json::parse(R"({"queued_items":3,"running_items":2,"batches":5,)"
+                                         R"("items":12,"requests":7,"expired":1,"cancelled":2,)"
+                                         R"("window_seconds":0.002})"));
+  EXPECT_EQ(pier["engine"]["waiting"], 3);
+  // Its three owners with their bytes, and the figures loading measured.
+  ASSERT_EQ(pier["memory"]["owners"].size(), 3u);
+  EXPECT_EQ(pier["memory"]["owners"][2]["owner"], "add_mul/ort_overhead");
+  EXPECT_EQ(pier["memory"]["owners"][2]["used_bytes"], 2 * kMiB);
+  EXPECT_EQ(pier["memory"]["committed_bytes"], 2 * kMiB);
+  EXPECT_EQ(pier["memory"]["measured"],
+            Json::parse(R"({"weights_bytes":8192,"workspace_peak_bytes":1024,)"
+                        R"("ort_overhead_bytes":2097152,"resident_delta_bytes":2106368,)"
+                        R"("warmed":true})"));
+
+  // One model's entry alone, by id or alias; unknown names 404; the admin gate holds.
+  HttpResponse one = admin("/admin/models/add_mul");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(Body(one), entry);
+  EXPECT_EQ(Body(admin("/admin/models/adder"))["id"], "add_mul");
+  HttpResponse unknown = admin("/admin/models/nope");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(Body(unknown)["error"]["code"], "model_not_found");
+  EXPECT_EQ(admin("/admin/models/add_mul", "10.0.0.7:5000").status, 403);
+
+  // A runner that measured nothing has no "measured" figures.
+  runner.memory.reset();
+  EXPECT_FALSE(Body(admin("/admin/models/add_mul"))["pier"]["memory"].contains("measured"));
+
+  const std::string metrics = Call("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("pier_tensor_items_total{model=\"add_mul\"} 12"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("pier_tensor_queue_items{model=\"add_mul\"} 3"), std::string::npos);
+  EXPECT_NE(metrics.find("pier_tensor_batch_items_bucket{model=\"add_mul\",le=\"2\"} 3"),
+            std::string::npos);
+}
+
 TEST_F(AdminRoutesTest, AdminRoutesNeedTheAdminKeyOrLoopback) {
   auto call = [&](const std::string& remote, std::vector<std::pair<std::string, std::string>> h) {
     HttpRequest request;
@@ -381,6 +496,8 @@ TEST(MetricsRouteLabelTest, KeepsKnownRoutesAndFoldsTheRest) {
   EXPECT_EQ(MetricsRouteLabel("/health"), "/health");
   EXPECT_EQ(MetricsRouteLabel("/v1/responses"), "/v1/responses");
   EXPECT_EQ(MetricsRouteLabel("/v1/models/abc"), "/v1/models/{id}");
+  EXPECT_EQ(MetricsRouteLabel("/admin/models/abc"), "/admin/models/{name}");
+  EXPECT_EQ(MetricsRouteLabel("/admin/models/abc/load"), "/admin/models/{name}/load");
   EXPECT_EQ(MetricsRouteLabel("/wp-admin/login.php"), "other");
   EXPECT_EQ(MetricsRouteLabel("/v1/completions/x"), "other");
 }

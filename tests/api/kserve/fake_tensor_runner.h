@@ -2,7 +2,8 @@
 // ("x" + "y" -> "sum", and "x" again as "x_copy"), or one that gives each input back as
 // "<name>_out" (any types). Submit checks names, types and ranks as CheckTensorRequest does,
 // with its messages' form; then answers at once on the caller's thread, or holds the request
-// (hold = true) until Release, or refuses (refuse) or fails it (fail).
+// (hold = true) until Release, or refuses (refuse) or fails it (fail). Stats and Memory give
+// back whatever the test sets in `stats` and `memory`.
 //
 // Thread-safety: Submit and Release from any thread (one mutex).
 #pragma once
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,8 +24,9 @@ class FakeTensorRunner final : public serving::TensorRunner {
  public:
   enum class Kind { kAdd, kIdentity };
 
-  FakeTensorRunner(Kind kind, serving::TensorModelInfo info)
-      : kind_(kind), info_(std::move(info)) {}
+  FakeTensorRunner(Kind kind, serving::TensorModelInfo info) : kind_(kind), info_(std::move(info)) {
+    stats.window_seconds = 0.002;
+  }
 
   const serving::TensorModelInfo& info() const override { return info_; }
 
@@ -62,11 +65,8 @@ class FakeTensorRunner final : public serving::TensorRunner {
     return Status::Ok();
   }
 
-  serving::TensorRunnerStats Stats() const override {
-    serving::TensorRunnerStats stats;
-    stats.window_seconds = 0.002;
-    return stats;
-  }
+  serving::TensorRunnerStats Stats() const override { return stats; }
+  std::optional<serving::TensorRunnerMemory> Memory() const override { return memory; }
 
   // Answers every held request.
   void Release() {
@@ -81,6 +81,8 @@ class FakeTensorRunner final : public serving::TensorRunner {
   Status refuse = Status::Ok();  // Submit's answer instead of queueing
   Status fail = Status::Ok();    // the result's status instead of outputs
   bool hold = false;
+  serving::TensorRunnerStats stats;  // set before the runner is shared
+  std::optional<serving::TensorRunnerMemory> memory;
   serving::TensorRequest last;
   int submitted = 0;
 
