@@ -81,6 +81,46 @@ std::optional<double> Rate(const Scrape& now, const Scrape& before, double secon
   return (*b - *a) / seconds;
 }
 
+// Mean of a histogram's observations made between the scrapes (its _sum and _count deltas);
+// nullopt without a previous scrape or when nothing was observed.
+std::optional<double> MeanBetween(const Scrape& now, const Scrape& before, const std::string& name,
+                                  const std::vector<std::pair<std::string, std::string>>& match) {
+  const auto sum_now = now.Value(name + "_sum", match);
+  const auto count_now = now.Value(name + "_count", match);
+  const auto sum_before = before.Value(name + "_sum", match);
+  const auto count_before = before.Value(name + "_count", match);
+  if (!sum_now || !count_now || !sum_before || !count_before || *count_now <= *count_before) {
+    return std::nullopt;
+  }
+  return (*sum_now - *sum_before) / (*count_now - *count_before);
+}
+
+// The figures of a model that runs batches rather than an engine: a tensor model's (items:
+// rows along the batch dimension) or an embedding model's (items: texts).
+struct BatcherNames {
+  const char* queue;    // gauge
+  const char* running;  // gauge; null: not exported
+  const char* items;    // counter
+  const char* batch;    // histogram of items per batch
+  const char* queue_seconds;
+  const char* compute_seconds;
+};
+constexpr BatcherNames kTensorBatcher = {
+    "pier_tensor_queue_items", "pier_tensor_running_items", "pier_tensor_items_total",
+    "pier_tensor_batch_items", "pier_tensor_queue_seconds", "pier_tensor_compute_seconds"};
+constexpr BatcherNames kEmbeddingBatcher = {
+    "pier_embedding_queue_texts",   nullptr,
+    "pier_embedding_texts_total",   "pier_embedding_batch_texts",
+    "pier_embedding_queue_seconds", "pier_embedding_compute_seconds"};
+
+// The model's batcher names, or null when it has no batcher figures (an LLM).
+const BatcherNames* BatcherOf(const Scrape& now, const std::string& model) {
+  for (const BatcherNames* names : {&kTensorBatcher, &kEmbeddingBatcher}) {
+    if (now.Value(names->queue, {{"model", model}}).has_value()) return names;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string Bar(double fraction, int cells) {
@@ -131,22 +171,22 @@ std::vector<std::string> RenderTopScreen(const TopScreenInput& in) {
     const std::optional<double> tokens =
         Rate(now, before, in.seconds_between, "pier_generation_tokens_total", match);
     // Mean time to first token of the requests finished between the scrapes.
-    std::optional<double> ttft;
-    const auto sum_now = now.Value("pier_time_to_first_token_seconds_sum", match);
-    const auto count_now = now.Value("pier_time_to_first_token_seconds_count", match);
-    const auto sum_before = before.Value("pier_time_to_first_token_seconds_sum", match);
-    const auto count_before = before.Value("pier_time_to_first_token_seconds_count", match);
-    if (sum_now && count_now && sum_before && count_before && *count_now > *count_before) {
-      ttft = (*sum_now - *sum_before) / (*count_now - *count_before);
+    const std::optional<double> ttft =
+        MeanBetween(now, before, "pier_time_to_first_token_seconds", match);
+    // A batcher's model (no engine): its items running and waiting in those columns.
+    std::optional<double> running = now.Value("pier_num_requests_running", match);
+    std::optional<double> waiting = now.Value("pier_num_requests_waiting", match);
+    if (const BatcherNames* batcher = BatcherOf(now, m)) {
+      if (!running && batcher->running != nullptr) running = now.Value(batcher->running, match);
+      if (!waiting) waiting = now.Value(batcher->queue, match);
     }
     const std::optional<double> kv = now.Value("pier_kv_cache_usage_ratio", match);
     const std::string kv_text =
         kv.has_value() ? Bar(*kv, 8) + fmt::format(" {:>3.0f}%", *kv * 100) : "-";
     add(fmt::format("{:<22} {:<8} {:>5} {:>4} {:>5} {:>7} {:>6}  {}", Fit(m, 22),
-                    Fit(state.count(m) ? state[m] : "-", 8), inst,
-                    OrDash(now.Value("pier_num_requests_running", match), "{:.0f}"),
-                    OrDash(now.Value("pier_num_requests_waiting", match), "{:.0f}"),
-                    OrDash(tokens, "{:.1f}"), ttft ? fmt::format("{:.2f}s", *ttft) : "-", kv_text));
+                    Fit(state.count(m) ? state[m] : "-", 8), inst, OrDash(running, "{:.0f}"),
+                    OrDash(waiting, "{:.0f}"), OrDash(tokens, "{:.1f}"),
+                    ttft ? fmt::format("{:.2f}s", *ttft) : "-", kv_text));
   }
   if (models.empty()) add("(no models)");
 
@@ -161,6 +201,30 @@ std::vector<std::string> RenderTopScreen(const TopScreenInput& in) {
       line += fmt::format(" {} {:.0f} ", c, by_class[c]);
     }
     add(line);
+  }
+
+  // Models that run batches (tensor and embedding models): queue, items per second, mean
+  // items per batch, and the mean queue and compute time of what ran between the scrapes.
+  bool batcher_header = false;
+  for (const std::string& m : models) {
+    const BatcherNames* batcher = BatcherOf(now, m);
+    if (batcher == nullptr) continue;
+    if (!batcher_header) {
+      add("");
+      add(fmt::format("{:<24} {:>6} {:>9} {:>9} {:>9} {:>9}", "BATCHER", "QUEUE", "ITEMS/S",
+                      "PER BATCH", "QUEUE MS", "RUN MS"));
+      batcher_header = true;
+    }
+    const std::vector<std::pair<std::string, std::string>> match = {{"model", m}};
+    const std::optional<double> queue_s = MeanBetween(now, before, batcher->queue_seconds, match);
+    const std::optional<double> compute_s =
+        MeanBetween(now, before, batcher->compute_seconds, match);
+    add(fmt::format("{:<24} {:>6} {:>9} {:>9} {:>9} {:>9}", Fit(m, 24),
+                    OrDash(now.Value(batcher->queue, match), "{:.0f}"),
+                    OrDash(Rate(now, before, in.seconds_between, batcher->items, match), "{:.1f}"),
+                    OrDash(MeanBetween(now, before, batcher->batch, match), "{:.1f}"),
+                    queue_s ? fmt::format("{:.2f}", *queue_s * 1000) : "-",
+                    compute_s ? fmt::format("{:.2f}", *compute_s * 1000) : "-"));
   }
 
   // Memory per device.

@@ -1,8 +1,10 @@
 // TopScreen: the text of one `pier top` refresh, made from a server's /metrics (the scrape
 // now and the one before it, for rates): a header, each model (state, instances up, running
-// and waiting requests, tokens per second, mean time to first token, KV in use), the queue by
-// priority class, each device's memory as a bar with its pressure, each GPU's utilisation and
-// memory, the demand and its forecast, and each worker process.
+// and waiting requests (a batcher's items), tokens per second, mean time to first token, KV in
+// use), the queue by priority class, each model that runs batches (tensor and embedding
+// models: queue, items per second, mean items per batch, mean queue and compute time), each
+// device's memory as a bar with its pressure, each GPU's utilisation and memory, the demand
+// and its forecast, and each worker process.
 //
 // Every line fits `width` columns (80 by default: a terminal's and tmux's default); names
 // that do not fit are cut with "~". Sections with nothing to show (no GPU, no workers) are

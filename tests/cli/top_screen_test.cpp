@@ -127,6 +127,72 @@ TEST(TopScreenTest, WhatTheServerSendsCannotMoveTheCursorOrSplitACharacter) {
       << cut;
 }
 
+// Models that run batches (a tensor model, an embedding model) show their items running and
+// waiting in the model's row, and a BATCHER line each: queue, items per second, mean items per
+// batch, mean queue and compute milliseconds of what ran between the scrapes.
+TEST(TopScreenTest, BatchingModelsShowTheirQueueItemsPerSecondBatchSizeAndLatency) {
+  const metrics::ExpositionRead before = metrics::ReadExposition(R"(
+pier_model_state{model="add_mul",state="ready"} 1
+pier_model_state{model="bge",state="ready"} 1
+pier_tensor_queue_items{model="add_mul"} 0
+pier_tensor_items_total{model="add_mul"} 100
+pier_tensor_batch_items_sum{model="add_mul"} 100
+pier_tensor_batch_items_count{model="add_mul"} 40
+pier_tensor_queue_seconds_sum{model="add_mul"} 0.1
+pier_tensor_queue_seconds_count{model="add_mul"} 50
+pier_tensor_compute_seconds_sum{model="add_mul"} 0.2
+pier_tensor_compute_seconds_count{model="add_mul"} 40
+pier_embedding_queue_texts{model="bge"} 0
+pier_embedding_texts_total{model="bge"} 10
+)");
+  const metrics::ExpositionRead now = metrics::ReadExposition(R"(
+pier_model_state{model="add_mul",state="ready"} 1
+pier_model_state{model="bge",state="ready"} 1
+pier_model_state{model="smol",state="ready"} 1
+pier_num_requests_running{model="smol"} 1
+pier_tensor_queue_items{model="add_mul"} 6
+pier_tensor_running_items{model="add_mul"} 4
+pier_tensor_items_total{model="add_mul"} 340
+pier_tensor_batch_items_sum{model="add_mul"} 340
+pier_tensor_batch_items_count{model="add_mul"} 100
+pier_tensor_queue_seconds_sum{model="add_mul"} 0.4
+pier_tensor_queue_seconds_count{model="add_mul"} 150
+pier_tensor_compute_seconds_sum{model="add_mul"} 0.5
+pier_tensor_compute_seconds_count{model="add_mul"} 100
+pier_embedding_queue_texts{model="bge"} 2
+pier_embedding_texts_total{model="bge"} 30
+)");
+  const std::vector<std::string> lines = RenderTopScreen({.url = "http://x",
+                                                          .clock = "00:00:00",
+                                                          .now = &now,
+                                                          .before = &before,
+                                                          .seconds_between = 2,
+                                                          .width = 80});
+  for (const std::string& line : lines) EXPECT_LE(line.size(), 80u) << line;
+  // add_mul: 4 items running, 6 waiting; no tokens, no TTFT, no KV.
+  const std::string row = Find(lines, "add_mul ");
+  EXPECT_NE(row.find("   4     6       -      -  -"), std::string::npos) << row;
+  const std::string header = Find(lines, "BATCHER");
+  EXPECT_NE(header.find("QUEUE   ITEMS/S PER BATCH  QUEUE MS    RUN MS"), std::string::npos)
+      << header;
+  // 240 items in 2 s; 240 items in 60 batches; 0.3 s over 100 requests; 0.3 s over 60 batches.
+  const std::string tensor = Find(lines, "add_mul                 ");
+  EXPECT_NE(tensor.find("     6     120.0       4.0      3.00      5.00"), std::string::npos)
+      << tensor;
+  // The embedding model: texts; what it does not export (no histograms here) is "-".
+  const std::string embedding = Find(lines, "bge                     ");
+  EXPECT_NE(embedding.find("     2      10.0         -         -         -"), std::string::npos)
+      << embedding;
+  // An LLM has no BATCHER line.
+  size_t batcher_lines = 0;
+  bool below = false;
+  for (const std::string& line : lines) {
+    if (line.rfind("BATCHER", 0) == 0) below = true;
+    if (below && line.rfind("smol", 0) == 0) ++batcher_lines;
+  }
+  EXPECT_EQ(batcher_lines, 0u);
+}
+
 TEST(TopScreenTest, BarsFillInProportionAndClamp) {
   EXPECT_EQ(Bar(0, 4), "[    ]");
   EXPECT_EQ(Bar(0.5, 4), "[##  ]");
