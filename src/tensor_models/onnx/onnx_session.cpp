@@ -391,12 +391,16 @@ Result<std::vector<HostTensor>> OnnxSession::Run(const std::vector<HostTensor>& 
                         api.CreateTensorAsOrtValue(allocator, tensor.shape.data(),
                                                    tensor.shape.size(), type, &input_values[i]),
                         "input '" + name + "'"));
-      std::vector<const char*> pointers;
-      pointers.reserve(strings->size());
-      for (const std::string& s : *strings) pointers.push_back(s.c_str());
-      PIER_RETURN_IF_ERROR(FromOrtStatus(
-          api, api.FillStringTensor(input_values[i], pointers.data(), pointers.size()),
-          "input '" + name + "'"));
+      // Each element with its length: FillStringTensor takes C strings and would cut an
+      // element at its first NUL, and BYTES elements are any bytes.
+      for (size_t k = 0; k < strings->size(); ++k) {
+        const std::string& s = (*strings)[k];
+        char* buffer = nullptr;
+        PIER_RETURN_IF_ERROR(FromOrtStatus(
+            api, api.GetResizedStringTensorElementBuffer(input_values[i], k, s.size(), &buffer),
+            "input '" + name + "'"));
+        if (!s.empty()) std::memcpy(buffer, s.data(), s.size());
+      }
     } else {
       // Borrowed: ONNX Runtime reads the request's bytes in place.
       PIER_RETURN_IF_ERROR(FromOrtStatus(

@@ -110,7 +110,9 @@ TEST_F(OnnxSessionTest, CarriesEveryElementTypeThroughTheGraph) {
     HostTensor t{spec.name, spec.type, {2, 3}, {}};
     if (spec.type == ElementType::kBytes) {
       for (int i = 0; i < 6; ++i) {
-        const std::string s = "s" + std::string(static_cast<size_t>(i), 'x');
+        std::string s = "s" + std::string(static_cast<size_t>(i), 'x');
+        if (i == 0) s.clear();                       // an empty element
+        if (i == 3) s = std::string("a\0b\xff", 4);  // any bytes, NUL included
         const uint32_t n = static_cast<uint32_t>(s.size());
         t.bytes.append(reinterpret_cast<const char*>(&n), 4);
         t.bytes += s;
