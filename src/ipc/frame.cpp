@@ -43,6 +43,12 @@ std::string_view FrameName(const proto::Frame& frame) {
       return "budget";
     case proto::Frame::kMoreMemory:
       return "more_memory";
+    case proto::Frame::kTensorSubmit:
+      return "tensor_submit";
+    case proto::Frame::kTensorResult:
+      return "tensor_result";
+    case proto::Frame::kTensorCancel:
+      return "tensor_cancel";
     case proto::Frame::BODY_NOT_SET:
       break;
   }

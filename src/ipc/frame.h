@@ -25,8 +25,8 @@ namespace pier::ipc {
 // Changes whenever a message's meaning does; both sides must agree (checked at the handshake).
 // 2: elastic KV (Budget, MoreMemory); 3: output constraints in Request (an older worker would
 // ignore them and answer unconstrained); 5: a model's settings as one JSON object
-// (LoadSpec.settings_json).
-inline constexpr uint32_t kProtocolVersion = 5;
+// (LoadSpec.settings_json); 6: tensor models (TensorSubmit, TensorResult, TensorCancel).
+inline constexpr uint32_t kProtocolVersion = 6;
 // The largest frame either side accepts (an Events batch of long prompts' logprobs fits).
 inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
 

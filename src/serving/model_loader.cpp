@@ -60,8 +60,9 @@ struct Siblings {
 };
 
 struct ModelParts {
-  std::unique_ptr<EncoderHost> encoder;  // an embedding model
-  std::unique_ptr<TensorHost> tensor;    // a tensor (ONNX) model
+  std::unique_ptr<EncoderHost> encoder;         // an embedding model
+  std::unique_ptr<TensorHost> tensor;           // a tensor (ONNX) model
+  std::unique_ptr<TensorRunner> tensor_runner;  // a tensor model in a worker: forwards to it
   std::vector<std::unique_ptr<ModelHost>> hosts;
   std::unique_ptr<engine::EngineClient> pool;  // with several instances
   // With worker processes: the front end's own copy of the file (tokenizer and template) and
@@ -212,6 +213,8 @@ Result<ModelRef> OpenEncoderModel(const ModelLoadOptions& options, DeviceSet& de
   return ModelRef(std::move(model));
 }
 
+}  // namespace
+
 bool IsOnnxPath(std::string_view path) { return path.ends_with(".onnx"); }
 
 TensorHostOptions TensorOptionsOf(const ModelLoadOptions& options, const std::string& id) {
@@ -226,6 +229,75 @@ TensorHostOptions TensorOptionsOf(const ModelLoadOptions& options, const std::st
   t.adaptive_window = options.settings.adaptive_batch_window;
   t.input_shapes = options.settings.input_shapes;
   return t;
+}
+
+namespace {
+
+// A tensor model served by a worker process: the front end's TensorRunner forwards to it.
+class WorkerTensorRunner final : public TensorRunner {
+ public:
+  explicit WorkerTensorRunner(WorkerClient& worker) : worker_(worker) {}
+  const TensorModelInfo& info() const override { return *worker_.tensor_info(); }
+  Status Submit(TensorRequest request, std::function<void(TensorResult)> done) override {
+    // Checked here too, so a bad request is refused before it crosses to the worker.
+    PIER_RETURN_IF_ERROR(CheckTensorRequest(worker_.name(), info(), request));
+    return worker_.SubmitTensor(std::move(request), std::move(done));
+  }
+  TensorRunnerStats Stats() const override { return worker_.TensorStats(); }
+  // What the worker measured when it loaded (the latest load, after a restart).
+  std::optional<TensorRunnerMemory> Memory() const override { return worker_.tensor_memory(); }
+
+ private:
+  WorkerClient& worker_;
+};
+
+// OpenModel for a tensor (ONNX) model with workers: one worker process. Its grant starts at
+// the provisional estimate and grows to what the worker measured once loaded (it loads under
+// what the device's budget has free).
+Result<ModelRef> OpenTensorModelInWorker(const ModelLoadOptions& options, DeviceSet& devices,
+                                         const std::string& id) {
+  auto parts = std::make_shared<ModelParts>();
+  MemoryGovernor* governor = &devices.cpu_governor();
+  WorkerOptions worker;
+  if (!options.bindings.empty()) {
+    PIER_ASSIGN_OR_RETURN(placement::Placer * placer, devices.placer());
+    const std::string who = "model " + id + " instance 1";
+    PIER_ASSIGN_OR_RETURN(
+        std::unique_ptr<placement::Placement> placed,
+        placer->Place(options.bindings.front(), ThreadsOf(options.settings), who));
+    worker.binding = placed->binding();
+    spdlog::info("{}: {}", who, worker.binding.Describe());
+    parts->placements.push_back(std::move(placed));
+  }
+  PIER_ASSIGN_OR_RETURN(const uint64_t provisional,
+                        TensorHost::EstimateBytes(TensorOptionsOf(options, id)));
+  const GovernorStats stats = governor->Stats();
+  worker.load = options;
+  worker.instance = 1;
+  worker.budget_bytes = provisional;
+  worker.load_budget_bytes = std::max(
+      provisional, stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes));
+  worker.device_governor = governor;
+  worker.heartbeat_timeout = options.heartbeat_timeout;
+  worker.leak_margin_bytes = options.worker_leak_margin_bytes;
+  worker.drain_grace = options.worker_drain_grace;
+  worker.environment = options.worker_environment;
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client,
+                        WorkerClient::Start(std::move(worker)));
+  auto model = std::make_shared<ServedModel>();
+  model->id = id;
+  model->aliases = options.aliases;
+  model->created_unix_seconds = CreatedUnixSeconds(options.path);
+  model->kind = ModelKind::kTensor;
+  parts->tensor_runner = std::make_unique<WorkerTensorRunner>(*client);
+  model->tensors = parts->tensor_runner.get();
+  model->client = client.get();
+  model->instances = {client.get()};
+  model->workers = {client.get()};
+  model->governor = governor;
+  parts->workers.push_back(std::move(client));
+  model->parts = std::move(parts);
+  return ModelRef(std::move(model));
 }
 
 // OpenModel for a tensor (ONNX) model: one TensorHost in this process, on the CPU.
@@ -248,8 +320,11 @@ Result<ModelRef> OpenTensorModel(const ModelLoadOptions& options, DeviceSet& dev
   if (!options.chat_template_path.empty()) {
     return InvalidArgumentError("model " + id + ": a tensor model has no chat template");
   }
-  if (options.workers) {
-    spdlog::info("model {} is a tensor (ONNX) model: it runs in the server process", id);
+  if (options.workers) return OpenTensorModelInWorker(options, devices, id);
+  if (!options.bindings.empty()) {
+    return InvalidArgumentError("model " + id +
+                                ": cpus and numa_node bind worker processes: they need "
+                                "workers: on");
   }
   auto parts = std::make_shared<ModelParts>();
   PIER_ASSIGN_OR_RETURN(parts->tensor,

@@ -24,6 +24,7 @@
 #include "serving/model_host.h"
 #include "serving/model_registry.h"
 #include "serving/model_settings.h"
+#include "serving/tensor_host.h"
 
 namespace pier::serving {
 
@@ -67,6 +68,10 @@ struct ModelLoadOptions {
 // One instance's host options (its governor owners named after `id`); the swap pool is left
 // for the caller to set.
 ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::string& id);
+// A tensor (ONNX) model's host options: its path, threads, batching and `inputs` shapes.
+TensorHostOptions TensorOptionsOf(const ModelLoadOptions& options, const std::string& id);
+// Whether `path` names a tensor (ONNX) model (an .onnx file) rather than a GGUF one.
+bool IsOnnxPath(std::string_view path);
 
 // The file's and the host's errors (a model that does not fit the device's budget is
 // RESOURCE_EXHAUSTED with the numbers).

@@ -18,6 +18,7 @@
 #include "engine/core/kv_ceiling.h"
 #include "engine/runner/local_model.h"
 #include "ipc/convert.h"
+#include "ipc/tensor_convert.h"
 #include "memory/byte_size.h"
 #include "memory/lease.h"
 #include "serving/worker_kv_mirror.h"
@@ -129,6 +130,9 @@ WorkerClient::~WorkerClient() {
   pid_ = 0;
   for (auto& [id, live] : live_) EndChoices(live, engine::FinishReason::kAbort, name_ + " stopped");
   live_.clear();
+  lock.Unlock();
+  FailAllTensors(UnavailableError(name_ + " stopped"));
+  lock.Lock();
   channel_.reset();
   DropKvMirror();
   grant_.reset();
@@ -171,6 +175,13 @@ bool WorkerClient::Relaunch() {
         }
         live_.clear();
         changed_.notify_all();
+        const Status quarantined =
+            UnavailableError(name_ + " failed " + std::to_string(failures_.size()) +
+                             " times and is quarantined: " + last_failure_);
+        lock.Unlock();
+        FailAllTensors(quarantined);
+        lock.Lock();
+        if (state_ != State::kFailed) continue;  // revived or stopping meanwhile
         lock.Wait(changed_, [this]() PIER_REQUIRES(mutex_) { return state_ != State::kFailed; });
         if (state_ == State::kStopping) return false;
         backoff = options_.restart_backoff;  // revived: failures_ was cleared
@@ -206,6 +217,9 @@ bool WorkerClient::Relaunch() {
       // Requests that had not started go to the new worker.
       for (auto& [id, live] : live_) {
         if (!live.sent) replay.push_back(SubmitFrame(live));
+      }
+      for (auto& [id, live] : tensors_) {
+        if (!live.sent) replay.push_back(TensorFrame(id, live));
       }
       channel = channel_;
       changed_.notify_all();
@@ -251,6 +265,10 @@ std::string WorkerClient::ReadFrames() {
       OnMoreMemory(frame->more_memory());
       continue;
     }
+    if (frame->body_case() == Frame::kTensorResult) {
+      OnTensorResult(frame->tensor_result());
+      continue;
+    }
     uint64_t granted = 0;
     if (frame->body_case() == Frame::kStats) {
       ReconcileKv(frame->stats());
@@ -262,6 +280,7 @@ std::string WorkerClient::ReadFrames() {
         stats_ = ipc::FromProto(frame->stats());
         rss_bytes_ = frame->stats().rss_bytes();
         committed_bytes_ = frame->stats().committed_bytes();
+        if (frame->stats().has_tensor()) tensor_stats_ = ipc::FromProto(frame->stats().tensor());
         last_heartbeat_ = Clock::now();
         CheckHealthLocked(granted);
         break;
@@ -379,6 +398,16 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
   }
   if (replayer_.joinable()) replayer_.join();  // its sends fail now that the worker is gone
   ReleaseKvOfEndedWorker();
+  // Tensor requests the worker held end once this function's lock is released (their
+  // callbacks may not run under it); those not sent wait for the restart.
+  std::string tensor_message;
+  struct FailTensorsAtExit {
+    WorkerClient* self;
+    std::string* message;
+    ~FailTensorsAtExit() {
+      if (!message->empty()) self->FailSentTensors(*message);
+    }
+  } fail_tensors{this, &tensor_message};
   MutexLock lock(mutex_);
   if (!why.empty()) how = "the supervisor dropped it: " + why;
   if (!kill_reason_.empty()) how = kill_reason_;
@@ -391,6 +420,8 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
   stats_.waiting = 0;
   if (state_ != State::kStopping && state_ != State::kFailed) state_ = State::kRestarting;
   const std::string message = name_ + " ended: " + last_failure_;
+  tensor_message = message + " while it held the request";
+  for (auto& [id, live] : tensors_) live.cancel_sent = false;
   for (auto it = live_.begin(); it != live_.end();) {
     Live& live = it->second;
     if (live.started) {
@@ -505,9 +536,15 @@ void WorkerClient::Watch() {
       last_heartbeat_ = Clock::now();  // once per worker
       continue;
     }
+    if (!tensors_.empty()) {
+      lock.Unlock();
+      ForwardTensorCancels();
+      lock.Lock();
+    }
     if (state_ == State::kDraining && !shutdown_sent && channel_ != nullptr) {
       bool in_flight = false;
       for (const auto& [id, live] : live_) in_flight = in_flight || live.sent;
+      for (const auto& [id, live] : tensors_) in_flight = in_flight || live.sent;
       if (!in_flight || Clock::now() >= drain_deadline_) {
         std::shared_ptr<ipc::Channel> channel = channel_;
         shutdown_sent = true;
@@ -522,6 +559,11 @@ void WorkerClient::Watch() {
 }
 
 Result<std::shared_ptr<engine::RequestHandle>> WorkerClient::Submit(engine::Request request) {
+  if (tensor_info_ != nullptr) {
+    return InvalidArgumentError("model '" + options_.load.id +
+                                "' is a tensor (ONNX) model: it serves KServe v2 infer, not "
+                                "text generation");
+  }
   if (request.arrival_us == 0) request.arrival_us = engine::NowUs();
   const int64_t ceiling = KvCeilingTokens(max_request_tokens_.load());
   MutexLock lock(mutex_);
@@ -657,8 +699,196 @@ WorkerHealth WorkerClient::Health() const {
   h.device_bytes = device_bytes_;
   h.committed_bytes = committed_bytes_;
   h.granted_bytes = grant_.has_value() ? GrantedBytes() : 0;
-  h.kv_lent_bytes = h.granted_bytes - std::min(h.granted_bytes, options_.budget_bytes);
+  h.kv_lent_bytes = h.granted_bytes -
+                    std::min(h.granted_bytes, options_.budget_bytes +
+                                                  (measured_.has_value() ? measured_->bytes() : 0));
   return h;
+}
+
+uint64_t WorkerClient::LoadBudgetBytes() const {
+  if (tensor_info_ == nullptr && options_.load_budget_bytes > 0) return options_.load_budget_bytes;
+  return options_.budget_bytes + (measured_.has_value() ? measured_->bytes() : 0);
+}
+
+Status WorkerClient::AdoptTensorReady(const ipc::proto::Ready& ready, ipc::Channel& channel) {
+  PIER_ASSIGN_OR_RETURN(tensor_models::TensorModelInfo info, ipc::FromProto(ready.tensor_model()));
+  const ipc::proto::TensorModel& model = ready.tensor_model();
+  const uint64_t needed = ready.committed_bytes() + options_.tensor_headroom_bytes;
+  const uint64_t granted = options_.budget_bytes + (measured_.has_value() ? measured_->bytes() : 0);
+  if (needed > granted) {
+    // Charged first, then the old charge goes: the grant never dips below what is held.
+    MemoryResult<ExternalCharge> more =
+        options_.device_governor->ChargeExternal(owner_, needed - options_.budget_bytes);
+    if (!more.ok()) {
+      return ResourceExhaustedError(
+          "does not fit: loaded, it holds " + FormatBytes(ready.committed_bytes()) + " (weights " +
+          FormatBytes(model.weights_bytes()) + ", working memory " +
+          FormatBytes(model.workspace_peak_bytes()) + ", ONNX Runtime's own " +
+          FormatBytes(model.overhead_bytes()) + "): " + more.status().message());
+    }
+    measured_ = std::move(more).value();
+  }
+  // Its own budget now stops where its grant does.
+  ipc::proto::Frame budget;
+  budget.mutable_budget()->set_seq(1);
+  budget.mutable_budget()->set_budget_bytes(options_.budget_bytes +
+                                            (measured_.has_value() ? measured_->bytes() : 0));
+  if (tensor_info_ == nullptr) {
+    tensor_info_ = std::make_unique<const tensor_models::TensorModelInfo>(std::move(info));
+  }
+  PIER_RETURN_IF_ERROR(channel.Send(budget));
+  MutexLock lock(mutex_);
+  tensor_memory_.weights_bytes = model.weights_bytes();
+  tensor_memory_.workspace_peak = model.workspace_peak_bytes();
+  tensor_memory_.overhead_bytes = model.overhead_bytes();
+  tensor_memory_.warmed = model.warmed();
+  return Status::Ok();
+}
+
+TensorRunnerMemory WorkerClient::tensor_memory() const {
+  MutexLock lock(mutex_);
+  return tensor_memory_;
+}
+
+tensor_models::TensorRunnerStats WorkerClient::TensorStats() const {
+  MutexLock lock(mutex_);
+  tensor_models::TensorRunnerStats stats = tensor_stats_;
+  // This side's count: what waits here for a restart is queued too.
+  for (const auto& [id, live] : tensors_) {
+    if (!live.sent) ++stats.queued_items;
+  }
+  return stats;
+}
+
+ipc::proto::Frame WorkerClient::TensorFrame(uint64_t id, LiveTensor& live) {
+  ipc::proto::Frame frame;
+  ipc::proto::TensorSubmit* submit = frame.mutable_tensor_submit();
+  submit->set_id(id);
+  for (const HostTensor& t : live.request.inputs) ipc::ToProto(t, submit->add_inputs());
+  for (const std::string& name : live.request.outputs) submit->add_outputs(name);
+  submit->set_priority(live.request.priority);
+  if (live.request.deadline != std::chrono::steady_clock::time_point::max()) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(live.request.deadline - Clock::now())
+            .count();
+    submit->set_deadline_in_us(std::max<int64_t>(1, left));  // past: the worker refuses it
+  }
+  live.sent = true;
+  live.cancel_sent = false;
+  return frame;
+}
+
+Status WorkerClient::SubmitTensor(tensor_models::TensorRequest request, TensorDone done) {
+  if (tensor_info_ == nullptr) {
+    return InvalidArgumentError(name_ + " is not a tensor model");
+  }
+  uint64_t bytes = 0;
+  for (const HostTensor& t : request.inputs) bytes += t.bytes.size() + t.name.size() + 64;
+  if (bytes + 4096 > ipc::kMaxFrameBytes) {
+    return ResourceExhaustedError(name_ + ": the request's " + FormatBytes(bytes) +
+                                  " of tensors are more than one message to its worker process "
+                                  "carries (" +
+                                  FormatBytes(ipc::kMaxFrameBytes) + "); send smaller batches");
+  }
+  ipc::proto::Frame frame;
+  std::shared_ptr<ipc::Channel> channel;
+  {
+    MutexLock lock(mutex_);
+    if (state_ == State::kFailed) {
+      return UnavailableError(name_ + " is quarantined: " + last_failure_);
+    }
+    if (state_ == State::kStopping) return UnavailableError(name_ + " is stopping");
+    const uint64_t id = next_tensor_id_++;
+    LiveTensor& live = tensors_[id];
+    live.request = std::move(request);
+    live.done = std::move(done);
+    if (state_ != State::kReady || channel_ == nullptr) return Status::Ok();  // after restart
+    frame = TensorFrame(id, live);
+    channel = channel_;
+  }
+  // A send that fails means the worker ended: its reader fails or replays the request.
+  (void)channel->Send(frame);
+  return Status::Ok();
+}
+
+void WorkerClient::OnTensorResult(const ipc::proto::TensorResult& result) {
+  TensorDone done;
+  {
+    MutexLock lock(mutex_);
+    auto it = tensors_.find(result.id());
+    if (it == tensors_.end()) return;
+    done = std::move(it->second.done);
+    tensors_.erase(it);
+  }
+  if (done) done(ipc::FromProto(result));
+}
+
+void WorkerClient::FailSentTensors(const std::string& message) {
+  std::vector<TensorDone> failed;
+  {
+    MutexLock lock(mutex_);
+    for (auto it = tensors_.begin(); it != tensors_.end();) {
+      LiveTensor& live = it->second;
+      if (live.sent && ++live.deaths >= 2) {
+        failed.push_back(std::move(live.done));
+        it = tensors_.erase(it);
+        continue;
+      }
+      live.sent = false;  // sent again to the restarted worker
+      ++it;
+    }
+  }
+  for (TensorDone& done : failed) {
+    tensor_models::TensorResult result;
+    result.status = UnavailableError(message);
+    if (done) done(std::move(result));
+  }
+}
+
+void WorkerClient::FailAllTensors(const Status& status) {
+  std::vector<TensorDone> failed;
+  {
+    MutexLock lock(mutex_);
+    for (auto& [id, live] : tensors_) failed.push_back(std::move(live.done));
+    tensors_.clear();
+  }
+  for (TensorDone& done : failed) {
+    tensor_models::TensorResult result;
+    result.status = status;
+    if (done) done(std::move(result));
+  }
+}
+
+void WorkerClient::ForwardTensorCancels() {
+  std::vector<ipc::proto::Frame> cancels;
+  std::vector<TensorDone> dropped;
+  std::shared_ptr<ipc::Channel> channel;
+  {
+    MutexLock lock(mutex_);
+    channel = channel_;
+    for (auto it = tensors_.begin(); it != tensors_.end();) {
+      LiveTensor& live = it->second;
+      const bool gone = live.request.cancelled != nullptr && live.request.cancelled->load();
+      if (gone && !live.sent) {
+        dropped.push_back(std::move(live.done));
+        it = tensors_.erase(it);
+        continue;
+      }
+      if (gone && !live.cancel_sent && channel != nullptr) {
+        live.cancel_sent = true;
+        ipc::proto::Frame frame;
+        frame.mutable_tensor_cancel()->set_id(it->first);
+        cancels.push_back(std::move(frame));
+      }
+      ++it;
+    }
+  }
+  for (const ipc::proto::Frame& frame : cancels) (void)channel->Send(frame);
+  for (TensorDone& done : dropped) {
+    tensor_models::TensorResult result;
+    result.status = UnavailableError("cancelled: nobody waits for the answer any more");
+    if (done) done(std::move(result));
+  }
 }
 
 }  // namespace pier::serving

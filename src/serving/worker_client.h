@@ -61,6 +61,8 @@
 #include "placement/binding.h"
 #include "serving/device_health.h"
 #include "serving/model_loader.h"
+#include "serving/tensor_runner.h"
+#include "tensor_models/tensor_request.h"
 
 namespace pier::serving {
 
@@ -68,6 +70,11 @@ struct WorkerOptions {
   ModelLoadOptions load;  // one instance's (instances is ignored)
   int instance = 1;       // from 1
   uint64_t budget_bytes = 0;
+  // The worker's own budget while it loads, when it differs from the grant (0: budget_bytes).
+  // A tensor (ONNX) model's memory is only known once loaded: it loads under this, reports
+  // what it holds, and its grant grows to that (plus tensor_headroom_bytes) or the start fails.
+  uint64_t load_budget_bytes = 0;
+  uint64_t tensor_headroom_bytes = uint64_t{16} << 20;
   MemoryGovernor* device_governor = nullptr;  // where the grant is reserved (borrowed)
   // Charged beside the grant, never part of the worker's budget: what the worker's process
   // holds on the device outside its governor (a GPU worker's CUDA context).
@@ -115,6 +122,8 @@ struct WorkerHealth {
 
 class WorkerClient final : public engine::EngineClient {
  public:
+  using TensorDone = std::function<void(tensor_models::TensorResult)>;
+
   // Reserves the grant, starts the worker and waits for its load. RESOURCE_EXHAUSTED when the
   // grant does not fit the device's budget; the worker's reason when it refused or died while
   // loading.
@@ -143,6 +152,22 @@ class WorkerClient final : public engine::EngineClient {
   // same client). False unless this worker is ready.
   bool Adopt(const engine::Request& request, const std::shared_ptr<engine::RequestHandle>& handle);
 
+  // A tensor (ONNX) model's worker (worker.proto's TensorSubmit): what it serves (null for an
+  // LLM's worker; set by Start, then fixed), what its load measured, and its batcher's figures
+  // from the latest heartbeat.
+  const tensor_models::TensorModelInfo* tensor_info() const { return tensor_info_.get(); }
+  TensorRunnerMemory tensor_memory() const;
+  tensor_models::TensorRunnerStats TensorStats() const;
+  // Sends a tensor request to the worker. UNAVAILABLE when the instance is quarantined or
+  // stopping; RESOURCE_EXHAUSTED when it is larger than one IPC frame. `done` is called once,
+  // never under this client's lock: with the worker's answer, or UNAVAILABLE naming the
+  // instance when a second worker ended while it held the request (a tensor request has no
+  // effect outside its answer, so the first time it is sent again to the restarted worker; a
+  // request that kills its worker twice is not tried a third time). Requests not sent yet
+  // (the worker restarting) wait and go to the new worker; a request whose `cancelled` flag
+  // is set is cancelled in the worker at its next heartbeat.
+  [[nodiscard]] Status SubmitTensor(tensor_models::TensorRequest request, TensorDone done);
+
   WorkerHealth Health() const;
   // A quarantined instance starts again (its failure count cleared); false when it was not
   // quarantined. For `POST /admin/models/NAME/load` on a model whose instances failed.
@@ -161,6 +186,13 @@ class WorkerClient final : public engine::EngineClient {
     std::optional<Status> reply;  // the worker's answer to Submit, for a waiting Submit
     bool caller_waiting = false;  // a Submit call waits for `reply` (and takes a refusal)
     bool aborted = false;         // Abort/AbortAll asked: never submitted again
+  };
+  struct LiveTensor {
+    tensor_models::TensorRequest request;
+    TensorDone done;
+    bool sent = false;         // to the current worker process
+    bool cancel_sent = false;  // its TensorCancel went out
+    int deaths = 0;            // workers that ended while they held it
   };
   enum class State { kStarting, kReady, kDraining, kRestarting, kFailed, kStopping };
 
@@ -185,6 +217,21 @@ class WorkerClient final : public engine::EngineClient {
   // ever sent under mutex_: a full socket must not stop the reader or the watchdog).
   ipc::proto::Frame SubmitFrame(Live& live) PIER_REQUIRES(mutex_);
   std::string DescribeExit(int wait_status) const;
+  // The TensorSubmit frame of `live` (marked sent); sent by the caller after unlocking.
+  ipc::proto::Frame TensorFrame(uint64_t id, LiveTensor& live) PIER_REQUIRES(mutex_);
+  void OnTensorResult(const ipc::proto::TensorResult& result);
+  // The tensor requests the ended worker held (sent): replayed after the restart the first
+  // time, failed with `message` the second; those not sent wait.
+  void FailSentTensors(const std::string& message);
+  // Every tensor request, sent or not, fails with `status` (quarantine, shutdown).
+  void FailAllTensors(const Status& status);
+  // The watchdog's: TensorCancel for sent requests whose caller gave up; unsent ones end now.
+  void ForwardTensorCancels();
+  // The budget a launching worker gets: the grant (with what a tensor worker measured), or
+  // load_budget_bytes for a tensor worker's first load.
+  uint64_t LoadBudgetBytes() const;
+  // A tensor worker's Ready: its model, and its grant grown to what it measured.
+  Status AdoptTensorReady(const ipc::proto::Ready& ready, ipc::Channel& channel);
   // Elastic KV (see Memory above). Called on the supervisor thread, without mutex_ held: a
   // mirror's Grow may call other models' shrink handlers.
   // From the worker's Ready: the mirror (created at the first elastic Ready) talks to `channel`.
@@ -210,6 +257,10 @@ class WorkerClient final : public engine::EngineClient {
   // elastic Ready, by Launch) and reset by the destructor after they are joined.
   std::optional<ExternalCharge> grant_;
   std::optional<ExternalCharge> overhead_;  // device_overhead_bytes, with the grant
+  // A tensor worker's: what its first Ready measured beyond the grant (not guarded: set by
+  // Start before the threads begin; a restart keeps it).
+  std::optional<ExternalCharge> measured_;
+  std::unique_ptr<const tensor_models::TensorModelInfo> tensor_info_;  // likewise
   struct KvMirror;
   std::shared_ptr<KvMirror> kv_;  // with an elastic KV cache, from the first Ready on
   OwnerId owner_;
@@ -225,6 +276,10 @@ class WorkerClient final : public engine::EngineClient {
   std::shared_ptr<ipc::Channel> launching_ PIER_GUARDED_BY(mutex_);
   int64_t pid_ PIER_GUARDED_BY(mutex_) = 0;
   std::map<std::string, Live> live_ PIER_GUARDED_BY(mutex_);
+  std::map<uint64_t, LiveTensor> tensors_ PIER_GUARDED_BY(mutex_);
+  uint64_t next_tensor_id_ PIER_GUARDED_BY(mutex_) = 1;
+  TensorRunnerMemory tensor_memory_ PIER_GUARDED_BY(mutex_);
+  tensor_models::TensorRunnerStats tensor_stats_ PIER_GUARDED_BY(mutex_);
   engine::EngineStats stats_ PIER_GUARDED_BY(mutex_);
   uint64_t rss_bytes_ PIER_GUARDED_BY(mutex_) = 0;
   std::optional<uint64_t> device_bytes_ PIER_GUARDED_BY(mutex_);

@@ -157,7 +157,7 @@ uint64_t WorkerClient::GrantedBytes() const {
     MutexLock kv_lock(kv_->mutex);
     if (kv_->lease != nullptr) lent = uint64_t{kv_->lease->chunks()} * kv_->lease->chunk_bytes();
   }
-  return options_.budget_bytes + lent;
+  return options_.budget_bytes + (measured_.has_value() ? measured_->bytes() : 0) + lent;
 }
 
 }  // namespace pier::serving

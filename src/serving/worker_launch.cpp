@@ -108,7 +108,7 @@ Status WorkerClient::Launch() {
   Frame hello;
   hello.mutable_hello()->set_protocol_version(ipc::kProtocolVersion);
   *hello.mutable_hello()->mutable_load() =
-      ToLoadSpec(options_.load, options_.instance, options_.budget_bytes);
+      ToLoadSpec(options_.load, options_.instance, LoadBudgetBytes());
   for (int cpu : options_.binding.cpus) hello.mutable_hello()->mutable_load()->add_bind_cpus(cpu);
   hello.mutable_hello()->mutable_load()->set_bind_memory(options_.binding.numa_node >= 0);
   hello.mutable_hello()->mutable_load()->set_numa_node(std::max(0, options_.binding.numa_node));
@@ -175,6 +175,12 @@ Status WorkerClient::Launch() {
     return fail("protocol version mismatch: this supervisor speaks version " +
                 std::to_string(ipc::kProtocolVersion) + ", the worker version " +
                 std::to_string(first->ready().protocol_version()));
+  }
+  if (first->ready().has_tensor_model()) {
+    if (Status adopted = AdoptTensorReady(first->ready(), *channel); !adopted.ok()) {
+      (void)fail(adopted.message());
+      return Status(adopted.code(), name_ + ": " + adopted.message());
+    }
   }
   if (Status mirrored = MirrorKv(first->ready(), channel); !mirrored.ok()) {
     return fail(mirrored.message());

@@ -24,6 +24,7 @@
 #include "serving/device_set.h"
 #include "serving/model_host.h"
 #include "serving/model_loader.h"
+#include "serving/tensor_worker.h"
 #include "serving/worker_spec.h"
 
 namespace pier::serving {
@@ -311,6 +312,9 @@ int RunWorker(int fd) {
   if (!governor.ok()) {
     (void)Refuse(channel, governor.status().message());
     return 3;
+  }
+  if (IsOnnxPath(load->path)) {
+    return ServeTensorWorker(channel, h, *load, std::move(devices).value(), *governor, started);
   }
   ModelHostOptions host_options = HostOptionsOf(*load, load->id);
   host_options.swap_pool = &(*devices)->swap_pool();

@@ -293,7 +293,9 @@ Result<std::unique_ptr<OnnxSession>> OnnxSession::Open(const OnnxSessionOptions&
   if (info.outputs.empty()) return InvalidArgumentError(options.path + " has no outputs");
 
   // Overrides of open dimensions.
-  for (const auto& [name, shape] : options.input_shapes) {
+  for (const auto& entry : options.input_shapes) {
+    const std::string& name = entry.first;  // (clang 14 lambdas cannot capture bindings)
+    const std::vector<int64_t>& shape = entry.second;
     auto it = std::find_if(info.inputs.begin(), info.inputs.end(),
                            [&](const TensorSpec& spec) { return spec.name == name; });
     if (it == info.inputs.end()) {
