@@ -427,6 +427,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     return completions_router->Dispatch(request);
   };
   kserve_options.class_max_queue = options.class_max_queue;
+  kserve_options.load_wait = api_options.load_wait;
   kserve_options.max_body_bytes =
       static_cast<int64_t>(std::min<uint64_t>(options.max_body_bytes, INT64_MAX));
   api::KServeApi kserve(std::move(kserve_options), registry.get(), keys_or_null);

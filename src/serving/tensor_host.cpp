@@ -130,10 +130,8 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   session_options.preferred_batch_sizes = options.preferred_batch_sizes;
   Result<std::unique_ptr<tensor_models::OnnxSession>> session =
       tensor_models::OnnxSession::Open(session_options);
-  if (!session.ok()) {
-    return Status(session.status().code(),
-                  "model " + options.id + ": " + session.status().message());
-  }
+  // Its message names the file; the model's name is the caller's to add (the manager does).
+  if (!session.ok()) return session.status();
   host->session_ = std::move(*session);
   const TensorModelInfo& info = host->session_->info();
   host->memory_.weights_bytes = host->session_->memory().bytes.load();

@@ -249,6 +249,11 @@ HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
   }
   if (http.method == "POST" && path->action == "infer") {
     if (!ready) {
+      if (options.load_wait.count() > 0) {
+        // An on_demand model loads for it (or one loading is waited for), as on /v1.
+        return ModelNotReady(registry, *entry, options.load_wait,
+                             [this, http] { return Model(http); });
+      }
       HttpResponse response = Error(503, "model '" + entry->id + "' is " + state +
                                              (entry->reason.empty() ? "" : ": " + entry->reason));
       response.headers.emplace_back("Retry-After", "1");

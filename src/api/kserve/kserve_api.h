@@ -31,6 +31,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -54,6 +55,10 @@ struct KServeApiOptions {
   // The server's body limit (HttpServerOptions::max_body_bytes): the floor of a tensor
   // model's infer limit.
   int64_t max_body_bytes = int64_t{4} << 20;
+  // infer for an on_demand model that is unloaded (or one loading): how long the request
+  // waits for the load (as the /v1 routes do: pending_response.h's ModelNotReady); 0: 503 at
+  // once.
+  std::chrono::milliseconds load_wait{0};
 };
 
 // Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or
