@@ -626,6 +626,7 @@ models:
   - {{name: unknown_op, path: {tiny("unknown_op.onnx")}, load: on_demand}}
   - {{name: no_batch_scaling, path: {tiny("no_batch_scaling.onnx")}, load: on_demand}}
   - {{name: big_constant, path: {tiny("big_constant.onnx")}, load: on_demand}}
+  - {{name: on_gpu, path: {tiny("add_mul.onnx")}, device: 'cuda:0', load: on_demand}}
 """)
     s = PierServer(["--config", config, "--memory-budget", "256MiB"], with_model=False)
     yield s
@@ -645,6 +646,8 @@ LOAD_REFUSALS = {
     "no_batch_scaling": ("failed", "does not follow the batch"),
     # 2 GiB at a full batch under a 256 MiB budget: not a broken file, so not "failed".
     "big_constant": ("unloaded", "does not fit"),
+    # The ONNX Runtime Pier loads is the CPU build: a GPU is refused by name, not ignored.
+    "on_gpu": ("failed", "has no CUDA execution provider"),
 }
 
 
