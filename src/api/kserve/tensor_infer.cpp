@@ -11,9 +11,12 @@
 #include "api/kserve/tensor_json.h"
 #include "serving/tensor_runner.h"
 #include "tensor/float16.h"
+#include "tensor_models/batch_tensors.h"
 
 namespace pier::api {
 namespace {
+
+using tensor_models::AppendBytesElement;
 
 // One element as a sortable value and as Triton writes it (std::to_string of the element's
 // own type: integers as integers, floats with %f). long double holds every int64 and uint64.

@@ -7,11 +7,13 @@
 
 #include "api/kserve/kserve_api.h"
 #include "tensor/float16.h"
+#include "tensor_models/batch_tensors.h"
 
 namespace pier::api {
 namespace {
 
 using Json = nlohmann::json;
+using tensor_models::AppendBytesElement;
 
 template <typename T>
 void Put(std::string& out, T value) {
@@ -154,11 +156,6 @@ Status PutFloat(std::string& out, ElementType type, const Json& value, const std
 }
 
 }  // namespace
-
-void AppendBytesElement(std::string& out, std::string_view element) {
-  Put(out, static_cast<uint32_t>(element.size()));
-  out.append(element);
-}
 
 Result<std::string> TensorBytesFromJson(std::string_view input, ElementType type,
                                         const std::vector<int64_t>& shape, const Json& data) {

@@ -34,7 +34,4 @@ namespace pier::api {
 // (BYTES: whole length-prefixed elements; what is cut short is left out).
 nlohmann::json TensorBytesToJson(const HostTensor& tensor);
 
-// BYTES elements in the binary form: appends one.
-void AppendBytesElement(std::string& out, std::string_view element);
-
 }  // namespace pier::api

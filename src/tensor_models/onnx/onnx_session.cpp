@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "tensor_models/batch_tensors.h"
 #include "tensor_models/onnx/ort_library.h"
 
 namespace pier::tensor_models {
@@ -81,33 +82,6 @@ ONNXTensorElementDataType ToOnnxType(ElementType type) {
       return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
   }
   return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-}
-
-// BYTES elements in Triton's form: a 4-byte little-endian length, then the bytes.
-void AppendLengthPrefixed(std::string* out, const char* data, size_t size) {
-  const uint32_t length = static_cast<uint32_t>(size);
-  char prefix[4] = {static_cast<char>(length & 0xff), static_cast<char>((length >> 8) & 0xff),
-                    static_cast<char>((length >> 16) & 0xff),
-                    static_cast<char>((length >> 24) & 0xff)};
-  out->append(prefix, 4);
-  out->append(data, size);
-}
-
-// Splits Triton-form BYTES into views; nullopt when malformed.
-std::optional<std::vector<std::string>> SplitLengthPrefixed(std::string_view bytes) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < bytes.size()) {
-    if (bytes.size() - pos < 4) return std::nullopt;
-    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
-    const uint32_t length =
-        uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-    pos += 4;
-    if (bytes.size() - pos < length) return std::nullopt;
-    out.emplace_back(bytes.substr(pos, length));
-    pos += length;
-  }
-  return out;
 }
 
 }  // namespace
@@ -384,9 +358,10 @@ Result<std::vector<HostTensor>> OnnxSession::Run(const std::vector<HostTensor>& 
     const HostTensor& tensor = *it;
     const ONNXTensorElementDataType type = ToOnnxType(tensor.type);
     if (tensor.type == ElementType::kBytes) {
-      std::optional<std::vector<std::string>> strings = SplitLengthPrefixed(tensor.bytes);
-      if (!strings || static_cast<int64_t>(strings->size()) != ElementCount(tensor.shape)) {
-        return InvalidArgumentError("input '" + name + "': malformed BYTES elements");
+      Result<std::vector<std::string_view>> strings =
+          SplitBytesElements(tensor.bytes, ElementCount(tensor.shape));
+      if (!strings.ok()) {
+        return InvalidArgumentError("input '" + name + "': " + strings.status().message());
       }
       PIER_RETURN_IF_ERROR(
           FromOrtStatus(api,
@@ -396,7 +371,7 @@ Result<std::vector<HostTensor>> OnnxSession::Run(const std::vector<HostTensor>& 
       // Each element with its length: FillStringTensor takes C strings and would cut an
       // element at its first NUL, and BYTES elements are any bytes.
       for (size_t k = 0; k < strings->size(); ++k) {
-        const std::string& s = (*strings)[k];
+        const std::string_view s = (*strings)[k];
         char* buffer = nullptr;
         PIER_RETURN_IF_ERROR(FromOrtStatus(
             api, api.GetResizedStringTensorElementBuffer(input_values[i], k, s.size(), &buffer),
@@ -478,7 +453,8 @@ Result<std::vector<HostTensor>> OnnxSession::Run(const std::vector<HostTensor>& 
       out.bytes.reserve(total + 4 * offsets.size());
       for (size_t e = 0; e < offsets.size(); ++e) {
         const size_t end = e + 1 < offsets.size() ? offsets[e + 1] : total;
-        AppendLengthPrefixed(&out.bytes, content.data() + offsets[e], end - offsets[e]);
+        AppendBytesElement(out.bytes,
+                           std::string_view(content.data() + offsets[e], end - offsets[e]));
       }
     } else {
       void* data = nullptr;

@@ -16,9 +16,12 @@
 #include "api/kserve/tensor_json.h"
 #include "api/kserve/tensor_model_json.h"
 #include "fake_tensor_runner.h"
+#include "tensor_models/batch_tensors.h"
 
 namespace pier::api {
 namespace {
+
+using tensor_models::AppendBytesElement;
 
 using Json = nlohmann::json;
 using testing::FakeTensorRunner;

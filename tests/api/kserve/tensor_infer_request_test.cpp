@@ -15,9 +15,12 @@
 
 #include "api/kserve/tensor_json.h"
 #include "tensor/float16.h"
+#include "tensor_models/batch_tensors.h"
 
 namespace pier::api {
 namespace {
+
+using tensor_models::AppendBytesElement;
 
 using Json = nlohmann::json;
 
