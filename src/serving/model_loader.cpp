@@ -227,7 +227,7 @@ TensorHostOptions TensorOptionsOf(const ModelLoadOptions& options, const std::st
   t.preferred_batch_sizes = options.settings.preferred_batch_sizes;
   t.max_queue_delay = std::chrono::milliseconds(options.settings.max_queue_delay_ms);
   t.adaptive_window = options.settings.adaptive_batch_window;
-  t.input_shapes = options.settings.input_shapes;
+  t.inputs = options.settings.inputs;
   return t;
 }
 

@@ -68,7 +68,8 @@ struct ModelLoadOptions {
 // One instance's host options (its governor owners named after `id`); the swap pool is left
 // for the caller to set.
 ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::string& id);
-// A tensor (ONNX) model's host options: its path, threads, batching and `inputs` shapes.
+// A tensor (ONNX) model's host options: its path, threads, batching and `inputs` (shapes and pad
+// rules).
 TensorHostOptions TensorOptionsOf(const ModelLoadOptions& options, const std::string& id);
 // Whether `path` names a tensor (ONNX) model (an .onnx file) rather than a GGUF one.
 bool IsOnnxPath(std::string_view path);

@@ -32,6 +32,7 @@
 #include "engine/kv/kv_size.h"
 #include "engine/kv/kv_store.h"
 #include "tensor/dtype.h"
+#include "tensor_models/input_pad.h"
 
 namespace pier::serving {
 
@@ -40,6 +41,16 @@ namespace pier::serving {
 // shows tools, else the generic form; kTemplate, the template's family only (a template that
 // does not show tools refuses tools); kGeneric, the generic form always; kOff, tools refused.
 enum class ToolFormat : uint8_t { kAuto, kTemplate, kGeneric, kOff };
+
+// One input of a tensor (ONNX) model as `inputs:` configures it: fixed sizes for dimensions the
+// graph leaves open (-1 keeping one open; empty: none given), and where requests of different
+// sizes may share a batch, padded (tensor_models/input_pad.h; checked against the graph at load).
+struct TensorInputSettings {
+  std::vector<int64_t> shape;
+  std::optional<tensor_models::PadRule> pad;
+
+  bool operator==(const TensorInputSettings&) const = default;
+};
 
 struct ModelSettings {
   int threads = 0;     // compute threads, counting the engine thread; 0: every core
@@ -82,11 +93,10 @@ struct ModelSettings {
   double kv_idle_release_seconds = 120;
   ToolFormat tool_format = ToolFormat::kAuto;  // chat requests with `tools`
   // Tensor (ONNX) models: the most items one batch holds (0: unbatched), the batch sizes that
-  // close a batch at once, and fixed shapes for dimensions the graph leaves open (input name
-  // -> its shape, -1 keeping a dimension open).
+  // close a batch at once, and per input (by name) its `shape` and `pad` rule.
   int64_t max_batch_size = 8;
   std::vector<int64_t> preferred_batch_sizes;
-  std::map<std::string, std::vector<int64_t>> input_shapes;
+  std::map<std::string, TensorInputSettings> inputs;
 
   bool operator==(const ModelSettings&) const = default;
 };

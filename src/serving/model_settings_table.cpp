@@ -2,6 +2,10 @@
 // the form it is shown and handed to workers in. Rows are built from a few shapes (a whole
 // number in a range, on/off, seconds, a share, bytes, a KV amount, a name from a list).
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -107,6 +111,61 @@ ModelSettingKey KvAmount(std::string_view name, std::string_view help,
         const engine::KvSize& size = s.*field;
         return Json(size.in_bytes ? std::to_string(size.bytes) + "B" : std::to_string(size.tokens));
       }};
+}
+
+// An `inputs` entry's shape: dimensions, each -1 or positive.
+Result<std::vector<int64_t>> InputShape(const Json& shape, const std::string& at) {
+  if (!shape.is_array() || shape.empty()) {
+    return InvalidArgumentError(at + ": expected a list of dimensions");
+  }
+  std::vector<int64_t> dims;
+  for (const Json& dim : shape) {
+    PIER_ASSIGN_OR_RETURN(std::string text, TextOf(dim, at));
+    PIER_ASSIGN_OR_RETURN(int64_t n, ParseIntegerSetting(text, at, -1, 1 << 20));
+    if (n == 0) return InvalidArgumentError(at + ": a dimension must be -1 or positive");
+    dims.push_back(n);
+  }
+  return dims;
+}
+
+// An `inputs` entry's pad rule: {axes: [A, ...], value: V}, the axes sorted, each once. Which
+// axes the graph leaves open, and whether the input's type holds the value, is checked at load
+// (tensor_models/input_pad.h).
+Result<tensor_models::PadRule> PadRuleOf(const Json& pad, const std::string& at) {
+  if (!pad.is_object()) return InvalidArgumentError(at + ": expected {axes: [...], value: V}");
+  for (const auto& [key, unused] : pad.items()) {
+    if (key != "axes" && key != "value") {
+      return InvalidArgumentError(at + ": unknown key \"" + key + "\" (known: axes, value)");
+    }
+  }
+  tensor_models::PadRule rule;
+  const Json* axes = pad.contains("axes") ? &pad["axes"] : nullptr;
+  if (axes == nullptr || !axes->is_array() || axes->empty()) {
+    return InvalidArgumentError(at +
+                                ".axes: expected a list of dimensions (1 is the first "
+                                "after the batch)");
+  }
+  for (const Json& axis : *axes) {
+    PIER_ASSIGN_OR_RETURN(std::string text, TextOf(axis, at + ".axes"));
+    PIER_ASSIGN_OR_RETURN(int64_t n, ParseIntegerSetting(text, at + ".axes", 0, 1 << 20));
+    rule.axes.push_back(n);
+  }
+  std::sort(rule.axes.begin(), rule.axes.end());
+  if (std::adjacent_find(rule.axes.begin(), rule.axes.end()) != rule.axes.end()) {
+    return InvalidArgumentError(at + ".axes: an axis is named twice");
+  }
+  if (pad.contains("value")) {
+    PIER_ASSIGN_OR_RETURN(std::string text, TextOf(pad["value"], at + ".value"));
+    const char* begin = text.c_str();
+    char* end = nullptr;
+    errno = 0;
+    rule.value = std::strtod(begin, &end);
+    if (text.empty() || end != begin + text.size() || errno == ERANGE ||
+        !std::isfinite(rule.value)) {
+      return InvalidArgumentError(at + ".value: expected a finite number, got \"" + text + "\"");
+    }
+  }
+  return rule;
 }
 
 std::vector<ModelSettingKey> BuildTable() {
@@ -314,50 +373,59 @@ std::vector<ModelSettingKey> BuildTable() {
        }});
   keys.push_back(
       {"inputs", "MAP",
-       "Tensor (ONNX) models, in models.yaml: fixed shapes for dimensions an input leaves open, "
-       "e.g. inputs: {x: {shape: [-1, 3, 224, 224]}} (-1 keeps a dimension open; a fixed "
-       "dimension of the model must be repeated as it is)",
+       "Tensor (ONNX) models, in models.yaml: per input, fixed sizes for dimensions it leaves "
+       "open, e.g. inputs: {x: {shape: [-1, 3, 224, 224]}} (-1 keeps a dimension open; a fixed "
+       "dimension of the model must be repeated as it is), and where requests of different "
+       "sizes share a batch, padded, e.g. inputs: {line: {pad: {axes: [3], value: 0}}} (axes: "
+       "dimensions after the batch that the model leaves open; value: the element padded in, "
+       "default 0; not for BYTES). A batch is padded to its largest size along those axes and "
+       "its outputs come back at that size; padding changes what a graph computes over them "
+       "(a mean counts the padding), hence opt-in",
        [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
          if (!value.is_object()) {
            return InvalidArgumentError(std::string(at) +
-                                       ": expected a map of input names to {shape: [...]}");
+                                       ": expected a map of input names to {shape, pad}");
          }
-         std::map<std::string, std::vector<int64_t>> shapes;
+         std::map<std::string, TensorInputSettings> inputs;
          for (const auto& [name, entry] : value.items()) {
            const std::string where = std::string(at) + "." + name;
-           if (!entry.is_object()) {
-             return InvalidArgumentError(where + ": expected {shape: [...]}");
+           if (!entry.is_object() || entry.empty()) {
+             return InvalidArgumentError(where + ": expected {shape: [...]}, {pad: {...}} or both");
            }
            for (const auto& [key, unused] : entry.items()) {
-             if (key != "shape") {
-               return InvalidArgumentError(where + ": unknown key \"" + key + "\" (known: shape)");
+             if (key != "shape" && key != "pad") {
+               return InvalidArgumentError(where + ": unknown key \"" + key +
+                                           "\" (known: shape, pad)");
              }
            }
-           const Json* shape = entry.contains("shape") ? &entry["shape"] : nullptr;
-           if (shape == nullptr || !shape->is_array()) {
-             return InvalidArgumentError(where + ".shape: expected a list of dimensions");
+           TensorInputSettings input;
+           if (entry.contains("shape")) {
+             PIER_ASSIGN_OR_RETURN(input.shape, InputShape(entry["shape"], where + ".shape"));
            }
-           std::vector<int64_t> dims;
-           for (const Json& dim : *shape) {
-             PIER_ASSIGN_OR_RETURN(std::string text, TextOf(dim, where + ".shape"));
-             PIER_ASSIGN_OR_RETURN(int64_t n,
-                                   ParseIntegerSetting(text, where + ".shape", -1, 1 << 20));
-             if (n == 0) {
-               return InvalidArgumentError(where + ".shape: a dimension must be -1 or positive");
-             }
-             dims.push_back(n);
+           if (entry.contains("pad")) {
+             PIER_ASSIGN_OR_RETURN(input.pad, PadRuleOf(entry["pad"], where + ".pad"));
            }
-           shapes[name] = std::move(dims);
+           inputs[name] = std::move(input);
          }
-         s->input_shapes = std::move(shapes);
+         s->inputs = std::move(inputs);
          return Status::Ok();
        },
        [](const ModelSettings& s) {
          Json object = Json::object();
-         for (const auto& [name, dims] : s.input_shapes) {
-           Json shape = Json::array();
-           for (int64_t d : dims) shape.push_back(std::to_string(d));
-           object[name] = Json{{"shape", shape}};
+         for (const auto& [name, input] : s.inputs) {
+           Json entry = Json::object();
+           if (!input.shape.empty()) {
+             Json shape = Json::array();
+             for (int64_t d : input.shape) shape.push_back(std::to_string(d));
+             entry["shape"] = std::move(shape);
+           }
+           if (input.pad) {
+             Json axes = Json::array();
+             for (int64_t a : input.pad->axes) axes.push_back(std::to_string(a));
+             entry["pad"] =
+                 Json{{"axes", std::move(axes)}, {"value", ExactDecimal(input.pad->value)}};
+           }
+           object[name] = std::move(entry);
          }
          return object;
        }});

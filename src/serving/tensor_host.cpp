@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "engine/request.h"
 #include "memory/byte_size.h"
+#include "tensor_models/input_pad.h"
 #include "tensor_models/onnx/onnx_file_info.h"
 #include "tensor_models/onnx/onnx_session.h"
 #include "tensor_models/tensor_batcher.h"
@@ -126,7 +128,11 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   session_options.run_owner = host->workspace_owner_;
   session_options.threads = options.threads;
   session_options.max_batch_size = options.max_batch_size;
-  session_options.input_shapes = options.input_shapes;
+  std::map<std::string, tensor_models::PadRule> pad_rules;
+  for (const auto& [name, input] : options.inputs) {
+    if (!input.shape.empty()) session_options.input_shapes[name] = input.shape;
+    if (input.pad) pad_rules[name] = *input.pad;
+  }
   session_options.preferred_batch_sizes = options.preferred_batch_sizes;
   Result<std::unique_ptr<tensor_models::OnnxSession>> session =
       tensor_models::OnnxSession::Open(session_options);
@@ -134,6 +140,9 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   if (!session.ok()) return session.status();
   host->session_ = std::move(*session);
   const TensorModelInfo& info = host->session_->info();
+  // Checked against the graph as loaded (with the `shape` overrides), before warm-up.
+  PIER_ASSIGN_OR_RETURN(std::vector<tensor_models::InputPad> pads,
+                        tensor_models::ResolvePadRules(info, pad_rules));
   host->memory_.weights_bytes = host->session_->memory().bytes.load();
   PIER_RETURN_IF_ERROR(host->WarmUp());
   const uint64_t resident_after = tensor_models::ProcessResidentBytes();
@@ -161,6 +170,7 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   tensor_models::TensorBatcherOptions batcher;
   batcher.max_queue_delay = options.max_queue_delay;
   batcher.adaptive_window = options.adaptive_window;
+  if (!pad_rules.empty()) batcher.pads = std::move(pads);
   host->batcher_ =
       std::make_unique<tensor_models::TensorBatcher>(options.id, info, *host->executor_, batcher);
   host->client_ = std::make_unique<TensorEngineClient>(options.id, host->batcher_.get());

@@ -22,6 +22,8 @@
 // output's first dimension scales with the batch (else the load fails: such a graph must be
 // served with max_batch_size 0). Open dimensions past the batch are warmed at size 1 (or the
 // `inputs` override); a graph that cannot run at that size is warmed by its first requests.
+// Pad rules (`inputs: {x: {pad: ...}}`) are checked against the graph after the session is
+// made (an axis the graph fixes, or a BYTES input, refuses the load) and handed to the batcher.
 //
 // Ownership: owns everything; the batcher stops (failing what waits) before the session goes.
 // Thread-safety: Submit and Stats from any thread.
@@ -37,6 +39,7 @@
 #include "common/status.h"
 #include "engine/engine_client.h"
 #include "memory/memory_governor.h"
+#include "serving/model_settings.h"
 #include "serving/tensor_runner.h"
 
 namespace pier::tensor_models {
@@ -55,7 +58,9 @@ struct TensorHostOptions {
   std::vector<int64_t> preferred_batch_sizes;
   std::chrono::microseconds max_queue_delay{10'000};
   bool adaptive_window = true;
-  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Per input: fixed sizes for open dimensions (to the session) and the pad rule (checked
+  // against the graph, then to the batcher).
+  std::map<std::string, TensorInputSettings> inputs;
 };
 
 // What warm-up and the session measured, for logs, /admin and `pier inspect --memory`.

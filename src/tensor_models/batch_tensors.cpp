@@ -1,6 +1,7 @@
 #include "tensor_models/batch_tensors.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "common/check.h"
@@ -126,6 +127,58 @@ HostTensor ConcatenateBatch(std::span<const HostTensor* const> parts) {
   }
   whole.bytes.reserve(total);
   for (const HostTensor* part : parts) whole.bytes += part->bytes;
+  return whole;
+}
+
+HostTensor ConcatenatePadded(std::span<const HostTensor* const> parts, std::string_view element) {
+  PIER_CHECK(!parts.empty() && !parts[0]->shape.empty(), "ConcatenatePadded of nothing");
+  const size_t rank = parts[0]->shape.size();
+  const auto size = static_cast<size_t>(ElementSize(parts[0]->type));
+  PIER_CHECK(size > 0 && element.size() == size, "ConcatenatePadded: a pad element of the type");
+  HostTensor whole;
+  whole.name = parts[0]->name;
+  whole.type = parts[0]->type;
+  whole.shape.assign(rank, 0);  // [sum of batches, largest of each dimension after it]
+  for (const HostTensor* part : parts) {
+    PIER_CHECK(part->type == whole.type && part->shape.size() == rank,
+               "ConcatenatePadded over different types or ranks");
+    whole.shape[0] += part->shape[0];
+    for (size_t d = 1; d < rank; ++d) whole.shape[d] = std::max(whole.shape[d], part->shape[d]);
+  }
+  // Every element the pad, then each part's runs of its last dimension copied into place.
+  const auto total = static_cast<size_t>(ElementCount(whole.shape));
+  whole.bytes.resize(total * size);
+  if (!whole.bytes.empty()) {
+    std::memcpy(whole.bytes.data(), element.data(), size);
+    for (size_t filled = size; filled < whole.bytes.size(); filled *= 2) {
+      std::memcpy(whole.bytes.data() + filled, whole.bytes.data(),
+                  std::min(filled, whole.bytes.size() - filled));
+    }
+  }
+  std::vector<int64_t> stride(rank, 1);  // the whole's, in elements
+  for (size_t d = rank - 1; d > 0; --d) stride[d - 1] = stride[d] * whole.shape[d];
+  int64_t first_row = 0;
+  for (const HostTensor* part : parts) {
+    const std::vector<int64_t>& shape = part->shape;
+    const int64_t run = rank == 1 ? shape[0] : shape[rank - 1];  // contiguous in both
+    const int64_t runs = run == 0 ? 0 : ElementCount(shape) / run;
+    std::vector<int64_t> at(rank > 1 ? rank - 1 : 1, 0);  // the run's index over dims [0, rank-1)
+    for (int64_t r = 0; r < runs; ++r) {
+      int64_t to = first_row * stride[0];
+      if (rank > 1) {
+        for (size_t d = 0; d + 1 < rank; ++d) to += at[d] * stride[d];
+        // The next run: the odometer over the part's dimensions before the last.
+        for (size_t d = rank - 1; d-- > 0;) {
+          if (++at[d] < shape[d]) break;
+          at[d] = 0;
+        }
+      }
+      std::memcpy(whole.bytes.data() + static_cast<size_t>(to) * size,
+                  part->bytes.data() + static_cast<size_t>(r * run) * size,
+                  static_cast<size_t>(run) * size);
+    }
+    first_row += shape[0];
+  }
   return whole;
 }
 

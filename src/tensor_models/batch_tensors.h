@@ -1,8 +1,8 @@
 // The tensors of a batch: requests' inputs concatenated along the first dimension (the
-// batch), a run's outputs sliced back into each request's rows, and BYTES elements (each a
-// 4-byte little-endian length, then that many bytes; tensor/element_type.h) split and joined.
-// The batcher (tensor_batcher.h) and the request check (tensor_request.h) use them; so may the
-// front ends that turn JSON strings into BYTES tensors.
+// batch; padded to the largest along a model's padded axes), a run's outputs sliced back into each
+// request's rows, and BYTES elements (each a 4-byte little-endian length, then that many bytes;
+// tensor/element_type.h) split and joined. The batcher (tensor_batcher.h) and the request check
+// (tensor_request.h) use them; so may the front ends that turn JSON strings into BYTES tensors.
 //
 // Pure functions and a read-only view; thread-safe.
 #pragma once
@@ -41,6 +41,13 @@ std::string JoinBytesElements(std::span<const std::string> elements);
 // dimension the sum of theirs, its bytes theirs in order (one allocation). Each part has
 // rank >= 1 and the same type and dimensions after the first (the caller grouped them so).
 HostTensor ConcatenateBatch(std::span<const HostTensor* const> parts);
+
+// ConcatenateBatch for parts that differ after the first dimension (along a model's padded
+// axes, input_pad.h): each dimension after the first is the largest of the parts', each part
+// sits at the start of its rows along every dimension, and the rest holds `element` (one
+// element's bytes in the parts' type). One allocation. The parts have the same type (not
+// BYTES) and rank >= 1.
+HostTensor ConcatenatePadded(std::span<const HostTensor* const> parts, std::string_view element);
 
 // A run's output seen as rows along its first dimension, so that each request of the batch
 // gets its own rows. Holds a pointer to the tensor, which must outlive it.

@@ -41,7 +41,8 @@ struct Pending {
   TensorResult result;
   Clock::time_point queued;
   int64_t items = 1;  // its batch (1 for max_batch_size 0)
-  // Its shape group: each input's rank, then its dimensions after the first.
+  // Its shape group: each input's rank, then its dimensions after the first (-1 for each the
+  // model pads, so that requests differing only there share a group).
   std::vector<int64_t> group;
   // The outputs it gets, as indexes into info.outputs, in the order asked.
   std::vector<size_t> wanted;
@@ -223,6 +224,12 @@ struct TensorBatcher::Impl {
         options(o),
         window(o.max_queue_delay) {
     PIER_CHECK(info.max_batch_size >= 0, "a negative max_batch_size");
+    PIER_CHECK(options.pads.empty() || options.pads.size() == info.inputs.size(),
+               "a pad rule per input of the model");
+    for (size_t i = 0; i < options.pads.size(); ++i) {
+      PIER_CHECK(options.pads[i].padded.size() == info.inputs[i].shape.size(),
+                 "a pad rule of the input's rank");
+    }
     stats.batch_items = MakeBuckets(kItemsBounds);
     stats.queue_seconds = MakeBuckets(kSecondsBounds);
     stats.compute_seconds = MakeBuckets(kSecondsBounds);
@@ -328,8 +335,15 @@ struct TensorBatcher::Impl {
       inputs.reserve(info.inputs.size());
       std::vector<const HostTensor*> parts(batch.size());
       for (size_t i = 0; i < info.inputs.size(); ++i) {
-        for (size_t r = 0; r < batch.size(); ++r) parts[r] = &batch[r]->request.inputs[i];
-        inputs.push_back(ConcatenateBatch(parts));  // [items, ...]
+        bool differ = false;  // only along padded dimensions (the group says so)
+        for (size_t r = 0; r < batch.size(); ++r) {
+          parts[r] = &batch[r]->request.inputs[i];
+          differ = differ || !std::equal(parts[r]->shape.begin() + 1, parts[r]->shape.end(),
+                                         parts[0]->shape.begin() + 1);
+        }
+        // [items, ...], the largest of each padded dimension when they differ
+        inputs.push_back(differ ? ConcatenatePadded(parts, options.pads[i].element)
+                                : ConcatenateBatch(parts));
       }
       for (PendingPtr& p : batch) p->request.inputs = {};
     }
@@ -493,10 +507,13 @@ Status TensorBatcher::Submit(TensorRequest request, std::function<void(TensorRes
   }
   request.inputs = std::move(inputs);
   if (s.info.max_batch_size > 0 && !request.inputs.empty()) p->items = request.inputs[0].shape[0];
-  for (const HostTensor& input : request.inputs) {
-    p->group.push_back(static_cast<int64_t>(input.shape.size()));
-    p->group.insert(p->group.end(), input.shape.begin() + (input.shape.empty() ? 0 : 1),
-                    input.shape.end());
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    const std::vector<int64_t>& shape = request.inputs[i].shape;
+    p->group.push_back(static_cast<int64_t>(shape.size()));
+    for (size_t d = 1; d < shape.size(); ++d) {
+      const bool padded = !s.options.pads.empty() && s.options.pads[i].padded[d];
+      p->group.push_back(padded ? -1 : shape[d]);
+    }
   }
   if (request.outputs.empty()) {
     for (size_t o = 0; o < s.info.outputs.size(); ++o) p->wanted.push_back(o);

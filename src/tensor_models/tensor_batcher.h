@@ -4,15 +4,19 @@
 //
 // Batching (max_batch_size > 0, from TensorModelInfo): requests whose inputs have the same
 // dimensions after the first form a shape group; a group's requests are concatenated along
-// the first dimension up to max_batch_size items. A request brings its own batch (1..max) and
-// is never split across batches. A group's batch goes as soon as what waits in it reaches a
-// preferred batch size or the maximum (it then takes the largest preferred size its requests
-// make up exactly, else what fits in the maximum), else when its oldest request has waited the
-// window (then it takes what fits in the maximum). Each group batches on its own: of the groups
-// ready to go, the one holding the highest class's oldest request goes first. Within a group
-// higher classes fill the batch first, FIFO within a class; a waiting request rises one class
-// per `aging` waited, so lower classes are not starved.
-// A model with max_batch_size 0 runs each request alone, its inputs as they came, at once.
+// the first dimension up to max_batch_size items. Where the model has a padding rule
+// (TensorBatcherOptions::pads, input_pad.h), dimensions it pads do not split groups: a batch
+// whose requests differ along them is padded to its largest size along each, with the rule's
+// element, and every output comes back at the size the padded run gave it (a request's answer
+// may be larger than it would be alone along dimensions that follow the padded ones). A request
+// brings its own batch (1..max) and is never split across batches. A group's batch goes as soon as
+// what waits in it reaches a preferred batch size or the maximum (it then takes the largest
+// preferred size its requests make up exactly, else what fits in the maximum), else when its oldest
+// request has waited the window (then it takes what fits in the maximum). Each group batches on its
+// own: of the groups ready to go, the one holding the highest class's oldest request goes first.
+// Within a group higher classes fill the batch first, FIFO within a class; a waiting request rises
+// one class per `aging` waited, so lower classes are not starved. A model with max_batch_size 0
+// runs each request alone, its inputs as they came, at once.
 //
 // The window adapts as EmbeddingBatcher's: it halves (down to 0) when a batch closes with
 // nothing else waiting (a lone request is not held for company that is not coming) and
@@ -25,7 +29,8 @@
 // fail with CancelledError(). A run that fails fails each of its requests with the run's
 // status; outputs that do not match the model (count, batch, data length) with INTERNAL.
 //
-// Copies: a batch of several requests costs one allocation per input (the concatenation) and
+// Copies: a batch of several requests costs one allocation per input (the concatenation, padded
+// or not) and
 // one per output a request asked for (its rows); a batch of one request hands its tensors to
 // the executor and the executor's outputs to the request without copying.
 //
@@ -45,6 +50,7 @@
 
 #include "common/status.h"
 #include "tensor/host_tensor.h"
+#include "tensor_models/input_pad.h"
 #include "tensor_models/tensor_request.h"
 
 namespace pier::tensor_models {
@@ -76,6 +82,10 @@ struct TensorBatcherOptions {
   int64_t max_queued_items = 1024;
   // A waiting request rises one class per `aging` waited (0: never).
   std::chrono::milliseconds aging{250};
+  // One per input of the model, in its order (input_pad.h's ResolvePadRules): the dimensions
+  // requests may differ in and still share a batch, and the element they are padded with.
+  // Empty: no padding (requests share a batch only with the same dimensions after the first).
+  std::vector<InputPad> pads = {};
 };
 
 // What a request that nobody waits for any more gets (its `cancelled` flag was set).

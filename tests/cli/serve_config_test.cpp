@@ -187,7 +187,7 @@ inputs: {x: {shape: [-1, 3, 32, 32]}}
   EXPECT_EQ(o.onnxruntime_library, "/opt/onnxruntime/libonnxruntime.so.1");
   EXPECT_EQ(o.model_defaults.max_batch_size, 16);
   EXPECT_EQ(o.model_defaults.preferred_batch_sizes, (std::vector<int64_t>{4, 8}));
-  EXPECT_EQ(o.model_defaults.input_shapes.at("x"), (std::vector<int64_t>{-1, 3, 32, 32}));
+  EXPECT_EQ(o.model_defaults.inputs.at("x").shape, (std::vector<int64_t>{-1, 3, 32, 32}));
   EXPECT_EQ(ServeSettingNames().size(), 63u);
 }
 

@@ -66,7 +66,10 @@ TEST(ModelSettingsTest, EveryKeyReadsBackWhatItShows) {
   changed.tool_format = ToolFormat::kGeneric;
   changed.max_batch_size = 0;
   changed.preferred_batch_sizes = {2, 6};
-  changed.input_shapes = {{"x", {-1, 3, 224, 224}}, {"mask", {-1, 128}}};
+  changed.inputs = {
+      {"x", {.shape = {-1, 3, 224, 224}, .pad = std::nullopt}},
+      {"mask", {.shape = {-1, 128}, .pad = tensor_models::PadRule{.axes = {1}, .value = -1.5}}},
+      {"line", {.shape = {}, .pad = tensor_models::PadRule{.axes = {2, 3}, .value = 0.1}}}};
   const Json shown = ModelSettingsToJson(changed);
   EXPECT_EQ(shown.size(), ModelSettingKeys().size()) << "every field above differs: " << shown;
   Result<ModelSettings> back = ModelSettingsFromJson(shown, "test");
@@ -83,13 +86,64 @@ TEST(ModelSettingsTest, TensorModelKeysRefuseWhatTheyCannotUse) {
   Status text = ApplyModelSetting(&s, "inputs", Json("x"), "models[0].inputs");
   ASSERT_FALSE(text.ok());
   EXPECT_NE(text.message().find("expected a map"), std::string::npos) << text.message();
-  Status key = ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"pad": "right"}})"), "at");
+  Status key = ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"fill": "right"}})"), "at");
   ASSERT_FALSE(key.ok());
-  EXPECT_NE(key.message().find("at.x: unknown key \"pad\""), std::string::npos) << key.message();
+  EXPECT_NE(key.message().find("at.x: unknown key \"fill\" (known: shape, pad)"), std::string::npos)
+      << key.message();
   Status zero =
       ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"shape": ["-1", "0"]}})"), "at");
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.message().find("at.x.shape"), std::string::npos) << zero.message();
+}
+
+// inputs: {NAME: {shape, pad: {axes, value}}}: either part alone or both; the axes sorted, the
+// value a number (0 by default). Which axes the graph leaves open, and whether the input's type
+// holds the value, is checked at load (tensor_models' input_pad_test, tensor_host_test).
+TEST(ModelSettingsTest, InputsTakeAShapeAPadRuleOrBoth) {
+  ModelSettings s;
+  const YAML::Node yaml = YAML::Load(
+      "x: {shape: [-1, 1, -1, -1], pad: {axes: [3, 2], value: -1}}\n"
+      "line: {pad: {axes: [2]}}\n");
+  ASSERT_TRUE(ApplyModelSetting(&s, "inputs", YamlToJson(yaml), "m.yaml: inputs").ok());
+  ASSERT_EQ(s.inputs.size(), 2u);
+  EXPECT_EQ(s.inputs.at("x").shape, (std::vector<int64_t>{-1, 1, -1, -1}));
+  EXPECT_EQ(s.inputs.at("x").pad, (tensor_models::PadRule{.axes = {2, 3}, .value = -1}));
+  EXPECT_TRUE(s.inputs.at("line").shape.empty());
+  EXPECT_EQ(s.inputs.at("line").pad, (tensor_models::PadRule{.axes = {2}, .value = 0}));
+  // Shown as the worker reads it back.
+  const Json shown = ModelSettingsToJson(s);
+  EXPECT_EQ(shown["inputs"]["x"]["pad"], Json({{"axes", {"2", "3"}}, {"value", "-1"}}));
+  EXPECT_FALSE(shown["inputs"]["line"].contains("shape"));
+  Result<ModelSettings> back = ModelSettingsFromJson(shown, "worker");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, s);
+
+  const auto refused = [&](const char* json) {
+    ModelSettings t;
+    Status status = ApplyModelSetting(&t, "inputs", Json::parse(json), "at");
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << json;
+    EXPECT_EQ(t, ModelSettings{}) << json;
+    return status.message();
+  };
+  EXPECT_NE(refused(R"({"x": {}})").find("at.x: expected {shape"), std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"shape": []}})").find("at.x.shape"), std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": "right"}})").find("at.x.pad: expected {axes"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": {"value": "0"}}})").find("at.x.pad.axes"), std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": {"axes": []}}})").find("at.x.pad.axes"), std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": {"axes": ["-1"]}}})").find("at.x.pad.axes"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": {"axes": ["2", "2"]}}})").find("named twice"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": {"axes": ["1"], "side": "left"}}})")
+                .find("at.x.pad: unknown key \"side\" (known: axes, value)"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": {"axes": ["1"], "value": "zero"}}})")
+                .find("at.x.pad.value: expected a finite number"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"x": {"pad": {"axes": ["1"], "value": "inf"}}})")
+                .find("at.x.pad.value: expected a finite number"),
+            std::string::npos);
 }
 
 TEST(ModelSettingsTest, OnlyWhatDiffersFromTheDefaultsTravels) {

@@ -123,6 +123,62 @@ TEST_F(TensorHostTest, AnOutputThatDoesNotFollowTheBatchFailsWarmUpUnlessUnbatch
   EXPECT_EQ((*served)->info().max_batch_size, 0);
 }
 
+// spatial.onnx (x FP32 [batch, 1, H, W] -> y = mean of x over H and W [batch, 1], z = x) with
+// `pad: {axes: [2, 3], value: 0}`: requests of 2x2 and 3x1 share one run at 3x2, zeros padded.
+// The padding changes the mean (it averages over the padded area: 6 elements, not 4 or 3),
+// which is why padding is opt-in: only a graph's owner knows where padding does no harm.
+TEST_F(TensorHostTest, APadRuleBatchesDifferentSizesAtTheLargestWithThePadValue) {
+  TensorHostOptions options = Options("spatial.onnx", "spatial");
+  options.preferred_batch_sizes = {2};                 // the two go together at once
+  options.max_queue_delay = std::chrono::seconds(10);  // and never alone by the window
+  options.inputs["x"].pad = tensor_models::PadRule{.axes = {2, 3}, .value = 0};
+  auto host = TensorHost::Open(options, governor_.get());
+  ASSERT_TRUE(host.ok()) << host.status().ToString() << " (run scripts/bootstrap)";
+  TensorRequest a, b;
+  a.inputs = {Floats("x", {1, 1, 2, 2}, {1, 2, 3, 4})};
+  b.inputs = {Floats("x", {1, 1, 3, 1}, {5, 6, 7})};
+  std::promise<TensorResult> pa, pb;
+  ASSERT_TRUE(
+      (*host)->Submit(std::move(a), [&](TensorResult r) { pa.set_value(std::move(r)); }).ok());
+  ASSERT_TRUE(
+      (*host)->Submit(std::move(b), [&](TensorResult r) { pb.set_value(std::move(r)); }).ok());
+  const TensorResult ra = pa.get_future().get(), rb = pb.get_future().get();
+  ASSERT_TRUE(ra.status.ok()) << ra.status.ToString();
+  ASSERT_TRUE(rb.status.ok()) << rb.status.ToString();
+  EXPECT_EQ(ra.batch_size, 2);
+  EXPECT_EQ(rb.batch_size, 2);
+  ASSERT_EQ(ra.outputs.size(), 2u);
+  ASSERT_EQ(rb.outputs.size(), 2u);
+  // y: the mean over the padded 3x2 area (alone, 2.5 and 6).
+  EXPECT_EQ(ra.outputs[0].shape, (std::vector<int64_t>{1, 1}));
+  EXPECT_FLOAT_EQ(FloatsOf(ra.outputs[0])[0], 10.0f / 6);
+  EXPECT_FLOAT_EQ(FloatsOf(rb.outputs[0])[0], 18.0f / 6);
+  // z at the batch's padded size, each request's own row with zeros where it was padded.
+  EXPECT_EQ(ra.outputs[1].shape, (std::vector<int64_t>{1, 1, 3, 2}));
+  EXPECT_EQ(FloatsOf(ra.outputs[1]), (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  EXPECT_EQ(rb.outputs[1].shape, (std::vector<int64_t>{1, 1, 3, 2}));
+  EXPECT_EQ(FloatsOf(rb.outputs[1]), (std::vector<float>{5, 0, 6, 0, 7, 0}));
+}
+
+TEST_F(TensorHostTest, APadRuleOnAnAxisTheGraphFixesRefusesTheLoad) {
+  TensorHostOptions options = Options("spatial.onnx", "spatial");
+  options.inputs["x"].pad = tensor_models::PadRule{.axes = {1, 3}, .value = 0};
+  auto host = TensorHost::Open(options, governor_.get());
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(host.status().message(),
+            "inputs: 'x': pad axis 1: that dimension is fixed at 1 ([-1, 1, -1, -1])");
+  // A `shape` that fixes a dimension the graph leaves open fixes it for the pad rule too.
+  options.inputs["x"] = {.shape = {-1, 1, 8, -1},
+                         .pad = tensor_models::PadRule{.axes = {2}, .value = 0}};
+  host = TensorHost::Open(options, governor_.get());
+  ASSERT_FALSE(host.ok());
+  EXPECT_NE(host.status().message().find("pad axis 2: that dimension is fixed at 8"),
+            std::string::npos)
+      << host.status().message();
+  EXPECT_TRUE(OwnerNames().empty()) << "a refused load holds nothing";
+}
+
 TEST_F(TensorHostTest, ARequestNobodyWaitsForStopsItsRun) {
   TensorHostOptions options = Options("slow.onnx", "slow");
   options.max_batch_size = 1;  // warm-up runs the slow graph once, not at batch 8 too

@@ -1,5 +1,5 @@
 // Batch tensors: BYTES elements split and joined, data checked against shapes, requests
-// concatenated along the batch and sliced back.
+// concatenated along the batch (padded or not) and sliced back.
 #include "tensor_models/batch_tensors.h"
 
 #include <gtest/gtest.h>
@@ -87,6 +87,37 @@ TEST(BatchTensorsTest, BytesRowsSliceWholeElements) {
   EXPECT_EQ(StringsOf(rows->Slice(1, 2)),
             (std::vector<std::string>{"three", "four", "fifty", "6"}));
   EXPECT_EQ(StringsOf(rows->Slice(2, 1)), (std::vector<std::string>{"fifty", "6"}));
+}
+
+// Parts of different sizes after the batch: each at the start of its rows along every dimension,
+// the rest the pad element, and the whole at the largest size of each dimension.
+TEST(BatchTensorsTest, ConcatenatesPaddedToTheLargestOfEachDimension) {
+  const HostTensor a = Fp32("x", {1, 2, 1}, {1, 2});              // [1, 2, 1]
+  const HostTensor b = Fp32("x", {2, 1, 3}, {3, 4, 5, 6, 7, 8});  // [2, 1, 3]
+  const HostTensor c = Fp32("x", {1, 2, 2}, {9, 10, 11, 12});     // [1, 2, 2]
+  const HostTensor* parts[] = {&a, &b, &c};
+  const float pad = -1;
+  const std::string element(reinterpret_cast<const char*>(&pad), sizeof(pad));
+  const HostTensor whole = ConcatenatePadded(parts, element);
+  EXPECT_EQ(whole.name, "x");
+  EXPECT_EQ(whole.shape, (std::vector<int64_t>{4, 2, 3}));
+  EXPECT_EQ(Floats(whole), (std::vector<float>{1, -1, -1, 2,  -1, -1,    // a
+                                               3, 4,  5,  -1, -1, -1,    // b, row 0
+                                               6, 7,  8,  -1, -1, -1,    // b, row 1
+                                               9, 10, -1, 11, 12, -1}))  // c
+      << "row-major, each part's elements where its own indices put them";
+  // Rank 2 (the last dimension padded) and rank 1 (nothing to pad).
+  const HostTensor d = Fp32("y", {2, 1}, {1, 2});
+  const HostTensor e = Fp32("y", {1, 3}, {3, 4, 5});
+  const HostTensor* two[] = {&d, &e};
+  EXPECT_EQ(Floats(ConcatenatePadded(two, element)),
+            (std::vector<float>{1, -1, -1, 2, -1, -1, 3, 4, 5}));
+  const HostTensor f = Fp32("z", {2}, {1, 2});
+  const HostTensor g = Fp32("z", {1}, {3});
+  const HostTensor* one[] = {&f, &g};
+  const HostTensor line = ConcatenatePadded(one, element);
+  EXPECT_EQ(line.shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(Floats(line), (std::vector<float>{1, 2, 3}));
 }
 
 TEST(BatchTensorsTest, RowsRefuseScalarsAndBadData) {

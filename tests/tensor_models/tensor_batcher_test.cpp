@@ -1,7 +1,7 @@
 // TensorBatcher over a fake executor (sum = a + b over FP32, echo = s over BYTES): requests
 // concatenated and sliced back, batches closed by preferred sizes, the maximum and the window,
-// shape groups, classes, deadlines, cancellation (queued and running), failed runs, models
-// without a batch dimension, shutdown and the figures.
+// shape groups (and pad rules that join them), classes, deadlines, cancellation (queued and
+// running), failed runs, models without a batch dimension, shutdown and the figures.
 //
 // Timing: the executor can hold a run until the test releases it (a "gate"), so that what
 // queues behind it is known when the next batch forms; windows are either 0, tens of ms (only
@@ -364,6 +364,88 @@ TEST(TensorBatcherTest, ShapeGroupsNeverMix) {
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[1].shapes[0], (std::vector<int64_t>{4, 2}));  // 1 and 3: the oldest's group
   EXPECT_EQ(runs[2].shapes[0], (std::vector<int64_t>{3, 3}));  // 2 and 4
+}
+
+// Pad rules (input_pad.h) for the add model: `a` padded with 7 and `b` with 0 along their widths
+// (dimension 1), or `a` alone.
+std::vector<InputPad> WidthPads(bool b_too = true) {
+  std::map<std::string, PadRule> rules = {{"a", {.axes = {1}, .value = 7}}};
+  if (b_too) rules["b"] = {.axes = {1}, .value = 0};
+  return std::move(ResolvePadRules(AddModel(8), rules)).value();
+}
+
+// Runs request 0 (width 4) alone at a gate, queues requests 1 (width 5) and 2 (width 9) behind
+// it, then opens the gate; returns the executor's runs once all three are answered.
+std::vector<FakeExecutor::RunRecord> WidthsFiveAndNine(std::vector<InputPad> pads,
+                                                       Results& results) {
+  FakeExecutor executor;
+  TensorBatcher batcher("m", AddModel(8), executor,
+                        {.max_queue_delay = 0us, .pads = std::move(pads)});
+  executor.Hold();
+  EXPECT_TRUE(batcher.Submit(Request(0, 1, 4), results.For(0)).ok());
+  EXPECT_TRUE(executor.WaitEntered(1));
+  EXPECT_TRUE(batcher.Submit(Request(1, 1, 5), results.For(1)).ok());
+  EXPECT_TRUE(batcher.Submit(Request(2, 1, 9), results.For(2)).ok());
+  executor.Release();
+  for (int id = 0; id <= 2; ++id) EXPECT_TRUE(results.Wait(id)) << id;
+  return executor.runs();
+}
+
+TEST(TensorBatcherTest, RequestsDifferingOnlyAlongPaddedAxesShareOnePaddedRun) {
+  Results results;
+  const auto runs = WidthsFiveAndNine(WidthPads(), results);
+  ASSERT_EQ(runs.size(), 2u);
+  // Widths 5 and 9 ran as one batch of width 9: request 1's row padded with a's 7 (and b's 0).
+  EXPECT_EQ(runs[1].shapes, (std::vector<std::vector<int64_t>>{{2, 9}, {2, 9}, {2, 2}}));
+  std::vector<float> a = {1000, 1001, 1002, 1003, 1004, 7, 7, 7, 7};
+  for (int i = 0; i < 9; ++i) a.push_back(static_cast<float>(2000 + i));
+  EXPECT_EQ(runs[1].a, a);
+  // Each answer is its own row, at the batch's padded width: request 1's sum is its a + b over
+  // its 5 elements, then 7 + 0 where both were padded.
+  auto r1 = results.Wait(1);
+  ASSERT_TRUE(r1 && r1->status.ok());
+  EXPECT_EQ(r1->batch_size, 2);
+  EXPECT_EQ(r1->outputs[0].shape, (std::vector<int64_t>{1, 9}));
+  EXPECT_EQ(Floats(r1->outputs[0]),
+            (std::vector<float>{1000.5, 1001.5, 1002.5, 1003.5, 1004.5, 7, 7, 7, 7}));
+  EXPECT_EQ(StringsOf(r1->outputs[1]), (std::vector<std::string>{"1.0", "1.1"}));
+  ExpectAnswer(*results.Wait(2), 2, 1, 9);  // the widest: as if alone
+  ExpectAnswer(*results.Wait(0), 0, 1, 4);  // alone: unpadded
+}
+
+TEST(TensorBatcherTest, WithoutAPadRuleDifferentWidthsDoNotShareARun) {
+  Results results;
+  const auto runs = WidthsFiveAndNine({}, results);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1].shapes[0], (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(runs[2].shapes[0], (std::vector<int64_t>{1, 9}));
+  ExpectAnswer(*results.Wait(1), 1, 1, 5);
+  ExpectAnswer(*results.Wait(2), 2, 1, 9);
+}
+
+TEST(TensorBatcherTest, RequestsDifferingAlongAnAxisNotPaddedStillSplit) {
+  Results results;
+  // `a` pads its width, `b` does not: widths 5 and 9 differ in b's, so they never share.
+  const auto runs = WidthsFiveAndNine(WidthPads(/*b_too=*/false), results);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1].shapes[1], (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(runs[2].shapes[1], (std::vector<int64_t>{1, 9}));
+  ExpectAnswer(*results.Wait(1), 1, 1, 5);
+  ExpectAnswer(*results.Wait(2), 2, 1, 9);
+}
+
+TEST(TensorBatcherTest, ALoneRequestWithAPadRuleIsPassedThroughUncopiedAndUnpadded) {
+  FakeExecutor executor;
+  Results results;
+  TensorBatcher batcher("m", AddModel(8), executor, {.max_queue_delay = 0us, .pads = WidthPads()});
+  TensorRequest request = Request(1, 2, 5);
+  const char* a_data = request.inputs[0].bytes.data();
+  ASSERT_TRUE(batcher.Submit(std::move(request), results.For(1)).ok());
+  auto r = results.Wait(1);
+  ASSERT_TRUE(r);
+  ExpectAnswer(*r, 1, 2, 5);
+  ASSERT_EQ(executor.runs().size(), 1u);
+  EXPECT_EQ(executor.runs()[0].a_data, a_data);
 }
 
 TEST(TensorBatcherTest, HigherClassesFillBatchesFirstAndPickTheGroup) {
