@@ -1,6 +1,7 @@
 #include "api/kserve/tensor_infer_request.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -133,7 +134,12 @@ Result<HostTensor> ReadInput(const Json& input, size_t index, std::string_view b
   if (tensor.type == ElementType::kBytes) {
     PIER_RETURN_IF_ERROR(CheckBinaryStrings(mine, count, prefix));
   } else {
-    const uint64_t want = static_cast<uint64_t>(count) * ElementSize(tensor.type);
+    // count is at most 2^62 (ElementCount), so count x size may not fit in 64 bits.
+    const auto element_size = static_cast<uint64_t>(ElementSize(tensor.type));
+    if (static_cast<uint64_t>(count) > std::numeric_limits<uint64_t>::max() / element_size) {
+      return InvalidArgumentError(prefix + "shape " + ShapeText(tensor.shape) + " is too large");
+    }
+    const uint64_t want = static_cast<uint64_t>(count) * element_size;
     if (bytes != want) {
       return InvalidArgumentError(prefix + "binary_data_size is " + std::to_string(bytes) +
                                   " bytes, shape " + ShapeText(tensor.shape) + " of " + datatype +

@@ -216,6 +216,19 @@ TEST(TensorInferRequestTest, BinaryHeadersThatLieAboutSizesAreRefused) {
                 "binary_data_size must be an integer, 0 or more; got -4");
 }
 
+// Found while writing kserve_tensor_fuzzer (issue #44), whose invariant aborts on it: count x
+// element size was computed in 64 bits and wrapped, so 2^61 + 1 INT64 elements "needed" 8
+// bytes and 2^61 needed none.
+TEST(TensorInferRequestTest, BinaryDataSizeOfAShapeTooLargeToHoldIsRefused) {
+  const int64_t huge = (int64_t{1} << 61) + 1;
+  ExpectRefused(Json{{"inputs", {BinaryInput("i", "INT64", {huge}, 8)}}}, Bytes<int64_t>({7}),
+                "input 'i': shape [2305843009213693953] is too large");
+  ExpectRefused(Json{{"inputs", {BinaryInput("i", "INT64", {huge - 1}, 0)}}}, "",
+                "input 'i': shape [2305843009213693952] is too large");
+  ExpectRefused(Json{{"inputs", {BinaryInput("x", "FP32", {int64_t{1} << 62}, 0)}}}, "",
+                "input 'x': shape [4611686018427387904] is too large");
+}
+
 TEST(TensorInferRequestTest, ReadsOutputsParametersAndId) {
   Result<TensorInferRequest> read = Read(Json::parse(R"({
       "id": "r7",
