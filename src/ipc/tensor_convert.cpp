@@ -1,8 +1,11 @@
 #include "ipc/tensor_convert.h"
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "tensor_models/batch_tensors.h"
 
 namespace pier::ipc {
 namespace {
@@ -62,9 +65,16 @@ Result<HostTensor> FromProto(const proto::Tensor& tensor) {
     return InvalidArgumentError("tensor '" + tensor.name() + "': shape " + ShapeText(spec.shape) +
                                 " is not a tensor's");
   }
-  if (spec.type != ElementType::kBytes &&
-      static_cast<uint64_t>(tensor.data().size()) !=
-          static_cast<uint64_t>(count) * static_cast<uint64_t>(ElementSize(spec.type))) {
+  if (spec.type == ElementType::kBytes) {
+    if (Result<std::vector<size_t>> elements =
+            tensor_models::BytesElementOffsets(tensor.data(), count);
+        !elements.ok()) {
+      return InvalidArgumentError("tensor '" + tensor.name() + "': " + elements.status().message());
+    }
+  } else if (static_cast<uint64_t>(count) > std::numeric_limits<uint64_t>::max() /
+                                                static_cast<uint64_t>(ElementSize(spec.type)) ||
+             static_cast<uint64_t>(tensor.data().size()) !=
+                 static_cast<uint64_t>(count) * static_cast<uint64_t>(ElementSize(spec.type))) {
     return InvalidArgumentError("tensor '" + tensor.name() +
                                 "': " + std::to_string(tensor.data().size()) + " bytes for shape " +
                                 ShapeText(spec.shape));
@@ -99,6 +109,13 @@ Result<tensor_models::TensorModelInfo> FromProto(const proto::TensorModel& model
   info.max_batch_size = model.max_batch_size();
   info.preferred_batch_sizes.assign(model.preferred_batch_sizes().begin(),
                                     model.preferred_batch_sizes().end());
+  for (int64_t size : info.preferred_batch_sizes) {
+    if (size < 1 || size > info.max_batch_size) {
+      return InvalidArgumentError("preferred batch size " + std::to_string(size) +
+                                  " outside 1..max_batch_size " +
+                                  std::to_string(info.max_batch_size));
+    }
+  }
   info.opset = model.opset();
   info.producer = model.producer();
   info.parameter_bytes = model.parameter_bytes();

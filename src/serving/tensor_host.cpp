@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -263,6 +264,10 @@ Result<uint64_t> TensorHost::EstimateBytes(const TensorHostOptions& options) {
   PIER_ASSIGN_OR_RETURN(tensor_models::OnnxFileInfo file,
                         tensor_models::ReadOnnxFileInfo(options.path));
   constexpr uint64_t kMargin = uint64_t{32} << 20;
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  // A file may claim initializers of any size (saturated at the largest number): such a
+  // claim reads as more than any budget, not as a small number wrapped around.
+  if (file.parameter_bytes > (kMax - file.file_bytes - kMargin) / 2) return kMax;
   return 2 * file.parameter_bytes + file.file_bytes + kMargin;
 }
 

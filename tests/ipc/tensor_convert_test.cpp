@@ -79,6 +79,44 @@ TEST(TensorConvertTest, WhatAPeerGetsWrongIsRefusedNamingTheTensor) {
   wire.add_shape(-3);
   EXPECT_FALSE(FromProto(wire).ok());
 
+  // BYTES data must be whole length-prefixed elements, as many as the shape holds.
+  wire.clear_shape();
+  wire.add_shape(2);
+  wire.set_datatype("BYTES");
+  wire.set_data(
+      std::string("\x01\x00\x00\x00"
+                  "a",
+                  5));  // one element where two belong
+  EXPECT_FALSE(FromProto(wire).ok());
+  wire.set_data(
+      std::string("\x01\x00\x00\x00"
+                  "a"
+                  "\x09\x00\x00\x00"
+                  "b",
+                  10));  // cut short
+  EXPECT_FALSE(FromProto(wire).ok());
+  wire.set_data(
+      std::string("\x01\x00\x00\x00"
+                  "a"
+                  "\x00\x00\x00\x00",
+                  9));
+  EXPECT_TRUE(FromProto(wire).ok());
+  // A shape whose bytes pass 2^64 is no tensor, whatever the data.
+  wire.set_datatype("INT64");
+  wire.clear_shape();
+  wire.add_shape(int64_t{1} << 61);
+  wire.add_shape(2);
+  wire.set_data("");
+  EXPECT_FALSE(FromProto(wire).ok());
+
+  proto::TensorModel preferred;
+  preferred.add_inputs()->set_datatype("FP32");
+  preferred.add_outputs()->set_datatype("FP32");
+  preferred.set_max_batch_size(4);
+  preferred.add_preferred_batch_sizes(8);
+  EXPECT_NE(FromProto(preferred).status().message().find("preferred batch size 8"),
+            std::string::npos);
+
   proto::TensorResult result;
   result.set_code(200);
   EXPECT_EQ(FromProto(result).status.code(), StatusCode::kInternal);

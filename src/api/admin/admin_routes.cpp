@@ -575,7 +575,16 @@ HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
 HttpResponse AdminRoutes::AdminModel(const HttpRequest& request) {
   if (auto denied = RequireAdmin(request)) return std::move(*denied);
   constexpr std::string_view kPrefix = "/admin/models/";
-  const std::string name = PercentDecode(std::string_view(request.path).substr(kPrefix.size()));
+  const std::string_view rest = std::string_view(request.path).substr(kPrefix.size());
+  // /admin/models/{name}/load and /unload are POST routes: a GET there is the wrong method,
+  // not a model called "{name}/load".
+  if (rest.ends_with("/load") || rest.ends_with("/unload")) {
+    HttpResponse response = ErrorResponse(405, "method " + request.method + " is not allowed on " +
+                                                   request.path + " (allowed: POST)");
+    response.headers.emplace_back("Allow", "POST");
+    return response;
+  }
+  const std::string name = PercentDecode(rest);
   Result<serving::ModelEntry> entry =
       name.empty() ? Result<serving::ModelEntry>(NotFoundError("")) : registry_->Lookup(name);
   if (!entry.ok()) {

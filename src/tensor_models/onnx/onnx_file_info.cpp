@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <optional>
 
 #include "tensor/element_type.h"
@@ -120,6 +121,13 @@ uint64_t OnnxElementBytes(uint64_t data_type) {
   }
 }
 
+// a * b, or the largest uint64_t when that overflows (a hostile file's dimensions must not wrap
+// around to a small size).
+uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
+  uint64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? std::numeric_limits<uint64_t>::max() : product;
+}
+
 // An initializer's bytes: its dims' product times its element size (strings: their bytes).
 std::optional<uint64_t> TensorProtoBytes(std::string_view tensor) {
   WireReader reader(tensor);
@@ -131,13 +139,13 @@ std::optional<uint64_t> TensorProtoBytes(std::string_view tensor) {
     if (!field) return std::nullopt;
     if (field->number == 1) {  // dims: packed or one per field
       if (field->wire_type == 0) {
-        elements *= field->varint;
+        elements = SaturatingProduct(elements, field->varint);
       } else if (field->wire_type == 2) {
         WireReader dims(field->payload);
         while (!dims.done()) {
           std::optional<uint64_t> dim = dims.Varint();
           if (!dim) return std::nullopt;
-          elements *= *dim;
+          elements = SaturatingProduct(elements, *dim);
         }
       }
     } else if (field->number == 2 && field->wire_type == 0) {
@@ -147,7 +155,7 @@ std::optional<uint64_t> TensorProtoBytes(std::string_view tensor) {
     }
   }
   if (data_type == 8) return string_bytes;
-  return elements * OnnxElementBytes(data_type);
+  return SaturatingProduct(elements, OnnxElementBytes(data_type));
 }
 
 // A graph input (ValueInfoProto): its name, and whether a dimension past the first is open
@@ -250,7 +258,10 @@ Result<OnnxFileInfo> ParseOnnxFileInfo(std::string_view bytes) {
             std::optional<uint64_t> tensor_bytes = TensorProtoBytes(g->payload);
             if (!tensor_bytes) return NotOnnx("an initializer is malformed");
             ++info.initializers;
-            info.parameter_bytes += *tensor_bytes;
+            info.parameter_bytes =
+                *tensor_bytes > std::numeric_limits<uint64_t>::max() - info.parameter_bytes
+                    ? std::numeric_limits<uint64_t>::max()
+                    : info.parameter_bytes + *tensor_bytes;
             initializer_names.push_back(TensorProtoName(g->payload));
           }
           if (g->number == 11 && g->wire_type == 2) {  // input

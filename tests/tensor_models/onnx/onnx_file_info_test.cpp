@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 
 namespace pier::tensor_models {
@@ -41,6 +42,34 @@ TEST(OnnxFileInfoTest, CountsTheInitializersOfARealGraph) {
   // PP-LCNet's weights: most of the 6.8 MB file.
   EXPECT_GT(info->parameter_bytes, 5'000'000u);
   EXPECT_LT(info->parameter_bytes, info->file_bytes);
+}
+
+// Protobuf wire bytes: a varint field, or a length-delimited one.
+std::string Varint(uint64_t v) {
+  std::string out;
+  do {
+    out.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+    v >>= 7;
+  } while (v != 0);
+  return out;
+}
+std::string VarintField(uint32_t number, uint64_t v) { return Varint(number << 3) + Varint(v); }
+std::string MessageField(uint32_t number, const std::string& payload) {
+  return Varint((number << 3) | 2) + Varint(payload.size()) + payload;
+}
+
+TEST(OnnxFileInfoTest, AHostileInitializerSizeSaturatesInsteadOfWrappingAround) {
+  // An initializer claiming 2^40 x 2^40 x 2^40 INT64 elements: its byte count passes 2^64.
+  const std::string tensor = VarintField(1, uint64_t{1} << 40) + VarintField(1, uint64_t{1} << 40) +
+                             VarintField(1, uint64_t{1} << 40) + VarintField(2, 7);
+  const std::string model = VarintField(1, 8) + MessageField(7, MessageField(5, tensor));
+  Result<OnnxFileInfo> info = ParseOnnxFileInfo(model);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->parameter_bytes, std::numeric_limits<uint64_t>::max());
+  // Two such initializers still read as the most there is, not as a small sum.
+  const std::string two =
+      VarintField(1, 8) + MessageField(7, MessageField(5, tensor) + MessageField(5, tensor));
+  EXPECT_EQ(ParseOnnxFileInfo(two)->parameter_bytes, std::numeric_limits<uint64_t>::max());
 }
 
 TEST(OnnxFileInfoTest, RefusesWhatIsNotOnnx) {
