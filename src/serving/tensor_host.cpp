@@ -117,7 +117,7 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   MemoryResult<Reservation> provisional_hold =
       governor->Reserve(host->overhead_owner_, provisional);
   if (!provisional_hold.ok()) {
-    return ResourceExhaustedError("model " + options.id + " does not fit: loading it needs about " +
+    return ResourceExhaustedError("does not fit: loading it needs about " +
                                   FormatBytes(provisional) + " (" +
                                   provisional_hold.error().ToStatus().message() + ")");
   }
@@ -157,10 +157,9 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
         governor->ChargeExternal(host->overhead_owner_, host->memory_.overhead_bytes);
     if (!charge.ok()) {
       return ResourceExhaustedError(
-          "model " + options.id + " does not fit: it holds " +
-          FormatBytes(host->memory_.weights_bytes) + " through Pier's allocator, " +
-          FormatBytes(host->memory_.workspace_peak) + " of working memory, and " +
-          FormatBytes(host->memory_.overhead_bytes) +
+          "does not fit: it holds " + FormatBytes(host->memory_.weights_bytes) +
+          " through Pier's allocator, " + FormatBytes(host->memory_.workspace_peak) +
+          " of working memory, and " + FormatBytes(host->memory_.overhead_bytes) +
           " that ONNX Runtime allocated itself (weights it loads and folds, graph, threads); " +
           charge.error().ToStatus().message());
     }
@@ -197,8 +196,7 @@ Status TensorHost::WarmUp() {
     Result<std::vector<HostTensor>> outputs = session_->Run(ZeroInputs(info, batch));
     if (!outputs.ok()) {
       if (outputs.status().code() == StatusCode::kResourceExhausted) {
-        return Status(outputs.status().code(), "model " + id_ + ": warm-up at batch " +
-                                                   std::to_string(batch) + ": " +
+        return Status(outputs.status().code(), "warm-up at batch " + std::to_string(batch) + ": " +
                                                    outputs.status().message());
       }
       if (open_inner) {
@@ -208,16 +206,15 @@ Status TensorHost::WarmUp() {
             id_, outputs.status().message());
         return Status::Ok();
       }
-      return Status(outputs.status().code(), "model " + id_ + ": warm-up at batch " +
-                                                 std::to_string(batch) +
+      return Status(outputs.status().code(), "warm-up at batch " + std::to_string(batch) +
                                                  " failed: " + outputs.status().message());
     }
     if (info.max_batch_size > 0) {
       for (const HostTensor& out : *outputs) {
         if (out.shape.empty() || out.shape[0] != batch) {
           return InvalidArgumentError(
-              "model " + id_ + ": output '" + out.name + "' has shape " + ShapeText(out.shape) +
-              " at batch " + std::to_string(batch) +
+              "output '" + out.name + "' has shape " + ShapeText(out.shape) + " at batch " +
+              std::to_string(batch) +
               ": its first dimension does not follow the batch, so requests cannot share a "
               "run; serve it with max_batch_size: 0");
         }
@@ -227,11 +224,12 @@ Status TensorHost::WarmUp() {
   const uint64_t peak = session_->memory().peak.load();
   memory_.workspace_peak = peak > memory_.weights_bytes ? peak - memory_.weights_bytes : 0;
   memory_.warmed = true;
-  // The measured working memory stays set aside, so a later run finds it.
+  // The measured working memory stays set aside, so a later run finds it (none measured: no
+  // reservation, which the governor refuses at 0 bytes).
+  if (memory_.workspace_peak == 0) return Status::Ok();
   MemoryResult<Reservation> reserved = governor_->Reserve(workspace_owner_, memory_.workspace_peak);
   if (!reserved.ok()) {
-    return ResourceExhaustedError("model " + id_ + ": its working memory (" +
-                                  FormatBytes(memory_.workspace_peak) +
+    return ResourceExhaustedError("its working memory (" + FormatBytes(memory_.workspace_peak) +
                                   ") does not fit: " + reserved.error().ToStatus().message());
   }
   workspace_reservation_ = std::move(*reserved);
