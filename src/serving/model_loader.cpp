@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
 #include "serving/tensor_host.h"
+#include "serving/tensor_instance_pool.h"
 #include "serving/worker_client.h"
 
 namespace pier::serving {
@@ -60,9 +62,11 @@ struct Siblings {
 };
 
 struct ModelParts {
-  std::unique_ptr<EncoderHost> encoder;         // an embedding model
-  std::unique_ptr<TensorHost> tensor;           // a tensor (ONNX) model
-  std::unique_ptr<TensorRunner> tensor_runner;  // a tensor model in a worker: forwards to it
+  std::unique_ptr<EncoderHost> encoder;              // an embedding model
+  std::vector<std::unique_ptr<TensorHost>> tensors;  // a tensor (ONNX) model's instances
+  // A tensor model's TensorRunner over its instances (in process or in workers).
+  std::vector<std::unique_ptr<TensorRunner>> tensor_runners;  // one per worker
+  std::unique_ptr<TensorRunner> tensor_pool;                  // with several instances
   std::vector<std::unique_ptr<ModelHost>> hosts;
   std::unique_ptr<engine::EngineClient> pool;  // with several instances
   // With worker processes: the front end's own copy of the file (tokenizer and template) and
@@ -258,44 +262,57 @@ Result<ModelRef> OpenTensorModelInWorker(const ModelLoadOptions& options, Device
                                          const std::string& id) {
   auto parts = std::make_shared<ModelParts>();
   MemoryGovernor* governor = &devices.cpu_governor();
-  WorkerOptions worker;
-  if (!options.bindings.empty()) {
-    PIER_ASSIGN_OR_RETURN(placement::Placer * placer, devices.placer());
-    const std::string who = "model " + id + " instance 1";
-    PIER_ASSIGN_OR_RETURN(
-        std::unique_ptr<placement::Placement> placed,
-        placer->Place(options.bindings.front(), ThreadsOf(options.settings), who));
-    worker.binding = placed->binding();
-    spdlog::info("{}: {}", who, worker.binding.Describe());
-    parts->placements.push_back(std::move(placed));
-  }
   PIER_ASSIGN_OR_RETURN(const uint64_t provisional,
                         TensorHost::EstimateBytes(TensorOptionsOf(options, id)));
-  const GovernorStats stats = governor->Stats();
-  worker.load = options;
-  worker.instance = 1;
-  worker.budget_bytes = provisional;
-  worker.load_budget_bytes = std::max(
-      provisional, stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes));
-  worker.device_governor = governor;
-  worker.heartbeat_timeout = options.heartbeat_timeout;
-  worker.leak_margin_bytes = options.worker_leak_margin_bytes;
-  worker.drain_grace = options.worker_drain_grace;
-  worker.environment = options.worker_environment;
-  PIER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client,
-                        WorkerClient::Start(std::move(worker)));
   auto model = std::make_shared<ServedModel>();
+  std::vector<TensorRunner*> runners;
+  for (int i = 0; i < options.instances; ++i) {
+    WorkerOptions worker;
+    if (!options.bindings.empty()) {
+      PIER_ASSIGN_OR_RETURN(placement::Placer * placer, devices.placer());
+      const std::string who = "model " + id + " instance " + std::to_string(i + 1);
+      const placement::BindingRequest& request = options.bindings.size() == 1
+                                                     ? options.bindings.front()
+                                                     : options.bindings.at(static_cast<size_t>(i));
+      PIER_ASSIGN_OR_RETURN(std::unique_ptr<placement::Placement> placed,
+                            placer->Place(request, ThreadsOf(options.settings), who));
+      worker.binding = placed->binding();
+      spdlog::info("{}: {}", who, worker.binding.Describe());
+      parts->placements.push_back(std::move(placed));
+    }
+    const GovernorStats stats = governor->Stats();
+    worker.load = options;
+    worker.instance = i + 1;
+    worker.budget_bytes = provisional;
+    // What the device's budget has free, less an eighth: the worker measures its own device's
+    // capacity a moment later, and other processes move meanwhile.
+    const uint64_t free_bytes =
+        stats.budget_bytes - std::min(stats.budget_bytes, stats.committed_bytes);
+    worker.load_budget_bytes = std::max(provisional, free_bytes - free_bytes / 8);
+    worker.device_governor = governor;
+    worker.heartbeat_timeout = options.heartbeat_timeout;
+    worker.leak_margin_bytes = options.worker_leak_margin_bytes;
+    worker.drain_grace = options.worker_drain_grace;
+    worker.environment = options.worker_environment;
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client,
+                          WorkerClient::Start(std::move(worker)));
+    parts->tensor_runners.push_back(std::make_unique<WorkerTensorRunner>(*client));
+    runners.push_back(parts->tensor_runners.back().get());
+    model->instances.push_back(client.get());
+    model->workers.push_back(client.get());
+    parts->workers.push_back(std::move(client));
+  }
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
   model->kind = ModelKind::kTensor;
-  parts->tensor_runner = std::make_unique<WorkerTensorRunner>(*client);
-  model->tensors = parts->tensor_runner.get();
-  model->client = client.get();
-  model->instances = {client.get()};
-  model->workers = {client.get()};
+  if (runners.size() > 1) {
+    parts->tensor_pool = std::make_unique<TensorInstancePool>(runners);
+    parts->pool = std::make_unique<InstancePoolClient>(model->instances);
+  }
+  model->tensors = runners.size() > 1 ? parts->tensor_pool.get() : runners.front();
+  model->client = runners.size() > 1 ? parts->pool.get() : model->instances.front();
   model->governor = governor;
-  parts->workers.push_back(std::move(client));
   model->parts = std::move(parts);
   return ModelRef(std::move(model));
 }
@@ -312,11 +329,6 @@ Result<ModelRef> OpenTensorModel(const ModelLoadOptions& options, DeviceSet& dev
     spdlog::info("model {} is a tensor (ONNX) model: it runs on the CPU, not on --device {}", id,
                  options.device);
   }
-  if (options.instances != 1) {
-    return InvalidArgumentError("model " + id +
-                                ": a tensor model runs as one instance (its batcher fills the "
-                                "cores it is given); instances must be 1");
-  }
   if (!options.chat_template_path.empty()) {
     return InvalidArgumentError("model " + id + ": a tensor model has no chat template");
   }
@@ -327,18 +339,32 @@ Result<ModelRef> OpenTensorModel(const ModelLoadOptions& options, DeviceSet& dev
                                 "workers: on");
   }
   auto parts = std::make_shared<ModelParts>();
-  PIER_ASSIGN_OR_RETURN(parts->tensor,
-                        TensorHost::Open(TensorOptionsOf(options, id), &devices.cpu_governor()));
-  TensorHost& host = *parts->tensor;
   auto model = std::make_shared<ServedModel>();
+  MemoryGovernor* governor = &devices.cpu_governor();
+  std::vector<TensorRunner*> runners;
+  // One instance at a time: each admission sees what the previous ones hold. Each names its
+  // owners with the first free prefix ("<id>", "<id>#2", ...), so a reload's new version loads
+  // beside the old one.
+  for (int i = 0; i < options.instances; ++i) {
+    TensorHostOptions host_options = TensorOptionsOf(options, id);
+    host_options.owner_prefix = engine::UniqueOwnerPrefix(*governor, id);
+    PIER_ASSIGN_OR_RETURN(std::unique_ptr<TensorHost> host,
+                          TensorHost::Open(host_options, governor));
+    runners.push_back(host.get());
+    model->instances.push_back(&host->client());
+    parts->tensors.push_back(std::move(host));
+  }
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
   model->kind = ModelKind::kTensor;
-  model->tensors = &host;
-  model->client = &host.client();
-  model->instances = {&host.client()};
-  model->governor = &host.governor();
+  if (runners.size() > 1) {
+    parts->tensor_pool = std::make_unique<TensorInstancePool>(runners);
+    parts->pool = std::make_unique<InstancePoolClient>(model->instances);
+  }
+  model->tensors = runners.size() > 1 ? parts->tensor_pool.get() : runners.front();
+  model->client = runners.size() > 1 ? parts->pool.get() : model->instances.front();
+  model->governor = governor;
   model->parts = std::move(parts);
   return ModelRef(std::move(model));
 }
@@ -363,7 +389,12 @@ Result<std::string> EffectiveDevice(const ModelLoadOptions& options) {
 Result<uint64_t> GuaranteedBytes(const ModelLoadOptions& options) {
   if (IsOnnxPath(options.path)) {
     const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
-    return TensorHost::EstimateBytes(TensorOptionsOf(options, id));
+    PIER_ASSIGN_OR_RETURN(const uint64_t one,
+                          TensorHost::EstimateBytes(TensorOptionsOf(options, id)));
+    const uint64_t instances = static_cast<uint64_t>(std::max(1, options.instances));
+    return one > std::numeric_limits<uint64_t>::max() / instances
+               ? std::numeric_limits<uint64_t>::max()
+               : one * instances;
   }
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(options.path));
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;

@@ -107,7 +107,8 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   const char* kinds[] = {"/weights", "/workspace", "/ort_overhead"};
   OwnerId* slots[] = {&host->weights_owner_, &host->workspace_owner_, &host->overhead_owner_};
   for (int i = 0; i < 3; ++i) {
-    PIER_ASSIGN_OR_RETURN(*slots[i], governor->AddOwner({.name = options.id + kinds[i],
+    const std::string& prefix = options.owner_prefix.empty() ? options.id : options.owner_prefix;
+    PIER_ASSIGN_OR_RETURN(*slots[i], governor->AddOwner({.name = prefix + kinds[i],
                                                          .priority = options.owner_priority}));
     host->owners_.push_back(*slots[i]);
   }

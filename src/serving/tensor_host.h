@@ -51,7 +51,10 @@ namespace pier::serving {
 
 struct TensorHostOptions {
   std::string path;  // .onnx
-  std::string id;    // names the governor owners
+  std::string id;    // the model's, in messages and logs
+  // Names the governor owners ("<owner_prefix>/weights", ...); empty: `id`. An instance beside
+  // another (instances: N, or a reload's new version) takes "<id>#N".
+  std::string owner_prefix;
   int owner_priority = 0;
   int threads = 1;  // ONNX Runtime's intra-op threads
   int64_t max_batch_size = 8;

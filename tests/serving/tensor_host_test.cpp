@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "device/cpu/cpu_device.h"
+#include "serving/model_loader.h"
 
 namespace pier::serving {
 namespace {
@@ -202,6 +204,65 @@ TEST_F(TensorHostTest, ARequestNobodyWaitsForStopsItsRun) {
       << result.status.ToString();
   // A whole run takes about a second at batch 1; the stop lands within the batcher's poll.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(800));
+}
+
+// instances: 2 through the loader: two sessions under their own owners, and a request goes to
+// the instance that is not busy (the first runs a second-long batch meanwhile).
+TEST(TensorInstancesTest, ABusyInstanceIsPassedOverAndEachHasItsOwners) {
+  DeviceSetOptions device_options;
+  device_options.cpu_capacity = uint64_t{8} << 30;
+  device_options.cpu_budget = BudgetSpec::Bytes(uint64_t{4} << 30);
+  auto devices = std::move(DeviceSet::Create(device_options)).value();
+  ModelLoadOptions load;
+  load.path = Tiny("slow.onnx");
+  load.id = "slow";
+  load.instances = 2;
+  load.settings.threads = 1;
+  load.settings.max_batch_size = 1;
+  load.settings.max_queue_delay_ms = 0;
+  Result<ModelRef> model = OpenModel(load, *devices);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<std::string> owners;
+  for (const auto& o : devices->cpu_governor().Stats().owners) owners.push_back(o.name);
+  EXPECT_NE(std::find(owners.begin(), owners.end(), "slow/weights"), owners.end());
+  EXPECT_NE(std::find(owners.begin(), owners.end(), "slow#2/weights"), owners.end());
+  ASSERT_EQ((*model)->instances.size(), 2u);
+
+  auto request = [] {
+    TensorRequest r;
+    r.inputs = {Floats("x", {1, 256}, std::vector<float>(256, 0.01f))};
+    return r;
+  };
+  std::promise<TensorResult> first, second;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      (*model)
+          ->tensors->Submit(request(), [&](TensorResult r) { first.set_value(std::move(r)); })
+          .ok());
+  // Wait until the first instance is running it, then send the second.
+  for (int i = 0; i < 200 && (*model)->tensors->Stats().running_items == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(
+      (*model)
+          ->tensors->Submit(request(), [&](TensorResult r) { second.set_value(std::move(r)); })
+          .ok());
+  TensorResult a = first.get_future().get();
+  TensorResult b = second.get_future().get();
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  EXPECT_EQ(a.outputs[0].bytes, b.outputs[0].bytes);
+  const TensorRunnerStats total = (*model)->tensors->Stats();
+  EXPECT_EQ(total.requests, 2);
+  EXPECT_EQ(total.batches, 2);
+  // One each: the second went to the instance that was free.
+  EXPECT_EQ((*model)->instances[0]->Stats().requests_finished, 1);
+  EXPECT_EQ((*model)->instances[1]->Stats().requests_finished, 1);
+  // Side by side, not one after the other: well under two runs' time (a run is about 1 s).
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double run = total.compute_seconds.sum / 2;
+  EXPECT_LT(seconds, 1.8 * run) << "run " << run << " s";
 }
 
 }  // namespace
