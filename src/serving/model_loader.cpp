@@ -237,6 +237,26 @@ TensorHostOptions TensorOptionsOf(const ModelLoadOptions& options, const std::st
 
 namespace {
 
+// A tensor model's ServedModel once its instances (`runners`, whose clients are in
+// model->instances) are up, in process or in workers: a pool over them when there are several.
+ModelRef PublishTensorModel(const ModelLoadOptions& options, const std::string& id,
+                            const std::vector<TensorRunner*>& runners, MemoryGovernor* governor,
+                            std::shared_ptr<ModelParts> parts, std::shared_ptr<ServedModel> model) {
+  model->id = id;
+  model->aliases = options.aliases;
+  model->created_unix_seconds = CreatedUnixSeconds(options.path);
+  model->kind = ModelKind::kTensor;
+  if (runners.size() > 1) {
+    parts->tensor_pool = std::make_unique<TensorInstancePool>(runners);
+    parts->pool = std::make_unique<InstancePoolClient>(model->instances);
+  }
+  model->tensors = runners.size() > 1 ? parts->tensor_pool.get() : runners.front();
+  model->client = runners.size() > 1 ? parts->pool.get() : model->instances.front();
+  model->governor = governor;
+  model->parts = std::move(parts);
+  return ModelRef(std::move(model));
+}
+
 // A tensor model served by a worker process: the front end's TensorRunner forwards to it.
 class WorkerTensorRunner final : public TensorRunner {
  public:
@@ -302,19 +322,7 @@ Result<ModelRef> OpenTensorModelInWorker(const ModelLoadOptions& options, Device
     model->workers.push_back(client.get());
     parts->workers.push_back(std::move(client));
   }
-  model->id = id;
-  model->aliases = options.aliases;
-  model->created_unix_seconds = CreatedUnixSeconds(options.path);
-  model->kind = ModelKind::kTensor;
-  if (runners.size() > 1) {
-    parts->tensor_pool = std::make_unique<TensorInstancePool>(runners);
-    parts->pool = std::make_unique<InstancePoolClient>(model->instances);
-  }
-  model->tensors = runners.size() > 1 ? parts->tensor_pool.get() : runners.front();
-  model->client = runners.size() > 1 ? parts->pool.get() : model->instances.front();
-  model->governor = governor;
-  model->parts = std::move(parts);
-  return ModelRef(std::move(model));
+  return PublishTensorModel(options, id, runners, governor, std::move(parts), std::move(model));
 }
 
 // OpenModel for a tensor (ONNX) model: one TensorHost in this process, on the CPU.
@@ -354,19 +362,7 @@ Result<ModelRef> OpenTensorModel(const ModelLoadOptions& options, DeviceSet& dev
     model->instances.push_back(&host->client());
     parts->tensors.push_back(std::move(host));
   }
-  model->id = id;
-  model->aliases = options.aliases;
-  model->created_unix_seconds = CreatedUnixSeconds(options.path);
-  model->kind = ModelKind::kTensor;
-  if (runners.size() > 1) {
-    parts->tensor_pool = std::make_unique<TensorInstancePool>(runners);
-    parts->pool = std::make_unique<InstancePoolClient>(model->instances);
-  }
-  model->tensors = runners.size() > 1 ? parts->tensor_pool.get() : runners.front();
-  model->client = runners.size() > 1 ? parts->pool.get() : model->instances.front();
-  model->governor = governor;
-  model->parts = std::move(parts);
-  return ModelRef(std::move(model));
+  return PublishTensorModel(options, id, runners, governor, std::move(parts), std::move(model));
 }
 
 }  // namespace

@@ -11,25 +11,14 @@
 
 #include "device/cpu/cpu_device.h"
 #include "serving/model_loader.h"
+#include "tensor_models/tensor_test_util.h"
 
 namespace pier::serving {
 namespace {
 
-std::string Tiny(const std::string& name) {
-  return std::string(PIER_MODELS_DIR) + "/onnx-tiny/" + name;
-}
-
-HostTensor Floats(std::string name, std::vector<int64_t> shape, const std::vector<float>& v) {
-  HostTensor t{std::move(name), ElementType::kFp32, std::move(shape), {}};
-  t.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  return t;
-}
-
-std::vector<float> FloatsOf(const HostTensor& t) {
-  std::vector<float> v(t.bytes.size() / sizeof(float));
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
-}
+using tensor_models::testing::Floats;
+using tensor_models::testing::Fp32;
+using tensor_models::testing::TinyOnnxModel;
 
 class TensorHostTest : public ::testing::Test {
  protected:
@@ -43,7 +32,7 @@ class TensorHostTest : public ::testing::Test {
   }
   TensorHostOptions Options(const std::string& file, const std::string& id) {
     TensorHostOptions o;
-    o.path = Tiny(file);
+    o.path = TinyOnnxModel(file);
     o.id = id;
     o.max_queue_delay = std::chrono::milliseconds(2);
     return o;
@@ -80,13 +69,13 @@ TEST_F(TensorHostTest, ServesRequestsThroughItsBatcherUnderThreeOwners) {
   EXPECT_TRUE((*host)->memory().warmed);
   EXPECT_EQ((*host)->info().preferred_batch_sizes, (std::vector<int64_t>{2, 4}));
   TensorRequest request;
-  request.inputs = {Floats("a", {1, 4}, {1, 2, 3, 4}), Floats("b", {1, 4}, {10, 20, 30, 40})};
+  request.inputs = {Fp32("a", {1, 4}, {1, 2, 3, 4}), Fp32("b", {1, 4}, {10, 20, 30, 40})};
   request.outputs = {"product"};
   TensorResult result = Infer(**host, std::move(request));
   ASSERT_TRUE(result.status.ok()) << result.status.ToString();
   ASSERT_EQ(result.outputs.size(), 1u);
   EXPECT_EQ(result.outputs[0].name, "product");
-  EXPECT_EQ(FloatsOf(result.outputs[0]), (std::vector<float>{10, 40, 90, 160}));
+  EXPECT_EQ(Floats(result.outputs[0]), (std::vector<float>{10, 40, 90, 160}));
   // Its face to the rest of the server refuses generation, naming the model's kind.
   auto generated = (*host)->client().Submit(engine::Request{});
   ASSERT_FALSE(generated.ok());
@@ -137,8 +126,8 @@ TEST_F(TensorHostTest, APadRuleBatchesDifferentSizesAtTheLargestWithThePadValue)
   auto host = TensorHost::Open(options, governor_.get());
   ASSERT_TRUE(host.ok()) << host.status().ToString() << " (run scripts/bootstrap)";
   TensorRequest a, b;
-  a.inputs = {Floats("x", {1, 1, 2, 2}, {1, 2, 3, 4})};
-  b.inputs = {Floats("x", {1, 1, 3, 1}, {5, 6, 7})};
+  a.inputs = {Fp32("x", {1, 1, 2, 2}, {1, 2, 3, 4})};
+  b.inputs = {Fp32("x", {1, 1, 3, 1}, {5, 6, 7})};
   std::promise<TensorResult> pa, pb;
   ASSERT_TRUE(
       (*host)->Submit(std::move(a), [&](TensorResult r) { pa.set_value(std::move(r)); }).ok());
@@ -153,13 +142,13 @@ TEST_F(TensorHostTest, APadRuleBatchesDifferentSizesAtTheLargestWithThePadValue)
   ASSERT_EQ(rb.outputs.size(), 2u);
   // y: the mean over the padded 3x2 area (alone, 2.5 and 6).
   EXPECT_EQ(ra.outputs[0].shape, (std::vector<int64_t>{1, 1}));
-  EXPECT_FLOAT_EQ(FloatsOf(ra.outputs[0])[0], 10.0f / 6);
-  EXPECT_FLOAT_EQ(FloatsOf(rb.outputs[0])[0], 18.0f / 6);
+  EXPECT_FLOAT_EQ(Floats(ra.outputs[0])[0], 10.0f / 6);
+  EXPECT_FLOAT_EQ(Floats(rb.outputs[0])[0], 18.0f / 6);
   // z at the batch's padded size, each request's own row with zeros where it was padded.
   EXPECT_EQ(ra.outputs[1].shape, (std::vector<int64_t>{1, 1, 3, 2}));
-  EXPECT_EQ(FloatsOf(ra.outputs[1]), (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  EXPECT_EQ(Floats(ra.outputs[1]), (std::vector<float>{1, 2, 3, 4, 0, 0}));
   EXPECT_EQ(rb.outputs[1].shape, (std::vector<int64_t>{1, 1, 3, 2}));
-  EXPECT_EQ(FloatsOf(rb.outputs[1]), (std::vector<float>{5, 0, 6, 0, 7, 0}));
+  EXPECT_EQ(Floats(rb.outputs[1]), (std::vector<float>{5, 0, 6, 0, 7, 0}));
 }
 
 TEST_F(TensorHostTest, APadRuleOnAnAxisTheGraphFixesRefusesTheLoad) {
@@ -188,7 +177,7 @@ TEST_F(TensorHostTest, ARequestNobodyWaitsForStopsItsRun) {
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   TensorRequest request;
-  request.inputs = {Floats("x", {1, 256}, std::vector<float>(256, 0.01f))};
+  request.inputs = {Fp32("x", {1, 256}, std::vector<float>(256, 0.01f))};
   request.cancelled = cancelled;
   std::promise<TensorResult> promise;
   ASSERT_TRUE(
@@ -214,7 +203,7 @@ TEST(TensorInstancesTest, ABusyInstanceIsPassedOverAndEachHasItsOwners) {
   device_options.cpu_budget = BudgetSpec::Bytes(uint64_t{4} << 30);
   auto devices = std::move(DeviceSet::Create(device_options)).value();
   ModelLoadOptions load;
-  load.path = Tiny("slow.onnx");
+  load.path = TinyOnnxModel("slow.onnx");
   load.id = "slow";
   load.instances = 2;
   load.settings.threads = 1;
@@ -230,7 +219,7 @@ TEST(TensorInstancesTest, ABusyInstanceIsPassedOverAndEachHasItsOwners) {
 
   auto request = [] {
     TensorRequest r;
-    r.inputs = {Floats("x", {1, 256}, std::vector<float>(256, 0.01f))};
+    r.inputs = {Fp32("x", {1, 256}, std::vector<float>(256, 0.01f))};
     return r;
   };
   std::promise<TensorResult> first, second;

@@ -13,25 +13,14 @@
 
 #include "serving/model_loader.h"
 #include "serving/worker_client.h"
+#include "tensor_models/tensor_test_util.h"
 
 namespace pier::serving {
 namespace {
 
-std::string Tiny(const std::string& name) {
-  return std::string(PIER_MODELS_DIR) + "/onnx-tiny/" + name;
-}
-
-HostTensor Floats(std::string name, std::vector<int64_t> shape, const std::vector<float>& v) {
-  HostTensor t{std::move(name), ElementType::kFp32, std::move(shape), {}};
-  t.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  return t;
-}
-
-std::vector<float> FloatsOf(const HostTensor& t) {
-  std::vector<float> v(t.bytes.size() / sizeof(float));
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
-}
+using tensor_models::testing::Floats;
+using tensor_models::testing::Fp32;
+using tensor_models::testing::TinyOnnxModel;
 
 std::unique_ptr<DeviceSet> Devices(uint64_t budget) {
   DeviceSetOptions options;
@@ -42,7 +31,7 @@ std::unique_ptr<DeviceSet> Devices(uint64_t budget) {
 
 WorkerOptions Options(const std::string& file, DeviceSet& devices, uint64_t load_budget) {
   WorkerOptions options;
-  options.load.path = Tiny(file);
+  options.load.path = TinyOnnxModel(file);
   options.load.id = "t";
   options.load.settings.threads = 1;
   options.load.settings.max_batch_size = 1;
@@ -71,7 +60,7 @@ std::future<TensorResult> Send(WorkerClient& worker, TensorRequest request) {
 
 TensorRequest AddMul(float x) {
   TensorRequest request;
-  request.inputs = {Floats("a", {1, 4}, {x, x, x, x}), Floats("b", {1, 4}, {1, 2, 3, 4})};
+  request.inputs = {Fp32("a", {1, 4}, {x, x, x, x}), Fp32("b", {1, 4}, {1, 2, 3, 4})};
   return request;
 }
 
@@ -84,8 +73,8 @@ TEST(TensorWorkerTest, ServesAcrossTheProcessBoundaryAndHealsAfterACrash) {
   TensorResult first = Send(**worker, AddMul(10)).get();
   ASSERT_TRUE(first.status.ok()) << first.status.ToString();
   EXPECT_EQ(first.outputs[0].name, "sum");
-  EXPECT_EQ(FloatsOf(first.outputs[0]), (std::vector<float>{11, 12, 13, 14}));
-  EXPECT_EQ(FloatsOf(first.outputs[1]), (std::vector<float>{10, 20, 30, 40}));
+  EXPECT_EQ(Floats(first.outputs[0]), (std::vector<float>{11, 12, 13, 14}));
+  EXPECT_EQ(Floats(first.outputs[1]), (std::vector<float>{10, 20, 30, 40}));
   // The grant grew to what the worker measured (ONNX Runtime's own memory included).
   const WorkerHealth health = (*worker)->Health();
   EXPECT_GE(health.granted_bytes, health.committed_bytes);
@@ -97,7 +86,7 @@ TEST(TensorWorkerTest, ServesAcrossTheProcessBoundaryAndHealsAfterACrash) {
   // Requests sent while it restarts wait for the new worker.
   TensorResult after = Send(**worker, AddMul(1)).get();
   ASSERT_TRUE(after.status.ok()) << after.status.ToString();
-  EXPECT_EQ(FloatsOf(after.outputs[0]), (std::vector<float>{2, 3, 4, 5}));
+  EXPECT_EQ(Floats(after.outputs[0]), (std::vector<float>{2, 3, 4, 5}));
   EXPECT_GE((*worker)->Health().restarts, 1);
 }
 
@@ -106,7 +95,7 @@ TEST(TensorWorkerTest, ARequestTwoDeadWorkersHeldFailsNamingTheInstance) {
   auto worker = WorkerClient::Start(Options("slow.onnx", *devices, uint64_t{1} << 30));
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   TensorRequest request;
-  request.inputs = {Floats("x", {1, 256}, std::vector<float>(256, 0.01f))};
+  request.inputs = {Fp32("x", {1, 256}, std::vector<float>(256, 0.01f))};
   std::future<TensorResult> held = Send(**worker, request);
   // The first worker that dies holding it is forgiven (the request goes to its successor);
   // the second is not.

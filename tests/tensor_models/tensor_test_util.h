@@ -1,4 +1,5 @@
-// Helpers for tensor model tests: tensors from values, values back from tensors.
+// Helpers for tensor model tests: the tiny ONNX graphs' paths, tensors from values, values
+// back from tensors.
 #pragma once
 
 #include <cstring>
@@ -9,6 +10,12 @@
 #include "tensor_models/batch_tensors.h"
 
 namespace pier::tensor_models::testing {
+
+// A graph of models/onnx-tiny/ (scripts/bootstrap makes them; tests/fixtures/tensor_models/
+// onnx_tiny.json describes them).
+inline std::string TinyOnnxModel(const std::string& name) {
+  return std::string(PIER_MODELS_DIR) + "/onnx-tiny/" + name;
+}
 
 inline HostTensor Fp32(std::string name, std::vector<int64_t> shape,
                        const std::vector<float>& values) {

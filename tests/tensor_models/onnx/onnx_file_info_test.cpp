@@ -7,12 +7,14 @@
 #include <limits>
 #include <string>
 
+#include "tensor_models/tensor_test_util.h"
+
 namespace pier::tensor_models {
 namespace {
 
-std::string Tiny(const std::string& name) {
-  return std::string(PIER_MODELS_DIR) + "/onnx-tiny/" + name;
-}
+using tensor_models::testing::Floats;
+using tensor_models::testing::Fp32;
+using tensor_models::testing::TinyOnnxModel;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -20,7 +22,7 @@ std::string ReadAll(const std::string& path) {
 }
 
 TEST(OnnxFileInfoTest, DescribesTheTinyGraphsAsTheirGeneratorWroteThem) {
-  Result<OnnxFileInfo> info = ReadOnnxFileInfo(Tiny("add_mul.onnx"));
+  Result<OnnxFileInfo> info = ReadOnnxFileInfo(TinyOnnxModel("add_mul.onnx"));
   ASSERT_TRUE(info.ok()) << info.status().ToString() << " (run scripts/bootstrap)";
   EXPECT_EQ(info->ir_version, 8);
   EXPECT_EQ(info->opset, 17);
@@ -28,7 +30,7 @@ TEST(OnnxFileInfoTest, DescribesTheTinyGraphsAsTheirGeneratorWroteThem) {
   EXPECT_EQ(info->parameter_bytes, 0u);
   EXPECT_TRUE(info->inputs_with_open_inner_dims.empty());
 
-  Result<OnnxFileInfo> spatial = ReadOnnxFileInfo(Tiny("spatial.onnx"));
+  Result<OnnxFileInfo> spatial = ReadOnnxFileInfo(TinyOnnxModel("spatial.onnx"));
   ASSERT_TRUE(spatial.ok()) << spatial.status().ToString();
   EXPECT_EQ(spatial->inputs_with_open_inner_dims, std::vector<std::string>{"x"});
 }
@@ -73,7 +75,7 @@ TEST(OnnxFileInfoTest, AHostileInitializerSizeSaturatesInsteadOfWrappingAround) 
 }
 
 TEST(OnnxFileInfoTest, RefusesWhatIsNotOnnx) {
-  const std::string whole = ReadAll(Tiny("add_mul.onnx"));
+  const std::string whole = ReadAll(TinyOnnxModel("add_mul.onnx"));
   ASSERT_FALSE(whole.empty());
   for (size_t cut : {size_t{1}, whole.size() / 2, whole.size() - 1}) {
     Result<OnnxFileInfo> info = ParseOnnxFileInfo(std::string_view(whole).substr(0, cut));

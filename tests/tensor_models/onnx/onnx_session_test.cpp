@@ -9,25 +9,14 @@
 
 #include "device/cpu/cpu_device.h"
 #include "tensor_models/onnx/ort_library.h"
+#include "tensor_models/tensor_test_util.h"
 
 namespace pier::tensor_models {
 namespace {
 
-std::string Tiny(const std::string& name) {
-  return std::string(PIER_MODELS_DIR) + "/onnx-tiny/" + name;
-}
-
-HostTensor Floats(std::string name, std::vector<int64_t> shape, const std::vector<float>& v) {
-  HostTensor t{std::move(name), ElementType::kFp32, std::move(shape), {}};
-  t.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  return t;
-}
-
-std::vector<float> FloatsOf(const HostTensor& t) {
-  std::vector<float> v(t.bytes.size() / sizeof(float));
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
-}
+using tensor_models::testing::Floats;
+using tensor_models::testing::Fp32;
+using tensor_models::testing::TinyOnnxModel;
 
 class OnnxSessionTest : public ::testing::Test {
  protected:
@@ -62,7 +51,7 @@ class OnnxSessionTest : public ::testing::Test {
 };
 
 TEST_F(OnnxSessionTest, ReadsTheGraphsInputsAndOutputsAndRunsABatch) {
-  auto session = Open(Tiny("add_mul.onnx"));
+  auto session = Open(TinyOnnxModel("add_mul.onnx"));
   ASSERT_TRUE(session.ok()) << session.status().ToString() << " (run scripts/bootstrap)";
   const TensorModelInfo& info = (*session)->info();
   ASSERT_EQ(info.inputs.size(), 2u);
@@ -76,15 +65,14 @@ TEST_F(OnnxSessionTest, ReadsTheGraphsInputsAndOutputsAndRunsABatch) {
   EXPECT_EQ(info.opset, 17);
 
   // Inputs in any order, by name.
-  Result<std::vector<HostTensor>> out =
-      (*session)->Run({Floats("b", {2, 4}, {1, 1, 1, 1, 2, 2, 2, 2}),
-                       Floats("a", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})});
+  Result<std::vector<HostTensor>> out = (*session)->Run(
+      {Fp32("b", {2, 4}, {1, 1, 1, 1, 2, 2, 2, 2}), Fp32("a", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   ASSERT_EQ(out->size(), 2u);
   EXPECT_EQ((*out)[0].name, "sum");
   EXPECT_EQ((*out)[0].shape, (std::vector<int64_t>{2, 4}));
-  EXPECT_EQ(FloatsOf((*out)[0]), (std::vector<float>{2, 3, 4, 5, 7, 8, 9, 10}));
-  EXPECT_EQ(FloatsOf((*out)[1]), (std::vector<float>{1, 2, 3, 4, 10, 12, 14, 16}));
+  EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{2, 3, 4, 5, 7, 8, 9, 10}));
+  EXPECT_EQ(Floats((*out)[1]), (std::vector<float>{1, 2, 3, 4, 10, 12, 14, 16}));
   // The outputs were allocated through the governor (the workspace owner) and are back.
   EXPECT_GT((*session)->memory().allocations.load(), 0u);
   EXPECT_EQ(Charged(run_owner_), 0u);
@@ -95,14 +83,14 @@ TEST_F(OnnxSessionTest, MeasuresWhatMakingTheSessionTookBesideTheAllocator) {
   // ONNX Runtime 1.32 allocates initializers itself, not through the environment's allocator,
   // so the session measures the process's growth instead (the host charges it; see
   // serving/tensor_host.h).
-  auto session = Open(Tiny("big_constant.onnx"));
+  auto session = Open(TinyOnnxModel("big_constant.onnx"));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   EXPECT_GE((*session)->load_figures().resident_delta, uint64_t{256} << 20);
   EXPECT_EQ((*session)->load_figures().charged_bytes, Charged(owner_));
 }
 
 TEST_F(OnnxSessionTest, CarriesEveryElementTypeThroughTheGraph) {
-  auto session = Open(Tiny("types.onnx"));
+  auto session = Open(TinyOnnxModel("types.onnx"));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   const TensorModelInfo& info = (*session)->info();
   std::vector<HostTensor> inputs;
@@ -140,33 +128,33 @@ TEST_F(OnnxSessionTest, CarriesEveryElementTypeThroughTheGraph) {
 }
 
 TEST_F(OnnxSessionTest, AGraphWithAFixedFirstDimensionIsServedUnbatched) {
-  auto session = Open(Tiny("fixed.onnx"));
+  auto session = Open(TinyOnnxModel("fixed.onnx"));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   EXPECT_EQ((*session)->info().max_batch_size, 0);
   EXPECT_EQ((*session)->info().inputs[0].shape, (std::vector<int64_t>{2, 3}));
-  auto out = (*session)->Run({Floats("x", {2, 3}, {1, 2, 3, 4, 5, 6})});
+  auto out = (*session)->Run({Fp32("x", {2, 3}, {1, 2, 3, 4, 5, 6})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(FloatsOf((*out)[0]), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{2, 4, 6, 8, 10, 12}));
   // max_batch_size 0 serves a batchable graph unbatched too.
-  auto unbatched = Open(Tiny("add_mul.onnx"), 0);
+  auto unbatched = Open(TinyOnnxModel("add_mul.onnx"), 0);
   ASSERT_TRUE(unbatched.ok());
   EXPECT_EQ((*unbatched)->info().max_batch_size, 0);
 }
 
 TEST_F(OnnxSessionTest, OpenDimensionsTakeAnySizeAndOverridesFixThem) {
-  auto session = Open(Tiny("spatial.onnx"));
+  auto session = Open(TinyOnnxModel("spatial.onnx"));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   EXPECT_EQ((*session)->info().inputs[0].shape, (std::vector<int64_t>{-1, 1, -1, -1}));
   for (int64_t side : {2, 5}) {
     std::vector<float> x(static_cast<size_t>(side * side), 3.0f);
-    auto out = (*session)->Run({Floats("x", {1, 1, side, side}, x)});
+    auto out = (*session)->Run({Fp32("x", {1, 1, side, side}, x)});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
-    EXPECT_EQ(FloatsOf((*out)[0]), std::vector<float>{3.0f});
+    EXPECT_EQ(Floats((*out)[0]), std::vector<float>{3.0f});
     EXPECT_EQ((*out)[1].shape, (std::vector<int64_t>{1, 1, side, side}));
   }
 
   OnnxSessionOptions options;
-  options.path = Tiny("spatial.onnx");
+  options.path = TinyOnnxModel("spatial.onnx");
   options.governor = governor_.get();
   options.owner = owner_;
   options.input_shapes["x"] = {-1, 1, 8, 8};
@@ -183,7 +171,7 @@ TEST_F(OnnxSessionTest, OpenDimensionsTakeAnySizeAndOverridesFixThem) {
 }
 
 TEST_F(OnnxSessionTest, RefusesBrokenGraphsWithTheirReason) {
-  auto unknown = Open(Tiny("unknown_op.onnx"));
+  auto unknown = Open(TinyOnnxModel("unknown_op.onnx"));
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("NoSuchOp"), std::string::npos)
@@ -191,7 +179,7 @@ TEST_F(OnnxSessionTest, RefusesBrokenGraphsWithTheirReason) {
 
   const std::string truncated = ::testing::TempDir() + "/truncated.onnx";
   {
-    std::ifstream in(Tiny("add_mul.onnx"), std::ios::binary);
+    std::ifstream in(TinyOnnxModel("add_mul.onnx"), std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() - 7);
   }
@@ -204,7 +192,7 @@ TEST_F(OnnxSessionTest, RefusesBrokenGraphsWithTheirReason) {
 }
 
 TEST_F(OnnxSessionTest, StopRunEndsALongRunSoon) {
-  auto session = Open(Tiny("slow.onnx"));
+  auto session = Open(TinyOnnxModel("slow.onnx"));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   std::vector<float> x(256, 0.01f);
   std::thread stopper([&] {
@@ -212,7 +200,7 @@ TEST_F(OnnxSessionTest, StopRunEndsALongRunSoon) {
     (*session)->StopRun();
   });
   const auto start = std::chrono::steady_clock::now();
-  auto out = (*session)->Run({Floats("x", {1, 256}, x)});
+  auto out = (*session)->Run({Fp32("x", {1, 256}, x)});
   const auto took = std::chrono::steady_clock::now() - start;
   stopper.join();
   ASSERT_FALSE(out.ok());
@@ -226,7 +214,7 @@ TEST_F(OnnxSessionTest, StopRunEndsALongRunSoon) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     (*session)->StopRun();
   });
-  auto again = (*session)->Run({Floats("x", {1, 256}, x)});
+  auto again = (*session)->Run({Fp32("x", {1, 256}, x)});
   late.join();
   EXPECT_FALSE(again.ok());
 }
