@@ -7,9 +7,11 @@
 // double, normalised to sum 1, then rounded to 22-bit fixed point (32 - 8 - 2: 8 bits of
 // pixel and 2 of headroom for the negative lobes). Horizontal pass first, into an
 // intermediate of only the rows the vertical pass reads, each pass rounded and clipped to 8
-// bits. A dimension that does not change is not convolved (Pillow skips that pass).
-// Nearest: the source of output x is floor(x0 + (x + 0.5) * scale) with the position
-// accumulated step by step in double, as Pillow's ImagingScaleAffine does.
+// bits; but vertical first (into the columns the horizontal pass reads) when the height loses
+// more than twice the pixels the width loses, as Pillow 13 does. A dimension that does not change
+// is not convolved (Pillow skips that pass). Nearest: the source of output x is floor(x0 + (x +
+// 0.5) * scale) with the position accumulated step by step in double, as Pillow's
+// ImagingScaleAffine does.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -245,10 +247,29 @@ Status ResizeWindow(const RgbView& in, Interpolation interpolation, int64_t full
     Vertical(in.pixels.data(), in.width, 0, x0, vertical, out);
     return Status::Ok();
   }
+  const Coefficients horizontal_full = Precompute(in.width, full_width, x0, out.width, filter);
+  // Pillow 13 (python-pillow#9549) resizes vertically first when the height loses more than
+  // twice the pixels the width loses; the order changes the bits (each pass rounds to 8 bits).
+  const bool vertical_first =
+      full_height < in.height && in.height - full_height > 2 * (in.width - full_width);
+  if (vertical_first) {
+    // The input columns the window's output columns weigh, resized vertically first.
+    const int64_t col_first = horizontal_full.start.front();
+    const int64_t col_last = horizontal_full.start.back() + horizontal_full.length.back();
+    const auto bytes = static_cast<size_t>((col_last - col_first) * out.height * 3);
+    PIER_ASSIGN_OR_RETURN(std::span<uint8_t> temp, buffers(bytes));  // [out.height, cols, 3]
+    PIER_CHECK(temp.size() >= bytes, "BufferSource gave fewer bytes than asked");
+    RgbView columns{col_last - col_first, out.height, temp.first(bytes)};
+    Vertical(in.pixels.data(), in.width, 0, col_first, vertical, columns);
+    Coefficients shifted = horizontal_full;
+    for (int32_t& start : shifted.start) start -= static_cast<int32_t>(col_first);
+    Horizontal(columns, 0, out.height, shifted, out.pixels.data(), out.width);
+    return Status::Ok();
+  }
   // The input rows the window's output rows weigh (starts grow with the row).
   const int64_t row_first = vertical.start.front();
   const int64_t row_last = vertical.start.back() + vertical.length.back();
-  const Coefficients horizontal = Precompute(in.width, full_width, x0, out.width, filter);
+  const Coefficients& horizontal = horizontal_full;
   const auto bytes = static_cast<size_t>(out.width * (row_last - row_first) * 3);
   PIER_ASSIGN_OR_RETURN(std::span<uint8_t> temp, buffers(bytes));  // [rows, out.width, 3]
   PIER_CHECK(temp.size() >= bytes, "BufferSource gave fewer bytes than asked");
