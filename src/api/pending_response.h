@@ -8,6 +8,7 @@
 // are called without it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -71,6 +72,26 @@ class ModelWait final : public DeferredResponse {
   Mutex mutex_;
   uint64_t watch_ PIER_GUARDED_BY(mutex_) = 0;
   bool done_ PIER_GUARDED_BY(mutex_) = false;
+};
+
+// A PendingResponse whose Cancel (the client went away, the server shuts down) also raises
+// the flag a tensor runner polls, so that a request nobody waits for stops waiting.
+class CancellableResponse final : public DeferredResponse {
+ public:
+  void Resolve(HttpResponse response) { pending_.Resolve(std::move(response)); }
+  void Hold(std::shared_ptr<const void> what) { pending_.Hold(std::move(what)); }
+  std::shared_ptr<const std::atomic<bool>> flag() const { return cancelled_; }
+
+  void Start(std::function<void()> wake) override { pending_.Start(std::move(wake)); }
+  std::optional<HttpResponse> Poll() override { return pending_.Poll(); }
+  void Cancel(std::string_view reason) override {
+    cancelled_->store(true);
+    pending_.Cancel(reason);
+  }
+
+ private:
+  PendingResponse pending_;
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 // The answer to a request for `entry`, a model that is not ready: when it will be (loading, or

@@ -234,6 +234,12 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
       Result<engine::Priority> cls = engine::ParsePriority(value);
       if (!cls.ok()) return InvalidArgumentError(at + ": " + cls.status().message());
       model.fallback_when.max_class = *cls;
+    } else if (key == "labels") {
+      model.labels = value;
+      if (!value.empty() && !value.starts_with("metadata") &&
+          std::filesystem::path(value).is_relative() && !folder.empty()) {
+        model.labels = (folder / value).string();
+      }
     } else if (key == "chat_template") {
       model.chat_template = value;
       if (!value.empty() && std::filesystem::path(value).is_relative() && !folder.empty()) {
@@ -311,6 +317,10 @@ Result<ModelConfig> ParseEntry(const YAML::Node& entry, const std::string& where
   if (!model.chat_template.empty() && !std::filesystem::is_regular_file(model.chat_template, ec)) {
     return NotFoundError(model.source + ": chat_template: no such file " + model.chat_template);
   }
+  if (!model.labels.empty() && !model.labels.starts_with("metadata") &&
+      !std::filesystem::is_regular_file(model.labels, ec)) {
+    return NotFoundError(model.source + ": labels: no such file " + model.labels);
+  }
   return model;
 }
 
@@ -371,6 +381,7 @@ const std::vector<std::string_view>& ModelSettingNames() {
         "fallback_queue_ms",
         "fallback_max_class",
         "chat_template",
+        "labels",
         "priority",
         "instances",
         "load",

@@ -21,7 +21,9 @@
 // default, or `on_demand`: loaded by the first request that names it), `idle_unload_after`
 // (seconds without work after which an on_demand model is unloaded; default never), `device`
 // (default: the server's `device`, itself `cpu` by default), `chat_template` (a Jinja file used
-// instead of the GGUF's), and every per-model key of serving/model_settings.h (`ctx`,
+// instead of the GGUF's), `labels` (a tensor model's class names: a file of one name per line,
+// `metadata` or `metadata:KEY` for the model's own metadata entry; serving/class_labels.h), and
+// every per-model key of serving/model_settings.h (`ctx`,
 // `kv_policy`, `max_seqs`, ... : its engine, KV cache, batcher and QoS), which overrides the
 // server-wide key of the same name for this model; and, with `workers: on`, the binding of its
 // worker processes: `cpus`, `numa_node`, `gpu`, `mps_thread_percentage` and `mps_memory_limit` (see
@@ -57,6 +59,7 @@ struct ModelConfig {
   // A Jinja chat template file used instead of the GGUF's (e.g. one that supports tools);
   // empty: the file's own.
   std::string chat_template;
+  std::string labels;  // a file (made absolute), "metadata" or "metadata:KEY"; empty: none
   // Who keeps KV memory under reclaim: a model yields to one of higher priority (its owners'
   // governor priority; -100..100, default 0).
   int priority = 0;

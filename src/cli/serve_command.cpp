@@ -51,6 +51,7 @@
 
 #include "api/admin/admin_routes.h"
 #include "api/auth/api_keys.h"
+#include "api/kserve/classify_api.h"
 #include "api/kserve/kserve_api.h"
 #include "api/openai/embeddings_api.h"
 #include "api/openai/openai_api.h"
@@ -220,6 +221,7 @@ Result<std::vector<serving::ModelSpec>> ModelSpecsOf(
     load.id = model.name.empty() ? serving::ModelIdFromPath(model.path) : model.name;
     load.aliases = model.aliases;
     load.chat_template_path = model.chat_template;
+    load.labels = model.labels;
     load.priority = model.priority;
     load.device = model.device.empty() ? options.device : model.device;
     load.device_from_server = model.device.empty();
@@ -430,10 +432,22 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   kserve_options.load_wait = api_options.load_wait;
   kserve_options.max_body_bytes =
       static_cast<int64_t>(std::min<uint64_t>(options.max_body_bytes, INT64_MAX));
+  // Tensor models' fallbacks: one switch per model for KServe infer and /v1/classify.
+  serving::FallbackSwitch tensor_fallbacks;
+  kserve_options.fallback_of = api_options.fallback_of;
+  kserve_options.fallback_switch = &tensor_fallbacks;
+  kserve_options.metrics = &metrics;
+  api::ClassifyApiOptions classify_options;
+  classify_options.class_max_queue = options.class_max_queue;
+  classify_options.load_wait = api_options.load_wait;
+  classify_options.fallback = {api_options.fallback_of, &tensor_fallbacks, registry.get(),
+                               &metrics};
+  api::ClassifyApi classify(std::move(classify_options), registry.get(), keys_or_null);
   api::KServeApi kserve(std::move(kserve_options), registry.get(), keys_or_null);
   api.Register(*router);
   embeddings.Register(*router);
   kserve.Register(*router);
+  classify.Register(*router);
   admin.Register(*router);
 
   http::HttpServerOptions server_options;

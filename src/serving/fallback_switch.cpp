@@ -19,6 +19,12 @@ std::optional<std::string_view> FallbackSwitch::Divert(const std::string& primar
   if (policy.queue_ms_above > 0) {
     wait_ms = PredictQueueWaitMs(stats, engine::Priority::kNormal).value_or(0);
   }
+  return Divert(primary, policy, load, wait_ms, priority);
+}
+
+std::optional<std::string_view> FallbackSwitch::Divert(const std::string& primary,
+                                                       const FallbackPolicy& policy, double load,
+                                                       double wait_ms, engine::Priority priority) {
   const auto queue_limit = static_cast<double>(policy.queue_ms_above);
   MutexLock lock(mutex_);
   State& s = states_[primary];

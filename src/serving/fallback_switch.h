@@ -49,6 +49,11 @@ class FallbackSwitch {
   std::optional<std::string_view> Divert(const std::string& primary, const FallbackPolicy& policy,
                                          const engine::EngineStats& stats,
                                          engine::Priority priority);
+  // The same from figures measured elsewhere: `load` as above, `wait_ms` the predicted queue
+  // wait of a normal request (a tensor model: items waiting and running over max_batch_size
+  // x instances, and the waiting batches times a batch's mean compute time).
+  std::optional<std::string_view> Divert(const std::string& primary, const FallbackPolicy& policy,
+                                         double load, double wait_ms, engine::Priority priority);
   // Each primary seen so far: whether its switch is engaged.
   std::map<std::string, bool> Snapshot() const;
 

@@ -21,12 +21,16 @@
 #include "model/gguf_file.h"
 #include "model/gguf_tokenizer.h"
 #include "model/model_info.h"
+#include "serving/class_labels.h"
 #include "serving/encoder_host.h"
+#include "serving/image_input.h"
 #include "serving/instance_pool_client.h"
 #include "serving/model_host.h"
+#include "serving/tensor_front.h"
 #include "serving/tensor_host.h"
 #include "serving/tensor_instance_pool.h"
 #include "serving/worker_client.h"
+#include "tensor_models/onnx/onnx_file_info.h"
 
 namespace pier::serving {
 namespace {
@@ -77,7 +81,10 @@ struct ModelParts {
   std::vector<std::unique_ptr<WorkerClient>> workers;
   std::vector<std::unique_ptr<placement::Placement>> placements;  // the workers' cores
   std::shared_ptr<Siblings> siblings;
+  // A tensor model's image input and labels, in front of its runners (tensor_front.h).
+  std::unique_ptr<TensorRunner> tensor_front;
   ~ModelParts() {
+    tensor_front.reset();  // its decoding threads hand requests to the runners
     if (siblings != nullptr) {
       MutexLock lock(siblings->mutex);
       siblings->alive = false;
@@ -239,9 +246,11 @@ namespace {
 
 // A tensor model's ServedModel once its instances (`runners`, whose clients are in
 // model->instances) are up, in process or in workers: a pool over them when there are several.
-ModelRef PublishTensorModel(const ModelLoadOptions& options, const std::string& id,
-                            const std::vector<TensorRunner*>& runners, MemoryGovernor* governor,
-                            std::shared_ptr<ModelParts> parts, std::shared_ptr<ServedModel> model) {
+Result<ModelRef> PublishTensorModel(const ModelLoadOptions& options, const std::string& id,
+                                    const std::string& owner_prefix,
+                                    const std::vector<TensorRunner*>& runners,
+                                    MemoryGovernor* governor, std::shared_ptr<ModelParts> parts,
+                                    std::shared_ptr<ServedModel> model) {
   model->id = id;
   model->aliases = options.aliases;
   model->created_unix_seconds = CreatedUnixSeconds(options.path);
@@ -253,6 +262,31 @@ ModelRef PublishTensorModel(const ModelLoadOptions& options, const std::string& 
   model->tensors = runners.size() > 1 ? parts->tensor_pool.get() : runners.front();
   model->client = runners.size() > 1 ? parts->pool.get() : model->instances.front();
   model->governor = governor;
+  if (options.settings.preprocess.has_value() || !options.labels.empty()) {
+    TensorFrontOptions front;
+    front.model = id;
+    front.governor = governor;
+    front.owner_prefix = owner_prefix;
+    front.owner_priority = options.priority;
+    const TensorModelInfo& info = model->tensors->info();
+    if (options.settings.preprocess.has_value()) {
+      PIER_ASSIGN_OR_RETURN(front.image, ResolveImageInput(*options.settings.preprocess, info, id));
+    }
+    if (!options.labels.empty()) {
+      std::map<std::string, std::string> metadata;
+      if (options.labels.starts_with("metadata")) {
+        PIER_ASSIGN_OR_RETURN(tensor_models::OnnxFileInfo file,
+                              tensor_models::ReadOnnxFileInfo(options.path));
+        metadata = std::move(file.metadata);
+      }
+      Result<std::vector<std::string>> labels = ReadClassLabels(options.labels, metadata);
+      if (!labels.ok()) return labels.status().WithContext("model " + id);
+      PIER_ASSIGN_OR_RETURN(front.labels, AssignClassLabels(std::move(labels).value(), info, id));
+    }
+    PIER_ASSIGN_OR_RETURN(parts->tensor_front,
+                          TensorFront::Create(model->tensors, std::move(front)));
+    model->tensors = parts->tensor_front.get();
+  }
   model->parts = std::move(parts);
   return ModelRef(std::move(model));
 }
@@ -282,6 +316,7 @@ Result<ModelRef> OpenTensorModelInWorker(const ModelLoadOptions& options, Device
                                          const std::string& id) {
   auto parts = std::make_shared<ModelParts>();
   MemoryGovernor* governor = &devices.cpu_governor();
+  const std::string first_prefix = engine::UniqueOwnerPrefix(*governor, id);
   PIER_ASSIGN_OR_RETURN(const uint64_t provisional,
                         TensorHost::EstimateBytes(TensorOptionsOf(options, id)));
   auto model = std::make_shared<ServedModel>();
@@ -322,7 +357,8 @@ Result<ModelRef> OpenTensorModelInWorker(const ModelLoadOptions& options, Device
     model->workers.push_back(client.get());
     parts->workers.push_back(std::move(client));
   }
-  return PublishTensorModel(options, id, runners, governor, std::move(parts), std::move(model));
+  return PublishTensorModel(options, id, first_prefix, runners, governor, std::move(parts),
+                            std::move(model));
 }
 
 // OpenModel for a tensor (ONNX) model: one TensorHost in this process, on the CPU.
@@ -349,6 +385,7 @@ Result<ModelRef> OpenTensorModel(const ModelLoadOptions& options, DeviceSet& dev
   auto parts = std::make_shared<ModelParts>();
   auto model = std::make_shared<ServedModel>();
   MemoryGovernor* governor = &devices.cpu_governor();
+  const std::string first_prefix = engine::UniqueOwnerPrefix(*governor, id);
   std::vector<TensorRunner*> runners;
   // One instance at a time: each admission sees what the previous ones hold. Each names its
   // owners with the first free prefix ("<id>", "<id>#2", ...), so a reload's new version loads
@@ -362,7 +399,8 @@ Result<ModelRef> OpenTensorModel(const ModelLoadOptions& options, DeviceSet& dev
     model->instances.push_back(&host->client());
     parts->tensors.push_back(std::move(host));
   }
-  return PublishTensorModel(options, id, runners, governor, std::move(parts), std::move(model));
+  return PublishTensorModel(options, id, first_prefix, runners, governor, std::move(parts),
+                            std::move(model));
 }
 
 }  // namespace
@@ -590,6 +628,12 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
   const std::string id = options.id.empty() ? ModelIdFromPath(options.path) : options.id;
   if (options.instances < 1) return InvalidArgumentError("model " + id + ": instances < 1");
   if (IsOnnxPath(options.path)) return OpenTensorModel(options, devices, id);
+  // (preprocess, like the other tensor-model keys, may be a server-wide default: GGUF models
+  // ignore it; labels is a model entry's own key.)
+  if (!options.labels.empty()) {
+    return InvalidArgumentError("model " + id + ": labels is for tensor (ONNX) models; " +
+                                options.path + " is a GGUF model");
+  }
   {
     PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file,
                           model::GgufFile::Open(options.path));

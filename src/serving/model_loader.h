@@ -35,6 +35,9 @@ struct ModelLoadOptions {
   // A Jinja chat template file that replaces the GGUF's (empty: the file's own). A template
   // that does not parse fails the load, naming the file.
   std::string chat_template_path;
+  // A tensor model's class names (class_labels.h): a file, "metadata" or "metadata:KEY";
+  // empty: none.
+  std::string labels;
   int priority = 0;  // its memory owners' priority under reclaim
   // Where it runs: "cpu", "cuda:N" (GPU N in PCI bus order, through the CUDA runner), a GPU's
   // UUID, or with workers a MIG instance's ("MIG-..."). A GPU that cannot be used fails the

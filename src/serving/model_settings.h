@@ -32,6 +32,7 @@
 #include "engine/kv/kv_size.h"
 #include "engine/kv/kv_store.h"
 #include "tensor/dtype.h"
+#include "tensor_models/image/image_preprocess.h"
 #include "tensor_models/input_pad.h"
 
 namespace pier::serving {
@@ -50,6 +51,30 @@ struct TensorInputSettings {
   std::optional<tensor_models::PadRule> pad;
 
   bool operator==(const TensorInputSettings&) const = default;
+};
+
+// A tensor model's `preprocess:` map as written (every field optional): an input that takes
+// encoded images instead of tensors, decoded and fitted in the front end (image_input.h checks
+// it against the model at load and says what each key does).
+struct ImagePreprocessSettings {
+  std::string input;  // the model's input it fills; empty: the model's only input
+  std::string name;   // what requests call it; empty: the input's own name
+  std::vector<int64_t> size;  // [height, width]; empty: the input's fixed dimensions
+  tensor_models::image::ResizeMode resize = tensor_models::image::ResizeMode::kStretch;
+  int64_t shorter_side = 0;  // resize: crop; 0: max(height, width)
+  tensor_models::image::Interpolation interpolation =
+      tensor_models::image::Interpolation::kBilinear;
+  std::optional<int64_t> pad_value;  // resize: letterbox; default 114
+  std::optional<double> scale;       // default 1/255
+  std::vector<double> mean;          // 3 values (or 1 for all); default 0
+  std::vector<double> std;           // 3 values (or 1 for all); default 1
+  std::optional<tensor_models::image::TensorLayout> layout;  // default: from the input's shape
+  tensor_models::image::ChannelOrder channels = tensor_models::image::ChannelOrder::kRgb;
+  bool exif = true;
+  tensor_models::image::ImageLimits limits;
+  int64_t threads = 1;  // decoding threads
+
+  bool operator==(const ImagePreprocessSettings&) const = default;
 };
 
 struct ModelSettings {
@@ -97,6 +122,7 @@ struct ModelSettings {
   int64_t max_batch_size = 8;
   std::vector<int64_t> preferred_batch_sizes;
   std::map<std::string, TensorInputSettings> inputs;
+  std::optional<ImagePreprocessSettings> preprocess;  // an image input (unset: none)
 
   bool operator==(const ModelSettings&) const = default;
 };

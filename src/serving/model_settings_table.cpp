@@ -14,6 +14,7 @@
 #include "engine/runner/cpu/cpu_runner.h"
 #include "engine/runner/local_model.h"
 #include "memory/byte_size.h"
+#include "serving/image_input.h"
 #include "serving/model_settings.h"
 
 namespace pier::serving {
@@ -428,6 +429,26 @@ std::vector<ModelSettingKey> BuildTable() {
            object[name] = std::move(entry);
          }
          return object;
+       }});
+  keys.push_back(
+      {"preprocess", "MAP",
+       "Tensor (ONNX) models, in models.yaml: an input that takes encoded JPEG or PNG images "
+       "(a BYTES input), decoded, resized and normalised in the server, e.g. preprocess: "
+       "{resize: crop, shorter_side: 256, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, "
+       "0.225]}; keys: input, name, size, resize (stretch|crop|letterbox), shorter_side, "
+       "interpolation (nearest|box|bilinear|hamming|bicubic|lanczos), pad_value, scale, mean, "
+       "std, layout (NCHW|NHWC), channels (RGB|BGR), exif, max_image_bytes, max_image_width, "
+       "max_image_height, max_image_pixels, threads (docs/api.md, \"Images\")",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         if (value.is_null()) {  // shown as null when unset
+           s->preprocess.reset();
+           return Status::Ok();
+         }
+         PIER_ASSIGN_OR_RETURN(s->preprocess, ParseImagePreprocess(value, at));
+         return Status::Ok();
+       },
+       [](const ModelSettings& s) {
+         return s.preprocess.has_value() ? ImagePreprocessJson(*s.preprocess) : Json();
        }});
   return keys;
 }

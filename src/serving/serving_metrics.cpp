@@ -394,6 +394,17 @@ void AddTensorFigures(const std::string& model, const TensorRunnerStats& t, Live
                     "Per request: from arrival to the start of its batch.", t.queue_seconds);
   live.SetHistogram(model, "pier_tensor_compute_seconds", "Per batch: the model's run.",
                     t.compute_seconds);
+  if (t.decode_seconds.counts.empty()) return;  // no image input
+  live.SetGauge(model, "pier_tensor_images_queued",
+                "Images waiting to be decoded (an image input, preprocess:).",
+                static_cast<double>(t.queued_images));
+  live.SetCounter(model, "pier_tensor_images_total", "Images decoded for the model.",
+                  static_cast<double>(t.images));
+  live.SetCounter(model, "pier_tensor_images_refused_total",
+                  "Requests refused for an image: not an image, too large, corrupt.",
+                  static_cast<double>(t.images_refused));
+  live.SetHistogram(model, "pier_tensor_decode_seconds",
+                    "Per request: decoding, fitting and normalising its images.", t.decode_seconds);
 }
 
 void AddEngineFigures(const std::string& model, const engine::EngineStats& e, LiveFigures& live) {

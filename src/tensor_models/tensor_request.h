@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,6 +34,12 @@ struct TensorModelInfo {
   int64_t opset = 0;                           // the default domain's opset
   std::string producer;                        // e.g. "pytorch 2.1"
   uint64_t parameter_bytes = 0;                // the graph's initializers
+  // Class names per output (models.yaml `labels:`): a classification answer's i-th class is
+  // labels[output][i]. Set by the front end (serving/tensor_front.h); empty otherwise.
+  std::map<std::string, std::vector<std::string>> labels;
+  // The most one element of a BYTES input may hold, where known (an image input's
+  // max_image_bytes): requests' body limits are sized from it.
+  std::map<std::string, int64_t> max_element_bytes;
 };
 
 struct TensorRequest {
@@ -52,6 +59,7 @@ struct TensorResult {
   int64_t batch_size = 0;           // the batch it ran in (items of every request in it)
   double queue_seconds = 0;
   double compute_seconds = 0;
+  double decode_seconds = 0;  // images decoded in the front end (serving/tensor_front.h)
 };
 
 struct TensorRunnerStats {
@@ -66,6 +74,12 @@ struct TensorRunnerStats {
   Buckets batch_items;        // items per batch
   Buckets queue_seconds;      // per request: from Submit to its batch's start
   Buckets compute_seconds;    // per batch
+  // An image input's decoding in the front end (serving/tensor_front.h): images waiting and
+  // decoded, images refused (not an image, too large, corrupt), seconds per request.
+  int64_t queued_images = 0;
+  int64_t images = 0;
+  int64_t images_refused = 0;
+  Buckets decode_seconds;
 };
 
 // Checks `request` against `info` before anything runs: every input named once and known,

@@ -117,6 +117,7 @@ onnxruntime_library: /opt/onnxruntime/libonnxruntime.so.1
 max_batch_size: 16
 preferred_batch_sizes: [4, 8]
 inputs: {x: {shape: [-1, 3, 32, 32]}}
+preprocess: {resize: letterbox, pad_value: 0}
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -188,7 +189,9 @@ inputs: {x: {shape: [-1, 3, 32, 32]}}
   EXPECT_EQ(o.model_defaults.max_batch_size, 16);
   EXPECT_EQ(o.model_defaults.preferred_batch_sizes, (std::vector<int64_t>{4, 8}));
   EXPECT_EQ(o.model_defaults.inputs.at("x").shape, (std::vector<int64_t>{-1, 3, 32, 32}));
-  EXPECT_EQ(ServeSettingNames().size(), 63u);
+  ASSERT_TRUE(o.model_defaults.preprocess.has_value());
+  EXPECT_EQ(o.model_defaults.preprocess->pad_value, 0);
+  EXPECT_EQ(ServeSettingNames().size(), 64u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {

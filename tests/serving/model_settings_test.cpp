@@ -70,6 +70,11 @@ TEST(ModelSettingsTest, EveryKeyReadsBackWhatItShows) {
       {"x", {.shape = {-1, 3, 224, 224}, .pad = std::nullopt}},
       {"mask", {.shape = {-1, 128}, .pad = tensor_models::PadRule{.axes = {1}, .value = -1.5}}},
       {"line", {.shape = {}, .pad = tensor_models::PadRule{.axes = {2, 3}, .value = 0.1}}}};
+  ImagePreprocessSettings preprocess;
+  preprocess.resize = tensor_models::image::ResizeMode::kCrop;
+  preprocess.shorter_side = 256;
+  preprocess.mean = {0.485, 0.456, 0.406};
+  changed.preprocess = preprocess;
   const Json shown = ModelSettingsToJson(changed);
   EXPECT_EQ(shown.size(), ModelSettingKeys().size()) << "every field above differs: " << shown;
   Result<ModelSettings> back = ModelSettingsFromJson(shown, "test");

@@ -14,6 +14,7 @@
 #include "api/kserve/embed_infer.h"
 #include "api/kserve/kserve_generate.h"
 #include "api/kserve/kserve_infer_request.h"
+#include "api/kserve/tensor_fallback.h"
 #include "api/kserve/tensor_infer.h"
 #include "api/kserve/tensor_infer_request.h"
 #include "api/kserve/tensor_infer_response.h"
@@ -24,6 +25,7 @@
 #include "common/build_info.h"
 #include "serving/embedder.h"
 #include "serving/tensor_runner.h"
+#include "tensor_models/batch_tensors.h"
 
 namespace pier::api {
 namespace {
@@ -109,26 +111,6 @@ Json ModelConfig(const serving::ServedModel& model) {
   }
   return config;
 }
-
-// A PendingResponse whose Cancel (the client went away, the server shuts down) also raises
-// the flag a tensor runner polls, so that a request nobody waits for stops waiting.
-class CancellableResponse final : public DeferredResponse {
- public:
-  void Resolve(HttpResponse response) { pending_.Resolve(std::move(response)); }
-  void Hold(std::shared_ptr<const void> what) { pending_.Hold(std::move(what)); }
-  std::shared_ptr<const std::atomic<bool>> flag() const { return cancelled_; }
-
-  void Start(std::function<void()> wake) override { pending_.Start(std::move(wake)); }
-  std::optional<HttpResponse> Poll() override { return pending_.Poll(); }
-  void Cancel(std::string_view reason) override {
-    cancelled_->store(true);
-    pending_.Cancel(reason);
-  }
-
- private:
-  PendingResponse pending_;
-  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
-};
 
 HttpResponse RefusalResponse(const EmbedInferRefusal& refused) {
   HttpResponse response = Error(HttpStatusOf(refused.status), refused.status.message());
@@ -217,8 +199,15 @@ struct KServeApi::Impl {
   HttpResponse Model(const HttpRequest& http);
   HttpResponse Infer(const HttpRequest& http, const serving::ModelRef& model,
                      const Principal& principal);
-  HttpResponse InferTensors(const Json& request, std::string_view binary,
+  HttpResponse InferTensors(const HttpRequest& http, TensorInferRequest request,
                             const serving::ModelRef& model, const Principal& principal);
+  // POST .../infer with an image as the body (Content-Type image/*).
+  HttpResponse InferImage(const HttpRequest& http, const serving::ModelRef& model,
+                          const Principal& principal);
+
+  TensorFallbackContext FallbackContext() {
+    return {options.fallback_of, options.fallback_switch, registry, options.metrics};
+  }
   // The body limit of POST /v2/models/{m}/infer for a ready tensor model; nullopt otherwise.
   std::optional<size_t> BodyLimit(const HttpRequest& head) const;
 };
@@ -285,6 +274,10 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
                           " model (an LLM): /infer serves embedding and tensor models; use POST "
                           "/v1/completions or /v1/chat/completions for text");
   }
+  if (std::optional<std::string_view> type = http.Header("content-type");
+      tensors && type.has_value() && type->starts_with("image/")) {
+    return InferImage(http, model_ref, principal);
+  }
   // The JSON header, and what follows it with the binary extension.
   std::string_view header_text = http.body;
   std::string_view binary;
@@ -321,7 +314,12 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
                                                    " bytes, by Inference-Header-Content-Length)"
                                              : ""));
   }
-  if (tensors) return InferTensors(request, binary, model_ref, principal);
+  if (tensors) {
+    // The checks the gRPC form shares (tensor_infer_request.h), then the one run.
+    Result<TensorInferRequest> read = ReadTensorInferRequest(model.id, request, binary);
+    if (!read.ok()) return Error(400, read.status().message());
+    return InferTensors(http, std::move(read).value(), model_ref, principal);
+  }
   // Everything after the JSON: the checks the gRPC form shares (kserve_infer_request.h).
   Result<EmbedInferRequest> read = ReadEmbedInferRequest(model.id, request, binary);
   if (!read.ok()) return Error(400, read.status().message());
@@ -371,31 +369,53 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   return response;
 }
 
-HttpResponse KServeApi::Impl::InferTensors(const Json& request, std::string_view binary,
-                                           const serving::ModelRef& model_ref,
+HttpResponse KServeApi::Impl::InferTensors(const HttpRequest& http, TensorInferRequest request,
+                                           const serving::ModelRef& primary,
                                            const Principal& principal) {
+  std::string diverted_from;
+  const serving::ModelRef model_ref = ChooseTensorModel(
+      FallbackContext(), http, primary, BatcherPriority(request.priority, principal.max_priority),
+      principal, &diverted_from);
   const serving::ServedModel& model = *model_ref;
-  // The checks the gRPC form shares (tensor_infer_request.h), then the one run (tensor_infer.h).
-  Result<TensorInferRequest> read = ReadTensorInferRequest(model.id, request, binary);
-  if (!read.ok()) return Error(400, read.status().message());
   auto pending = std::make_shared<CancellableResponse>();
   pending->Hold(model_ref);  // the runner's thread never holds the model
   std::weak_ptr<CancellableResponse> weak = pending;
-  const std::string id = read->id;
+  const std::string id = request.id;
   const std::string model_id = model.id;
   std::optional<TensorInferRefusal> refused = StartTensorInfer(
-      model, principal, std::move(read).value(), options.class_max_queue, pending->flag(),
-      [weak, id, model_id](Result<TensorInferAnswer> answer) {
+      model, principal, std::move(request), options.class_max_queue, pending->flag(),
+      [weak, id, model_id, diverted_from](Result<TensorInferAnswer> answer) {
         std::shared_ptr<CancellableResponse> pending = weak.lock();
         if (pending == nullptr) return;  // the client is gone
-        pending->Resolve(answer.ok()
-                             ? WriteTensorInferResponse(model_id, id, std::move(answer).value())
-                             : FailureResponse(answer.status()));
+        HttpResponse response =
+            answer.ok() ? WriteTensorInferResponse(model_id, id, std::move(answer).value())
+                        : FailureResponse(answer.status());
+        if (!diverted_from.empty()) response.headers.emplace_back("X-Pier-Fallback", diverted_from);
+        pending->Resolve(std::move(response));
       });
   if (refused.has_value()) return RefusalResponse(*refused);
   HttpResponse response;
   response.deferred = pending;
   return response;
+}
+
+HttpResponse KServeApi::Impl::InferImage(const HttpRequest& http, const serving::ModelRef& model,
+                                         const Principal& principal) {
+  const serving::TensorModelInfo& info = model->tensors->info();
+  if (info.inputs.size() != 1 || info.inputs[0].type != ElementType::kBytes) {
+    return Error(400, "model '" + model->id + "' takes " + std::to_string(info.inputs.size()) +
+                          " input(s) and none of them an image alone (declare preprocess: for "
+                          "its image input); send a KServe infer request (JSON)");
+  }
+  if (http.body.empty()) return Error(400, "the body holds no image");
+  TensorInferRequest request;
+  HostTensor image;
+  image.name = info.inputs[0].name;
+  image.type = ElementType::kBytes;
+  image.shape = {1};
+  tensor_models::AppendBytesElement(image.bytes, http.body);
+  request.inputs.push_back(std::move(image));
+  return InferTensors(http, std::move(request), model, principal);
 }
 
 std::optional<size_t> KServeApi::Impl::BodyLimit(const HttpRequest& head) const {

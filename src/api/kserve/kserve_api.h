@@ -13,6 +13,11 @@
 //                                        models: their own inputs and outputs, any KServe
 //                                        datatype (tensor_infer_request.h, tensor_infer.h);
 //                                        LLMs: 400 naming the model's kind
+//   POST /v2/models/{m}/infer            with Content-Type image/*: the body is one encoded image
+//                                        for a tensor model whose one input takes images
+//                                        (`preprocess:`); the answer is every output as JSON
+//   POST /v1/classify                    a classifier's top classes with their labels, for an
+//                                        image (raw body, or JSON with base64): classify_route.h
 //   POST /v2/models/{m}/generate[_stream] LLMs: Triton's generate extension (kserve_generate.h)
 // (also under /v2/models/{m}/versions/1/...; Pier serves one version of each model). Infer
 // accepts Triton's binary tensor extension both ways: a request with an
@@ -25,6 +30,8 @@
 // may be larger than the server's max_body_bytes: its route's limit comes from the model's
 // inputs (TensorInferBodyLimit, set through Router::SetBodyLimit), so that a full
 // max_batch_size batch is accepted; the client going away cancels its request in the runner.
+// A tensor model's answer carries Server-Timing (decode, queue, compute) and, when its
+// fallback answered (tensor_fallback.h), X-Pier-Fallback naming the primary.
 //
 // Ownership: borrows the registry and keys; `ready` reports the server's readiness.
 // Thread-safety: handlers on any I/O thread.
@@ -40,8 +47,10 @@
 
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
+#include "serving/fallback_switch.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
+#include "serving/serving_metrics.h"
 
 namespace pier::api {
 
@@ -59,6 +68,11 @@ struct KServeApiOptions {
   // waits for the load (as the /v1 routes do: pending_response.h's ModelNotReady); 0: 503 at
   // once.
   std::chrono::milliseconds load_wait{0};
+  // A tensor model's fallback under load (tensor_fallback.h), from its spec; null: none.
+  std::function<std::optional<serving::FallbackRoute>(const std::string& model_id)> fallback_of;
+  // Shared with ClassifyApi, so both routes see one switch per model (null: no fallback).
+  serving::FallbackSwitch* fallback_switch = nullptr;
+  serving::ServingMetrics* metrics = nullptr;  // fallbacks counted here (may be null)
 };
 
 // Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or

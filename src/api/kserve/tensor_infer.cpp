@@ -76,7 +76,16 @@ bool Classifiable(ElementType type) {
 
 }  // namespace
 
-Result<HostTensor> ClassifyOutput(const HostTensor& output, int64_t k, bool batched) {
+namespace {
+
+// The rows of `output` and each row's classes, highest first (ties: the lower index first).
+struct Ranked {
+  int64_t rows = 0;
+  int64_t kept = 0;
+  std::vector<std::vector<std::pair<size_t, Score>>> best;  // [rows][kept]
+};
+
+Result<Ranked> Rank(const HostTensor& output, int64_t k, bool batched) {
   if (!Classifiable(output.type)) {
     return InvalidArgumentError("output '" + output.name + "' is " +
                                 std::string(ElementTypeName(output.type)) +
@@ -90,12 +99,9 @@ Result<HostTensor> ClassifyOutput(const HostTensor& output, int64_t k, bool batc
                          " holds " + std::to_string(output.bytes.size()) + " bytes");
   }
   const int64_t per_row = total / rows;
-  const int64_t kept = std::min(k, per_row);
-  HostTensor out;
-  out.name = output.name;
-  out.type = ElementType::kBytes;
-  out.shape = batched && !output.shape.empty() ? std::vector<int64_t>{rows, kept}
-                                               : std::vector<int64_t>{kept};
+  Ranked ranked;
+  ranked.rows = rows;
+  ranked.kept = std::min(k, per_row);
   std::vector<Score> scores(static_cast<size_t>(per_row));
   std::vector<size_t> order(scores.size());
   for (int64_t r = 0; r < rows; ++r) {
@@ -105,9 +111,50 @@ Result<HostTensor> ClassifyOutput(const HostTensor& output, int64_t k, bool batc
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(),
                      [&scores](size_t a, size_t b) { return scores[a].value > scores[b].value; });
-    for (int64_t i = 0; i < kept; ++i) {
-      AppendBytesElement(out.bytes, scores[order[i]].text + ":" + std::to_string(order[i]));
+    std::vector<std::pair<size_t, Score>> row;
+    for (int64_t i = 0; i < ranked.kept; ++i) row.emplace_back(order[i], scores[order[i]]);
+    ranked.best.push_back(std::move(row));
+  }
+  return ranked;
+}
+
+const std::string* LabelOf(const std::vector<std::string>* labels, size_t index) {
+  return labels != nullptr && index < labels->size() ? &(*labels)[index] : nullptr;
+}
+
+}  // namespace
+
+Result<HostTensor> ClassifyOutput(const HostTensor& output, int64_t k, bool batched,
+                                  const std::vector<std::string>* labels) {
+  PIER_ASSIGN_OR_RETURN(Ranked ranked, Rank(output, k, batched));
+  HostTensor out;
+  out.name = output.name;
+  out.type = ElementType::kBytes;
+  out.shape = batched && !output.shape.empty() ? std::vector<int64_t>{ranked.rows, ranked.kept}
+                                               : std::vector<int64_t>{ranked.kept};
+  for (const auto& row : ranked.best) {
+    for (const auto& [index, score] : row) {
+      std::string text = score.text + ":" + std::to_string(index);
+      if (const std::string* label = LabelOf(labels, index)) text += ":" + *label;
+      AppendBytesElement(out.bytes, text);
     }
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<ClassScore>>> TopClasses(const HostTensor& output, int64_t k,
+                                                        bool batched,
+                                                        const std::vector<std::string>* labels) {
+  PIER_ASSIGN_OR_RETURN(Ranked ranked, Rank(output, k, batched));
+  std::vector<std::vector<ClassScore>> out;
+  for (const auto& row : ranked.best) {
+    std::vector<ClassScore> classes;
+    for (const auto& [index, score] : row) {
+      const std::string* label = LabelOf(labels, index);
+      classes.push_back({static_cast<int64_t>(index), static_cast<double>(score.value),
+                         label != nullptr ? *label : std::string()});
+    }
+    out.push_back(std::move(classes));
   }
   return out;
 }
@@ -156,9 +203,10 @@ std::optional<TensorInferRefusal> StartTensorInfer(
   submit.cancelled = std::move(cancelled);
   const bool binary_output = request.binary_output;
   // The key's slot is held until the outputs are ready.
+  const std::map<std::string, std::vector<std::string>>& labels = info.labels;
   Status submitted = model.tensors->Submit(
       std::move(submit), [done = std::move(done), slot, outputs = std::move(outputs), binary_output,
-                          batched](serving::TensorResult result) {
+                          batched, labels](serving::TensorResult result) {
         if (!result.status.ok()) {
           done(std::move(result.status));
           return;
@@ -169,10 +217,17 @@ std::optional<TensorInferRefusal> StartTensorInfer(
           return;
         }
         TensorInferAnswer answer;
+        answer.decode_seconds = result.decode_seconds;
+        answer.queue_seconds = result.queue_seconds;
+        answer.compute_seconds = result.compute_seconds;
+        answer.batch_size = result.batch_size;
         for (size_t i = 0; i < outputs.size(); ++i) {
           HostTensor& tensor = result.outputs[i];
           if (outputs[i].classification > 0) {
-            Result<HostTensor> classes = ClassifyOutput(tensor, outputs[i].classification, batched);
+            auto named = labels.find(tensor.name);
+            Result<HostTensor> classes =
+                ClassifyOutput(tensor, outputs[i].classification, batched,
+                               named == labels.end() ? nullptr : &named->second);
             if (!classes.ok()) {
               done(classes.status());
               return;

@@ -37,6 +37,12 @@ namespace pier::api {
 struct TensorInferAnswer {
   std::vector<HostTensor> outputs;
   std::vector<bool> binary;  // [outputs.size()]
+  // Where the time went (the answer's Server-Timing header): images decoded in the front
+  // end, waiting for the batch, the batch's run; and the batch's items.
+  double decode_seconds = 0;
+  double queue_seconds = 0;
+  double compute_seconds = 0;
+  int64_t batch_size = 0;
 };
 
 // Why a request was not queued: as EmbedInferRefusal (INVALID_ARGUMENT, a key's refusal with
@@ -56,8 +62,20 @@ std::optional<TensorInferRefusal> StartTensorInfer(
 
 // Triton's classification of `output`: for each batch row (the first dimension when
 // `batched`; the whole tensor otherwise) the k largest values, highest first (ties: the lower
-// index first), as BYTES "score:index" with the score as C's %f writes it ("0.950000:3");
-// shape [batch, k'] (or [k']), k' = min(k, elements per row). INVALID_ARGUMENT for BYTES.
-[[nodiscard]] Result<HostTensor> ClassifyOutput(const HostTensor& output, int64_t k, bool batched);
+// index first), as BYTES "score:index" with the score as C's %f writes it ("0.950000:3"), or
+// "score:index:label" where `labels` (may be null) names the class; shape [batch, k'] (or
+// [k']), k' = min(k, elements per row). INVALID_ARGUMENT for BYTES.
+[[nodiscard]] Result<HostTensor> ClassifyOutput(const HostTensor& output, int64_t k, bool batched,
+                                                const std::vector<std::string>* labels = nullptr);
+
+// The classes of one row of a classification: index, score and label (empty when none).
+struct ClassScore {
+  int64_t index = 0;
+  double score = 0;
+  std::string label;
+};
+// `output`'s k best classes per row (as ClassifyOutput orders them), as values.
+[[nodiscard]] Result<std::vector<std::vector<ClassScore>>> TopClasses(
+    const HostTensor& output, int64_t k, bool batched, const std::vector<std::string>* labels);
 
 }  // namespace pier::api

@@ -1,6 +1,7 @@
 #include "api/kserve/tensor_infer_response.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -8,6 +9,14 @@
 #include "api/kserve/tensor_json.h"
 
 namespace pier::api {
+
+std::string TensorServerTiming(const TensorInferAnswer& answer) {
+  char text[160];
+  std::snprintf(text, sizeof(text), "decode;dur=%.3f, queue;dur=%.3f, compute;dur=%.3f",
+                answer.decode_seconds * 1e3, answer.queue_seconds * 1e3,
+                answer.compute_seconds * 1e3);
+  return text;
+}
 
 HttpResponse WriteTensorInferResponse(std::string_view model, std::string_view id,
                                       TensorInferAnswer answer) {
@@ -31,6 +40,7 @@ HttpResponse WriteTensorInferResponse(std::string_view model, std::string_view i
   body["outputs"] = std::move(outputs);
   HttpResponse response;
   response.model = std::string(model);
+  response.headers.emplace_back("Server-Timing", TensorServerTiming(answer));
   // BYTES that are not UTF-8 are written with U+FFFD rather than failing the answer.
   response.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
   const bool any_binary =

@@ -8,11 +8,12 @@
 // output is binary, the body is that JSON header (its length in the Inference-Header-Content-
 // Length header, content type application/octet-stream) followed by each binary output's bytes
 // in output order; such an output has `parameters: {"binary_data_size": N}` instead of `data`
-// (BYTES in the 4-byte length-prefixed form).
+// (BYTES in the 4-byte length-prefixed form). Every answer carries a Server-Timing header.
 //
 // Thread-safety: a pure function.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "api/http_types.h"
@@ -22,5 +23,9 @@ namespace pier::api {
 
 HttpResponse WriteTensorInferResponse(std::string_view model, std::string_view id,
                                       TensorInferAnswer answer);
+
+// The answer's Server-Timing header: "decode;dur=0.000, queue;dur=0.091, compute;dur=5.312"
+// (milliseconds: images decoded in the front end, waiting for the batch, the batch's run).
+std::string TensorServerTiming(const TensorInferAnswer& answer);
 
 }  // namespace pier::api

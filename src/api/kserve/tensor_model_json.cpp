@@ -81,9 +81,11 @@ int64_t TensorInferBodyLimit(const serving::TensorModelInfo& info, int64_t floor
     for (size_t d = batched ? 1 : 0; d < spec.shape.size(); ++d) {
       elements = times(elements, std::max<int64_t>(1, spec.shape[d]));
     }
-    const int64_t per_element = spec.type == ElementType::kBytes ? kBytesElementGuess
-                                : json                           ? kJsonBytesPerElement
-                                                                 : ElementSize(spec.type);
+    auto known = info.max_element_bytes.find(spec.name);
+    const int64_t per_element = known != info.max_element_bytes.end() ? known->second
+                                : spec.type == ElementType::kBytes    ? kBytesElementGuess
+                                : json                                ? kJsonBytesPerElement
+                                                                      : ElementSize(spec.type);
     total = std::min(kMaxTensorBodyBytes, total + times(elements, per_element));
   }
   return std::max(floor, total);

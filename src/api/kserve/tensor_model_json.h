@@ -34,7 +34,8 @@ std::string TritonConfigType(ElementType type);
 // The largest infer request for a tensor model, so that a full max_batch_size batch is always
 // accepted: each input's elements for a batch of max(1, max_batch_size) (a dimension the model
 // leaves open counted as 1), at element size in binary form and at kJsonBytesPerElement in
-// JSON (BYTES elements at kBytesElementGuess either way), plus kInferHeaderAllowance for the
+// JSON (BYTES elements at their max_element_bytes where the model gives one, else at
+// kBytesElementGuess, either way), plus kInferHeaderAllowance for the
 // JSON around them; the larger of `floor` (the server's body limit) and that, at most
 // kMaxTensorBodyBytes. `json`: the JSON form's figure (HTTP); else the binary one (gRPC).
 inline constexpr int64_t kJsonBytesPerElement = 32;  // "-1.2345678901234567e-308, " and brackets

@@ -294,6 +294,20 @@ Result<OnnxFileInfo> ParseOnnxFileInfo(std::string_view bytes) {
         if (domain.empty() || domain == "ai.onnx") info.opset = version;
         break;
       }
+      case 14: {  // metadata_props: StringStringEntryProto {key = 1, value = 2}
+        if (field->wire_type != 2) break;
+        WireReader entry(field->payload);
+        std::string key;
+        std::string value;
+        while (!entry.done()) {
+          std::optional<WireReader::Field> e = entry.Next();
+          if (!e) return NotOnnx("a metadata_props entry is malformed");
+          if (e->number == 1 && e->wire_type == 2) key = std::string(e->payload);
+          if (e->number == 2 && e->wire_type == 2) value = std::string(e->payload);
+        }
+        info.metadata[key] = std::move(value);
+        break;
+      }
       default:
         break;
     }

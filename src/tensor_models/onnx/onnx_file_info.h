@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,8 @@ struct OnnxFileInfo {
   // symbolic or absent size): their shapes vary per request beyond the batch.
   std::vector<std::string> inputs_with_open_inner_dims;
   uint64_t file_bytes = 0;
+  // The model's metadata_props (key -> value), e.g. a classifier's class names.
+  std::map<std::string, std::string> metadata;
 };
 
 // Parses `bytes` (a whole .onnx file). DATA_LOSS ("not an ONNX model: ...") when the

@@ -44,6 +44,8 @@ TEST(OnnxFileInfoTest, CountsTheInitializersOfARealGraph) {
   // PP-LCNet's weights: most of the 6.8 MB file.
   EXPECT_GT(info->parameter_bytes, 5'000'000u);
   EXPECT_LT(info->parameter_bytes, info->file_bytes);
+  // Its class names ride in metadata_props (labels: metadata:character).
+  EXPECT_EQ(info->metadata["character"], "0\n90\n180\n270");
 }
 
 // Protobuf wire bytes: a varint field, or a length-delimited one.

@@ -1,0 +1,19 @@
+// Base64 (RFC 4648, the standard alphabet with '=' padding) decoding, for images sent inside
+// JSON requests.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pier {
+
+// The bytes `text` encodes; nullopt when it is not base64 (a character outside the alphabet,
+// a length that is not a multiple of 4 once padded, padding in the middle). ASCII whitespace
+// (line breaks of MIME-style text) is skipped; a "data:...;base64," prefix is not accepted
+// here (callers strip it).
+std::optional<std::string> DecodeBase64(std::string_view text);
+
+}  // namespace pier
