@@ -77,10 +77,19 @@ IntegerRange RangeOf(ElementType type) {
   }
 }
 
+// Where element `i` of an input's data is, for a refusal: built only when one is made (a
+// string per element cost more than the parse of the number itself).
+struct Where {
+  const std::string& prefix;
+  size_t i;
+  std::string Text() const { return prefix + "data[" + std::to_string(i) + "]"; }
+};
+
 // One integer element, appended in `type`'s width.
-Status PutInteger(std::string& out, ElementType type, const Json& value, const std::string& where) {
-  const std::string name(ElementTypeName(type));
+Status PutInteger(std::string& out, ElementType type, const Json& value, const Where& at) {
   if (!value.is_number_integer()) {
+    const std::string where = at.Text();
+    const std::string name(ElementTypeName(type));
     return InvalidArgumentError(where + " is " + Shown(value) + ": " + name + " takes integers" +
                                 (value.is_number_float() ? " only" : ""));
   }
@@ -89,6 +98,8 @@ Status PutInteger(std::string& out, ElementType type, const Json& value, const s
   const bool in_range =
       negative ? value.get<int64_t>() >= range.low : value.get<uint64_t>() <= range.high;
   if (!in_range) {
+    const std::string where = at.Text();
+    const std::string name(ElementTypeName(type));
     return InvalidArgumentError(where + " is " + value.dump() + ": out of " + name + "'s range [" +
                                 std::to_string(range.low) + ", " + std::to_string(range.high) +
                                 "]");
@@ -124,10 +135,10 @@ Status PutInteger(std::string& out, ElementType type, const Json& value, const s
 
 // One floating-point element: JSON numbers (integers too), rounded to nearest even into the
 // type; a value the type cannot hold finitely is refused rather than sent as infinity.
-Status PutFloat(std::string& out, ElementType type, const Json& value, const std::string& where) {
-  const std::string name(ElementTypeName(type));
+Status PutFloat(std::string& out, ElementType type, const Json& value, const Where& at) {
   if (!value.is_number()) {
-    return InvalidArgumentError(where + " is " + Shown(value) + ": " + name + " takes numbers");
+    return InvalidArgumentError(at.Text() + " is " + Shown(value) + ": " +
+                                std::string(ElementTypeName(type)) + " takes numbers");
   }
   const double v = value.get<double>();
   bool finite = std::isfinite(v);
@@ -149,8 +160,8 @@ Status PutFloat(std::string& out, ElementType type, const Json& value, const std
     }
   }
   if (!finite) {
-    return InvalidArgumentError(where + " is " + value.dump() + ": out of " + name +
-                                "'s finite range");
+    return InvalidArgumentError(at.Text() + " is " + value.dump() + ": out of " +
+                                std::string(ElementTypeName(type)) + "'s finite range");
   }
   return Status::Ok();
 }
@@ -174,17 +185,19 @@ Result<std::string> TensorBytesFromJson(std::string_view input, ElementType type
   if (type != ElementType::kBytes) out.reserve(values.size() * ElementSize(type));
   for (size_t i = 0; i < values.size(); ++i) {
     const Json& value = *values[i];
-    const std::string where = prefix + "data[" + std::to_string(i) + "]";
+    const Where where{prefix, i};
     switch (type) {
       case ElementType::kBool:
         if (!value.is_boolean()) {
-          return InvalidArgumentError(where + " is " + Shown(value) + ": BOOL takes true or false");
+          return InvalidArgumentError(where.Text() + " is " + Shown(value) +
+                                      ": BOOL takes true or false");
         }
         out.push_back(value.get<bool>() ? 1 : 0);
         break;
       case ElementType::kBytes:
         if (!value.is_string()) {
-          return InvalidArgumentError(where + " is " + Shown(value) + ": BYTES takes strings");
+          return InvalidArgumentError(where.Text() + " is " + Shown(value) +
+                                      ": BYTES takes strings");
         }
         AppendBytesElement(out, value.get_ref<const std::string&>());
         break;
