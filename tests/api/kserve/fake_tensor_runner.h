@@ -1,9 +1,10 @@
 // A TensorRunner for front-end tests (no ONNX Runtime): a model that adds its two FP32 inputs
 // ("x" + "y" -> "sum", and "x" again as "x_copy"), or one that gives each input back as
-// "<name>_out" (any types). Submit checks names, types and ranks as CheckTensorRequest does,
-// with its messages' form; then answers at once on the caller's thread, or holds the request
-// (hold = true) until Release, or refuses (refuse) or fails it (fail). Stats and Memory give
-// back whatever the test sets in `stats` and `memory`.
+// "<name>_out" (any types), or a classifier whose every item scores `row_scores` ("scores",
+// FP32 [items, row_scores.size()], items the first dimension of its first input). Submit checks
+// names, types and ranks as CheckTensorRequest does, with its messages' form; then answers at once
+// on the caller's thread, or holds the request (hold = true) until Release, or refuses (refuse) or
+// fails it (fail). Stats and Memory give back whatever the test sets in `stats` and `memory`.
 //
 // Thread-safety: Submit and Release from any thread (one mutex).
 #pragma once
@@ -22,7 +23,7 @@ namespace pier::testing {
 
 class FakeTensorRunner final : public serving::TensorRunner {
  public:
-  enum class Kind { kAdd, kIdentity };
+  enum class Kind { kAdd, kIdentity, kScores };
 
   FakeTensorRunner(Kind kind, serving::TensorModelInfo info) : kind_(kind), info_(std::move(info)) {
     stats.window_seconds = 0.002;
@@ -81,6 +82,7 @@ class FakeTensorRunner final : public serving::TensorRunner {
   Status refuse = Status::Ok();  // Submit's answer instead of queueing
   Status fail = Status::Ok();    // the result's status instead of outputs
   bool hold = false;
+  std::vector<float> row_scores;     // kScores: each item's row
   serving::TensorRunnerStats stats;  // set before the runner is shared
   std::optional<serving::TensorRunnerMemory> memory;
   serving::TensorRequest last;
@@ -117,6 +119,15 @@ class FakeTensorRunner final : public serving::TensorRunner {
       HostTensor copy = *x;
       copy.name = "x_copy";
       all = {sum, copy};
+    } else if (kind_ == Kind::kScores) {
+      const int64_t items = request.inputs.at(0).shape.at(0);
+      HostTensor scores{
+          "scores", ElementType::kFp32, {items, static_cast<int64_t>(row_scores.size())}, ""};
+      for (int64_t i = 0; i < items; ++i) {
+        scores.bytes.append(reinterpret_cast<const char*>(row_scores.data()),
+                            row_scores.size() * sizeof(float));
+      }
+      all = {scores};
     } else {
       for (const TensorSpec& spec : info_.inputs) {
         for (const HostTensor& input : request.inputs) {
@@ -137,6 +148,8 @@ class FakeTensorRunner final : public serving::TensorRunner {
       }
     }
     result.batch_size = 1;
+    result.queue_seconds = 0.0005;
+    result.compute_seconds = 0.004;
     return result;
   }
 
