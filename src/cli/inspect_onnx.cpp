@@ -6,9 +6,12 @@
 // and reports what was measured: the weights through Pier's allocator, the working memory of
 // a full batch, and what ONNX Runtime allocated beside it; and the provisional figure
 // admission starts from.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <string>
 #include <thread>
 
@@ -40,6 +43,10 @@ nlohmann::json SpecsJson(const std::vector<TensorSpec>& specs) {
 
 int RunInspectOnnx(const std::string& path, bool memory, int threads, int64_t max_batch_size,
                    bool json) {
+  // Log lines (where ONNX Runtime was loaded from) go to stderr: stdout holds the answer, which
+  // --json makes a document for scripts.
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "pier", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   std::unique_ptr<CpuDevice> device;
   if (Result<std::unique_ptr<CpuDevice>> made = CpuDevice::Create(); made.ok()) {
     device = std::move(*made);
@@ -98,6 +105,7 @@ int RunInspectOnnx(const std::string& path, bool memory, int threads, int64_t ma
   out["inputs"] = SpecsJson(info->inputs);
   out["outputs"] = SpecsJson(info->outputs);
   out["provisional_bytes"] = *provisional;
+  out["metadata"] = file.metadata;
   if (host != nullptr) {
     const serving::TensorHostMemory& m = host->memory();
     out["memory"] = {{"weights_bytes", m.weights_bytes},
@@ -130,6 +138,15 @@ int RunInspectOnnx(const std::string& path, bool memory, int threads, int64_t ma
   for (const TensorSpec& spec : info->outputs) {
     line("output",
          spec.name + " " + std::string(ElementTypeName(spec.type)) + " " + ShapeText(spec.shape));
+  }
+  // The graph's metadata_props, each summarised (a class list is what `labels: metadata:KEY`
+  // reads).
+  for (const auto& [key, value] : file.metadata) {
+    const size_t lines = static_cast<size_t>(std::count(value.begin(), value.end(), '\n')) + 1;
+    std::string shown = value.substr(0, std::min(value.find('\n'), size_t{40}));
+    if (shown.size() < value.size()) shown += " ...";
+    line("metadata", key + ": " + shown + " (" + std::to_string(value.size()) + " bytes" +
+                         (lines > 1 ? ", " + std::to_string(lines) + " lines" : "") + ")");
   }
   line("admission estimate", FormatBytes(*provisional) + " (before it is measured)");
   if (host != nullptr) {

