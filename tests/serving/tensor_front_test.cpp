@@ -12,6 +12,7 @@
 
 #include "device/cpu/cpu_device.h"
 #include "tensor_models/batch_tensors.h"
+#include "tensor_models/tensor_test_util.h"
 
 namespace pier::serving {
 namespace {
@@ -119,15 +120,7 @@ class TensorFrontTest : public ::testing::Test {
     return std::move(front).value();
   }
   TensorResult Infer(TensorFront& front, TensorRequest request) {
-    std::promise<TensorResult> promise;
-    Status queued =
-        front.Submit(std::move(request), [&](TensorResult r) { promise.set_value(std::move(r)); });
-    if (!queued.ok()) {
-      TensorResult refused;
-      refused.status = queued;
-      return refused;
-    }
-    return promise.get_future().get();
+    return tensor_models::testing::SubmitAndWait(front, std::move(request));
   }
   OwnerStats ImagesOwner() const {
     for (const OwnerStats& o : governor_->Stats().owners) {

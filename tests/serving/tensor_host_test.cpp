@@ -39,15 +39,7 @@ class TensorHostTest : public ::testing::Test {
   }
   // Submits and waits for the answer.
   TensorResult Infer(TensorRunner& runner, TensorRequest request) {
-    std::promise<TensorResult> promise;
-    Status queued =
-        runner.Submit(std::move(request), [&](TensorResult r) { promise.set_value(std::move(r)); });
-    if (!queued.ok()) {
-      TensorResult refused;
-      refused.status = queued;
-      return refused;
-    }
-    return promise.get_future().get();
+    return tensor_models::testing::SubmitAndWait(runner, std::move(request));
   }
   std::vector<std::string> OwnerNames() const {
     std::vector<std::string> names;

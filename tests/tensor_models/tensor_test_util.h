@@ -3,13 +3,31 @@
 #pragma once
 
 #include <cstring>
+#include <future>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/host_tensor.h"
 #include "tensor_models/batch_tensors.h"
+#include "tensor_models/tensor_request.h"
 
 namespace pier::tensor_models::testing {
+
+// Submits `request` to `runner` (a TensorBatcher, or any serving::TensorRunner) and waits for
+// its answer; a refused Submit comes back as the result's status.
+template <typename Runner>
+TensorResult SubmitAndWait(Runner& runner, TensorRequest request) {
+  std::promise<TensorResult> promise;
+  Status queued =
+      runner.Submit(std::move(request), [&](TensorResult r) { promise.set_value(std::move(r)); });
+  if (!queued.ok()) {
+    TensorResult refused;
+    refused.status = queued;
+    return refused;
+  }
+  return promise.get_future().get();
+}
 
 // A graph of models/onnx-tiny/ (scripts/bootstrap makes them; tests/fixtures/tensor_models/
 // onnx_tiny.json describes them).

@@ -24,16 +24,6 @@ namespace {
 using Json = nlohmann::json;
 using testing::FakeTensorRunner;
 
-class NoClient final : public engine::EngineClient {
- public:
-  Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request) override {
-    return UnavailableError("a tensor model does not generate");
-  }
-  void Abort(const std::string&) override {}
-  void AbortAll(std::string) override {}
-  engine::EngineStats Stats() const override { return {}; }
-};
-
 // What a TensorFront shows for an image classifier: a BYTES image input and labelled scores.
 serving::TensorModelInfo ClassifierInfo(bool labelled) {
   serving::TensorModelInfo info;
@@ -114,7 +104,7 @@ class ClassifyApiTest : public ::testing::Test {
   std::string fallback_target_ = "light";
   FakeTensorRunner primary_;
   FakeTensorRunner light_;
-  NoClient client_;
+  testing::NoEngineClient client_;
   serving::ModelRegistry registry_;
   serving::FallbackSwitch switch_;
   serving::ServingMetrics metrics_;

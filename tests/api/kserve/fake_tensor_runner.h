@@ -17,9 +17,22 @@
 #include <utility>
 #include <vector>
 
+#include "engine/engine_client.h"
 #include "serving/tensor_runner.h"
 
 namespace pier::testing {
+
+// A tensor model's `client` in the registry: it refuses generation (tensor models do not
+// generate); the routes under test never reach it otherwise.
+class NoEngineClient final : public engine::EngineClient {
+ public:
+  Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request) override {
+    return UnavailableError("a tensor model does not generate");
+  }
+  void Abort(const std::string&) override {}
+  void AbortAll(std::string) override {}
+  engine::EngineStats Stats() const override { return {}; }
+};
 
 class FakeTensorRunner final : public serving::TensorRunner {
  public:

@@ -26,16 +26,6 @@ using tensor_models::AppendBytesElement;
 using Json = nlohmann::json;
 using testing::FakeTensorRunner;
 
-class NoClient final : public engine::EngineClient {
- public:
-  Result<std::shared_ptr<engine::RequestHandle>> Submit(engine::Request) override {
-    return UnavailableError("a tensor model does not generate");
-  }
-  void Abort(const std::string&) override {}
-  void AbortAll(std::string) override {}
-  engine::EngineStats Stats() const override { return {}; }
-};
-
 // Enough of a tokenizer for an LLM to be registered (nothing is tokenized).
 class NoTokenizer final : public tokenizer::Tokenizer {
  public:
@@ -174,7 +164,7 @@ class KServeTensorApiTest : public ::testing::Test {
 
   FakeTensorRunner add_;
   FakeTensorRunner identity_;
-  NoClient client_;
+  testing::NoEngineClient client_;
   NoTokenizer tokenizer_;
   serving::ModelRegistry registry_;
   std::unique_ptr<KServeApi> api_;
