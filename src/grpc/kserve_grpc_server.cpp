@@ -339,8 +339,9 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     std::string binary;
     Result<nlohmann::json> as_json = RequestAsJson(*request, &binary);
     if (!as_json.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, as_json.status().message());
-    if (tensors)
-      return InferTensors(context, *request, *as_json, binary, model, principal, response);
+    if (tensors) {
+      return InferTensors(context, *request, *as_json, binary, model_ref, principal, response);
+    }
     Result<api::EmbedInferRequest> read = api::ReadEmbedInferRequest(model.id, *as_json, binary);
     if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
     std::promise<Result<api::EmbedInferOutput>> promise;
@@ -370,10 +371,23 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
   // waits, a call the client cancelled (or whose deadline passed) raises the runner's flag.
   grpc::Status InferTensors(ServerContext* context, const inference::ModelInferRequest& request,
                             const nlohmann::json& as_json, const std::string& binary,
-                            const serving::ServedModel& model, const api::Principal& principal,
+                            const serving::ModelRef& primary, const api::Principal& principal,
                             inference::ModelInferResponse* response) {
-    Result<api::TensorInferRequest> read = api::ReadTensorInferRequest(model.id, as_json, binary);
+    Result<api::TensorInferRequest> read =
+        api::ReadTensorInferRequest(primary->id, as_json, binary);
     if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
+    // The model that answers (its fallback under load); `model_ref` holds it for the call.
+    const auto& metadata = context->client_metadata();
+    std::optional<std::string_view> no_fallback;
+    if (auto it = metadata.find("x-pier-no-fallback"); it != metadata.end()) {
+      no_fallback = std::string_view(it->second.data(), it->second.size());
+    }
+    std::string diverted_from;
+    const serving::ModelRef model_ref = api::ChooseTensorModel(
+        options.fallback, api::FallbackAllowed(no_fallback), primary,
+        api::BatcherPriority(read->priority, principal.max_priority), principal, &diverted_from);
+    const serving::ServedModel& model = *model_ref;
+    if (!diverted_from.empty()) context->AddInitialMetadata("x-pier-fallback", diverted_from);
     // Shared with the runner's callback, which may outlive this call's wait only by a moment.
     auto promise = std::make_shared<std::promise<Result<api::TensorInferAnswer>>>();
     std::future<Result<api::TensorInferAnswer>> future = promise->get_future();

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "api/auth/api_keys.h"
+#include "api/kserve/tensor_fallback.h"
 #include "common/status.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
@@ -45,6 +46,10 @@ struct KServeGrpcOptions {
   // both take the same sizes.
   int64_t max_message_bytes = int64_t{4} << 20;
   serving::ClassQueueLimits class_max_queue = {};  // infer: past it RESOURCE_EXHAUSTED
+  // A tensor model's fallback under load, as on HTTP (api/kserve/tensor_fallback.h; the same
+  // switch): the answer's model_name is the model that served it, and the initial metadata
+  // `x-pier-fallback` names the primary. route_of null: none.
+  api::TensorFallbackContext fallback;
 };
 
 class KServeGrpcServer {

@@ -82,7 +82,8 @@ models:
     fallback_release: 0.5
     preprocess: {{name: image, resize: crop, shorter_side: 256, mean: {IMAGENET_MEAN}, std: {IMAGENET_STD}}}
 """)
-    s = PierServer(["--config", config], with_model=False)
+    s = PierServer(["--config", config, "--grpc-port", "0"], with_model=False)
+    assert s.grpc_port, f"no gRPC listening line\n{s.log()}"
     yield s
     s.stop_and_check()
 
@@ -272,6 +273,52 @@ def test_fallback_takes_over_above_the_threshold_and_gives_back_below_it(served)
     diverted = [l for l in text.splitlines() if l.startswith("pier_qos_requests_total")
                 and 'model="resnet"' in l and 'outcome="fallback_load"' in l]
     assert diverted and float(diverted[0].split()[-1]) == len(by["orientation"]), diverted
+
+
+def diverted_from_resnet(served):
+    """How many requests resnet's fallback has answered, from /metrics."""
+    for line in metrics_text(served).splitlines():
+        if line.startswith("pier_qos_requests_total") and 'model="resnet"' in line and \
+                'outcome="fallback_load"' in line:
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_grpc_infer_falls_back_too_and_says_so_in_its_metadata(served):
+    """The same switch on gRPC: while 24 HTTP requests keep resnet (one item a run) loaded,
+    a gRPC infer for it is answered by `orientation`, named in the answer's
+    model_name and in the initial metadata `x-pier-fallback: resnet`; one that sends
+    `x-pier-no-fallback: 1` is answered by resnet."""
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    _, png = pages_as("PNG")[0]
+
+    def http_one(_):
+        status, _, body = rawhttp.json_request(
+            served, "POST", "/v2/models/resnet/infer", png, headers={"Content-Type": "image/png"})
+        assert status == 200, body
+
+    request = service_pb2.ModelInferRequest(model_name="resnet")
+    tensor = request.inputs.add(name="image", datatype="BYTES", shape=[1])
+    request.raw_input_contents.append(struct.pack("<I", len(png)) + png)
+    del tensor
+    with grpc.insecure_channel(f"{served.host}:{served.grpc_port}") as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        with concurrent.futures.ThreadPoolExecutor(24) as pool:
+            before = diverted_from_resnet(served)
+            burst = pool.map(http_one, range(24))
+            # Engaged once the burst's later requests are diverted; it stays engaged while
+            # resnet still has the earlier ones (about 100 ms each on one thread).
+            assert wait_for(lambda: diverted_from_resnet(served) > before, timeout=10)
+            diverted, call = stub.ModelInfer.with_call(request)
+            kept, kept_call = stub.ModelInfer.with_call(
+                request, metadata=[("x-pier-no-fallback", "1")])
+            list(burst)
+    assert diverted.model_name == "orientation"
+    assert ("x-pier-fallback", "resnet") in list(call.initial_metadata())
+    assert [o.name for o in diverted.outputs] == ["fetch_name_0"]
+    assert kept.model_name == "resnet"
+    assert all(key != "x-pier-fallback" for key, _ in kept_call.initial_metadata())
 
 
 # --- refused at start ----------------------------------------------------------------------

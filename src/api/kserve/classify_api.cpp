@@ -81,8 +81,8 @@ HttpResponse ClassifyApi::Impl::Serve(const HttpRequest& http, ClassifyRequest r
                                       const Principal& principal) {
   std::string diverted_from;
   const serving::ModelRef model_ref = ChooseTensorModel(
-      options.fallback, http, primary, BatcherPriority(r.priority, principal.max_priority),
-      principal, &diverted_from);
+      options.fallback, FallbackAllowed(http.Header("x-pier-no-fallback")), primary,
+      BatcherPriority(r.priority, principal.max_priority), principal, &diverted_from);
   const serving::ServedModel& model = *model_ref;
   const serving::TensorModelInfo& info = model.tensors->info();
   if (info.inputs.size() != 1 || info.inputs[0].type != ElementType::kBytes ||

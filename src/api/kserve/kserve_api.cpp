@@ -374,8 +374,8 @@ HttpResponse KServeApi::Impl::InferTensors(const HttpRequest& http, TensorInferR
                                            const Principal& principal) {
   std::string diverted_from;
   const serving::ModelRef model_ref = ChooseTensorModel(
-      FallbackContext(), http, primary, BatcherPriority(request.priority, principal.max_priority),
-      principal, &diverted_from);
+      FallbackContext(), FallbackAllowed(http.Header("x-pier-no-fallback")), primary,
+      BatcherPriority(request.priority, principal.max_priority), principal, &diverted_from);
   const serving::ServedModel& model = *model_ref;
   auto pending = std::make_shared<CancellableResponse>();
   pending->Hold(model_ref);  // the runner's thread never holds the model

@@ -21,14 +21,15 @@ bool SameInputs(const serving::TensorModelInfo& primary, const serving::TensorMo
 
 }  // namespace
 
-serving::ModelRef ChooseTensorModel(const TensorFallbackContext& context, const HttpRequest& http,
+bool FallbackAllowed(std::optional<std::string_view> no_fallback) {
+  return !no_fallback.has_value() || *no_fallback == "0" || *no_fallback == "false";
+}
+
+serving::ModelRef ChooseTensorModel(const TensorFallbackContext& context, bool allowed,
                                     const serving::ModelRef& primary, int priority,
                                     const Principal& principal, std::string* diverted_from) {
-  if (!context.route_of || context.fallback_switch == nullptr || primary->tensors == nullptr) {
-    return primary;
-  }
-  if (std::optional<std::string_view> no = http.Header("x-pier-no-fallback");
-      no.has_value() && *no != "0" && *no != "false") {
+  if (!allowed || !context.route_of || context.fallback_switch == nullptr ||
+      primary->tensors == nullptr) {
     return primary;
   }
   const std::optional<serving::FallbackRoute> route = context.route_of(primary->id);

@@ -9,7 +9,9 @@
 // not batch); the predicted wait is the waiting batches times a batch's mean compute time. The
 // fallback must take the same request: its inputs (as clients see them) named and typed as the
 // primary's; one that does not, or is not loaded, leaves the request on the primary
-// (outcome "fallback_unavailable"). A client keeps the primary with `X-Pier-No-Fallback: 1`.
+// (outcome "fallback_unavailable"). A client keeps the primary with `X-Pier-No-Fallback: 1`
+// (HTTP) or the `x-pier-no-fallback` metadata entry (gRPC, whose answer names the primary in
+// the initial metadata `x-pier-fallback`).
 //
 // Thread-safety: ChooseTensorModel may be called from any thread (the switch locks).
 #pragma once
@@ -17,9 +19,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/auth/api_keys.h"
-#include "api/http_types.h"
 #include "serving/fallback_switch.h"
 #include "serving/model_registry.h"
 #include "serving/serving_metrics.h"
@@ -34,10 +36,14 @@ struct TensorFallbackContext {
   serving::ServingMetrics* metrics = nullptr;  // may be null
 };
 
+// Whether a request's `X-Pier-No-Fallback` header (or gRPC metadata entry), if any, lets it go
+// to a fallback: absent, "0" or "false" does.
+bool FallbackAllowed(std::optional<std::string_view> no_fallback);
+
 // The model that answers a request of batcher `priority` (3 critical .. 0 low) for ready
-// tensor model `primary`: its fallback while diverted (and `*diverted_from` set to the
-// primary's id), else `primary`.
-serving::ModelRef ChooseTensorModel(const TensorFallbackContext& context, const HttpRequest& http,
+// tensor model `primary`: its fallback while diverted and `allowed` (and `*diverted_from` set
+// to the primary's id), else `primary`.
+serving::ModelRef ChooseTensorModel(const TensorFallbackContext& context, bool allowed,
                                     const serving::ModelRef& primary, int priority,
                                     const Principal& principal, std::string* diverted_from);
 
