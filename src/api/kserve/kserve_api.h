@@ -17,7 +17,7 @@
 //                                        for a tensor model whose one input takes images
 //                                        (`preprocess:`); the answer is every output as JSON
 //   POST /v1/classify                    a classifier's top classes with their labels, for an
-//                                        image (raw body, or JSON with base64): classify_route.h
+//                                        image (raw body, or JSON with base64): classify_api.h
 //   POST /v2/models/{m}/generate[_stream] LLMs: Triton's generate extension (kserve_generate.h)
 // (also under /v2/models/{m}/versions/1/...; Pier serves one version of each model). Infer
 // accepts Triton's binary tensor extension both ways: a request with an
