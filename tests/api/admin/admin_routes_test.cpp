@@ -495,6 +495,7 @@ TEST(MetricsRouteLabelTest, KeepsKnownRoutesAndFoldsTheRest) {
   EXPECT_EQ(MetricsRouteLabel("/v1/chat/completions"), "/v1/chat/completions");
   EXPECT_EQ(MetricsRouteLabel("/health"), "/health");
   EXPECT_EQ(MetricsRouteLabel("/v1/responses"), "/v1/responses");
+  EXPECT_EQ(MetricsRouteLabel("/v1/classify"), "/v1/classify");
   EXPECT_EQ(MetricsRouteLabel("/v1/models/abc"), "/v1/models/{id}");
   EXPECT_EQ(MetricsRouteLabel("/admin/models/abc"), "/admin/models/{name}");
   EXPECT_EQ(MetricsRouteLabel("/admin/models/abc/load"), "/admin/models/{name}/load");
