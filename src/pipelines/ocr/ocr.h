@@ -30,8 +30,9 @@
 // time, sorted by width / height) and dropping lines that score under text_score 0.5.
 //
 // Memory: the large buffers (the detection tensor, crops, line tensors) are the caller's, sized
-// by the *Size functions, so the caller charges them to its memory governor. FindTextBoxes keeps
-// a bitmap and a label map of the probability map's size (1 + 4 bytes a pixel) for its call.
+// by the *Size functions, so the caller charges them to its memory governor. FindTextBoxes keeps,
+// for its call, a bitmap and a visited map of the probability map's size (a byte a pixel each)
+// and a flood queue of up to 4 bytes a pixel.
 //
 // Pure functions; thread-safe; images are pier::tensor_models::image::RgbView (interleaved 8-bit
 // RGB, row-major).
