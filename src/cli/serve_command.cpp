@@ -55,6 +55,7 @@
 #include "api/kserve/kserve_api.h"
 #include "api/openai/embeddings_api.h"
 #include "api/openai/openai_api.h"
+#include "api/pipelines/pipeline_api.h"
 #include "cli/commands.h"
 #include "cli/serve_config.h"
 #include "common/check.h"
@@ -66,6 +67,7 @@
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/model_registry.h"
+#include "serving/pipeline_set.h"
 #include "serving/serving_metrics.h"
 #include "tensor_models/onnx/ort_library.h"
 
@@ -358,6 +360,24 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     return Fail(started);
   }
 
+  // Pipelines are built over the models now loaded (each step's ports checked against its
+  // model), before anything listens.
+  std::unique_ptr<serving::PipelineSet> pipeline_set;
+  if (!options.pipelines.empty()) {
+    Result<std::unique_ptr<serving::PipelineSet>> made = serving::PipelineSet::Create(
+        options.pipelines, registry.get(), &devices->cpu_governor(),
+        [manager = manager.get()](const std::string& id) {
+          std::shared_ptr<const serving::ModelSpec> spec = manager->SpecOf(id);
+          return spec == nullptr ? std::string() : spec->load.path;
+        });
+    if (!made.ok()) return Fail(made.status());
+    pipeline_set = std::move(made).value();
+    for (const auto& p : pipeline_set->All()) {
+      spdlog::info("pipeline {}: {} steps", p->spec().name, p->spec().steps.size());
+    }
+  }
+  api::PipelineApi pipeline_api(pipeline_set.get(), keys_or_null);
+
   api::OpenAiApiOptions api_options;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);
   api_options.max_tokens_limit = static_cast<int32_t>(options.max_tokens_limit);
@@ -414,6 +434,8 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       return specs;
     };
   }
+  admin_options.pipelines = [&pipeline_api] { return pipeline_api.AdminList(); };
+  admin_options.pipeline_metrics = [&pipeline_api] { return pipeline_api.MetricsText(); };
   api::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
   auto router = std::make_shared<api::Router>();
@@ -437,6 +459,11 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   kserve_options.fallback_of = api_options.fallback_of;
   kserve_options.fallback_switch = &tensor_fallbacks;
   kserve_options.metrics = &metrics;
+  kserve_options.pipeline_route = [&pipeline_api](
+                                      const api::HttpRequest& http, const std::string& name,
+                                      const std::string& action, const api::Principal& principal) {
+    return pipeline_api.KServeRoute(http, name, action, principal);
+  };
   api::ClassifyApiOptions classify_options;
   classify_options.class_max_queue = options.class_max_queue;
   classify_options.load_wait = api_options.load_wait;
@@ -448,6 +475,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   embeddings.Register(*router);
   kserve.Register(*router);
   classify.Register(*router);
+  pipeline_api.Register(*router);
   admin.Register(*router);
 
   http::HttpServerOptions server_options;
@@ -573,7 +601,8 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   stopper.join();
   grpc_server.reset();
   server.reset();
-  manager->Stop();  // no more loads or unloads; drains in progress end
+  pipeline_set.reset();  // its requests end before the models they use
+  manager->Stop();       // no more loads or unloads; drains in progress end
   manager.reset();
   registry.reset();  // each engine ends whatever is left (abort) before its model goes
   devices.reset();   // the governors last, once nothing is charged to them

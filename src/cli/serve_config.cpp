@@ -17,6 +17,7 @@
 #include "common/setting_text.h"
 #include "common/yaml.h"
 #include "device/device_name.h"
+#include "pipelines/pipeline_spec.h"
 #include "serving/request_policy.h"
 
 namespace pier::cli {
@@ -310,7 +311,8 @@ Result<std::vector<std::pair<std::string, nlohmann::json>>> ParseServeConfig(
   std::string unknown;
   for (const auto& item : root) {
     const std::string name = item.first.Scalar();
-    if (name == "models") continue;  // the model list: ParseModelRepository
+    if (name == "models") continue;     // the model list: ParseModelRepository
+    if (name == "pipelines") continue;  // pipelines::ParsePipelines
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       unknown += (unknown.empty() ? "" : ", ") + Quote(name);
       continue;
@@ -322,7 +324,7 @@ Result<std::vector<std::pair<std::string, nlohmann::json>>> ParseServeConfig(
     std::string names;
     for (std::string_view n : known) names += (names.empty() ? "" : ", ") + std::string(n);
     return InvalidArgumentError(source + ": unknown settings " + unknown + " (known: " + names +
-                                ", models)");
+                                ", models, pipelines)");
   }
   return settings;
 }
@@ -340,6 +342,11 @@ Result<ServeOptions> ResolveServeOptions(const std::map<std::string, std::string
     PIER_ASSIGN_OR_RETURN(auto settings, ParseServeConfig(text.str(), path));
     const std::filesystem::path folder = std::filesystem::path(path).parent_path();
     PIER_ASSIGN_OR_RETURN(options.models, ParseModelRepository(text.str(), path, folder.string()));
+    PIER_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(text.str(), path));
+    if (root.IsMap()) {
+      PIER_ASSIGN_OR_RETURN(options.pipelines,
+                            pipelines::ParsePipelines(root["pipelines"], path, folder.string()));
+    }
     for (auto& [name, value] : settings) {
       if (!options.models.empty() && (name == "model" || name == "name")) {
         return InvalidArgumentError(path + ": " + name +

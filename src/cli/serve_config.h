@@ -32,6 +32,7 @@
 #include "cli/model_repository.h"
 #include "common/status.h"
 #include "memory/byte_size.h"
+#include "pipelines/pipeline_spec.h"
 #include "serving/model_settings.h"
 #include "serving/request_policy.h"
 
@@ -93,6 +94,8 @@ struct ServeOptions {
   serving::ModelSettings model_defaults;
   // The file's `models:` list (model_repository.h); empty: one model, from `model` and `name`.
   std::vector<ModelConfig> models;
+  // The file's `pipelines:` list (pipelines/pipeline_spec.h), checked but not yet built.
+  std::vector<pipelines::PipelineSpec> pipelines;
 };
 
 // The names of all settings, as YAML keys (flags: "--" + name with '_' -> '-'), except

@@ -1,5 +1,5 @@
-// Base64 (RFC 4648, the standard alphabet with '=' padding) decoding, for images sent inside
-// JSON requests.
+// Base64 (RFC 4648, the standard alphabet with '=' padding): decoding, for images sent inside
+// JSON requests, and encoding, for binary values in JSON answers.
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -15,5 +15,8 @@ namespace pier {
 // (line breaks of MIME-style text) is skipped; a "data:...;base64," prefix is not accepted
 // here (callers strip it).
 std::optional<std::string> DecodeBase64(std::string_view text);
+
+// `bytes` in base64, padded with '=' (for binary values inside JSON answers).
+std::string EncodeBase64(std::string_view bytes);
 
 }  // namespace pier

@@ -356,6 +356,13 @@ void AdminRoutes::Register(Router& router) {
                    [this](const HttpRequest& r) { return AdminModelAction(r); });
   router.Add("POST", "/admin/reload", [this](const HttpRequest& r) { return AdminReload(r); });
   router.Add("GET", "/admin/qos", [this](const HttpRequest& r) { return AdminQos(r); });
+  router.Add("GET", "/admin/pipelines", [this](const HttpRequest& r) {
+    if (auto denied = RequireAdmin(r)) return std::move(*denied);
+    if (!options_.pipelines) {
+      return JsonResponse(200, Json{{"object", "list"}, {"data", Json::array()}});
+    }
+    return JsonResponse(200, Json::parse(options_.pipelines().dump()));
+  });
   router.AddPrefix("GET", std::string(kModelsPrefix),
                    [this](const HttpRequest& r) { return GetModel(r); });
   // The same without /v1, for clients configured with a base URL that lacks it.
@@ -485,6 +492,7 @@ HttpResponse AdminRoutes::Metrics(const HttpRequest& request) {
     }
     metrics::RenderGpuMetrics(options_.gpu_telemetry->Snapshot(), waiting, &response.body);
   }
+  if (options_.pipeline_metrics) response.body += options_.pipeline_metrics();
   return response;
 }
 

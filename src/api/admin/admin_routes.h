@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -112,6 +113,10 @@ struct AdminRoutesOptions {
   bool qos = true;
   double qos_reserve = 0.05;
   bool qos_stop_steps = true;
+  // The server's pipelines (api/pipelines/pipeline_api.h): GET /admin/pipelines' body and their
+  // families appended to /metrics; null: none.
+  std::function<nlohmann::json()> pipelines = nullptr;
+  std::function<std::string()> pipeline_metrics = nullptr;
 };
 
 struct Readiness {

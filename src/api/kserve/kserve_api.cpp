@@ -12,6 +12,7 @@
 
 #include "api/json_shape.h"
 #include "api/kserve/embed_infer.h"
+#include "api/kserve/infer_body.h"
 #include "api/kserve/kserve_generate.h"
 #include "api/kserve/kserve_infer_request.h"
 #include "api/kserve/tensor_fallback.h"
@@ -221,6 +222,12 @@ HttpResponse KServeApi::Impl::Model(const HttpRequest& http) {
   }
   Principal principal;
   if (auto denied = Authenticate(http, &principal)) return std::move(*denied);
+  if (options.pipeline_route && !path->model.empty()) {
+    if (std::optional<HttpResponse> answer =
+            options.pipeline_route(http, path->model, path->action, principal)) {
+      return std::move(*answer);
+    }
+  }
   Result<serving::ModelEntry> entry = registry->Lookup(path->model);
   if (!entry.ok() || path->model.empty()) return Error(404, entry.status().message());
   const bool ready = entry->state == serving::ModelState::kReady && entry->model != nullptr;
@@ -278,42 +285,10 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
       tensors && type.has_value() && type->starts_with("image/")) {
     return InferImage(http, model_ref, principal);
   }
-  // The JSON header, and what follows it with the binary extension.
-  std::string_view header_text = http.body;
-  std::string_view binary;
-  const auto lengths = std::count_if(http.headers.begin(), http.headers.end(), [](const auto& h) {
-    return h.first == "inference-header-content-length";
-  });
-  if (lengths > 1) {
-    return Error(400, "Inference-Header-Content-Length is given " + std::to_string(lengths) +
-                          " times; send it once");
-  }
-  if (std::optional<std::string_view> length = http.Header("inference-header-content-length")) {
-    size_t n = 0;
-    const std::string text(*length);
-    char* end = nullptr;
-    const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || parsed > http.body.size()) {
-      return Error(400, "Inference-Header-Content-Length '" + text +
-                            "' is not a length within the body of " +
-                            std::to_string(http.body.size()) + " bytes");
-    }
-    n = static_cast<size_t>(parsed);
-    header_text = std::string_view(http.body).substr(0, n);
-    binary = std::string_view(http.body).substr(n);
-  }
-  if (std::optional<std::string> shape = CheckJsonShape(header_text)) return Error(400, *shape);
-  Json request;
-  try {
-    request = Json::parse(header_text.begin(), header_text.end());
-  } catch (const Json::exception& e) {
-    const bool split = http.Header("inference-header-content-length").has_value();
-    return Error(400,
-                 InvalidJsonMessage(e, split ? "the inference header (the body's first " +
-                                                   std::to_string(header_text.size()) +
-                                                   " bytes, by Inference-Header-Content-Length)"
-                                             : ""));
-  }
+  Result<InferBody> body = ReadInferBody(http);
+  if (!body.ok()) return Error(400, body.status().message());
+  const Json& request = body->request;
+  const std::string_view binary = body->binary;
   if (tensors) {
     // The checks the gRPC form shares (tensor_infer_request.h), then the one run.
     Result<TensorInferRequest> read = ReadTensorInferRequest(model.id, request, binary);

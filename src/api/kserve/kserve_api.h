@@ -73,6 +73,11 @@ struct KServeApiOptions {
   // Shared with ClassifyApi, so both routes see one switch per model (null: no fallback).
   serving::FallbackSwitch* fallback_switch = nullptr;
   serving::ServingMetrics* metrics = nullptr;  // fallbacks counted here (may be null)
+  // A pipeline's routes (api/pipelines/pipeline_api.h) under its name, tried before the
+  // models'; nullopt when `name` is no pipeline. Null: no pipelines.
+  std::function<std::optional<HttpResponse>(const HttpRequest& http, const std::string& name,
+                                            const std::string& action, const Principal& principal)>
+      pipeline_route = nullptr;
 };
 
 // Shared by the HTTP and gRPC forms of infer. The texts tensor must be BYTES with shape [n] or

@@ -1,0 +1,58 @@
+// The routes of the server's pipelines (issue #46), over serving/pipeline_set.h:
+//
+//   POST /v1/pipelines/{name}   JSON in, JSON out:
+//       {"inputs": {"image": {"b64": "..."}, "note": "text", "many": ["a", {"b64": ".."}]},
+//        "priority": "critical" | "high" | "normal" | "low", "id": "..."}
+//     A BYTES input takes a string (its UTF-8 bytes), {"b64": ...} (the bytes) or a list of
+//     those (shape [n]); an input of another type takes {"shape": [...], "data": [...]}. The
+//     answer: {"id", "pipeline", "outputs": {"lines": ["..", ..], ...}, "timing": [{"step",
+//     "queue_ms", "compute_ms", "start_unix_us", "end_unix_us", "items", "batch_size"}, ...]}
+//     with BYTES outputs as strings (or {"b64"} when not UTF-8) and others as {"shape",
+//     "datatype", "data"}.
+//   KServe v2 on the pipeline's name (KServeApiOptions::pipeline_route): GET /v2/models/{name}
+//     (metadata: the declared inputs and outputs), GET .../ready, POST .../infer (JSON or the
+//     binary extension, outputs JSON unless binary is asked for).
+//   GET /admin/pipelines (AdminRoutesOptions::pipelines): {"object": "list", "data": [{"id",
+//     "inputs", "outputs", "max_inflight", "waiting", "inside", "requests", ..., "stages":
+//     [{"step", "kind", "max_inflight", "waiting", "running", "requests", "items",
+//     "queue_ms_mean", "compute_ms_mean", "batch_size_mean"}, ...]}]}.
+//   /metrics: pier_pipeline_* families per pipeline and stage (PipelineMetricsText).
+//
+// Every answer carries Server-Timing with each stage's queue and compute time
+// ("detect-queue;dur=0.1, detect;dur=31.2, ..."). A W3C traceparent header reaches every
+// stage's log line. A client that goes away cancels the request in whatever stage it is.
+//
+// Thread-safety: the routes may run on any thread; the API borrows the set and keys.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "api/auth/api_keys.h"
+#include "api/http_types.h"
+#include "serving/pipeline_set.h"
+#include "serving/request_policy.h"
+
+namespace pier::api {
+
+class PipelineApi {
+ public:
+  // `pipelines` may be null (no pipelines: every route answers 404); `keys` may be null.
+  PipelineApi(const serving::PipelineSet* pipelines, const ApiKeys* keys);
+
+  void Register(Router& router);
+  // KServe v2's routes for `name` when it is a pipeline; nullopt otherwise (a model's).
+  std::optional<HttpResponse> KServeRoute(const HttpRequest& http, const std::string& name,
+                                          const std::string& action,
+                                          const Principal& principal) const;
+  nlohmann::json AdminList() const;
+  std::string MetricsText() const;
+
+ private:
+  const serving::PipelineSet* pipelines_;
+  const ApiKeys* keys_;
+};
+
+}  // namespace pier::api
