@@ -376,7 +376,8 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       spdlog::info("pipeline {}: {} steps", p->spec().name, p->spec().steps.size());
     }
   }
-  api::PipelineApi pipeline_api(pipeline_set.get(), keys_or_null);
+  api::PipelineApi pipeline_api({.class_max_queue = options.class_max_queue}, pipeline_set.get(),
+                                keys_or_null);
 
   api::OpenAiApiOptions api_options;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);

@@ -330,6 +330,78 @@ void LlmStep::Start(StepCall call, std::function<void(StepOutcome)> done) {
   });
 }
 
+// An embedding model: port `text` (BYTES [n]) in, `embedding` (FP32 [n, dim]) out, each text
+// cut to the model's positions.
+class EmbedStep final : public Step {
+ public:
+  explicit EmbedStep(std::string model) : model_(std::move(model)) {}
+  const std::vector<PortSpec>& inputs() const override { return inputs_; }
+  const std::vector<PortSpec>& outputs() const override { return outputs_; }
+  bool synchronous() const override { return false; }
+  int64_t default_max_inflight() const override { return 16; }
+  std::string Describe() const override { return "model " + model_ + " (embedding)"; }
+
+  void Start(StepCall call, std::function<void(StepOutcome)> done) override {
+    Result<std::vector<std::string>> texts = TextsOf(call.inputs.at("text")->tensor);
+    if (!texts.ok()) return done(Failed(texts.status()));
+    if (texts->empty()) {
+      auto empty = std::make_shared<PipelineValue>();
+      empty->tensor.type = ElementType::kFp32;
+      empty->tensor.shape = {0, 0};
+      StepOutcome outcome;
+      outcome.outputs["embedding"] = std::move(empty);
+      return done(std::move(outcome));
+    }
+    Result<ModelAccess> access = models_(model_);
+    if (!access.ok()) return done(Failed(access.status()));
+    if (access->kind != ModelAccess::Kind::kEmbed || access->tokenizer == nullptr) {
+      return done(
+          Failed(FailedPreconditionError("model '" + model_ + "' is not an embedding model")));
+    }
+    encoder::EmbedRequest request;
+    for (const std::string& text : *texts) {
+      Result<std::vector<tokenizer::TokenId>> ids = access->tokenizer->Encode(text);
+      if (!ids.ok()) return done(Failed(ids.status()));
+      if (access->max_request_tokens > 0 &&
+          static_cast<int64_t>(ids->size()) > access->max_request_tokens) {
+        // Cut to the model's positions, keeping the closing [SEP].
+        const int32_t last = ids->back();
+        ids->resize(static_cast<size_t>(access->max_request_tokens));
+        ids->back() = last;
+      }
+      request.texts.push_back(std::move(ids).value());
+    }
+    request.priority = call.priority;
+    request.deadline = call.deadline;
+    auto keep = std::make_shared<ModelAccess>(*access);
+    Status queued = access->embed(
+        std::move(request), [done, keep, n = texts->size()](encoder::EmbedResult result) {
+          if (!result.status.ok()) return done(Failed(result.status));
+          if (!result.tokens_per_text.empty()) {
+            return done(Failed(FailedPreconditionError(
+                "the embedding model gives a vector per token (pooling none); a pipeline step "
+                "takes one vector per text")));
+          }
+          auto value = std::make_shared<PipelineValue>();
+          value->tensor.type = ElementType::kFp32;
+          value->tensor.shape = {static_cast<int64_t>(n), result.dim};
+          value->tensor.bytes.assign(reinterpret_cast<const char*>(result.vectors.data()),
+                                     result.vectors.size() * sizeof(float));
+          StepOutcome outcome;
+          outcome.batch_size = static_cast<int64_t>(n);
+          outcome.model_queue_seconds = result.queue_seconds;
+          outcome.outputs["embedding"] = std::move(value);
+          done(std::move(outcome));
+        });
+    if (!queued.ok()) done(Failed(queued));
+  }
+
+  std::string model_;
+  std::vector<PortSpec> inputs_ = {{"text", kText, false}};
+  std::vector<PortSpec> outputs_ = {{"embedding", {ValueKind::kTensor, ElementType::kFp32}, false}};
+  ModelResolver models_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Step>> MakeModelStep(const StepSpec& spec, const ModelResolver& models) {
@@ -340,8 +412,14 @@ Result<std::unique_ptr<Step>> MakeModelStep(const StepSpec& spec, const ModelRes
   const bool known = access.ok();
   if (known && access->kind == ModelAccess::Kind::kOther) {
     return InvalidArgumentError(spec.source + ".model: '" + spec.model +
-                                "' is neither an ONNX model nor an LLM (embedding models are not "
-                                "pipeline steps yet)");
+                                "' is neither an ONNX model, an embedding model nor an LLM");
+  }
+  if (known && access->kind == ModelAccess::Kind::kEmbed) {
+    StepKeys keys(spec);
+    PIER_RETURN_IF_ERROR(keys.Finish("model step " + spec.model + " (embedding)"));
+    auto step = std::make_unique<EmbedStep>(spec.model);
+    step->models_ = models;
+    return std::unique_ptr<Step>(std::move(step));
   }
   const bool llm =
       known ? access->kind == ModelAccess::Kind::kGenerate

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "encoder/embedding_batcher.h"
 #include "engine/engine_client.h"
 #include "pipelines/pipeline_spec.h"
 #include "pipelines/pipeline_value.h"
@@ -32,7 +33,7 @@
 namespace pier::pipelines {
 
 struct ModelAccess {
-  enum class Kind : uint8_t { kTensor, kGenerate, kOther };
+  enum class Kind : uint8_t { kTensor, kGenerate, kEmbed, kOther };
   Kind kind = Kind::kOther;
   std::string id;
   // kTensor: what it takes and gives, how to submit, and its graph's metadata_props by key
@@ -47,6 +48,8 @@ struct ModelAccess {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;
   int64_t max_request_tokens = 0;
+  // kEmbed: its batcher (texts as token ids from `tokenizer`, at most max_request_tokens each).
+  std::function<Status(encoder::EmbedRequest, std::function<void(encoder::EmbedResult)>)> embed;
   // Keeps every pointer above valid while held.
   std::shared_ptr<const void> keep;
 };

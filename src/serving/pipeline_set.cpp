@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "serving/embedder.h"
 #include "serving/tensor_runner.h"
 #include "tensor_models/onnx/onnx_file_info.h"
 
@@ -44,6 +45,15 @@ pipelines::ModelResolver RegistryModels(const ModelRegistry* registry,
                                "'");
         }
         return entry->second;
+      };
+    } else if (model->kind == ModelKind::kEmbed && model->embedder != nullptr) {
+      access.kind = pipelines::ModelAccess::Kind::kEmbed;
+      access.tokenizer = model->tokenizer;
+      access.max_request_tokens = model->max_request_tokens;
+      Embedder* embedder = model->embedder;
+      access.embed = [embedder, model](EmbedRequest request,
+                                       std::function<void(EmbedResult)> done) {
+        return embedder->Submit(std::move(request), std::move(done));
       };
     } else if (model->kind == ModelKind::kGenerate && model->client != nullptr) {
       access.kind = pipelines::ModelAccess::Kind::kGenerate;

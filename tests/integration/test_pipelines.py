@@ -26,7 +26,7 @@ import pytest
 import tritonclient.http as httpclient
 import yaml
 
-from conftest import PIER_MODEL, PierServer, call, metrics_text, wait_for, write_config
+from conftest import MINILM, PIER_MODEL, PierServer, call, metrics_text, wait_for, write_config
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -67,6 +67,13 @@ def served():
     config = example_config()
     config["pipelines"].append(ocr_pipeline(config, "ocr"))
     config["pipelines"].append(ocr_pipeline(config, "ocr-serial", max_inflight=1))
+    # The lines read, embedded by an embedding model (an OCR -> embedding chain).
+    config["models"].append({"name": "minilm", "path": MINILM})
+    embed = ocr_pipeline(config, "ocr-embed")
+    embed["steps"].append({"name": "embed", "model": "minilm", "inputs": {"text": "lines"},
+                           "outputs": {"embedding": "vectors"}})
+    embed["outputs"].append({"name": "vectors", "datatype": "FP32"})
+    config["pipelines"].append(embed)
     folder = tempfile.mkdtemp(prefix="pier-pipelines-")
     path = write_config(folder, yaml.safe_dump(config, sort_keys=False))
     s = PierServer(["--config", path], with_model=False)
@@ -197,6 +204,19 @@ def test_traceparent_reaches_every_stage_log(served, cards):
         assert re.search(rf"pipeline ocr step {step}: .*traceparent={trace}", log), step
 
 
+def test_lines_feed_an_embedding_model(served, cards):
+    status, body, _ = run(served, "ocr-embed", cards[0][0])
+    assert status == 200, body
+    lines = body["outputs"]["lines"]
+    vectors = body["outputs"]["vectors"]
+    assert vectors["shape"] == [len(lines), 384]
+    status, direct = call(served, "POST", "/v1/embeddings", {"model": "minilm", "input": lines})
+    assert status == 200, direct
+    expected = np.array([d["embedding"] for d in direct["data"]], dtype=np.float32)
+    got = np.array(vectors["data"], dtype=np.float32).reshape(len(lines), 384)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
 # --- stages overlap ------------------------------------------------------------------------
 
 def intervals(body):
@@ -244,7 +264,7 @@ def test_admin_pipelines_and_metrics(served, cards):
     assert status == 200
     assert body["object"] == "list"
     by_id = {p["id"]: p for p in body["data"]}
-    assert set(by_id) == {"id-card", "ocr", "ocr-serial"}
+    assert set(by_id) == {"id-card", "ocr", "ocr-serial", "ocr-embed"}
     card = by_id["id-card"]
     assert card["requests"] >= len(cards)
     stages = {s["step"]: s for s in card["stages"]}

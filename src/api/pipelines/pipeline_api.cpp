@@ -126,30 +126,6 @@ int PriorityOf(std::string_view name) {
   return -1;
 }
 
-// Submits and answers through `write` once the pipeline has.
-HttpResponse Run(const std::shared_ptr<Pipeline>& pipeline, PipelineRequest request,
-                 std::function<HttpResponse(PipelineResult)> write) {
-  auto pending = std::make_shared<PipelineResponse>();
-  request.cancelled = pending->flag();
-  std::weak_ptr<PipelineResponse> weak = pending;
-  Result<uint64_t> id =
-      pipeline->Submit(std::move(request), [weak, write = std::move(write)](PipelineResult result) {
-        std::shared_ptr<PipelineResponse> pending = weak.lock();
-        if (pending == nullptr) return;  // the client is gone
-        HttpResponse response = result.status.ok() ? write(result) : StatusResponse(result.status);
-        SetServerTiming(&response, result);
-        pending->Resolve(std::move(response));
-      });
-  if (!id.ok()) return StatusResponse(id.status());
-  std::weak_ptr<Pipeline> weak_pipeline = pipeline;
-  pending->SetCancel([weak_pipeline, request_id = *id] {
-    if (std::shared_ptr<Pipeline> p = weak_pipeline.lock()) p->Cancel(request_id);
-  });
-  HttpResponse response;
-  response.deferred = pending;
-  return response;
-}
-
 // One input of the JSON form.
 Result<HostTensor> InputFromJson(const pipelines::PipelineTensor& declared, const Json& value) {
   HostTensor tensor;
@@ -241,8 +217,42 @@ double Mean(const Buckets& b) {
 
 }  // namespace
 
-PipelineApi::PipelineApi(const serving::PipelineSet* pipelines, const ApiKeys* keys)
-    : pipelines_(pipelines), keys_(keys) {}
+PipelineApi::PipelineApi(PipelineApiOptions options, const serving::PipelineSet* pipelines,
+                         const ApiKeys* keys)
+    : options_(std::move(options)), pipelines_(pipelines), keys_(keys) {}
+
+// Submits and answers through `write` once the pipeline has.
+HttpResponse PipelineApi::Submit(const std::shared_ptr<Pipeline>& pipeline, PipelineRequest request,
+                                 const Principal& principal,
+                                 std::function<HttpResponse(PipelineResult)> write) const {
+  const engine::Priority level = ClassOfBatcherPriority(request.priority);
+  std::shared_ptr<KeySlot> slot;
+  if (std::optional<KeyRefusal> refused =
+          AdmitKeyRequest(principal, level, 1, "requests", "inputs", &slot)) {
+    return ResponseOf(*refused);
+  }
+  request.deadline =
+      serving::QueueDeadline(options_.class_max_queue, level, std::chrono::steady_clock::now());
+  auto pending = std::make_shared<PipelineResponse>();
+  request.cancelled = pending->flag();
+  std::weak_ptr<PipelineResponse> weak = pending;
+  Result<uint64_t> id = pipeline->Submit(
+      std::move(request), [weak, slot, write = std::move(write)](PipelineResult result) {
+        std::shared_ptr<PipelineResponse> pending = weak.lock();
+        if (pending == nullptr) return;  // the client is gone
+        HttpResponse response = result.status.ok() ? write(result) : StatusResponse(result.status);
+        SetServerTiming(&response, result);
+        pending->Resolve(std::move(response));
+      });
+  if (!id.ok()) return StatusResponse(id.status());
+  std::weak_ptr<Pipeline> weak_pipeline = pipeline;
+  pending->SetCancel([weak_pipeline, request_id = *id] {
+    if (std::shared_ptr<Pipeline> p = weak_pipeline.lock()) p->Cancel(request_id);
+  });
+  HttpResponse response;
+  response.deferred = pending;
+  return response;
+}
 
 void PipelineApi::Register(Router& router) {
   router.AddPrefix("POST", std::string(kPrefix), [this](const HttpRequest& http) -> HttpResponse {
@@ -307,7 +317,7 @@ void PipelineApi::Register(Router& router) {
     const std::string id = body.contains("id") && body["id"].is_string()
                                ? body["id"].get<std::string>()
                                : std::string();
-    return Run(pipeline, std::move(request), [name, id](const PipelineResult& result) {
+    return Submit(pipeline, std::move(request), principal, [name, id](PipelineResult result) {
       Json outputs = Json::object();
       for (const HostTensor& t : result.outputs) outputs[t.name] = OutputToJson(t);
       Json answer{{"pipeline", name}, {"outputs", outputs}, {"timing", TimingJson(result)}};
@@ -369,7 +379,7 @@ std::optional<HttpResponse> PipelineApi::KServeRoute(const HttpRequest& http,
     request.traceparent = std::string(trace->substr(0, 128));
   }
   const std::string id = read->id;
-  return Run(pipeline, std::move(request), [name, id, wanted](PipelineResult result) {
+  return Submit(pipeline, std::move(request), principal, [name, id, wanted](PipelineResult result) {
     TensorInferAnswer answer;
     for (const auto& [output, binary] : wanted) {
       for (HostTensor& t : result.outputs) {

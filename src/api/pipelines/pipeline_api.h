@@ -25,6 +25,7 @@
 // Thread-safety: the routes may run on any thread; the API borrows the set and keys.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -37,10 +38,18 @@
 
 namespace pier::api {
 
+struct PipelineApiOptions {
+  // A request's deadline: its class's max queue time from its arrival. It is checked at every
+  // stage's queue (a request still waiting then is refused, 429) and reaches each model.
+  serving::ClassQueueLimits class_max_queue = {};
+};
+
 class PipelineApi {
  public:
-  // `pipelines` may be null (no pipelines: every route answers 404); `keys` may be null.
-  PipelineApi(const serving::PipelineSet* pipelines, const ApiKeys* keys);
+  // `pipelines` may be null (no pipelines: every route answers 404); `keys` may be null. A
+  // request takes one slot and one request of its key's limits until it is answered.
+  PipelineApi(PipelineApiOptions options, const serving::PipelineSet* pipelines,
+              const ApiKeys* keys);
 
   void Register(Router& router);
   // KServe v2's routes for `name` when it is a pipeline; nullopt otherwise (a model's).
@@ -51,6 +60,11 @@ class PipelineApi {
   std::string MetricsText() const;
 
  private:
+  HttpResponse Submit(const std::shared_ptr<pipelines::Pipeline>& pipeline,
+                      pipelines::PipelineRequest request, const Principal& principal,
+                      std::function<HttpResponse(pipelines::PipelineResult)> write) const;
+
+  PipelineApiOptions options_;
   const serving::PipelineSet* pipelines_;
   const ApiKeys* keys_;
 };
