@@ -204,6 +204,22 @@ def test_traceparent_reaches_every_stage_log(served, cards):
         assert re.search(rf"pipeline ocr step {step}: .*traceparent={trace}", log), step
 
 
+def test_a_large_photo_is_read_at_the_detectors_size(served, cards):
+    from PIL import Image
+    import io
+    image = Image.open(io.BytesIO(cards[0][0])).resize((3840, 2400), Image.Resampling.BICUBIC)
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=92)
+    status, body, _ = run(served, "ocr", buffer.getvalue())
+    assert status == 200, body
+    truth = cards[0][1]["lines"]
+    assert edit_distance(text_of(body["outputs"]["lines"]), text_of(truth)) <= 3, body["outputs"]
+    # The page is sized down to max_side_len 2000 for the detector (2016 x 1248, as rapidocr
+    # shrinks it), not run as a 9-megapixel tensor.
+    detect = [s for s in body["timing"] if s["step"] == "detect"][0]
+    assert detect["compute_ms"] < 5000, detect
+
+
 def test_lines_feed_an_embedding_model(served, cards):
     status, body, _ = run(served, "ocr-embed", cards[0][0])
     assert status == 200, body

@@ -1,5 +1,6 @@
 // The processors that turn bytes into images and images into a detector's tensor
 // (processors.h: image, text_detection_input).
+#include <algorithm>
 #include <cstring>
 
 #include "pipelines/ocr/ocr.h"
@@ -64,18 +65,29 @@ class ImageProcessor final : public ProcessorBase {
 
 class DetectionInputProcessor final : public ProcessorBase {
  public:
-  explicit DetectionInputProcessor(ocr::DetectionInputOptions options)
+  DetectionInputProcessor(ocr::DetectionInputOptions options, int64_t max_side_len)
       : ProcessorBase("text_detection_input", {{"image", {ValueKind::kImages, std::nullopt}}},
                       {{"tensor", {ValueKind::kTensor, ElementType::kFp32}}}),
-        options_(options) {}
+        options_(options),
+        max_side_len_(max_side_len) {}
 
   StepOutcome Run(const StepCall& call) override {
     const PipelineValue& in = *call.inputs.at("image");
     if (in.images.size() != 1) return Fail(InvalidArgumentError("takes one image"));
     const Image& image = in.images[0];
+    // A page larger than max_side_len is sized as if shrunk to it first (rapidocr shrinks the
+    // image itself; the tensor is resampled from the original here, in one pass).
+    int64_t source_width = image.width;
+    int64_t source_height = image.height;
+    const int64_t longest = std::max(source_width, source_height);
+    if (max_side_len_ > 0 && longest > max_side_len_) {
+      const double ratio = static_cast<double>(max_side_len_) / static_cast<double>(longest);
+      source_width = std::max<int64_t>(1, static_cast<int64_t>(source_width * ratio));
+      source_height = std::max<int64_t>(1, static_cast<int64_t>(source_height * ratio));
+    }
     int64_t width = 0;
     int64_t height = 0;
-    ocr::DetectionInputSize(image.width, image.height, options_, &width, &height);
+    ocr::DetectionInputSize(source_width, source_height, options_, &width, &height);
     // A tiny image under a "max" limit rounds to nothing: the smallest map the network takes
     // (it finds no text there, as rapidocr finds none).
     width = std::max(width, options_.multiple);
@@ -94,6 +106,7 @@ class DetectionInputProcessor final : public ProcessorBase {
 
  private:
   ocr::DetectionInputOptions options_;
+  int64_t max_side_len_;
 };
 
 }  // namespace
@@ -129,8 +142,9 @@ Result<std::unique_ptr<Step>> MakeDetectionInputProcessor(const StepSpec& spec) 
                                 limit_type + "'");
   }
   options.limit_min = limit_type == "min";
+  PIER_ASSIGN_OR_RETURN(int64_t max_side_len, keys.Count("max_side_len", 2000, 0, 16384));
   PIER_RETURN_IF_ERROR(keys.Finish("processor text_detection_input"));
-  return std::unique_ptr<Step>(new DetectionInputProcessor(options));
+  return std::unique_ptr<Step>(new DetectionInputProcessor(options, max_side_len));
 }
 
 }  // namespace pier::pipelines

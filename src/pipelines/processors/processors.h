@@ -5,7 +5,8 @@
 //                         max_image_bytes, max_image_width, max_image_height, max_image_pixels
 //                         (as a model's preprocess; refused by the header before decoding)
 //   text_detection_input  image -> tensor (FP32 [1, 3, H, W], PP-OCR's DetPreProcess)
-//                         limit_side_len (736), limit_type (min | max)
+//                         limit_side_len (736), limit_type (min | max), max_side_len (2000:
+//                         a larger page is sized as if shrunk to it first; 0: never)
 //   text_boxes            map (FP32 [1, 1, h, w], a DB text detector's output), image -> boxes
 //                         threshold (0.3), box_threshold (0.5), max_candidates (1000),
 //                         unclip_ratio (1.6), dilate (true), min_size (3)
