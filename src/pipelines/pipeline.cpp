@@ -56,6 +56,7 @@ struct Pipeline::Impl {
     int priority = 1;
     Clock::time_point deadline;
     std::shared_ptr<const std::atomic<bool>> cancelled;
+    bool cancel_requested = false;  // Cancel(id) came (it cannot set the caller's flag)
     std::string traceparent;
     Values values;                                  // by value name
     std::map<std::string, ExternalCharge> charges;  // by value name
@@ -101,6 +102,9 @@ struct Pipeline::Impl {
   std::condition_variable work_cv;
   std::deque<std::function<void()>> work;
   std::vector<std::thread> threads;
+  // Set once the threads have stopped: a model answering after Stop completes on its own
+  // thread (Post), or its request would never be answered.
+  bool threads_stopped = false;
 
   ~Impl() {
     StopThreads();
@@ -118,6 +122,29 @@ struct Pipeline::Impl {
       if (t.joinable()) t.join();
     }
     threads.clear();
+    std::deque<std::function<void()>> left;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      threads_stopped = true;
+      left.swap(work);
+    }
+    for (auto& task : left) task();
+  }
+
+  // Runs `task` on the pipeline's threads, or here once they have stopped.
+  void Post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!threads_stopped) {
+        work.push_back(std::move(task));
+        task = nullptr;
+      }
+    }
+    if (task) {
+      task();
+    } else {
+      work_cv.notify_one();
+    }
   }
 
   void WorkLoop() {
@@ -132,6 +159,10 @@ struct Pipeline::Impl {
       }
       task();
     }
+  }
+
+  static bool Cancelled(const Job& job) {
+    return job.cancel_requested || (job.cancelled != nullptr && job.cancelled->load());
   }
 
   static bool Before(const JobPtr& a, const JobPtr& b) {
@@ -157,7 +188,7 @@ struct Pipeline::Impl {
     ++totals.requests;
     if (!status.ok()) {
       ++totals.failures;
-      if (job->cancelled != nullptr && job->cancelled->load()) ++totals.cancelled;
+      if (Cancelled(*job)) ++totals.cancelled;
     }
     job->result.status = std::move(status);
     if (job->result.status.ok()) {
@@ -174,7 +205,7 @@ struct Pipeline::Impl {
   }
 
   Status CheckTimely(const JobPtr& job, const Clock::time_point now) const {
-    if (job->cancelled != nullptr && job->cancelled->load()) {
+    if (Cancelled(*job)) {
       return CancelledError("pipeline " + spec.name + ": nobody waits for the answer any more");
     }
     if (now > job->deadline) {
@@ -267,27 +298,17 @@ struct Pipeline::Impl {
     }
     Step* step = stages[s].step.get();
     if (step->synchronous()) {
-      auto task = [self, job, s, call = std::move(call), step] {
+      Post([self, job, s, call = std::move(call), step] {
         StepOutcome outcome = step->Run(call);
         self->Complete(self, job, s, std::move(outcome));
-      };
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        work.push_back(std::move(task));
-      }
-      work_cv.notify_one();
+      });
       return;
     }
     // A model answers on its batcher's or engine's thread, which must not wait or call back
     // into the engine: the completion (which may start the next step) runs on ours.
     step->Start(std::move(call), [self, job, s](StepOutcome outcome) {
       auto shared = std::make_shared<StepOutcome>(std::move(outcome));
-      {
-        std::lock_guard<std::mutex> lock(self->mutex);
-        self->work.push_back(
-            [self, job, s, shared] { self->Complete(self, job, s, std::move(*shared)); });
-      }
-      self->work_cv.notify_one();
+      self->Post([self, job, s, shared] { self->Complete(self, job, s, std::move(*shared)); });
     });
   }
 
@@ -313,7 +334,7 @@ struct Pipeline::Impl {
       stage.stats.compute_seconds.Observe(timing.compute_seconds);
       if (outcome.batch_size > 0) stage.stats.batch_size.Observe(double(outcome.batch_size));
       Status status = std::move(outcome.status);
-      if (status.ok() && job->cancelled != nullptr && job->cancelled->load()) {
+      if (status.ok() && Cancelled(*job)) {
         status = CancelledError("nobody waits for the answer any more");
       }
       // Keep the outputs: each charged to the pipeline's owner.
@@ -548,6 +569,8 @@ Result<uint64_t> Pipeline::Submit(PipelineRequest request,
         MemoryResult<ExternalCharge> charge = impl.options.governor->ChargeExternal(
             impl.owner, std::max<uint64_t>(value->Bytes(), 1));
         if (!charge.ok()) {
+          // The inputs charged before it go back with `job`; so must their count.
+          for (const auto& [charged, c] : job->charges) impl.held_bytes -= c.bytes();
           return ResourceExhaustedError("pipeline " + s.name + ": the memory budget refused " +
                                         std::to_string(value->Bytes()) + " bytes for input '" +
                                         name + "': " + charge.status().message());
@@ -575,6 +598,7 @@ void Pipeline::Cancel(uint64_t request_id) {
     auto it = impl.jobs.find(request_id);
     if (it == impl.jobs.end()) return;
     Impl::JobPtr job = it->second;
+    job->cancel_requested = true;
     if (job->running) {
       running_step = impl.stages[job->step].step.get();
       step_request_id = impl.spec.name + "-" + std::to_string(job->id);
