@@ -49,6 +49,10 @@ enum class ToolFormat : uint8_t { kAuto, kTemplate, kGeneric, kOff };
 struct TensorInputSettings {
   std::vector<int64_t> shape;
   std::optional<tensor_models::PadRule> pad;
+  // The size warm-up runs open dimensions at (-1: 1; the batch dimension is warm-up's own), so
+  // a graph whose working memory grows with them (a detector on whole pages) is measured at
+  // the size it will serve, and a worker's grant covers it. Empty: 1 for every open dimension.
+  std::vector<int64_t> warmup;
 
   bool operator==(const TensorInputSettings&) const = default;
 };
@@ -57,17 +61,17 @@ struct TensorInputSettings {
 // encoded images instead of tensors, decoded and fitted in the front end (image_input.h checks
 // it against the model at load and says what each key does).
 struct ImagePreprocessSettings {
-  std::string input;  // the model's input it fills; empty: the model's only input
-  std::string name;   // what requests call it; empty: the input's own name
+  std::string input;          // the model's input it fills; empty: the model's only input
+  std::string name;           // what requests call it; empty: the input's own name
   std::vector<int64_t> size;  // [height, width]; empty: the input's fixed dimensions
   tensor_models::image::ResizeMode resize = tensor_models::image::ResizeMode::kStretch;
   int64_t shorter_side = 0;  // resize: crop; 0: max(height, width)
   tensor_models::image::Interpolation interpolation =
       tensor_models::image::Interpolation::kBilinear;
-  std::optional<int64_t> pad_value;  // resize: letterbox; default 114
-  std::optional<double> scale;       // default 1/255
-  std::vector<double> mean;          // 3 values (or 1 for all); default 0
-  std::vector<double> std;           // 3 values (or 1 for all); default 1
+  std::optional<int64_t> pad_value;                          // resize: letterbox; default 114
+  std::optional<double> scale;                               // default 1/255
+  std::vector<double> mean;                                  // 3 values (or 1 for all); default 0
+  std::vector<double> std;                                   // 3 values (or 1 for all); default 1
   std::optional<tensor_models::image::TensorLayout> layout;  // default: from the input's shape
   tensor_models::image::ChannelOrder channels = tensor_models::image::ChannelOrder::kRgb;
   bool exif = true;

@@ -381,7 +381,9 @@ std::vector<ModelSettingKey> BuildTable() {
        "dimensions after the batch that the model leaves open; value: the element padded in, "
        "default 0; not for BYTES). A batch is padded to its largest size along those axes and "
        "its outputs come back at that size; padding changes what a graph computes over them "
-       "(a mean counts the padding), hence opt-in",
+       "(a mean counts the padding), hence opt-in; and the size warm-up runs its open "
+       "dimensions at, e.g. inputs: {x: {warmup: [-1, 3, 736, 1216]}} (default 1), so the "
+       "working memory measured at load is that of the inputs it will serve",
        [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
          if (!value.is_object()) {
            return InvalidArgumentError(std::string(at) +
@@ -391,12 +393,14 @@ std::vector<ModelSettingKey> BuildTable() {
          for (const auto& [name, entry] : value.items()) {
            const std::string where = std::string(at) + "." + name;
            if (!entry.is_object() || entry.empty()) {
-             return InvalidArgumentError(where + ": expected {shape: [...]}, {pad: {...}} or both");
+             return InvalidArgumentError(where +
+                                         ": expected {shape: [...]}, {pad: {...}}, {warmup: "
+                                         "[...]} or several");
            }
            for (const auto& [key, unused] : entry.items()) {
-             if (key != "shape" && key != "pad") {
+             if (key != "shape" && key != "pad" && key != "warmup") {
                return InvalidArgumentError(where + ": unknown key \"" + key +
-                                           "\" (known: shape, pad)");
+                                           "\" (known: shape, pad, warmup)");
              }
            }
            TensorInputSettings input;
@@ -405,6 +409,9 @@ std::vector<ModelSettingKey> BuildTable() {
            }
            if (entry.contains("pad")) {
              PIER_ASSIGN_OR_RETURN(input.pad, PadRuleOf(entry["pad"], where + ".pad"));
+           }
+           if (entry.contains("warmup")) {
+             PIER_ASSIGN_OR_RETURN(input.warmup, InputShape(entry["warmup"], where + ".warmup"));
            }
            inputs[name] = std::move(input);
          }
@@ -419,6 +426,11 @@ std::vector<ModelSettingKey> BuildTable() {
              Json shape = Json::array();
              for (int64_t d : input.shape) shape.push_back(std::to_string(d));
              entry["shape"] = std::move(shape);
+           }
+           if (!input.warmup.empty()) {
+             Json warmup = Json::array();
+             for (int64_t d : input.warmup) warmup.push_back(std::to_string(d));
+             entry["warmup"] = std::move(warmup);
            }
            if (input.pad) {
              Json axes = Json::array();

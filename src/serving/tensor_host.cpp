@@ -50,19 +50,23 @@ class TensorEngineClient final : public engine::EngineClient {
 };
 
 // Zeros for every input at `batch` items (the declared shapes for an unbatched model), open
-// dimensions past the batch at 1.
-std::vector<HostTensor> ZeroInputs(const TensorModelInfo& info, int64_t batch) {
+// dimensions past the batch at their `warmup` size (inputs: {x: {warmup: [...]}}), else 1.
+std::vector<HostTensor> ZeroInputs(const TensorModelInfo& info, int64_t batch,
+                                   const std::map<std::string, std::vector<int64_t>>& warmup) {
   std::vector<HostTensor> inputs;
   for (const TensorSpec& spec : info.inputs) {
     HostTensor t;
     t.name = spec.name;
     t.type = spec.type;
     t.shape = spec.shape;
+    const auto sizes = warmup.find(spec.name);
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (d == 0 && info.max_batch_size > 0) {
         t.shape[d] = batch;
       } else if (t.shape[d] < 0) {
-        t.shape[d] = 1;
+        const bool given =
+            sizes != warmup.end() && d < sizes->second.size() && sizes->second[d] > 0;
+        t.shape[d] = given ? sizes->second[d] : 1;
       }
     }
     const int64_t count = ElementCount(t.shape);
@@ -134,6 +138,7 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   for (const auto& [name, input] : options.inputs) {
     if (!input.shape.empty()) session_options.input_shapes[name] = input.shape;
     if (input.pad) pad_rules[name] = *input.pad;
+    if (!input.warmup.empty()) host->warmup_[name] = input.warmup;
   }
   session_options.preferred_batch_sizes = options.preferred_batch_sizes;
   Result<std::unique_ptr<tensor_models::OnnxSession>> session =
@@ -145,6 +150,19 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   // Checked against the graph as loaded (with the `shape` overrides), before warm-up.
   PIER_ASSIGN_OR_RETURN(std::vector<tensor_models::InputPad> pads,
                         tensor_models::ResolvePadRules(info, pad_rules));
+  for (const auto& [name, sizes] : host->warmup_) {
+    auto spec = std::find_if(info.inputs.begin(), info.inputs.end(),
+                             [&](const TensorSpec& t) { return t.name == name; });
+    if (spec == info.inputs.end()) {
+      return InvalidArgumentError("inputs." + name + ".warmup: the model has no input '" + name +
+                                  "'");
+    }
+    if (sizes.size() != spec->shape.size()) {
+      return InvalidArgumentError("inputs." + name + ".warmup: " + ShapeText(sizes) + " has " +
+                                  std::to_string(sizes.size()) + " dimensions; input '" + name +
+                                  "' is " + ShapeText(spec->shape));
+    }
+  }
   host->memory_.weights_bytes = host->session_->memory().bytes.load();
   PIER_RETURN_IF_ERROR(host->WarmUp());
   const uint64_t resident_after = tensor_models::ProcessResidentBytes();
@@ -194,7 +212,7 @@ Status TensorHost::WarmUp() {
   const bool open_inner = HasOpenInnerDims(info);
   session_->ResetPeak();
   for (int64_t batch : sizes) {
-    Result<std::vector<HostTensor>> outputs = session_->Run(ZeroInputs(info, batch));
+    Result<std::vector<HostTensor>> outputs = session_->Run(ZeroInputs(info, batch, warmup_));
     if (!outputs.ok()) {
       if (outputs.status().code() == StatusCode::kResourceExhausted) {
         return Status(outputs.status().code(), "warm-up at batch " + std::to_string(batch) + ": " +

@@ -20,8 +20,9 @@
 // Warm-up (before the model is published): one run with zeros at each preferred batch size and
 // at max_batch_size (once, unbatched), which measures the working memory and checks that every
 // output's first dimension scales with the batch (else the load fails: such a graph must be
-// served with max_batch_size 0). Open dimensions past the batch are warmed at size 1 (or the
-// `inputs` override); a graph that cannot run at that size is warmed by its first requests.
+// served with max_batch_size 0). Open dimensions past the batch are warmed at size 1, or at
+// `inputs: {x: {warmup: [...]}}` (a detector on whole pages measured at a page's size); a graph
+// that cannot run at that size is warmed by its first requests.
 // Pad rules (`inputs: {x: {pad: ...}}`) are checked against the graph after the session is
 // made (an axis the graph fixes, or a BYTES input, refuses the load) and handed to the batcher.
 //
@@ -100,6 +101,7 @@ class TensorHost final : public TensorRunner {
   MemoryGovernor* governor_ = nullptr;
   std::string id_;
   std::vector<OwnerId> owners_;
+  std::map<std::string, std::vector<int64_t>> warmup_;  // inputs' warm-up sizes, by name
   OwnerId weights_owner_;
   OwnerId workspace_owner_;
   OwnerId overhead_owner_;

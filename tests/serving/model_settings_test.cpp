@@ -67,9 +67,13 @@ TEST(ModelSettingsTest, EveryKeyReadsBackWhatItShows) {
   changed.max_batch_size = 0;
   changed.preferred_batch_sizes = {2, 6};
   changed.inputs = {
-      {"x", {.shape = {-1, 3, 224, 224}, .pad = std::nullopt}},
-      {"mask", {.shape = {-1, 128}, .pad = tensor_models::PadRule{.axes = {1}, .value = -1.5}}},
-      {"line", {.shape = {}, .pad = tensor_models::PadRule{.axes = {2, 3}, .value = 0.1}}}};
+      {"x", {.shape = {-1, 3, 224, 224}, .pad = std::nullopt, .warmup = {}}},
+      {"mask",
+       {.shape = {-1, 128},
+        .pad = tensor_models::PadRule{.axes = {1}, .value = -1.5},
+        .warmup = {-1, 64}}},
+      {"line",
+       {.shape = {}, .pad = tensor_models::PadRule{.axes = {2, 3}, .value = 0.1}, .warmup = {}}}};
   ImagePreprocessSettings preprocess;
   preprocess.resize = tensor_models::image::ResizeMode::kCrop;
   preprocess.shorter_side = 256;
@@ -93,7 +97,8 @@ TEST(ModelSettingsTest, TensorModelKeysRefuseWhatTheyCannotUse) {
   EXPECT_NE(text.message().find("expected a map"), std::string::npos) << text.message();
   Status key = ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"fill": "right"}})"), "at");
   ASSERT_FALSE(key.ok());
-  EXPECT_NE(key.message().find("at.x: unknown key \"fill\" (known: shape, pad)"), std::string::npos)
+  EXPECT_NE(key.message().find("at.x: unknown key \"fill\" (known: shape, pad, warmup)"),
+            std::string::npos)
       << key.message();
   Status zero =
       ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"shape": ["-1", "0"]}})"), "at");
@@ -108,13 +113,15 @@ TEST(ModelSettingsTest, InputsTakeAShapeAPadRuleOrBoth) {
   ModelSettings s;
   const YAML::Node yaml = YAML::Load(
       "x: {shape: [-1, 1, -1, -1], pad: {axes: [3, 2], value: -1}}\n"
-      "line: {pad: {axes: [2]}}\n");
+      "line: {pad: {axes: [2]}, warmup: [-1, 3, 48, 640]}\n");
   ASSERT_TRUE(ApplyModelSetting(&s, "inputs", YamlToJson(yaml), "m.yaml: inputs").ok());
   ASSERT_EQ(s.inputs.size(), 2u);
   EXPECT_EQ(s.inputs.at("x").shape, (std::vector<int64_t>{-1, 1, -1, -1}));
   EXPECT_EQ(s.inputs.at("x").pad, (tensor_models::PadRule{.axes = {2, 3}, .value = -1}));
   EXPECT_TRUE(s.inputs.at("line").shape.empty());
   EXPECT_EQ(s.inputs.at("line").pad, (tensor_models::PadRule{.axes = {2}, .value = 0}));
+  EXPECT_EQ(s.inputs.at("line").warmup, (std::vector<int64_t>{-1, 3, 48, 640}));
+  EXPECT_TRUE(s.inputs.at("x").warmup.empty());
   // Shown as the worker reads it back.
   const Json shown = ModelSettingsToJson(s);
   EXPECT_EQ(shown["inputs"]["x"]["pad"], Json({{"axes", {"2", "3"}}, {"value", "-1"}}));

@@ -143,6 +143,29 @@ TEST_F(TensorHostTest, APadRuleBatchesDifferentSizesAtTheLargestWithThePadValue)
   EXPECT_EQ(Floats(rb.outputs[1]), (std::vector<float>{5, 0, 6, 0, 7, 0}));
 }
 
+// inputs: {x: {warmup: [...]}}: open dimensions are warmed at the size given, so the working
+// memory measured (and set aside) is that of the inputs served; a size of another rank
+// refuses the load.
+TEST_F(TensorHostTest, AWarmUpSizeMeasuresTheWorkingMemoryAtThatSize) {
+  auto small = TensorHost::Open(Options("spatial.onnx", "small"), governor_.get());
+  ASSERT_TRUE(small.ok()) << small.status().ToString() << " (run scripts/bootstrap)";
+  TensorHostOptions options = Options("spatial.onnx", "large");
+  options.inputs["x"].warmup = {-1, -1, 512, 512};
+  auto large = TensorHost::Open(options, governor_.get());
+  ASSERT_TRUE(large.ok()) << large.status().ToString();
+  ASSERT_TRUE((*small)->Memory().has_value() && (*large)->Memory().has_value());
+  EXPECT_TRUE((*large)->Memory()->warmed);
+  // 512 x 512 floats in and out: at least a megabyte more than at 1 x 1.
+  EXPECT_GT((*large)->Memory()->workspace_peak, (*small)->Memory()->workspace_peak + (1u << 20))
+      << (*small)->Memory()->workspace_peak;
+  options.id = "wrong";
+  options.inputs["x"].warmup = {-1, 512, 512};
+  auto wrong = TensorHost::Open(options, governor_.get());
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().message(),
+            "inputs.x.warmup: [-1, 512, 512] has 3 dimensions; input 'x' is [-1, 1, -1, -1]");
+}
+
 TEST_F(TensorHostTest, APadRuleOnAnAxisTheGraphFixesRefusesTheLoad) {
   TensorHostOptions options = Options("spatial.onnx", "spatial");
   options.inputs["x"].pad = tensor_models::PadRule{.axes = {1, 3}, .value = 0};
@@ -153,7 +176,8 @@ TEST_F(TensorHostTest, APadRuleOnAnAxisTheGraphFixesRefusesTheLoad) {
             "inputs: 'x': pad axis 1: that dimension is fixed at 1 ([-1, 1, -1, -1])");
   // A `shape` that fixes a dimension the graph leaves open fixes it for the pad rule too.
   options.inputs["x"] = {.shape = {-1, 1, 8, -1},
-                         .pad = tensor_models::PadRule{.axes = {2}, .value = 0}};
+                         .pad = tensor_models::PadRule{.axes = {2}, .value = 0},
+                         .warmup = {}};
   host = TensorHost::Open(options, governor_.get());
   ASSERT_FALSE(host.ok());
   EXPECT_NE(host.status().message().find("pad axis 2: that dimension is fixed at 8"),
