@@ -134,6 +134,11 @@ void TensorModelStep::Start(StepCall call, std::function<void(StepOutcome)> done
     StepOutcome outcome;
     for (const tensor_models::TensorResult& part : gather->parts) {
       if (!part.status.ok()) return gather->done(Failed(part.status));
+      if (part.outputs.size() != wanted.size()) {
+        return gather->done(Failed(
+            InternalError("model '" + model + "' gave " + std::to_string(part.outputs.size()) +
+                          " outputs; the step asked for " + std::to_string(wanted.size()))));
+      }
       outcome.batch_size = std::max(outcome.batch_size, part.batch_size);
       outcome.model_queue_seconds = std::max(outcome.model_queue_seconds, part.queue_seconds);
     }

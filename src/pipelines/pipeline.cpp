@@ -216,31 +216,39 @@ struct Pipeline::Impl {
     return Status::Ok();
   }
 
+  // Starts what stage `s` may start now: up to its max_inflight, while the next stage's queue
+  // has room (backpressure), each request checked for cancellation and its deadline first.
+  void StartWaitingLocked(size_t s, Clock::time_point now,
+                          std::vector<std::function<void()>>* after,
+                          std::vector<std::pair<JobPtr, size_t>>* to_start) {
+    Stage& stage = stages[s];
+    while (stage.running < stage.max_inflight && !stage.waiting.empty()) {
+      if (s + 1 < stages.size() &&
+          static_cast<int64_t>(stages[s + 1].waiting.size()) >= stages[s + 1].max_inflight) {
+        break;  // backpressure: the next stage's queue is full
+      }
+      JobPtr job = PopBest(&stage.waiting);
+      if (Status timely = CheckTimely(job, now); !timely.ok()) {
+        if (auto done = FinishLocked(job, std::move(timely))) after->push_back(std::move(done));
+        continue;
+      }
+      ++stage.running;
+      job->running = true;
+      job->started = now;
+      job->started_unix_us = UnixMicros();
+      to_start->emplace_back(std::move(job), s);
+    }
+  }
+
   // Starts what may start now; returns the work to do outside the lock.
   void PumpLocked(std::vector<std::function<void()>>* after,
                   std::vector<std::pair<JobPtr, size_t>>* to_start) {
     if (stopping) return;
     const Clock::time_point now = Clock::now();
     // From the last stage back, so a stage's queue drains before the one above fills it.
-    for (size_t s = stages.size(); s-- > 0;) {
-      Stage& stage = stages[s];
-      while (stage.running < stage.max_inflight && !stage.waiting.empty()) {
-        if (s + 1 < stages.size() &&
-            static_cast<int64_t>(stages[s + 1].waiting.size()) >= stages[s + 1].max_inflight) {
-          break;  // backpressure: the next stage's queue is full
-        }
-        JobPtr job = PopBest(&stage.waiting);
-        if (Status timely = CheckTimely(job, now); !timely.ok()) {
-          if (auto done = FinishLocked(job, std::move(timely))) after->push_back(std::move(done));
-          continue;
-        }
-        ++stage.running;
-        job->running = true;
-        job->started = now;
-        job->started_unix_us = UnixMicros();
-        to_start->emplace_back(std::move(job), s);
-      }
-    }
+    for (size_t s = stages.size(); s-- > 0;) StartWaitingLocked(s, now, after, to_start);
+    // Then requests enter while there is room inside, and the first stage takes them.
+    bool entered = false;
     while (inside < spec.max_inflight && !entry.empty()) {
       JobPtr job = PopBest(&entry);
       job->step = 0;
@@ -253,19 +261,9 @@ struct Pipeline::Impl {
       job->result.admission_seconds = Seconds(now - job->submitted);
       job->enqueued = now;
       stages[0].waiting.push_back(job);
-      // Stage 0 may start it at once.
-      Stage& first = stages[0];
-      while (first.running < first.max_inflight && !first.waiting.empty() &&
-             (stages.size() == 1 ||
-              static_cast<int64_t>(stages[1].waiting.size()) < stages[1].max_inflight)) {
-        JobPtr next = PopBest(&first.waiting);
-        ++first.running;
-        next->running = true;
-        next->started = now;
-        next->started_unix_us = UnixMicros();
-        to_start->emplace_back(std::move(next), 0);
-      }
+      entered = true;
     }
+    if (entered) StartWaitingLocked(0, now, after, to_start);
   }
 
   void Pump(std::shared_ptr<Impl> self) {

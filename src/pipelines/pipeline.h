@@ -18,8 +18,9 @@
 //
 // Failure and cancellation. A step that fails ends the request with its status, the message
 // prefixed "pipeline P, step S: ". Cancel (or the request's `cancelled` flag, checked at each
-// queue) drops a waiting request at once, stops the model work of a running one (the flag
-// reaches the tensor batcher; an LLM step is aborted), and answers CANCELLED.
+// queue) drops a waiting request at once; a running one ends after its step (UNAVAILABLE
+// "cancelled: ..."), and its model's work stops sooner where it can: the flag reaches the
+// tensor batcher (a run nobody waits for is stopped) and an LLM step is aborted.
 //
 // Thread-safety: every public method may be called from any thread; `done` is called once,
 // on a step's or the pipeline's thread, never with the pipeline's lock held.
