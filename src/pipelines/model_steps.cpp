@@ -298,6 +298,7 @@ void LlmStep::Start(StepCall call, std::function<void(StepOutcome)> done) {
     std::mutex mutex;
     std::string text;
     bool finished = false;
+    double queue_seconds = 0;  // waiting in the engine's queue before its first step
   };
   auto reading = std::make_shared<Reading>();
   std::weak_ptr<engine::RequestHandle> weak = *handle;
@@ -314,6 +315,10 @@ void LlmStep::Start(StepCall call, std::function<void(StepOutcome)> done) {
         if (!event.finish.has_value()) continue;
         reading->finished = true;
         finished_now = true;
+        if (event.times.scheduled_us > event.times.queued_us && event.times.queued_us > 0) {
+          reading->queue_seconds =
+              static_cast<double>(event.times.scheduled_us - event.times.queued_us) * 1e-6;
+        }
         if (*event.finish == engine::FinishReason::kAbort) {
           failure = event.queue_expired
                         ? ResourceExhaustedError("the LLM's queue deadline passed")
@@ -331,7 +336,9 @@ void LlmStep::Start(StepCall call, std::function<void(StepOutcome)> done) {
       running_.erase(id);
     }
     if (failure.has_value()) return done(Failed(*failure));
-    done(LlmOutputs(outputs_, reading->text, /*skipped=*/false));
+    StepOutcome outcome = LlmOutputs(outputs_, reading->text, /*skipped=*/false);
+    outcome.model_queue_seconds = reading->queue_seconds;
+    done(std::move(outcome));
   });
 }
 

@@ -322,8 +322,12 @@ struct Pipeline::Impl {
       const Clock::time_point now = Clock::now();
       StageTiming timing;
       timing.step = stage.spec->name;
-      timing.queue_seconds = Seconds(job->started - job->enqueued);
-      timing.compute_seconds = Seconds(now - job->started);
+      // A model step's wait in its model's own queue (its batcher's, its engine's) is queueing
+      // too: at load it is most of the step's time, and the run itself is what is left.
+      const double elapsed = Seconds(now - job->started);
+      const double model_queue = std::clamp(outcome.model_queue_seconds, 0.0, elapsed);
+      timing.queue_seconds = Seconds(job->started - job->enqueued) + model_queue;
+      timing.compute_seconds = elapsed - model_queue;
       timing.start_unix_us = job->started_unix_us;
       timing.end_unix_us = UnixMicros();
       timing.batch_size = outcome.batch_size;

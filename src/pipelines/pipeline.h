@@ -57,12 +57,13 @@ struct PipelineRequest {
 };
 
 // One stage of one request: when it waited and ran, in microseconds since the Unix epoch (so
-// two requests' stages compare), and how long.
+// two requests' stages compare), and how long. A model step's queue time includes its wait in
+// the model's own queue (the batcher's or the engine's); compute is the rest.
 struct StageTiming {
   std::string step;
   double queue_seconds = 0;
   double compute_seconds = 0;
-  int64_t start_unix_us = 0;  // when it started running
+  int64_t start_unix_us = 0;  // when the stage took it (its model may queue it further)
   int64_t end_unix_us = 0;
   int64_t items = 0;       // what it produced (lines, boxes, a batch's rows)
   int64_t batch_size = 0;  // a model step: the batch it ran in

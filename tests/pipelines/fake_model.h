@@ -34,13 +34,13 @@ inline HostTensor Floats(std::string name, std::vector<int64_t> shape,
   t.type = ElementType::kFp32;
   t.shape = std::move(shape);
   t.bytes.resize(values.size() * sizeof(float));
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }
 
 inline std::vector<float> FloatsOf(const HostTensor& t) {
   std::vector<float> values(t.bytes.size() / sizeof(float));
-  std::memcpy(values.data(), t.bytes.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(values.data(), t.bytes.data(), values.size() * sizeof(float));
   return values;
 }
 

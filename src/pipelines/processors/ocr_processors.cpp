@@ -187,8 +187,10 @@ class CtcDecodeProcessor final : public ProcessorBase {
     auto scores = std::make_shared<PipelineValue>();
     scores->tensor.type = ElementType::kFp32;
     scores->tensor.shape = {static_cast<int64_t>(kept_scores.size())};
-    scores->tensor.bytes.assign(reinterpret_cast<const char*>(kept_scores.data()),
-                                kept_scores.size() * sizeof(float));
+    if (!kept_scores.empty()) {
+      scores->tensor.bytes.assign(reinterpret_cast<const char*>(kept_scores.data()),
+                                  kept_scores.size() * sizeof(float));
+    }
     outcome.outputs["scores"] = std::move(scores);
     return outcome;
   }
