@@ -45,6 +45,18 @@ uint64_t SubmitOk(Pipeline& pipeline, PipelineRequest request,
   return id.ok() ? *id : 0;
 }
 
+// A pipeline "one" of a single step "only" over `model` (x in, y out), its stage taking
+// `max_inflight` requests at once (0: its default).
+PipelineSpec OneStepSpec(const std::string& model, int64_t max_inflight) {
+  return SpecOf("one", {{"x", ElementType::kFp32, {-1, -1}}}, {{"y", ElementType::kFp32, {-1, -1}}},
+                {ModelStep("only", model, "x", "y", max_inflight)});
+}
+
+// The same over `model` with its stage taking one request at a time.
+std::shared_ptr<Pipeline> OneAtATime(FakeModel& model) {
+  return MakePipeline(OneStepSpec(model.name(), 1), ResolverOf({&model}));
+}
+
 TEST(PipelineTest, AnswersEveryDeclaredOutputInDeclaredOrder) {
   Answers answers;
   FakeModel m1("m1");
@@ -163,10 +175,7 @@ TEST(PipelineTest, RequestsOverlapAcrossStagesUnlessThePipelineTakesOne) {
 TEST(PipelineTest, AHigherPriorityOvertakesTheWaitingLowerOnes) {
   Answers answers;
   FakeModel slow("slow", 30ms);
-  PipelineSpec spec =
-      SpecOf("one", {{"x", ElementType::kFp32, {-1, -1}}}, {{"y", ElementType::kFp32, {-1, -1}}},
-             {ModelStep("only", "slow", "x", "y", 1)});
-  std::shared_ptr<Pipeline> pipeline = MakePipeline(spec, ResolverOf({&slow}));
+  std::shared_ptr<Pipeline> pipeline = OneAtATime(slow);
   ASSERT_NE(pipeline, nullptr);
   for (int i = 0; i < 4; ++i) {
     SubmitOk(*pipeline, RequestOf(float(i), 0), answers.For("low" + std::to_string(i)));
@@ -187,10 +196,7 @@ TEST(PipelineTest, AHigherPriorityOvertakesTheWaitingLowerOnes) {
 TEST(PipelineTest, WithinAClassTheEarliestDeadlineGoesFirstAndAPassedOneIsRefused) {
   Answers answers;
   FakeModel slow("slow", 40ms);
-  PipelineSpec spec =
-      SpecOf("one", {{"x", ElementType::kFp32, {-1, -1}}}, {{"y", ElementType::kFp32, {-1, -1}}},
-             {ModelStep("only", "slow", "x", "y", 1)});
-  std::shared_ptr<Pipeline> pipeline = MakePipeline(spec, ResolverOf({&slow}));
+  std::shared_ptr<Pipeline> pipeline = OneAtATime(slow);
   ASSERT_NE(pipeline, nullptr);
   SubmitOk(*pipeline, RequestOf(0), answers.For("busy"));
   PipelineRequest late = RequestOf(1);
@@ -257,9 +263,7 @@ TEST(PipelineTest, ASlowStageHoldsBackTheOneBeforeIt) {
 TEST(PipelineTest, RefusesSubmitsPastMaxInflightAndMaxQueue) {
   Answers answers;
   FakeModel slow("slow", 40ms);
-  PipelineSpec spec =
-      SpecOf("one", {{"x", ElementType::kFp32, {-1, -1}}}, {{"y", ElementType::kFp32, {-1, -1}}},
-             {ModelStep("only", "slow", "x", "y")});
+  PipelineSpec spec = OneStepSpec("slow", 0);
   spec.max_inflight = 1;
   spec.max_queue = 2;
   std::shared_ptr<Pipeline> pipeline = MakePipeline(spec, ResolverOf({&slow}));
@@ -328,10 +332,7 @@ TEST(PipelineTest, AModelGoneAtRequestTimeFailsNamingTheStep) {
 TEST(PipelineTest, CancelOfAWaitingRequestAnswersAtOnce) {
   Answers answers;
   FakeModel slow("slow", 60ms);
-  PipelineSpec spec =
-      SpecOf("one", {{"x", ElementType::kFp32, {-1, -1}}}, {{"y", ElementType::kFp32, {-1, -1}}},
-             {ModelStep("only", "slow", "x", "y", 1)});
-  std::shared_ptr<Pipeline> pipeline = MakePipeline(spec, ResolverOf({&slow}));
+  std::shared_ptr<Pipeline> pipeline = OneAtATime(slow);
   ASSERT_NE(pipeline, nullptr);
   SubmitOk(*pipeline, RequestOf(1), answers.For("running"));
   const uint64_t waiting = SubmitOk(*pipeline, RequestOf(2), answers.For("waiting"));
@@ -505,10 +506,7 @@ TEST(PipelineTest, CreateRefusesAChainThatCannotRunNamingStepAndPort) {
 TEST(PipelineTest, StopAnswersWaitingRequestsAndRefusesNewOnes) {
   Answers answers;
   FakeModel slow("slow", 40ms);
-  PipelineSpec spec =
-      SpecOf("one", {{"x", ElementType::kFp32, {-1, -1}}}, {{"y", ElementType::kFp32, {-1, -1}}},
-             {ModelStep("only", "slow", "x", "y", 1)});
-  std::shared_ptr<Pipeline> pipeline = MakePipeline(spec, ResolverOf({&slow}));
+  std::shared_ptr<Pipeline> pipeline = OneAtATime(slow);
   ASSERT_NE(pipeline, nullptr);
   SubmitOk(*pipeline, RequestOf(1), answers.For("running"));
   SubmitOk(*pipeline, RequestOf(2), answers.For("waiting"));
