@@ -247,6 +247,10 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
                           inference::ModelReadyResponse* response) override {
     api::Principal principal;
     if (grpc::Status auth = Authenticate(context, &principal); !auth.ok()) return auth;
+    if (PipelineOf(request->name()) != nullptr) {
+      response->set_ready(true);
+      return grpc::Status::OK;
+    }
     serving::ModelRef model;
     grpc::Status found = Find(request->name(), request->version(), &model);
     if (found.error_code() == StatusCode::NOT_FOUND) return found;
@@ -266,6 +270,20 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
                              inference::ModelMetadataResponse* response) override {
     api::Principal principal;
     if (grpc::Status auth = Authenticate(context, &principal); !auth.ok()) return auth;
+    if (std::shared_ptr<pipelines::Pipeline> pipeline = PipelineOf(request->name())) {
+      const pipelines::PipelineSpec& spec = pipeline->spec();
+      response->set_name(spec.name);
+      response->add_versions("1");
+      response->set_platform("pier_pipeline");
+      auto add = [](const pipelines::PipelineTensor& t, auto* tensor) {
+        tensor->set_name(t.name);
+        tensor->set_datatype(std::string(ElementTypeName(t.type)));
+        for (int64_t d : t.shape) tensor->add_shape(d);
+      };
+      for (const auto& t : spec.inputs) add(t, response->add_inputs());
+      for (const auto& t : spec.outputs) add(t, response->add_outputs());
+      return grpc::Status::OK;
+    }
     serving::ModelRef model;
     if (grpc::Status found = Find(request->name(), request->version(), &model); !found.ok()) {
       return found;
@@ -311,6 +329,9 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
                           inference::ModelInferResponse* response) override {
     api::Principal principal;
     if (grpc::Status auth = Authenticate(context, &principal); !auth.ok()) return auth;
+    if (std::shared_ptr<pipelines::Pipeline> pipeline = PipelineOf(request->model_name())) {
+      return InferPipeline(context, *request, pipeline, principal, response);
+    }
     serving::ModelRef model_ref;
     if (grpc::Status found = Find(request->model_name(), request->model_version(), &model_ref);
         !found.ok()) {
@@ -363,6 +384,57 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     std::string* raw = response->add_raw_output_contents();
     raw->resize(result->values.size() * sizeof(float));
     std::memcpy(raw->data(), result->values.data(), raw->size());  // little-endian on x86-64
+    return grpc::Status::OK;
+  }
+
+  std::shared_ptr<pipelines::Pipeline> PipelineOf(const std::string& name) const {
+    return options.pipelines == nullptr || name.empty() ? nullptr : options.pipelines->Find(name);
+  }
+
+  // Infer on a pipeline: the HTTP route's reading and run (api/pipelines/pipeline_api.h), the
+  // outputs as raw_output_contents; a call the client cancelled raises the request's flag,
+  // which every stage checks.
+  grpc::Status InferPipeline(ServerContext* context, const inference::ModelInferRequest& request,
+                             const std::shared_ptr<pipelines::Pipeline>& pipeline,
+                             const api::Principal& principal,
+                             inference::ModelInferResponse* response) {
+    const std::string& name = pipeline->spec().name;
+    if (const auto size = static_cast<int64_t>(request.ByteSizeLong());
+        size > options.max_message_bytes) {
+      return Refuse(StatusCode::RESOURCE_EXHAUSTED, "received message of " + std::to_string(size) +
+                                                        " bytes is larger than max (" +
+                                                        std::to_string(options.max_message_bytes) +
+                                                        " bytes) for pipeline '" + name + "'");
+    }
+    std::string binary;
+    Result<nlohmann::json> as_json = RequestAsJson(request, &binary);
+    if (!as_json.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, as_json.status().message());
+    Result<api::TensorInferRequest> read = api::ReadTensorInferRequest(name, *as_json, binary);
+    if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
+    auto promise = std::make_shared<std::promise<Result<std::vector<HostTensor>>>>();
+    std::future<Result<std::vector<HostTensor>>> future = promise->get_future();
+    auto cancelled = std::make_shared<std::atomic<bool>>(false);
+    if (Status started = options.pipelines->StartInfer(
+            pipeline, std::move(read).value(), principal, cancelled,
+            [promise](Result<std::vector<HostTensor>> r) { promise->set_value(std::move(r)); });
+        !started.ok()) {
+      return GrpcStatusOf(started);
+    }
+    while (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+      if (context->IsCancelled()) cancelled->store(true);
+    }
+    Result<std::vector<HostTensor>> outputs = future.get();
+    if (!outputs.ok()) return GrpcStatusOf(outputs.status());
+    response->set_model_name(name);
+    response->set_model_version("1");
+    response->set_id(request.id());
+    for (HostTensor& tensor : *outputs) {
+      auto* output = response->add_outputs();
+      output->set_name(tensor.name);
+      output->set_datatype(std::string(ElementTypeName(tensor.type)));
+      for (int64_t d : tensor.shape) output->add_shape(d);
+      *response->add_raw_output_contents() = std::move(tensor.bytes);
+    }
     return grpc::Status::OK;
   }
 

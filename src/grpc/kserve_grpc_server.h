@@ -31,6 +31,7 @@
 
 #include "api/auth/api_keys.h"
 #include "api/kserve/tensor_fallback.h"
+#include "api/pipelines/pipeline_api.h"
 #include "common/status.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
@@ -50,6 +51,10 @@ struct KServeGrpcOptions {
   // switch): the answer's model_name is the model that served it, and the initial metadata
   // `x-pier-fallback` names the primary. route_of null: none.
   api::TensorFallbackContext fallback;
+  // The server's pipelines (api/pipelines/pipeline_api.h), answered under their names before
+  // the models: ModelReady, ModelMetadata (the declared tensors) and ModelInfer (outputs as
+  // raw_output_contents). Null: none.
+  const api::PipelineApi* pipelines = nullptr;
 };
 
 class KServeGrpcServer {

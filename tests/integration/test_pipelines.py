@@ -24,6 +24,7 @@ import zlib
 import jsonschema
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import yaml
 
@@ -77,7 +78,7 @@ def served():
     config["pipelines"].append(embed)
     folder = tempfile.mkdtemp(prefix="pier-pipelines-")
     path = write_config(folder, yaml.safe_dump(config, sort_keys=False))
-    s = PierServer(["--config", path], with_model=False)
+    s = PierServer(["--config", path, "--grpc-port", "0"], with_model=False)
     yield s
     s.stop_and_check()
 
@@ -194,6 +195,26 @@ def test_kserve_infer_with_tritonclient(served, cards):
     result = client.infer("ocr", [tensor],
                           outputs=[httpclient.InferRequestedOutput("lines", binary_data=True)])
     assert [x.decode() for x in result.as_numpy("lines")] == lines
+
+
+def test_kserve_grpc_infer_and_metadata_on_a_pipeline(served, cards):
+    client = grpcclient.InferenceServerClient(f"{served.host}:{served.grpc_port}")
+    meta = client.get_model_metadata("ocr")
+    assert meta.platform == "pier_pipeline"
+    assert [(i.name, i.datatype) for i in meta.inputs] == [("image", "BYTES")]
+    assert client.is_model_ready("ocr")
+    image, truth = cards[1]
+    tensor = grpcclient.InferInput("image", [1], "BYTES")
+    tensor.set_data_from_numpy(np.array([image], dtype=object))
+    result = client.infer("ocr", [tensor])
+    lines = [x.decode() for x in result.as_numpy("lines")]
+    assert edit_distance(text_of(lines), text_of(truth["lines"])) <= 3, lines
+    assert result.get_response().model_name == "ocr"
+    # An output the pipeline does not declare is refused, naming it.
+    with pytest.raises(Exception) as refused:
+        client.infer("ocr", [tensor], outputs=[grpcclient.InferRequestedOutput("boxes")])
+    assert "has no output 'boxes'" in str(refused.value)
+    client.close()
 
 
 def test_traceparent_reaches_every_stage_log(served, cards):

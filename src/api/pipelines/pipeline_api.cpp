@@ -209,6 +209,41 @@ Json TensorsJson(const std::vector<pipelines::PipelineTensor>& tensors) {
   return list;
 }
 
+// The outputs a KServe request asks for, each JSON or binary (every declared one when it names
+// none). INVALID_ARGUMENT for an output the pipeline does not declare or a classification.
+Result<std::vector<std::pair<std::string, bool>>> WantedOutputs(const pipelines::PipelineSpec& spec,
+                                                                const TensorInferRequest& read) {
+  std::vector<std::pair<std::string, bool>> wanted;
+  for (const TensorOutputRequest& out : read.outputs) {
+    auto declared = std::find_if(spec.outputs.begin(), spec.outputs.end(),
+                                 [&](const auto& t) { return t.name == out.name; });
+    if (declared == spec.outputs.end()) {
+      return InvalidArgumentError("pipeline " + spec.name + " has no output '" + out.name + "'");
+    }
+    if (out.classification > 0) {
+      return InvalidArgumentError(
+          "pipeline outputs take no classification parameter (add a top_k step)");
+    }
+    wanted.emplace_back(out.name, out.binary.value_or(read.binary_output));
+  }
+  if (wanted.empty()) {
+    for (const auto& t : spec.outputs) wanted.emplace_back(t.name, read.binary_output);
+  }
+  return wanted;
+}
+
+// The outputs of `result` in the order `wanted` names them.
+std::vector<HostTensor> PickOutputs(PipelineResult& result,
+                                    const std::vector<std::pair<std::string, bool>>& wanted) {
+  std::vector<HostTensor> picked;
+  for (const auto& [output, binary] : wanted) {
+    for (HostTensor& t : result.outputs) {
+      if (t.name == output) picked.push_back(t);
+    }
+  }
+  return picked;
+}
+
 double Mean(const Buckets& b) {
   uint64_t n = 0;
   for (uint64_t c : b.counts) n += c;
@@ -354,24 +389,8 @@ std::optional<HttpResponse> PipelineApi::KServeRoute(const HttpRequest& http,
   if (!body.ok()) return ErrorResponse(400, body.status().message());
   Result<TensorInferRequest> read = ReadTensorInferRequest(name, body->request, body->binary);
   if (!read.ok()) return ErrorResponse(400, read.status().message());
-  // The outputs asked for, each JSON or binary.
-  std::vector<std::pair<std::string, bool>> wanted;
-  for (const TensorOutputRequest& out : read->outputs) {
-    auto declared = std::find_if(spec.outputs.begin(), spec.outputs.end(),
-                                 [&](const auto& t) { return t.name == out.name; });
-    if (declared == spec.outputs.end()) {
-      return ErrorResponse(400, "pipeline " + name + " has no output '" + out.name + "'");
-    }
-    if (out.classification > 0) {
-      return ErrorResponse(400,
-                           "pipeline outputs take no classification parameter (add a "
-                           "top_k step)");
-    }
-    wanted.emplace_back(out.name, out.binary.value_or(read->binary_output));
-  }
-  if (wanted.empty()) {
-    for (const auto& t : spec.outputs) wanted.emplace_back(t.name, read->binary_output);
-  }
+  Result<std::vector<std::pair<std::string, bool>>> wanted = WantedOutputs(spec, *read);
+  if (!wanted.ok()) return ErrorResponse(400, wanted.status().message());
   PipelineRequest request;
   request.inputs = std::move(read->inputs);
   request.priority = BatcherPriority(read->priority, principal.max_priority);
@@ -379,18 +398,44 @@ std::optional<HttpResponse> PipelineApi::KServeRoute(const HttpRequest& http,
     request.traceparent = std::string(trace->substr(0, 128));
   }
   const std::string id = read->id;
-  return Submit(pipeline, std::move(request), principal, [name, id, wanted](PipelineResult result) {
-    TensorInferAnswer answer;
-    for (const auto& [output, binary] : wanted) {
-      for (HostTensor& t : result.outputs) {
-        if (t.name == output) answer.outputs.push_back(std::move(t));
-      }
-      answer.binary.push_back(binary);
-    }
-    HttpResponse response = WriteTensorInferResponse(name, id, std::move(answer));
-    response.model = name;
-    return response;
-  });
+  return Submit(pipeline, std::move(request), principal,
+                [name, id, wanted = *wanted](PipelineResult result) {
+                  TensorInferAnswer answer;
+                  answer.outputs = PickOutputs(result, wanted);
+                  for (const auto& [output, binary] : wanted) answer.binary.push_back(binary);
+                  HttpResponse response = WriteTensorInferResponse(name, id, std::move(answer));
+                  response.model = name;
+                  return response;
+                });
+}
+
+std::shared_ptr<Pipeline> PipelineApi::Find(const std::string& name) const {
+  return pipelines_ == nullptr ? nullptr : pipelines_->Find(name);
+}
+
+Status PipelineApi::StartInfer(const std::shared_ptr<Pipeline>& pipeline, TensorInferRequest read,
+                               const Principal& principal,
+                               std::shared_ptr<const std::atomic<bool>> cancelled,
+                               std::function<void(Result<std::vector<HostTensor>>)> done) const {
+  PIER_ASSIGN_OR_RETURN(auto wanted, WantedOutputs(pipeline->spec(), read));
+  PipelineRequest request;
+  request.inputs = std::move(read.inputs);
+  request.priority = BatcherPriority(read.priority, principal.max_priority);
+  request.cancelled = std::move(cancelled);
+  const engine::Priority level = ClassOfBatcherPriority(request.priority);
+  std::shared_ptr<KeySlot> slot;
+  if (std::optional<KeyRefusal> refused =
+          AdmitKeyRequest(principal, level, 1, "requests", "inputs", &slot)) {
+    return refused->status;
+  }
+  request.deadline =
+      serving::QueueDeadline(options_.class_max_queue, level, std::chrono::steady_clock::now());
+  Result<uint64_t> id = pipeline->Submit(
+      std::move(request), [slot, wanted, done = std::move(done)](PipelineResult result) {
+        if (!result.status.ok()) return done(result.status);
+        done(PickOutputs(result, wanted));
+      });
+  return id.status();
 }
 
 Json PipelineApi::AdminList() const {

@@ -11,7 +11,8 @@
 //     "datatype", "data"}.
 //   KServe v2 on the pipeline's name (KServeApiOptions::pipeline_route): GET /v2/models/{name}
 //     (metadata: the declared inputs and outputs), GET .../ready, POST .../infer (JSON or the
-//     binary extension, outputs JSON unless binary is asked for).
+//     binary extension, outputs JSON unless binary is asked for); and over gRPC
+//     (KServeGrpcOptions::pipelines: ModelReady, ModelMetadata, ModelInfer through StartInfer).
 //   GET /admin/pipelines (AdminRoutesOptions::pipelines): {"object": "list", "data": [{"id",
 //     "inputs", "outputs", "max_inflight", "waiting", "inside", "requests", ..., "stages":
 //     [{"step", "kind", "max_inflight", "waiting", "running", "requests", "items",
@@ -25,6 +26,7 @@
 // Thread-safety: the routes may run on any thread; the API borrows the set and keys.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -33,6 +35,7 @@
 
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
+#include "api/kserve/tensor_infer_request.h"
 #include "serving/pipeline_set.h"
 #include "serving/request_policy.h"
 
@@ -56,6 +59,18 @@ class PipelineApi {
   std::optional<HttpResponse> KServeRoute(const HttpRequest& http, const std::string& name,
                                           const std::string& action,
                                           const Principal& principal) const;
+  // The pipeline called `name`, or null (for the gRPC service, which answers its own way).
+  std::shared_ptr<pipelines::Pipeline> Find(const std::string& name) const;
+  // KServe infer on `pipeline` for a transport that waits (gRPC), as the HTTP route runs it
+  // (the key's limits, the class's deadline, the same outputs): `request` as
+  // ReadTensorInferRequest read it; `cancelled` is checked at every stage. A refusal is
+  // returned (INVALID_ARGUMENT for an unknown output, the key's, a full queue); otherwise
+  // `done` is called once with the outputs asked for (every declared one when none) or the
+  // failure.
+  [[nodiscard]] Status StartInfer(const std::shared_ptr<pipelines::Pipeline>& pipeline,
+                                  TensorInferRequest request, const Principal& principal,
+                                  std::shared_ptr<const std::atomic<bool>> cancelled,
+                                  std::function<void(Result<std::vector<HostTensor>>)> done) const;
   nlohmann::json AdminList() const;
   std::string MetricsText() const;
 
