@@ -9,15 +9,30 @@
 namespace pier::serving {
 
 pipelines::ModelResolver RegistryModels(const ModelRegistry* registry,
-                                        std::function<std::string(const std::string& id)> path_of) {
+                                        std::function<std::string(const std::string& id)> path_of,
+                                        std::shared_ptr<const std::atomic<bool>> request_loads) {
   // An ONNX graph's metadata is read from its file once per path.
   struct MetadataCache {
     std::mutex mutex;
     std::map<std::string, std::map<std::string, std::string>> by_path;
   };
   auto cache = std::make_shared<MetadataCache>();
-  return [registry, path_of, cache](std::string_view name) -> Result<pipelines::ModelAccess> {
-    PIER_ASSIGN_OR_RETURN(ModelRef model, registry->Resolve(name));
+  return [registry, path_of, cache,
+          request_loads](std::string_view name) -> Result<pipelines::ModelAccess> {
+    Result<ModelRef> resolved = registry->Resolve(name);
+    if (!resolved.ok()) {
+      if (resolved.status().code() == StatusCode::kUnavailable && request_loads != nullptr &&
+          request_loads->load()) {
+        Result<ModelEntry> entry = registry->Lookup(name);
+        if (entry.ok() && entry->load == LoadPolicy::kOnDemand &&
+            entry->state == ModelState::kUnloaded && registry->RequestLoad(entry->id)) {
+          return UnavailableError(resolved.status().message() +
+                                  "; its load has been requested: retry when it is ready");
+        }
+      }
+      return resolved.status();
+    }
+    ModelRef model = std::move(resolved).value();
     pipelines::ModelAccess access;
     access.id = model->id;
     access.keep = model;
@@ -70,7 +85,9 @@ Result<std::unique_ptr<PipelineSet>> PipelineSet::Create(
     std::vector<pipelines::PipelineSpec> specs, const ModelRegistry* registry,
     MemoryGovernor* governor, std::function<std::string(const std::string& id)> path_of) {
   auto set = std::unique_ptr<PipelineSet>(new PipelineSet());
-  pipelines::ModelResolver models = RegistryModels(registry, std::move(path_of));
+  // Building looks at the models as they are; only requests ask for loads.
+  auto request_loads = std::make_shared<std::atomic<bool>>(false);
+  pipelines::ModelResolver models = RegistryModels(registry, std::move(path_of), request_loads);
   for (pipelines::PipelineSpec& spec : specs) {
     if (Result<ModelEntry> model = registry->Lookup(spec.name); model.ok()) {
       return InvalidArgumentError(
@@ -82,6 +99,7 @@ Result<std::unique_ptr<PipelineSet>> PipelineSet::Create(
                           pipelines::Pipeline::Create(std::move(spec), {governor, models}));
     set->pipelines_.push_back(std::move(pipeline));
   }
+  request_loads->store(true);
   return set;
 }
 

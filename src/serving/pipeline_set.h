@@ -3,10 +3,15 @@
 // (its name may be no model's id or alias) and reaches each step's model through the registry
 // at every request, so a model reloaded, unloaded or restarted in its worker is seen as it is.
 //
+// An on_demand model a step needs is not loaded by building the pipeline; the first request
+// that reaches the step asks for its load and fails UNAVAILABLE (503), the ones after it find
+// the model ready.
+//
 // Thread-safety: Find and All may be called from any thread; the set does not change after
 // Create.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,9 +26,12 @@
 namespace pier::serving {
 
 // The models of `registry` as pipeline steps see them. `path_of` gives a model's file (for an
-// ONNX model's metadata_props); may be null.
+// ONNX model's metadata_props); may be null. While `*request_loads` is true (may be null:
+// never), an on_demand model found unloaded has its load requested, and the step fails
+// UNAVAILABLE saying so (a request after the load finds it ready).
 pipelines::ModelResolver RegistryModels(const ModelRegistry* registry,
-                                        std::function<std::string(const std::string& id)> path_of);
+                                        std::function<std::string(const std::string& id)> path_of,
+                                        std::shared_ptr<const std::atomic<bool>> request_loads);
 
 class PipelineSet {
  public:

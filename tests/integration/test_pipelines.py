@@ -473,3 +473,29 @@ def test_a_killed_worker_in_one_stage_is_healed_and_requests_go_on(cards):
         assert edit_distance(text_of(body["outputs"]["lines"]), text_of(cards[0][1]["lines"])) <= 3
     finally:
         server.stop_and_check()
+
+
+# --- a step whose model loads on demand ----------------------------------------------------
+
+def test_a_step_on_an_on_demand_model_asks_for_its_load(cards):
+    config = example_config()
+    config["models"] = [m for m in config["models"] if m["name"].startswith("ocr")]
+    config["models"][1]["load"] = "on_demand"  # the direction classifier
+    config["pipelines"] = [ocr_pipeline(config, "ocr")]
+    folder = tempfile.mkdtemp(prefix="pier-pipelines-on-demand-")
+    server = PierServer(["--config", write_config(folder, yaml.safe_dump(config, sort_keys=False))],
+                        with_model=False)
+    try:
+        def state():
+            return call(server, "GET", "/admin/models/ocr-cls")[1]["pier"]["state"]
+        assert state() == "unloaded"  # building the pipeline loaded nothing
+        status, body, _ = run(server, "ocr", cards[0][0])
+        assert status == 503, body
+        assert "step direction" in body["error"]["message"], body
+        assert "its load has been requested" in body["error"]["message"], body
+        assert wait_for(lambda: state() == "ready", 60), state()
+        status, body, _ = run(server, "ocr", cards[0][0])
+        assert status == 200, body
+        assert edit_distance(text_of(body["outputs"]["lines"]), text_of(cards[0][1]["lines"])) <= 3
+    finally:
+        server.stop_and_check()
