@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 import gguf
@@ -43,6 +44,21 @@ DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "engine", "tiny")
 DEFAULT_MODELS = os.path.join(REPO, "models", "tiny")
 VOCAB, HIDDEN, FF, LAYERS, HEADS, KV_HEADS = 256, 64, 128, 3, 4, 2
 N_PROMPT, N_GREEDY = 40, 24
+
+
+class Dims(NamedTuple):
+    """A model's sizes; tools/gen_draft_model.py writes another shape through the same code."""
+    vocab: int = VOCAB
+    hidden: int = HIDDEN
+    ff: int = FF
+    layers: int = LAYERS
+    heads: int = HEADS
+    kv_heads: int = KV_HEADS
+    context: int = 256
+    rms_eps: float = 1e-6
+
+
+TINY = Dims()
 
 FAMILIES = {
     # Llama 3.1's RoPE scaling, which llama.cpp's converter writes as rope_freqs.weight.
@@ -69,13 +85,13 @@ FAMILIES = {
 }
 
 
-def random_weights(name, spec):
+def random_weights(name, spec, dims=TINY):
     """Hugging Face-named float64 weights from numpy's generator seeded by the family's name:
     norms 1 + 0.2 N(0, 1), embeddings N(0, 1), an untied head 4 N(0, 1) / sqrt(fan_in) (logits a
     few units apart), other matrices 1.5 N(0, 1) / sqrt(fan_in) (every layer matters)."""
     rng = np.random.default_rng(sum(map(ord, name)))
     hd, arch = spec["head_dim"], spec["arch"]
-    q_dim, kv_dim = HEADS * hd, KV_HEADS * hd
+    q_dim, kv_dim = dims.heads * hd, dims.kv_heads * hd
     sd = {}
 
     def mat(key, rows, cols, gain=1.5):
@@ -84,31 +100,31 @@ def random_weights(name, spec):
     def norm(key, n):
         sd[key] = 1.0 + 0.2 * rng.standard_normal(n)
 
-    sd["model.embed_tokens.weight"] = rng.standard_normal((VOCAB, HIDDEN))
-    norm("model.norm.weight", HIDDEN)
+    sd["model.embed_tokens.weight"] = rng.standard_normal((dims.vocab, dims.hidden))
+    norm("model.norm.weight", dims.hidden)
     if not spec["tie"]:
-        mat("lm_head.weight", VOCAB, HIDDEN, 4.0)
-    for il in range(LAYERS):
+        mat("lm_head.weight", dims.vocab, dims.hidden, 4.0)
+    for il in range(dims.layers):
         h = f"model.layers.{il}."
-        norm(h + "input_layernorm.weight", HIDDEN)
-        norm(h + "post_attention_layernorm.weight", HIDDEN)
+        norm(h + "input_layernorm.weight", dims.hidden)
+        norm(h + "post_attention_layernorm.weight", dims.hidden)
         if arch == "gemma2":
-            norm(h + "pre_feedforward_layernorm.weight", HIDDEN)
-            norm(h + "post_feedforward_layernorm.weight", HIDDEN)
+            norm(h + "pre_feedforward_layernorm.weight", dims.hidden)
+            norm(h + "post_feedforward_layernorm.weight", dims.hidden)
         if arch == "phi3":
-            mat(h + "self_attn.qkv_proj.weight", q_dim + 2 * kv_dim, HIDDEN)
-            mat(h + "mlp.gate_up_proj.weight", 2 * FF, HIDDEN)
+            mat(h + "self_attn.qkv_proj.weight", q_dim + 2 * kv_dim, dims.hidden)
+            mat(h + "mlp.gate_up_proj.weight", 2 * dims.ff, dims.hidden)
         else:
-            mat(h + "self_attn.q_proj.weight", q_dim, HIDDEN)
-            mat(h + "self_attn.k_proj.weight", kv_dim, HIDDEN)
-            mat(h + "self_attn.v_proj.weight", kv_dim, HIDDEN)
-            mat(h + "mlp.gate_proj.weight", FF, HIDDEN)
-            mat(h + "mlp.up_proj.weight", FF, HIDDEN)
+            mat(h + "self_attn.q_proj.weight", q_dim, dims.hidden)
+            mat(h + "self_attn.k_proj.weight", kv_dim, dims.hidden)
+            mat(h + "self_attn.v_proj.weight", kv_dim, dims.hidden)
+            mat(h + "mlp.gate_proj.weight", dims.ff, dims.hidden)
+            mat(h + "mlp.up_proj.weight", dims.ff, dims.hidden)
         if arch == "qwen3":
             norm(h + "self_attn.q_norm.weight", hd)
             norm(h + "self_attn.k_norm.weight", hd)
-        mat(h + "self_attn.o_proj.weight", HIDDEN, q_dim)
-        mat(h + "mlp.down_proj.weight", HIDDEN, FF)
+        mat(h + "self_attn.o_proj.weight", dims.hidden, q_dim)
+        mat(h + "mlp.down_proj.weight", dims.hidden, dims.ff)
     return sd
 
 
@@ -163,30 +179,33 @@ def llama3_factors(extra, head_dim):
     return np.asarray(out, dtype=np.float32), base
 
 
-def write_gguf(path, name, spec, sd):
+def write_gguf(path, name, spec, sd, dims=TINY, more_metadata=None):
     """Writes the GGUF of the weights `sd`; returns them as the file holds them (matrices after
-    their Q8_0 round trip, norms rounded to f32), under Hugging Face's names."""
+    their Q8_0 round trip, norms rounded to f32), under Hugging Face's names. more_metadata(w),
+    when given, adds keys after the model's own (a tokenizer's, say)."""
     arch, hd = spec["arch"], spec["head_dim"]
     w = gguf.GGUFWriter(path, arch)
     w.add_name(f"tiny-{name}")
-    w.add_context_length(256)
-    w.add_embedding_length(HIDDEN)
-    w.add_block_count(LAYERS)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
+    w.add_context_length(dims.context)
+    w.add_embedding_length(dims.hidden)
+    w.add_block_count(dims.layers)
+    w.add_feed_forward_length(dims.ff)
+    w.add_head_count(dims.heads)
+    w.add_head_count_kv(dims.kv_heads)
     w.add_key_length(hd)
     w.add_value_length(hd)
     w.add_rope_dimension_count(hd)
     rope_base = spec["extra"].get("rope_theta", 10000.0)
     w.add_rope_freq_base(rope_base)
-    w.add_layer_norm_rms_eps(1e-6)
+    w.add_layer_norm_rms_eps(dims.rms_eps)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     if "sliding_window" in spec["extra"]:
         w.add_sliding_window(spec["extra"]["sliding_window"])
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         if key in spec["extra"]:
             w.add_float32(f"{arch}.{key}", spec["extra"][key])
+    if more_metadata is not None:
+        more_metadata(w)
     loaded = {}
 
     def matrix(gguf_name, hf_name):
@@ -211,7 +230,7 @@ def write_gguf(path, name, spec, sd):
     if name == "llama3":
         factors, _ = llama3_factors(spec["extra"], hd)
         w.add_tensor("rope_freqs.weight", factors)
-    for il in range(LAYERS):
+    for il in range(dims.layers):
         p, h = f"blk.{il}.", f"model.layers.{il}."
         vector(p + "attn_norm.weight", h + "input_layernorm.weight")
         if gemma:  # norms before and after each block
@@ -229,7 +248,7 @@ def write_gguf(path, name, spec, sd):
                 hf_name = h + f"self_attn.{theirs}.weight"
                 if arch == "llama" and ours in ("attn_q", "attn_k"):
                     # Quantize in HF row order, store the rows permuted (whole Q8_0 rows move).
-                    heads = HEADS if ours == "attn_q" else KV_HEADS
+                    heads = dims.heads if ours == "attn_q" else dims.kv_heads
                     q, back = q8_round_trip(sd[hf_name])
                     loaded[hf_name] = back
                     w.add_tensor(p + ours + ".weight", permute(q, heads),
