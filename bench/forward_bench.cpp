@@ -8,6 +8,11 @@
 //   tg<N>: N single-token decode steps at positions 0..N-1 from an empty KV
 //          cache (as llama-bench's tg test: no prompt), each step returning the
 //          last token's logits; the next token is the argmax (greedy).
+//   verify<K>: (--verify K,...) the cost of checking K-1 speculative tokens: steps of K
+//          tokens at decode positions after a 128-token prompt, every row's logits asked
+//          for (as the engine's verification step), against one-token decode steps at the
+//          same positions; prints ms per step and its ratio to the one-token step, the
+//          cost model speculative decoding's scheduler measures at load (docs/benchmarks.md).
 //
 // Each test runs once untimed (warm-up, as llama-bench), then `--repetitions`
 // timed runs; it prints mean ± sample stddev of tokens/s per run, as a markdown
@@ -54,7 +59,8 @@ struct Options {
   int64_t prompt_tokens = 512;
   int64_t gen_tokens = 128;
   int repetitions = 3;
-  int64_t ctx = 0;  // KV positions; 0: prompt_tokens + gen_tokens (llama-bench's n_ctx)
+  int64_t ctx = 0;              // KV positions; 0: prompt_tokens + gen_tokens (llama-bench's n_ctx)
+  std::vector<int64_t> verify;  // span lengths of the verify test (empty: skip)
 };
 
 struct Sample {
@@ -138,6 +144,23 @@ class Bench {
     return Seconds(t0, t1);
   }
 
+  // Mean seconds per step of `k` tokens (every row's logits) at decode positions from
+  // `first`, over `steps` steps; the positions advance by one per step, as a sequence whose
+  // proposals were all rejected.
+  pier::Result<double> RunVerify(int64_t k, int64_t first, int64_t steps) {
+    std::vector<int32_t> tokens(static_cast<size_t>(k));
+    std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(n_vocab_ - 1));
+    for (auto& t : tokens) t = dist(rng_);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < steps; ++i) {
+      PIER_ASSIGN_OR_RETURN(
+          int32_t next, Step(tokens, first + i, k == 1 ? LogitsWanted::kLast : LogitsWanted::kAll));
+      tokens[0] = next;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    return Seconds(t0, t1) / static_cast<double>(steps);
+  }
+
   int32_t last_token() const { return last_token_; }
 
  private:
@@ -165,7 +188,10 @@ void PrintRow(const std::string& model, double size_mib, double params_m, int th
 }
 
 int Run(const Options& options) {
-  const int64_t ctx = options.ctx > 0 ? options.ctx : options.prompt_tokens + options.gen_tokens;
+  const int64_t ctx =
+      options.ctx > 0
+          ? options.ctx
+          : std::max<int64_t>(options.prompt_tokens + options.gen_tokens, 128 + 32 + 64);
   pier::engine::LocalModelOptions lm;
   lm.path = options.model;
   lm.threads = options.threads;
@@ -226,6 +252,28 @@ int Run(const Options& options) {
              MeanStddev(tps));
   }
 
+  if (!options.verify.empty()) {
+    // A 128-token prompt first, so attention reads a realistic context.
+    if (auto w = bench.RunPrompt(128); !w.ok()) return fail(w.status());
+    constexpr int64_t kSteps = 32;
+    double one = 0;
+    std::printf("\n| verify span (tokens) | ms per step | vs 1-token decode |\n|---|---|---|\n");
+    std::vector<int64_t> spans = options.verify;
+    spans.insert(spans.begin(), 1);
+    for (int64_t k : spans) {
+      std::vector<double> ms;
+      for (int r = 0; r < options.repetitions; ++r) {
+        auto s = bench.RunVerify(k, 128, kSteps);
+        if (!s.ok()) return fail(s.status());
+        ms.push_back(s.value() * 1e3);
+      }
+      const Sample m = MeanStddev(ms);
+      if (k == 1) one = m.mean;
+      std::printf("| %" PRId64 " | %.3f ± %.3f | %.2fx |\n", k, m.mean, m.stddev, m.mean / one);
+      std::fflush(stdout);
+    }
+  }
+
   const pier::GovernorStats stats = model.governor().Stats();
   const int64_t hwm_kib = ProcStatusKiB("VmHWM");
   const auto& layout = model.kv().layout();
@@ -273,6 +321,10 @@ int main(int argc, char** argv) {
   app.add_option("-c,--ctx", options.ctx, "KV positions (0: prompt + gen)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--verify", options.verify,
+                 "span lengths of the verify test (speculative decoding's verification step)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
   CLI11_PARSE(app, argc, argv);
   return Run(options);
 }

@@ -12,6 +12,7 @@
 #include "engine/core/kv_copies.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
+#include "engine/speculative/ngram_proposer.h"
 #include "grammar/constraint.h"
 
 namespace pier::engine {
@@ -96,7 +97,33 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
   if (tokenizer != nullptr && tokenizer->vocab_size() > runner->shape().n_vocab) {
     return InvalidArgumentError("engine: the tokenizer's vocabulary is larger than the model's");
   }
+  const SpeculativeOptions& spec = options.speculative;
+  if (spec.method != SpeculativeMethod::kOff) {
+    if (spec.max_tokens < 1 || spec.max_tokens > 32) {
+      return InvalidArgumentError("engine: speculative max_tokens must be in [1, 32], got " +
+                                  std::to_string(spec.max_tokens));
+    }
+    if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min || spec.ngram_max > 16) {
+      return InvalidArgumentError(
+          "engine: speculative n-gram sizes must satisfy 1 <= ngram_min <= ngram_max <= 16");
+    }
+    if (spec.method == SpeculativeMethod::kDraft && spec.proposer == nullptr) {
+      return InvalidArgumentError("engine: speculative method draft needs the draft's proposer");
+    }
+  }
   std::unique_ptr<Engine> engine(new Engine(options, runner, kv, tokenizer, std::move(swap)));
+  if (spec.method != SpeculativeMethod::kOff) {
+    if (spec.method == SpeculativeMethod::kNgram) {
+      engine->own_proposer_ = std::make_unique<NgramProposer>(spec.ngram_min, spec.ngram_max);
+      engine->proposer_ = engine->own_proposer_.get();
+    } else {
+      engine->proposer_ = spec.proposer.get();
+    }
+    engine->planner_.emplace(spec.max_tokens);
+    engine->spec_accepted_per_position_.assign(static_cast<size_t>(spec.max_tokens), 0);
+    engine->spec_accepted_lengths_.assign(static_cast<size_t>(spec.max_tokens) + 1, 0);
+    if (spec.adaptive) engine->CalibrateSpeculation();
+  }
   engine->UpdateIdle();
   if (options.start_thread) engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
@@ -435,6 +462,10 @@ void Engine::FinishChoice(Live& live, Choice& c, Event event, FinishReason reaso
     }
     scheduler_.Remove(c.sequence_id);
     by_sequence_.erase(c.sequence_id);
+    if (planner_.has_value()) {
+      planner_->Forget(c.sequence_id);
+      proposer_->Forget(c.sequence_id);
+    }
     // Readers who see the final event also see the blocks freed.
     const SchedulerStats s = scheduler_.Stats();
     const int64_t kv_tokens_used = CountKvTokensUsed();
@@ -496,6 +527,7 @@ void Engine::Step() {
     return;
   }
   AdaptStepLimits();
+  if (planner_.has_value()) ProposeDrafts();
   // Read before planning: a release after this read wakes a stalled engine again.
   releases_at_plan_ = MemoryReleases();
   StepPlan plan = scheduler_.Plan();
@@ -524,6 +556,7 @@ void Engine::Step() {
     PublishStats(0, NowUs() - start);
     return;
   }
+  const TimestampUs runner_start = NowUs();
   Result<StepOutput> output = runner_->Step(batch);
   if (!output.ok()) {
     // The whole batch fails with the runner's reason; nothing else is touched.
@@ -558,12 +591,17 @@ void Engine::Step() {
   const std::vector<StepResult> results = scheduler_.Commit(plan);
   const StepOutput& out = *output;
   // Rows come back in batch order, positions ascending: a span's last row is its last
-  // position, the one a sampling span samples from.
+  // position, the one a sampling span samples from; a verified span's rows start at its first.
   std::vector<int64_t> row_of(batch.sequences.size(), -1);
+  std::vector<int64_t> first_row_of(batch.sequences.size(), -1);
   for (size_t r = 0; r < out.rows.size(); ++r) {
     const LogitsRow& row = out.rows[r];
     row_of[row.sequence_index] = static_cast<int64_t>(r);
-    if (batch.sequences[row.sequence_index].logits == LogitsWanted::kAll) {
+    if (first_row_of[row.sequence_index] < 0) {
+      first_row_of[row.sequence_index] = static_cast<int64_t>(r);
+    }
+    if (batch.sequences[row.sequence_index].logits == LogitsWanted::kAll &&
+        results[row.sequence_index].draft.empty()) {
       RecordPromptLogprob(batch.sequences[row.sequence_index].sequence_id, row.position,
                           out.Row(r));
     }
@@ -582,8 +620,17 @@ void Engine::Step() {
     Live& live = *it->second.first;
     Choice& c = live.choices[it->second.second];
     const std::string id = live.request.id;
-    HandleToken(live, c, out.Row(static_cast<size_t>(row_of[i])));
+    if (!results[i].draft.empty()) {
+      VerifyDraft(live, c, out, static_cast<size_t>(first_row_of[i]), results[i].draft);
+    } else {
+      HandleToken(live, c, out.Row(static_cast<size_t>(row_of[i])));
+    }
     FinishRequestIfDone(id);
+  }
+  if (planner_.has_value()) {
+    // The step's cost as speculation weighs it: the runner and the sampling of its rows.
+    planner_->cost().Observe(plan.num_tokens(), static_cast<double>(NowUs() - runner_start));
+    planner_->EndStep();
   }
   PublishStats(plan.num_tokens(), NowUs() - start);
 }
@@ -634,12 +681,15 @@ void Engine::HandleToken(Live& live, Choice& c, std::span<const float> logits) {
   SampleChoice(live, c, logits);
 }
 
-void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
+bool Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row, int32_t proposed,
+                          int32_t* sampled_token) {
+  if (sampled_token != nullptr) *sampled_token = -1;
   auto fail = [&](const Status& status, bool request_fault) {
     Event e;
     e.error = status.ToString();
     e.request_fault = request_fault;
     FinishChoice(live, c, std::move(e), FinishReason::kError);
+    return false;
   };
   // The row is the runner's (and the other choices'): copied only when masked or penalized.
   const bool writes = c.constraint.has_value() || c.sampler.ModifiesLogits();
@@ -661,6 +711,7 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
       return fail(accepted, false);  // the mask allowed it: a bug, not the request's fault
     }
   }
+  if (sampled_token != nullptr) *sampled_token = sampled->token;
   ++c.generated;
   if (c.first_token_us == 0) c.first_token_us = NowUs();
   Event e;
@@ -674,7 +725,7 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
   e.text = std::move(out.text);
   if (out.stopped) {
     FinishChoice(live, c, std::move(e), FinishReason::kStop);
-    return;
+    return false;
   }
   // A constrained output that is a whole match and cannot grow is finished (no need to wait
   // for an end-of-generation token the mask would force next anyway).
@@ -682,7 +733,7 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
     OutputProcessor::Output tail = c.output.Finish();
     e.text += tail.text;
     FinishChoice(live, c, std::move(e), FinishReason::kStop);
-    return;
+    return false;
   }
   const int64_t length =
       static_cast<int64_t>(scheduler_.Tokens(c.sequence_id).size()) + 1;  // with this token
@@ -690,11 +741,14 @@ void Engine::SampleChoice(Live& live, Choice& c, std::span<const float> row) {
     OutputProcessor::Output tail = c.output.Finish();
     e.text += tail.text;
     FinishChoice(live, c, std::move(e), tail.stopped ? FinishReason::kStop : FinishReason::kLength);
-    return;
+    return false;
   }
-  scheduler_.AppendToken(c.sequence_id, e.token);
+  // The proposal at this position was this very token: its K/V are the ones just computed.
+  const bool kept = proposed >= 0 && e.token == proposed;
+  scheduler_.AppendToken(c.sequence_id, e.token, kept);
   e.choice = c.index;
   live.handle->Push(std::move(e));
+  return kept;
 }
 
 int64_t Engine::CountKvTokensUsed() const {
@@ -768,6 +822,12 @@ void Engine::PublishStats(int64_t tokens, int64_t step_us) {
     stats_.fair_share_clocks[c] = scheduler_.FairShareClock(static_cast<Priority>(c));
   }
   stats_.tenants = scheduler_.TenantShares();
+  stats_.spec_drafts = spec_drafts_;
+  stats_.spec_draft_tokens = spec_draft_tokens_;
+  stats_.spec_accepted_tokens = spec_accepted_tokens_;
+  stats_.spec_accepted_per_position = spec_accepted_per_position_;
+  stats_.spec_accepted_lengths = spec_accepted_lengths_;
+  stats_.spec_skipped = spec_skipped_;
   stats_.running = s.running;
   stats_.waiting = s.waiting;
   stats_.swapped = s.swapped;

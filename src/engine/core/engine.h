@@ -62,6 +62,8 @@
 #include "engine/request.h"
 #include "engine/runner/model_runner.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/speculative/proposer.h"
+#include "engine/speculative/speculation_planner.h"
 #include "memory/pinned_host_pool.h"
 #include "tokenizer/tokenizer.h"
 
@@ -117,6 +119,10 @@ struct EngineOptions {
   // the memory budget. A worker process turns it off: its governor's budget is a grant from
   // its supervisor, which checks against the device's ledger instead (WorkerClient).
   bool check_kv_ceiling = true;
+  // Speculative decoding (speculative/proposer.h): decoding sequences compute proposed tokens
+  // beside their own and keep those the sampler would have drawn, so the output is bit for bit
+  // the output without it. Off by default.
+  SpeculativeOptions speculative;
 };
 
 struct EngineStats {
@@ -182,6 +188,17 @@ struct EngineStats {
   int64_t step_prefill_chunk = 0;
   std::array<double, 4> fair_share_clocks = {0, 0, 0, 0};  // per class, critical first
   std::vector<TenantShare> tenants = {};  // live tenants (and idle ones still in debt)
+  // Speculative decoding (EngineOptions::speculative; all 0 when off). A draft is one
+  // sequence's proposals verified in one step.
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;     // proposed tokens verified
+  int64_t spec_accepted_tokens = 0;  // of which kept
+  // [max_tokens]: drafts whose proposal at position i (0-based) was kept.
+  std::vector<int64_t> spec_accepted_per_position = {};
+  // [max_tokens + 1]: drafts that kept exactly i proposals.
+  std::vector<int64_t> spec_accepted_lengths = {};
+  // Decoding sequence-steps that got no proposal (the planner held back, or no match).
+  int64_t spec_skipped = 0;
 };
 
 class Engine {
@@ -247,7 +264,19 @@ class Engine {
   void AbortLive(const std::string& id, const std::string& reason = {});
   void Step();
   void HandleToken(Live& live, Choice& choice, std::span<const float> logits);
-  void SampleChoice(Live& live, Choice& choice, std::span<const float> logits);
+  // Samples the choice's next token from `logits` and emits it. `proposed` (>= 0): the token
+  // speculation computed at that position; when the sample equals it (and the choice goes on)
+  // its K/V are kept as computed and the answer is true: the next row may be verified.
+  // `sampled` (optional) receives the token drawn (-1 when sampling failed).
+  bool SampleChoice(Live& live, Choice& choice, std::span<const float> logits,
+                    int32_t proposed = -1, int32_t* sampled = nullptr);
+  // Speculative decoding (engine_speculative.cpp): the planner's first cost measurements; the
+  // proposals for this step's decoding sequences (set on the scheduler); a verified step's
+  // rows [first_row, first_row + draft.size()] for one choice.
+  void CalibrateSpeculation();
+  void ProposeDrafts();
+  void VerifyDraft(Live& live, Choice& choice, const StepOutput& out, size_t first_row,
+                   std::span<const int32_t> draft);
   void RecordPromptLogprob(int64_t sequence_id, int64_t position, std::span<const float> logits);
   void PublishStats(int64_t tokens, int64_t step_us);
   int64_t CountKvTokensUsed() const;
@@ -293,6 +322,17 @@ class Engine {
   // vocabulary trie costs tens of milliseconds, so models that never see one never pay it).
   std::unique_ptr<grammar::GrammarCache> grammars_;
   std::optional<ElasticKvController> elastic_kv_;  // with an elastic store
+  // Speculative decoding: the proposer (own_proposer_'s, or the options' draft proposer) and
+  // the planner; null/empty when off.
+  std::unique_ptr<Proposer> own_proposer_;
+  Proposer* proposer_ = nullptr;
+  std::optional<SpeculationPlanner> planner_;
+  int64_t spec_drafts_ = 0;
+  int64_t spec_draft_tokens_ = 0;
+  int64_t spec_accepted_tokens_ = 0;
+  int64_t spec_skipped_ = 0;
+  std::vector<int64_t> spec_accepted_per_position_;
+  std::vector<int64_t> spec_accepted_lengths_;
   // (step duration, sequences admitted) of the latest backlogged steps, oldest first, and
   // their sums.
   std::deque<std::pair<int64_t, int64_t>> drain_samples_;

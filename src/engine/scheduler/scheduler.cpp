@@ -106,6 +106,7 @@ void Scheduler::Fork(int64_t parent, int64_t child) {
   PIER_CHECK(p.running, "forking a sequence that is not running");
   Sequence s = p;
   s.spec.id = child;
+  s.draft.clear();
   s.spec.prompt_logits = false;  // the parent's prompt logits are the ones reported
   s.arrival_order = next_arrival_++;
   blocks_->Fork(s.block_table);
@@ -359,17 +360,43 @@ StepPlan Scheduler::Plan() const {
     if (s.running) {
       const int64_t n = chunk(len - s.num_computed, usable_budget, top(s));
       if (options_.qos && top(s) && len - s.num_computed > 1) top_prompt = true;
-      // Shared blocks this step writes are copied first: one new block each.
-      int64_t cow = 0;
       const auto table_size = static_cast<int64_t>(s.block_table.size());
-      for (int64_t i = s.num_computed / bs * n_groups();
-           i < BlocksFor(s.num_computed + n) && i < table_size; ++i) {
+      // Shared blocks a step computing up to `end` writes (copied first: one new block each).
+      auto shared_written = [&](int64_t end) {
+        int64_t shared = 0;
+        for (int64_t i = s.num_computed / bs * n_groups(); i < BlocksFor(end) && i < table_size;
+             ++i) {
+          shared += s.block_table[i] != kNoBlock && sim.RefNow(s.block_table[i]) > 1 ? 1 : 0;
+        }
+        return shared;
+      };
+      auto blocks_needed = [&](int64_t end) {
+        return shared_written(end) + std::max<int64_t>(0, BlocksFor(end) - table_size);
+      };
+      // A decode's proposed tokens ride along only within the budget left and the blocks free
+      // now beyond what its own token needs: speculation never preempts anyone.
+      int64_t drafts = 0;
+      if (len - s.num_computed == 1 && !s.draft.empty()) {
+        drafts = std::min<int64_t>(static_cast<int64_t>(s.draft.size()),
+                                   std::max<int64_t>(0, usable_budget - n));
+        // Every other running sequence may need a new block for its own next token.
+        const int64_t kept = running * n_groups();
+        const int64_t base = blocks_needed(s.num_computed + n);
+        while (drafts > 0 && blocks_needed(s.num_computed + n + drafts) - base >
+                                 std::max<int64_t>(0, sim.available() - base - kept)) {
+          --drafts;
+        }
+      }
+      const int64_t end = s.num_computed + n + drafts;
+      int64_t cow = 0;
+      for (int64_t i = s.num_computed / bs * n_groups(); i < BlocksFor(end) && i < table_size;
+           ++i) {
         if (s.block_table[i] != kNoBlock && sim.RefNow(s.block_table[i]) > 1) {
           sim.Drop(s.block_table[i]);
           ++cow;
         }
       }
-      const int64_t need = cow + std::max<int64_t>(0, BlocksFor(s.num_computed + n) - table_size);
+      const int64_t need = cow + std::max<int64_t>(0, BlocksFor(end) - table_size);
       while (sim.available() < need && preempt_one(pos, -1)) {
       }
       if (sim.available() < need) {  // nobody below it: it yields itself
@@ -378,10 +405,11 @@ StepPlan Scheduler::Plan() const {
       }
       sim.Allocate(need);
       scheduled[k] = true;
-      budget -= n;
-      if (!top(s)) others_budget -= n;
+      budget -= n + drafts;
+      if (!top(s)) others_budget -= n + drafts;
       plan.sequences.push_back({.id = s.spec.id,
-                                .n_tokens = n,
+                                .n_tokens = n + drafts,
+                                .draft_tokens = drafts,
                                 .admit = false,
                                 .swap_in = false,
                                 .cached_blocks = {},
@@ -465,6 +493,7 @@ void Scheduler::SwapOut(Sequence& s) {
 }
 
 void Scheduler::Preempt(Sequence& s) {
+  s.draft.clear();
   blocks_->ReleaseAll(s.block_table);
   s.block_table.clear();
   s.num_computed = 0;
@@ -543,12 +572,14 @@ Batch Scheduler::Apply(const StepPlan& plan) {
     SequenceSpan span;
     span.sequence_id = ss.id;
     span.first_position = s.num_computed;
-    span.tokens.assign(s.tokens.begin() + s.num_computed,
-                       s.tokens.begin() + s.num_computed + ss.n_tokens);
+    const int64_t own = ss.n_tokens - ss.draft_tokens;
+    span.tokens.assign(s.tokens.begin() + s.num_computed, s.tokens.begin() + s.num_computed + own);
+    span.tokens.insert(span.tokens.end(), s.draft.begin(), s.draft.begin() + ss.draft_tokens);
     span.block_table = s.block_table;
-    const bool ends = s.num_computed + ss.n_tokens == static_cast<int64_t>(s.tokens.size());
+    const bool ends = s.num_computed + own == static_cast<int64_t>(s.tokens.size());
     span.logits = ends ? LogitsWanted::kLast : LogitsWanted::kNone;
     if (s.spec.prompt_logits && s.num_computed < s.num_prompt - 1) span.logits = LogitsWanted::kAll;
+    if (ss.draft_tokens > 0) span.logits = LogitsWanted::kAll;  // one row per proposal
     batch.sequences.push_back(std::move(span));
   }
   if (swapped) swap_->Wait();  // one wait for the step's swaps, before the runner sees them
@@ -557,6 +588,7 @@ Batch Scheduler::Apply(const StepPlan& plan) {
 
 void Scheduler::CommitFailed(const StepPlan& plan) {
   PIER_CHECK(plan.step == step_, "committing a stale plan");
+  for (auto& [id, s] : sequences_) s.draft.clear();
   EndStep();
 }
 
@@ -578,7 +610,7 @@ bool Scheduler::MayStopForTopClass(const StepPlan& plan) const {
   if (running >= options_.max_seqs && !preemptable) return false;
   for (const ScheduledSequence& ss : plan.sequences) {
     auto it = sequences_.find(ss.id);
-    if (it == sequences_.end() || ss.n_tokens <= 1) continue;
+    if (it == sequences_.end() || ss.n_tokens - ss.draft_tokens <= 1) continue;
     if (top(it->second)) return false;
   }
   return true;
@@ -597,28 +629,54 @@ std::vector<StepResult> Scheduler::Commit(const StepPlan& plan) {
   PIER_CHECK(plan.step == step_, "committing a stale plan");
   std::vector<StepResult> results;
   results.reserve(plan.sequences.size());
-  const int64_t bs = blocks_->block_size();
   for (const ScheduledSequence& ss : plan.sequences) {
     auto it = sequences_.find(ss.id);
     if (it == sequences_.end()) continue;
     Sequence& s = it->second;
-    s.num_computed += ss.n_tokens;
+    // Proposed tokens' K/V are not computed until verified (AppendToken with `computed`).
+    s.num_computed += ss.n_tokens - ss.draft_tokens;
     ledger_->Charge(s.spec.priority, s.spec.tenant, ss.n_tokens);
-    const int64_t full = s.num_computed / bs;
-    const int64_t G = n_groups();
-    for (; s.num_registered < full; ++s.num_registered) {
-      for (int64_t g = 0; g < G; ++g) {
-        const int32_t block = s.block_table[static_cast<size_t>(s.num_registered * G + g)];
-        if (block == kNoBlock) continue;
-        blocks_->Register(block, GroupBlockHash(s.hashes[s.num_registered], g));
-      }
-    }
+    RegisterFullBlocks(s);
     TrimToWindows(s);
-    results.push_back(
-        {.id = ss.id, .samples = s.num_computed == static_cast<int64_t>(s.tokens.size())});
+    StepResult result{.id = ss.id,
+                      .samples = s.num_computed == static_cast<int64_t>(s.tokens.size()),
+                      .draft = {}};
+    if (ss.draft_tokens > 0) {
+      result.draft.assign(s.draft.begin(), s.draft.begin() + ss.draft_tokens);
+    }
+    results.push_back(std::move(result));
   }
+  for (auto& [id, s] : sequences_) s.draft.clear();
   EndStep();
   return results;
+}
+
+void Scheduler::RegisterFullBlocks(Sequence& s) {
+  const int64_t full = s.num_computed / blocks_->block_size();
+  const int64_t G = n_groups();
+  for (; s.num_registered < full; ++s.num_registered) {
+    for (int64_t g = 0; g < G; ++g) {
+      const int32_t block = s.block_table[static_cast<size_t>(s.num_registered * G + g)];
+      if (block == kNoBlock) continue;
+      blocks_->Register(block, GroupBlockHash(s.hashes[s.num_registered], g));
+    }
+  }
+}
+
+void Scheduler::SetDraft(int64_t id, std::vector<int32_t> draft) {
+  Sequence& s = Get(id);
+  s.draft = std::move(draft);
+}
+
+void Scheduler::ReleaseBlocksPastEnd(int64_t id) {
+  Sequence& s = Get(id);
+  if (!s.running) return;
+  const auto keep = static_cast<size_t>(BlocksFor(static_cast<int64_t>(s.tokens.size())));
+  while (s.block_table.size() > keep) {
+    const int32_t block = s.block_table.back();
+    if (block != kNoBlock) blocks_->Release(block);
+    s.block_table.pop_back();
+  }
 }
 
 std::vector<int64_t> Scheduler::PreemptHoldingBlocksFrom(int32_t first_block) {
@@ -707,11 +765,18 @@ bool Scheduler::AnyDecoding() const {
   });
 }
 
-void Scheduler::AppendToken(int64_t id, int32_t token) {
+void Scheduler::AppendToken(int64_t id, int32_t token, bool computed) {
   Sequence& s = Get(id);
+  PIER_CHECK(!computed || (s.running && s.num_computed == static_cast<int64_t>(s.tokens.size())),
+             "a verified token must follow computed ones");
   s.tokens.push_back(token);
   const int64_t bs = blocks_->block_size();
   ExtendBlockHashes(s.tokens, bs, static_cast<int64_t>(s.tokens.size()) / bs, &s.hashes);
+  if (computed) {
+    ++s.num_computed;
+    RegisterFullBlocks(s);
+    TrimToWindows(s);
+  }
 }
 
 bool Scheduler::IsRunning(int64_t id) const { return Get(id).running; }

@@ -130,7 +130,10 @@ struct SequenceSpec {
 
 struct ScheduledSequence {
   int64_t id = 0;
-  int64_t n_tokens = 0;                // tokens computed this step, from num_computed
+  int64_t n_tokens = 0;  // tokens computed this step, from num_computed
+  // Of which proposed tokens (SetDraft) after a decode's one token: positions whose logits
+  // verify the proposal; their K/V count as computed only once AppendToken(computed) says so.
+  int64_t draft_tokens = 0;
   bool admit = false;                  // was waiting
   bool swap_in = false;                // admit: its K/V come back from host slots (no recompute)
   std::vector<int32_t> cached_blocks;  // admit: prefix-cache blocks taken over
@@ -151,6 +154,9 @@ struct StepResult {
   int64_t id = 0;
   // The span reached the sequence's last token: the logits row(s) give its next token.
   bool samples = false;
+  // The proposed tokens the span carried after that token (ScheduledSequence::draft_tokens of
+  // them): row j's logits give the token after draft[j - 1]. Empty without speculation.
+  std::vector<int32_t> draft;
 };
 
 struct SchedulerStats {
@@ -231,8 +237,20 @@ class Scheduler {
   const std::shared_ptr<FairShareLedger>& ledger() const { return ledger_; }
   // Every known tenant of every class with its waiting sequences counted.
   std::vector<TenantShare> TenantShares() const;
-  // Appends the token sampled for sequence `id` (to be computed next step).
-  void AppendToken(int64_t id, int32_t token);
+  // Appends the token sampled for sequence `id` (to be computed next step). `computed`: the
+  // token equals the next proposed token its latest step verified, so its K/V are already
+  // written (speculative decoding): it counts as computed at once. PIER_CHECK for `computed`
+  // when every token before it is not computed.
+  void AppendToken(int64_t id, int32_t token, bool computed = false);
+  // Speculative decoding: tokens proposed to follow a decoding sequence's last token, computed
+  // beside it in the next step (as far as the step's token budget and the free KV blocks
+  // allow: a proposal never preempts anyone nor takes the last blocks another sequence's one
+  // token needs) with a logits row each. Cleared by the step's Commit/CommitFailed. Ignored
+  // for a sequence that does not decode at the next step.
+  void SetDraft(int64_t id, std::vector<int32_t> draft);
+  // After a verified step's AppendToken calls: gives back the blocks past the sequence's last
+  // token, which held only rejected proposals' K/V.
+  void ReleaseBlocksPastEnd(int64_t id);
 
   bool HasWork() const { return !sequences_.empty(); }
   bool IsRunning(int64_t id) const;
@@ -274,6 +292,7 @@ class Scheduler {
     std::vector<int64_t> host_slots;
     bool ever_admitted = false;
     bool demoted = false;
+    std::vector<int32_t> draft;  // SetDraft: proposed tokens for the next step
   };
   struct RankKey {
     int effective_class;
@@ -302,6 +321,8 @@ class Scheduler {
   std::vector<int32_t> MatchCachedPrefix(const Sequence& s, int64_t max_blocks) const;
   // Releases the sliding groups' entries that a sequence at num_computed no longer reads.
   void TrimToWindows(Sequence& s);
+  // Names the sequence's newly full computed blocks in the prefix index.
+  void RegisterFullBlocks(Sequence& s);
   // The end of every step: the fair-share clocks advance over the backlogged tenants.
   void EndStep();
   int64_t n_groups() const { return std::max<int64_t>(1, options_.kv_groups.n_groups()); }
