@@ -203,6 +203,14 @@ void ToProto(const engine::EngineStats& s, proto::Stats* out) {
   out->set_queue_expired(s.queue_expired);
   out->set_queue_delayed(s.queue_delayed);
   out->set_steps_stopped_early(s.steps_stopped_early);
+  out->set_spec_drafts(s.spec_drafts);
+  out->set_spec_draft_tokens(s.spec_draft_tokens);
+  out->set_spec_accepted_tokens(s.spec_accepted_tokens);
+  out->mutable_spec_accepted_per_position()->Assign(s.spec_accepted_per_position.begin(),
+                                                    s.spec_accepted_per_position.end());
+  out->mutable_spec_accepted_lengths()->Assign(s.spec_accepted_lengths.begin(),
+                                               s.spec_accepted_lengths.end());
+  out->set_spec_skipped(s.spec_skipped);
   out->set_kv_bytes_per_token(s.kv_bytes_per_token);
   out->set_kv_waiting_for_memory(s.kv_waiting_for_memory);
   out->set_kv_waiting_since_us(s.kv_waiting_since_us);
@@ -261,6 +269,14 @@ engine::EngineStats FromProto(const proto::Stats& in) {
   s.queue_expired = in.queue_expired();
   s.queue_delayed = in.queue_delayed();
   s.steps_stopped_early = in.steps_stopped_early();
+  s.spec_drafts = in.spec_drafts();
+  s.spec_draft_tokens = in.spec_draft_tokens();
+  s.spec_accepted_tokens = in.spec_accepted_tokens();
+  s.spec_accepted_per_position.assign(in.spec_accepted_per_position().begin(),
+                                      in.spec_accepted_per_position().end());
+  s.spec_accepted_lengths.assign(in.spec_accepted_lengths().begin(),
+                                 in.spec_accepted_lengths().end());
+  s.spec_skipped = in.spec_skipped();
   s.kv_bytes_per_token = in.kv_bytes_per_token();
   s.kv_waiting_for_memory = in.kv_waiting_for_memory();
   s.kv_waiting_since_us = in.kv_waiting_since_us();

@@ -80,6 +80,16 @@ engine::EngineStats InstancePoolClient::Stats() const {
     sum.queue_expired += s.queue_expired;
     sum.queue_delayed += s.queue_delayed;
     sum.steps_stopped_early += s.steps_stopped_early;
+    sum.spec_drafts += s.spec_drafts;
+    sum.spec_draft_tokens += s.spec_draft_tokens;
+    sum.spec_accepted_tokens += s.spec_accepted_tokens;
+    sum.spec_skipped += s.spec_skipped;
+    auto add = [](std::vector<int64_t>& into, const std::vector<int64_t>& from) {
+      if (into.size() < from.size()) into.resize(from.size(), 0);
+      for (size_t i = 0; i < from.size(); ++i) into[i] += from[i];
+    };
+    add(sum.spec_accepted_per_position, s.spec_accepted_per_position);
+    add(sum.spec_accepted_lengths, s.spec_accepted_lengths);
     sum.running_critical += s.running_critical;
     sum.reserved_seqs += s.reserved_seqs;
     sum.reserved_tokens += s.reserved_tokens;

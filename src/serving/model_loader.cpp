@@ -161,6 +161,12 @@ ModelHostOptions HostOptionsOf(const ModelLoadOptions& options, const std::strin
   host_options.swap_space_bytes = s.swap_space;
   host_options.engine.kv_idle_release =
       std::chrono::milliseconds(static_cast<int64_t>(s.kv_idle_release_seconds * 1000));
+  host_options.engine.speculative.method = s.speculative.method;
+  host_options.engine.speculative.max_tokens = s.speculative.max_tokens;
+  host_options.engine.speculative.ngram_min = s.speculative.ngram_min;
+  host_options.engine.speculative.ngram_max = s.speculative.ngram_max;
+  host_options.engine.speculative.draft_model = s.speculative.model;
+  host_options.engine.speculative.proposer = options.draft_proposer;
   return host_options;
 }
 
@@ -646,6 +652,20 @@ Result<ModelRef> OpenModel(const ModelLoadOptions& options, DeviceSet& devices) 
                    options.device);
     }
     if (is_encoder) return OpenEncoderModel(options, devices, id);
+  }
+  if (options.settings.speculative.method == engine::SpeculativeMethod::kDraft) {
+    // The draft is asked from the target's engine thread: both engines live in this process.
+    if (options.workers) {
+      return UnsupportedError("model " + id +
+                              ": speculative method draft runs the draft in the "
+                              "server's process, and this model runs in worker processes "
+                              "(workers: on); use method: ngram, or workers: off");
+    }
+    if (options.draft_proposer == nullptr) {
+      return FailedPreconditionError(
+          "model " + id + ": its speculative draft model " + options.settings.speculative.model +
+          " is not loaded (list it before " + id + " in models:, load: on_start)");
+    }
   }
   // Workers first: a GPU served by workers is never opened in this process.
   if (options.workers) return OpenModelInWorkers(options, devices, id);

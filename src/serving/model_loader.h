@@ -64,6 +64,9 @@ struct ModelLoadOptions {
   // Where each worker instance runs (`cpus`, `numa_node`, `gpu`, MPS limits): none, one for
   // every instance, or one per instance; placed by the device set's Placer at load.
   std::vector<placement::BindingRequest> bindings = {};
+  // settings.speculative with method draft: the draft model's proposer (DraftProposer), made
+  // by the model manager from the loaded draft; the engine runs in this process then.
+  std::shared_ptr<engine::Proposer> draft_proposer = nullptr;
 
   bool operator==(const ModelLoadOptions&) const = default;
 };

@@ -14,6 +14,9 @@
 #include <utility>
 
 #include "memory/byte_size.h"
+#include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
+#include "serving/draft_proposer.h"
 #include "serving/worker_client.h"
 
 namespace pier::serving {
@@ -261,7 +264,12 @@ Status ModelManager::DoLoad(const std::string& id) {
   return Status::Ok();
 }
 
-Result<ModelRef> ModelManager::OpenWithEviction(const ModelSpec& spec) {
+Result<ModelRef> ModelManager::OpenWithEviction(const ModelSpec& given) {
+  ModelSpec spec = given;
+  if (spec.load.settings.speculative.method == engine::SpeculativeMethod::kDraft &&
+      !IsOnnxPath(spec.load.path)) {
+    PIER_ASSIGN_OR_RETURN(spec.load.draft_proposer, DraftProposerFor(spec.load));
+  }
   while (true) {
     Result<ModelRef> opened = OpenModel(spec.load, *devices_);
     if (opened.ok() || opened.status().code() != StatusCode::kResourceExhausted) return opened;
@@ -284,6 +292,32 @@ Result<ModelRef> ModelManager::OpenWithEviction(const ModelSpec& spec) {
     (void)registry_->MarkUnloaded(victim, ModelRegistry::UnloadKind::kEvicted);
     if (options_.on_unloaded) options_.on_unloaded(victim, ModelRegistry::UnloadKind::kEvicted);
   }
+}
+
+Result<std::shared_ptr<engine::Proposer>> ModelManager::DraftProposerFor(
+    const ModelLoadOptions& load) {
+  const std::string& name = load.settings.speculative.model;
+  if (name == load.id) {
+    // Its own draft would have to be loaded before itself; a second copy under another name
+    // (or method: ngram) does that job.
+    return InvalidArgumentError("model " + load.id +
+                                ": speculative draft model must be another served model");
+  }
+  Result<ModelEntry> entry = registry_->Lookup(name);
+  if (!entry.ok()) {
+    return InvalidArgumentError("model " + load.id + ": speculative draft model " + name +
+                                " does not exist (it must be a served LLM)");
+  }
+  if (entry->state != ModelState::kReady || entry->model == nullptr) {
+    return FailedPreconditionError("model " + load.id + ": speculative draft model " + name +
+                                   " is not loaded (" + std::string(ModelStateName(entry->state)) +
+                                   "); list it before " + load.id + " in models:, load: on_start");
+  }
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(load.path));
+  PIER_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+                        model::LoadTokenizer(*file));
+  PIER_RETURN_IF_ERROR(CheckDraftModel(*entry->model, load.id, tokenizer->vocab_size()));
+  return std::shared_ptr<engine::Proposer>(std::make_shared<DraftProposer>(entry->model, load.id));
 }
 
 std::string ModelManager::PickEviction(const std::string& except, const std::string& device) {

@@ -138,6 +138,9 @@ class ModelManager {
   void AdoptSpec(std::shared_ptr<const ModelSpec> spec, ReloadReport* report);
   // OpenModel, making room by evicting idle on_demand models while it does not fit.
   Result<ModelRef> OpenWithEviction(const ModelSpec& spec);
+  // A model with speculative method draft: the proposer over its draft, which must be a
+  // loaded LLM with the same vocabulary size.
+  Result<std::shared_ptr<engine::Proposer>> DraftProposerFor(const ModelLoadOptions& load);
   // The idle on_demand model on `device` (EffectiveDevice) cheapest to reload (not `except`), or
   // empty.
   std::string PickEviction(const std::string& except, const std::string& device);

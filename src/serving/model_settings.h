@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "engine/kv/kv_size.h"
 #include "engine/kv/kv_store.h"
+#include "engine/speculative/proposer.h"
 #include "tensor/dtype.h"
 #include "tensor_models/image/image_preprocess.h"
 #include "tensor_models/input_pad.h"
@@ -81,6 +82,19 @@ struct ImagePreprocessSettings {
   bool operator==(const ImagePreprocessSettings&) const = default;
 };
 
+// An LLM's `speculative:` map (engine/speculative/proposer.h): prompt lookup
+// ({method: ngram}) or a draft model ({method: draft, model: NAME}) proposes up to max_tokens
+// tokens per step, verified so that the output stays the output without speculation.
+struct SpeculativeSettings {
+  engine::SpeculativeMethod method = engine::SpeculativeMethod::kOff;
+  std::string model;  // draft: the served name of the draft model
+  int32_t max_tokens = 8;
+  int32_t ngram_min = 2;
+  int32_t ngram_max = 4;
+
+  bool operator==(const SpeculativeSettings&) const = default;
+};
+
 struct ModelSettings {
   int threads = 0;     // compute threads, counting the engine thread; 0: every core
   int64_t ctx = 4096;  // KV positions, all requests together, and the most one request may use
@@ -127,6 +141,7 @@ struct ModelSettings {
   std::vector<int64_t> preferred_batch_sizes;
   std::map<std::string, TensorInputSettings> inputs;
   std::optional<ImagePreprocessSettings> preprocess;  // an image input (unset: none)
+  SpeculativeSettings speculative;                    // LLMs: off unless set
 
   bool operator==(const ModelSettings&) const = default;
 };

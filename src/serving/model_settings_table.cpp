@@ -443,6 +443,94 @@ std::vector<ModelSettingKey> BuildTable() {
          return object;
        }});
   keys.push_back(
+      {"speculative", "MAP",
+       "LLMs: speculative decoding, whose output is bit for bit the output without it: "
+       "speculative: {method: ngram} (prompt lookup: the tokens that followed an earlier "
+       "occurrence of the latest ones) or {method: draft, model: NAME} (a smaller served LLM "
+       "with the same vocabulary, loaded before this one, in the server's process), with "
+       "max_tokens (proposed tokens per step, 1..32, default 8) and for ngram ngram_min / "
+       "ngram_max (the suffix lengths searched, default 2 and 4); off (the default): none. "
+       "The engine proposes only while a step's extra tokens are nearly free (it measures "
+       "its device) and steps aside under load",
+       [](const Json& value, std::string_view at, ModelSettings* s) -> Status {
+         SpeculativeSettings spec;
+         if (value.is_string() && value.get<std::string>() == "off") {
+           s->speculative = spec;
+           return Status::Ok();
+         }
+         if (!value.is_object()) {
+           return InvalidArgumentError(std::string(at) +
+                                       ": expected off or a map {method: ngram|draft, model, "
+                                       "max_tokens, ngram_min, ngram_max}");
+         }
+         for (const auto& [key, unused] : value.items()) {
+           if (key != "method" && key != "model" && key != "max_tokens" && key != "ngram_min" &&
+               key != "ngram_max") {
+             return InvalidArgumentError(std::string(at) + ": unknown key \"" + key +
+                                         "\" (known: method, model, max_tokens, ngram_min, "
+                                         "ngram_max)");
+           }
+         }
+         if (!value.contains("method")) {
+           return InvalidArgumentError(std::string(at) + ": method is required (ngram or draft)");
+         }
+         PIER_ASSIGN_OR_RETURN(std::string method,
+                               TextOf(value["method"], std::string(at) + ".method"));
+         if (method == "ngram") {
+           spec.method = engine::SpeculativeMethod::kNgram;
+         } else if (method == "draft") {
+           spec.method = engine::SpeculativeMethod::kDraft;
+         } else if (method == "off") {
+           spec.method = engine::SpeculativeMethod::kOff;
+         } else {
+           return InvalidArgumentError(std::string(at) +
+                                       ".method: expected ngram, draft or off, "
+                                       "got \"" +
+                                       method + "\"");
+         }
+         auto integer = [&](const char* key, int64_t min, int64_t max, int32_t* field) -> Status {
+           if (!value.contains(key)) return Status::Ok();
+           const std::string where = std::string(at) + "." + key;
+           PIER_ASSIGN_OR_RETURN(std::string text, TextOf(value[key], where));
+           PIER_ASSIGN_OR_RETURN(int64_t n, ParseIntegerSetting(text, where, min, max));
+           *field = static_cast<int32_t>(n);
+           return Status::Ok();
+         };
+         PIER_RETURN_IF_ERROR(integer("max_tokens", 1, 32, &spec.max_tokens));
+         PIER_RETURN_IF_ERROR(integer("ngram_min", 1, 16, &spec.ngram_min));
+         PIER_RETURN_IF_ERROR(integer("ngram_max", 1, 16, &spec.ngram_max));
+         if (spec.ngram_min > spec.ngram_max) {
+           return InvalidArgumentError(
+               std::string(at) + ": ngram_min (" + std::to_string(spec.ngram_min) +
+               ") must not exceed ngram_max (" + std::to_string(spec.ngram_max) + ")");
+         }
+         if (value.contains("model")) {
+           PIER_ASSIGN_OR_RETURN(spec.model, TextOf(value["model"], std::string(at) + ".model"));
+         }
+         if (spec.method == engine::SpeculativeMethod::kDraft && spec.model.empty()) {
+           return InvalidArgumentError(std::string(at) +
+                                       ": method draft needs model: the draft model's name");
+         }
+         if (spec.method != engine::SpeculativeMethod::kDraft && !spec.model.empty()) {
+           return InvalidArgumentError(std::string(at) + ": model is for method draft");
+         }
+         s->speculative = std::move(spec);
+         return Status::Ok();
+       },
+       [](const ModelSettings& s) {
+         const SpeculativeSettings& spec = s.speculative;
+         if (spec.method == engine::SpeculativeMethod::kOff) return Json("off");
+         Json object = {{"method", std::string(engine::SpeculativeMethodName(spec.method))},
+                        {"max_tokens", std::to_string(spec.max_tokens)}};
+         if (spec.method == engine::SpeculativeMethod::kDraft) {
+           object["model"] = spec.model;
+         } else {
+           object["ngram_min"] = std::to_string(spec.ngram_min);
+           object["ngram_max"] = std::to_string(spec.ngram_max);
+         }
+         return object;
+       }});
+  keys.push_back(
       {"preprocess", "MAP",
        "Tensor (ONNX) models, in models.yaml: an input that takes encoded JPEG or PNG images "
        "(a BYTES input), decoded, resized and normalised in the server, e.g. preprocess: "

@@ -407,6 +407,53 @@ void AddTensorFigures(const std::string& model, const TensorRunnerStats& t, Live
                     "Per request: decoding, fitting and normalising its images.", t.decode_seconds);
 }
 
+// Speculative decoding (a model with `speculative:`): Pier's counters with vLLM's names beside
+// them (vllm:spec_decode_*), the kept proposals per position and the histogram of proposals
+// kept per draft.
+void AddSpeculativeFigures(const std::string& model, const engine::EngineStats& e,
+                           LiveFigures& live) {
+  if (e.spec_accepted_lengths.empty()) return;  // speculation off
+  auto& drafts = live.SetCounter(model, "pier_spec_decode_drafts_total",
+                                 "Drafts verified: one sequence's proposed tokens in one step.",
+                                 static_cast<double>(e.spec_drafts));
+  auto& proposed =
+      live.SetCounter(model, "pier_spec_decode_draft_tokens_total", "Proposed tokens verified.",
+                      static_cast<double>(e.spec_draft_tokens));
+  auto& accepted = live.SetCounter(model, "pier_spec_decode_accepted_tokens_total",
+                                   "Proposed tokens kept (each equal to the token the plain "
+                                   "path samples there).",
+                                   static_cast<double>(e.spec_accepted_tokens));
+  live.SetCounter(model, "pier_spec_decode_skipped_total",
+                  "Decoding sequence-steps without proposals (the planner held back under load "
+                  "or for low acceptance, or the proposer had none).",
+                  static_cast<double>(e.spec_skipped));
+  live.Alias(drafts, "vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.");
+  live.Alias(proposed, "vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.");
+  live.Alias(accepted, "vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.");
+  auto& per_position = live.CounterFamily(
+      "pier_spec_decode_accepted_tokens_per_pos",
+      "Drafts whose proposal at this position (0-based) was kept.", {"model", "position"});
+  auto& per_position_vllm =
+      live.CounterFamily("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                         "Accepted tokens per draft position.", {"model_name", "position"});
+  for (size_t i = 0; i < e.spec_accepted_per_position.size(); ++i) {
+    const auto value = static_cast<double>(e.spec_accepted_per_position[i]);
+    per_position.WithLabels({{"model", model}, {"position", std::to_string(i)}}).Increment(value);
+    per_position_vllm.WithLabels({{"model_name", model}, {"position", std::to_string(i)}})
+        .Increment(value);
+  }
+  pier::Buckets lengths;
+  for (size_t i = 0; i + 1 < e.spec_accepted_lengths.size(); ++i) {
+    lengths.bounds.push_back(static_cast<double>(i));
+  }
+  for (size_t i = 0; i < e.spec_accepted_lengths.size(); ++i) {
+    lengths.counts.push_back(static_cast<uint64_t>(e.spec_accepted_lengths[i]));
+    lengths.sum += static_cast<double>(i * static_cast<size_t>(e.spec_accepted_lengths[i]));
+  }
+  live.SetHistogram(model, "pier_spec_decode_acceptance_length",
+                    "Proposed tokens kept per draft (the step yields one more).", lengths);
+}
+
 void AddEngineFigures(const std::string& model, const engine::EngineStats& e, LiveFigures& live) {
   const double usage = e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) /
                                                    static_cast<double>(e.kv_blocks_total)
@@ -518,6 +565,8 @@ void AddEngineFigures(const std::string& model, const engine::EngineStats& e, Li
           .Set(static_cast<double>(t.live_sequences));
     }
   }
+
+  AddSpeculativeFigures(model, e, live);
 
   live.Alias(running, "vllm:num_requests_running",
              "Number of requests in model execution batches.");

@@ -79,6 +79,11 @@ TEST(ModelSettingsTest, EveryKeyReadsBackWhatItShows) {
   preprocess.shorter_side = 256;
   preprocess.mean = {0.485, 0.456, 0.406};
   changed.preprocess = preprocess;
+  changed.speculative = {.method = engine::SpeculativeMethod::kNgram,
+                         .model = "",
+                         .max_tokens = 5,
+                         .ngram_min = 1,
+                         .ngram_max = 3};
   const Json shown = ModelSettingsToJson(changed);
   EXPECT_EQ(shown.size(), ModelSettingKeys().size()) << "every field above differs: " << shown;
   Result<ModelSettings> back = ModelSettingsFromJson(shown, "test");
@@ -104,6 +109,44 @@ TEST(ModelSettingsTest, TensorModelKeysRefuseWhatTheyCannotUse) {
       ApplyModelSetting(&s, "inputs", Json::parse(R"({"x": {"shape": ["-1", "0"]}})"), "at");
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.message().find("at.x.shape"), std::string::npos) << zero.message();
+}
+
+// speculative: off, or {method: ngram|draft, model, max_tokens 1..32, ngram_min/max 1..16}; a
+// draft names its model, ngram does not; every refusal names the key.
+TEST(ModelSettingsTest, SpeculativeTakesAMethodAndChecksItsBounds) {
+  ModelSettings s;
+  ASSERT_TRUE(
+      ApplyModelSetting(&s, "speculative", Json::parse(R"({"method": "ngram"})"), "at").ok());
+  EXPECT_EQ(s.speculative.method, engine::SpeculativeMethod::kNgram);
+  EXPECT_EQ(s.speculative.max_tokens, 8);
+  ASSERT_TRUE(ApplyModelSetting(
+                  &s, "speculative",
+                  Json::parse(R"({"method": "draft", "model": "tiny", "max_tokens": "4"})"), "at")
+                  .ok());
+  EXPECT_EQ(s.speculative.method, engine::SpeculativeMethod::kDraft);
+  EXPECT_EQ(s.speculative.model, "tiny");
+  EXPECT_EQ(s.speculative.max_tokens, 4);
+  const Json shown = ModelSettingsToJson(s);
+  Result<ModelSettings> back = ModelSettingsFromJson(shown, "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->speculative, s.speculative);
+  ASSERT_TRUE(ApplyModelSetting(&s, "speculative", Json("off"), "at").ok());
+  EXPECT_EQ(s.speculative.method, engine::SpeculativeMethod::kOff);
+  auto refused = [&](const char* json, const char* expected) {
+    ModelSettings t;
+    Status st = ApplyModelSetting(&t, "speculative", Json::parse(json), "models[1].speculative");
+    ASSERT_FALSE(st.ok()) << json;
+    EXPECT_NE(st.message().find(expected), std::string::npos) << st.message();
+  };
+  refused(R"({"method": "ngram", "max_tokens": 0})", "models[1].speculative.max_tokens");
+  refused(R"({"method": "ngram", "max_tokens": 33})", "models[1].speculative.max_tokens");
+  refused(R"({"method": "medusa"})", "expected ngram, draft or off");
+  refused(R"({"method": "draft"})", "method draft needs model");
+  refused(R"({"method": "ngram", "model": "x"})", "model is for method draft");
+  refused(R"({"method": "ngram", "ngram_min": 4, "ngram_max": 2})", "must not exceed ngram_max");
+  refused(R"({"max_tokens": 4})", "method is required");
+  refused(R"({"method": "ngram", "lookahead": 4})", "unknown key \"lookahead\"");
+  refused(R"("on")", "expected off or a map");
 }
 
 // inputs: {NAME: {shape, pad: {axes, value}}}: either part alone or both; the axes sorted, the

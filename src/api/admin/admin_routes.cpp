@@ -171,6 +171,7 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
         {"max_seqs", l.settings.max_seqs},
         {"max_batched_tokens", l.settings.max_batched_tokens},
         {"prefill_chunk_while_decoding", l.settings.prefill_chunk_while_decoding},
+        {"speculative", serving::ModelSettingsToJson(l.settings, /*all=*/true)["speculative"]},
         {"idle_unload_after_seconds", spec->idle_unload_after.count() / 1000.0},
         {"fallback", spec->fallback},
         // Every per-model key's value, as a config file would give it.
@@ -202,6 +203,17 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
                     {"kv_shrinks", e.kv_shrinks},
                     {"preemptions", e.preemptions},
                     {"requests_finished", e.requests_finished}};
+  if (!e.spec_accepted_lengths.empty()) {
+    pier["engine"]["speculative"] = {
+        {"drafts", e.spec_drafts},
+        {"draft_tokens", e.spec_draft_tokens},
+        {"accepted_tokens", e.spec_accepted_tokens},
+        {"acceptance_rate", e.spec_draft_tokens > 0 ? static_cast<double>(e.spec_accepted_tokens) /
+                                                          static_cast<double>(e.spec_draft_tokens)
+                                                    : 0.0},
+        {"accepted_per_position", e.spec_accepted_per_position},
+        {"skipped", e.spec_skipped}};
+  }
   Json instances = Json::array();
   for (size_t n = 0; n < model->instances.size(); ++n) {
     const engine::EngineStats i = model->instances[n]->Stats();
