@@ -45,15 +45,15 @@ std::vector<std::vector<int32_t>> DraftProposer::Propose(
 Status CheckDraftModel(const ServedModel& draft, const std::string& target_id,
                        int64_t target_vocab) {
   if (draft.kind != ModelKind::kGenerate || draft.tokenizer == nullptr) {
-    return InvalidArgumentError("model " + target_id + ": speculative draft model " + draft.id +
+    return InvalidArgumentError("speculative draft model " + draft.id +
                                 " is not an LLM (an embedding or tensor model cannot draft)");
   }
   const int64_t draft_vocab = draft.tokenizer->vocab_size();
   if (draft_vocab != target_vocab) {
-    return InvalidArgumentError(
-        "model " + target_id + ": speculative draft model " + draft.id + " has a vocabulary of " +
-        std::to_string(draft_vocab) + " tokens, " + target_id + " one of " +
-        std::to_string(target_vocab) + ": a draft must share its target's vocabulary");
+    return InvalidArgumentError("speculative draft model " + draft.id + " has a vocabulary of " +
+                                std::to_string(draft_vocab) + " tokens, " + target_id + " one of " +
+                                std::to_string(target_vocab) +
+                                ": a draft must share its target's vocabulary");
   }
   return Status::Ok();
 }

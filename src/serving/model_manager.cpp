@@ -300,17 +300,16 @@ Result<std::shared_ptr<engine::Proposer>> ModelManager::DraftProposerFor(
   if (name == load.id) {
     // Its own draft would have to be loaded before itself; a second copy under another name
     // (or method: ngram) does that job.
-    return InvalidArgumentError("model " + load.id +
-                                ": speculative draft model must be another served model");
+    return InvalidArgumentError("speculative draft model must be another served model");
   }
   Result<ModelEntry> entry = registry_->Lookup(name);
   if (!entry.ok()) {
-    return InvalidArgumentError("model " + load.id + ": speculative draft model " + name +
+    return InvalidArgumentError("speculative draft model " + name +
                                 " does not exist (it must be a served LLM)");
   }
   if (entry->state != ModelState::kReady || entry->model == nullptr) {
-    return FailedPreconditionError("model " + load.id + ": speculative draft model " + name +
-                                   " is not loaded (" + std::string(ModelStateName(entry->state)) +
+    return FailedPreconditionError("speculative draft model " + name + " is not loaded (" +
+                                   std::string(ModelStateName(entry->state)) +
                                    "); list it before " + load.id + " in models:, load: on_start");
   }
   PIER_ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(load.path));
