@@ -380,7 +380,7 @@ StepPlan Scheduler::Plan() const {
         drafts = std::min<int64_t>(static_cast<int64_t>(s.draft.size()),
                                    std::max<int64_t>(0, usable_budget - n));
         // Every other running sequence may need a new block for its own next token.
-        const int64_t kept = running * n_groups();
+        const int64_t kept = std::max<int64_t>(0, running - 1) * n_groups();
         const int64_t base = blocks_needed(s.num_computed + n);
         while (drafts > 0 && blocks_needed(s.num_computed + n + drafts) - base >
                                  std::max<int64_t>(0, sim.available() - base - kept)) {
