@@ -1,7 +1,9 @@
 // NgramProposer: prompt lookup. The proposal for a sequence is what followed the most recent
-// earlier occurrence of its latest n tokens (n from ngram_max down to ngram_min, the longest
-// match first): text that copies from its input (a document rewritten with one field changed,
-// a paragraph with a typo fixed, fields quoted from a text) goes on as its source did. No
+// earlier occurrence of its latest n tokens that has a whole proposal after it (else the
+// earliest, whose continuation is the longest), n from ngram_max down to ngram_min, the
+// longest match first: text that copies from its input (a document rewritten with one field
+// changed, a paragraph with a typo fixed, fields quoted from a text) goes on as its source did.
+// No
 // model, no state: a scan of the sequence's tokens, O(length x ngram_max) per proposal.
 //
 // Thread-safety: stateless; const methods.

@@ -18,8 +18,10 @@ TEST(NgramLookupTest, ContinuesTheLatestEarlierOccurrenceOfTheLongestSuffix) {
   const std::vector<int32_t> t = {1, 2, 3, 4, 5, 9, 2, 3, 7, 8, 2, 3};
   // Suffix [2, 3] occurs at 1 and 6: the latest (6) goes on with 7, 8, 2, 3.
   EXPECT_EQ(LookupContinuation(t, 2, 4, 3), (std::vector<int32_t>{7, 8, 2}));
-  // The longest suffix that occurs wins: [9, 2, 3]? no; [8, 2, 3]? no; ... [2, 3] it is.
-  EXPECT_EQ(LookupContinuation(t, 2, 4, 8), (std::vector<int32_t>{7, 8, 2, 3}));
+  // 8 tokens do not follow the latest: the earliest (1) has the longest continuation.
+  EXPECT_EQ(LookupContinuation(t, 2, 4, 8), (std::vector<int32_t>{4, 5, 9, 2, 3, 7, 8, 2}));
+  // 5 follow the one at 1 only.
+  EXPECT_EQ(LookupContinuation(t, 2, 4, 5), (std::vector<int32_t>{4, 5, 9, 2, 3}));
   const std::vector<int32_t> u = {5, 1, 2, 3, 6, 6, 1, 2, 3};
   // [1, 2, 3] at 1 beats the shorter [2, 3] (also only at 2).
   EXPECT_EQ(LookupContinuation(u, 2, 3, 2), (std::vector<int32_t>{6, 6}));
