@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../test_governor.h"
+#include "engine/core/default_model.h"
 #include "engine/core/engine.h"
 #include "engine/runner/local_model.h"
 #include "model/gguf_tokenizer.h"
@@ -21,16 +22,10 @@ namespace {
 class EngineModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    LocalModelOptions options;
-    options.path = PIER_DEFAULT_MODEL_PATH;
-    options.threads = 2;
-    options.kv_tokens = 2048;
-    auto model = LocalModel::Open(options, pier::testing::TestGovernor());
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    model_ = std::move(model).value().release();
-    auto tok = model::LoadTokenizer(model_->file());
-    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
-    tokenizer_ = std::move(tok).value().release();
+    DefaultModel opened;
+    OpenDefaultModel(2048, &opened);
+    model_ = opened.model.release();
+    tokenizer_ = opened.tokenizer.release();
   }
   static void TearDownTestSuite() {
     delete tokenizer_;
