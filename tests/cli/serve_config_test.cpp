@@ -118,6 +118,7 @@ max_batch_size: 16
 preferred_batch_sizes: [4, 8]
 inputs: {x: {shape: [-1, 3, 32, 32]}}
 preprocess: {resize: letterbox, pad_value: 0}
+speculative: {method: ngram, max_tokens: 5}
 )");
   Result<ServeOptions> resolved = ResolveServeOptions({{"config", path}});
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
@@ -191,7 +192,9 @@ preprocess: {resize: letterbox, pad_value: 0}
   EXPECT_EQ(o.model_defaults.inputs.at("x").shape, (std::vector<int64_t>{-1, 3, 32, 32}));
   ASSERT_TRUE(o.model_defaults.preprocess.has_value());
   EXPECT_EQ(o.model_defaults.preprocess->pad_value, 0);
-  EXPECT_EQ(ServeSettingNames().size(), 64u);
+  EXPECT_EQ(o.model_defaults.speculative.method, engine::SpeculativeMethod::kNgram);
+  EXPECT_EQ(o.model_defaults.speculative.max_tokens, 5);
+  EXPECT_EQ(ServeSettingNames().size(), 65u);
 }
 
 TEST_F(ServeConfigTest, CorsOriginsMustBeOriginsOrAStar) {
