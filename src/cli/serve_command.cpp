@@ -40,9 +40,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -51,6 +53,7 @@
 
 #include "api/admin/admin_routes.h"
 #include "api/auth/api_keys.h"
+#include "api/console/console_routes.h"
 #include "api/kserve/classify_api.h"
 #include "api/kserve/kserve_api.h"
 #include "api/openai/embeddings_api.h"
@@ -63,6 +66,10 @@
 #include "http/server.h"
 #include "metrics/gpu_telemetry.h"
 #include "serving/device_set.h"
+#include "serving/live/event_log.h"
+#include "serving/live/event_watcher.h"
+#include "serving/live/memory_history.h"
+#include "serving/live/request_board.h"
 #include "serving/model_host.h"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
@@ -167,6 +174,21 @@ constexpr SettingHelp kSettingHelp[] = {
 int Fail(const Status& status) {
   std::fprintf(stderr, "pier serve: %s\n", status.ToString().c_str());
   return 1;
+}
+
+// A 429 or 503 answer as a request_refused event, with the reason its body gives.
+void PublishRefusal(const api::HttpRequest& request, const api::HttpResponse& response,
+                    serving::EventLog* events) {
+  std::string reason;
+  const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object() &&
+      body["error"].value("message", nlohmann::json()).is_string()) {
+    reason = body["error"]["message"].get<std::string>();
+  }
+  events->Publish("request_refused", serving::EventLevel::kWarning, response.model,
+                  std::to_string(response.status) + " on " + request.path +
+                      (reason.empty() ? "" : ": " + reason),
+                  {{"status", response.status}, {"route", api::MetricsRouteLabel(request.path)}});
 }
 
 std::string HostForUrl(const std::string& host) {
@@ -392,10 +414,16 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   };
   api_options.load_wait =
       std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
+  // The web console's live state: events, the memory history, the requests in flight.
+  serving::EventLog events;
+  serving::MemoryHistory history;
+  serving::RequestBoard board;
+  api_options.board = &board;
   api::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
-  api::EmbeddingsApi embeddings(
-      {.load_wait = api_options.load_wait, .class_max_queue = options.class_max_queue},
-      registry.get(), keys_or_null, &metrics);
+  api::EmbeddingsApi embeddings({.load_wait = api_options.load_wait,
+                                 .class_max_queue = options.class_max_queue,
+                                 .board = &board},
+                                registry.get(), keys_or_null, &metrics);
 
   api::AdminRoutesOptions admin_options;
   admin_options.watchdog_timeout =
@@ -437,6 +465,9 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   }
   admin_options.pipelines = [&pipeline_api] { return pipeline_api.AdminList(); };
   admin_options.pipeline_metrics = [&pipeline_api] { return pipeline_api.MetricsText(); };
+  admin_options.events = &events;
+  admin_options.history = &history;
+  admin_options.requests = &board;
   api::AdminRoutes admin(admin_options, registry.get(), keys_or_null, &metrics);
 
   auto router = std::make_shared<api::Router>();
@@ -478,6 +509,10 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   classify.Register(*router);
   pipeline_api.Register(*router);
   admin.Register(*router);
+  const char* ui_dir = std::getenv("PIER_UI_DIR");  // the console's files, for editing them
+  const api::ConsoleRoutes console(
+      {.admin_key_set = !options.admin_key.empty(), .files_dir = ui_dir != nullptr ? ui_dir : ""});
+  console.Register(*router);
 
   http::HttpServerOptions server_options;
   server_options.host = options.host;
@@ -493,6 +528,17 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
                                           std::string_view model) {
     metrics.RecordHttpResponse(status, api::MetricsRouteLabel(request.path), model);
   };
+  server_options.on_refusal = [&events](const api::HttpRequest& request,
+                                        const api::HttpResponse& response) {
+    PublishRefusal(request, response, &events);
+  };
+  serving::EventWatcher watcher(
+      {.governors = admin_options.device_governors,
+       .fallbacks = {[&api] { return api.FallbackStates(); },
+                     [&tensor_fallbacks] { return tensor_fallbacks.Snapshot(); }}},
+      registry.get(), &events, &history);
+  watcher.Tick();  // learns the state after startup: the models already loaded are not news
+  events.Publish("server_started", serving::EventLevel::kInfo, "", "pier serve started");
   Result<std::unique_ptr<http::HttpServer>> started =
       http::HttpServer::Start(server_options, std::move(router));
   if (!started.ok()) return Fail(started.status());
@@ -566,8 +612,14 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   // Wait for a signal, feeding the watchdog every second (and logging its verdict changes).
   int signal = 0;
   bool stalled = false;
+  auto next_admin_tick = std::chrono::steady_clock::now();
   while (signal == 0) {
-    signal = WaitForSignal(signals, std::chrono::milliseconds(1000));
+    // The event watcher every 250 ms (events reach the console within a quarter second), the
+    // watchdog every second.
+    signal = WaitForSignal(signals, std::chrono::milliseconds(250));
+    watcher.Tick();
+    if (std::chrono::steady_clock::now() < next_admin_tick) continue;
+    next_admin_tick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     const std::optional<std::string> stall = admin.Tick();
     if (stall.has_value() != stalled) {
       stalled = stall.has_value();

@@ -74,6 +74,10 @@ struct HttpServerOptions {
   // deferred response, the last one that named a model); empty for the server's own answers.
   // Exceptions it throws are logged and swallowed.
   std::function<void(const HttpRequest& request, int status, std::string_view model)> on_response;
+  // Called on an I/O thread for each request refused with a whole (not streamed) 429 or 503
+  // answer, with that answer (its body says why): the event log's request_refused. Must be
+  // quick; exceptions it throws are logged and swallowed.
+  std::function<void(const HttpRequest& request, const HttpResponse& response)> on_refusal;
 };
 
 struct HttpServerStats {

@@ -445,6 +445,7 @@ asio::awaitable<Connection::Outcome> Connection::Respond(const HttpRequest& requ
     outcome = co_await SendStream(request, response, keep_alive);
   } else {
     outcome = co_await SendPlain(request, response, keep_alive);
+    if (response.status == 429 || response.status == 503) state_->ReportRefusal(request, response);
   }
   state_->ReportResponse(request, outcome.status, model);
   spdlog::debug("HTTP {} \"{} {}\" {} {:.1f} ms", remote_, request.method, request.target,
@@ -563,6 +564,17 @@ void ServerState::EndRequest() {
     --in_flight;
   }
   changed.notify_all();
+}
+
+void ServerState::ReportRefusal(const HttpRequest& request, const HttpResponse& response) {
+  if (!options.on_refusal) return;
+  try {
+    options.on_refusal(request, response);
+  } catch (const std::exception& e) {
+    spdlog::warn("HTTP on_refusal callback threw: {}", e.what());
+  } catch (...) {
+    spdlog::warn("HTTP on_refusal callback threw a non-standard exception");
+  }
 }
 
 void ServerState::ReportResponse(const HttpRequest& request, int status, std::string_view model) {

@@ -79,6 +79,8 @@ struct ServerState {
   void EndRequest();
   // Calls options.on_response, swallowing (and logging) anything it throws.
   void ReportResponse(const HttpRequest& request, int status, std::string_view model = {});
+  // options.on_refusal, guarded the same way.
+  void ReportRefusal(const HttpRequest& request, const HttpResponse& response);
 };
 
 // The wake callback handed to a ResponseStream may be called from any thread, also after the

@@ -248,6 +248,17 @@ bool WorkerClient::Revive() {
   return true;
 }
 
+bool WorkerClient::Drain(const std::string& why) {
+  MutexLock lock(mutex_);
+  if (state_ != State::kReady) return false;
+  kill_reason_ = why + "; drained and restarted";
+  spdlog::info("{}: {}", name_, kill_reason_);
+  state_ = State::kDraining;
+  drain_deadline_ = Clock::now() + options_.drain_grace;
+  changed_.notify_all();
+  return true;
+}
+
 std::string WorkerClient::ReadFrames() {
   std::shared_ptr<ipc::Channel> channel;
   {

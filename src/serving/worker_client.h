@@ -172,6 +172,10 @@ class WorkerClient final : public engine::EngineClient {
   // A quarantined instance starts again (its failure count cleared); false when it was not
   // quarantined. For `POST /admin/models/NAME/load` on a model whose instances failed.
   bool Revive();
+  // An operator's drain (POST /admin/models/NAME/drain): the instance takes no new requests,
+  // those in flight may finish for `drain_grace`, then its process is restarted, as for a
+  // leak; `why` becomes its last failure. False unless it was ready.
+  bool Drain(const std::string& why);
   int64_t max_request_tokens() const { return max_request_tokens_.load(); }
   // "model chat instance 2" (for messages).
   const std::string& name() const { return name_; }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/admin/admin_guard.h"
 #include "api/kserve/tensor_model_json.h"
 #include "api/pending_response.h"
 #include "api/status_map.h"
@@ -368,6 +369,9 @@ void AdminRoutes::Register(Router& router) {
                    [this](const HttpRequest& r) { return AdminModelAction(r); });
   router.Add("POST", "/admin/reload", [this](const HttpRequest& r) { return AdminReload(r); });
   router.Add("GET", "/admin/qos", [this](const HttpRequest& r) { return AdminQos(r); });
+  router.Add("GET", "/admin/events", [this](const HttpRequest& r) { return AdminEvents(r); });
+  router.Add("GET", "/admin/history", [this](const HttpRequest& r) { return AdminHistory(r); });
+  router.Add("GET", "/admin/requests", [this](const HttpRequest& r) { return AdminRequests(r); });
   router.Add("GET", "/admin/pipelines", [this](const HttpRequest& r) {
     if (auto denied = RequireAdmin(r)) return std::move(*denied);
     if (!options_.pipelines) {
@@ -443,6 +447,7 @@ bool FromLoopback(const HttpRequest& request) {
 }  // namespace
 
 std::optional<HttpResponse> AdminRoutes::RequireAdmin(const HttpRequest& request) const {
+  if (auto refused = CheckAdminOrigin(request, options_.admin_key.empty())) return refused;
   if (!options_.admin_key.empty()) return RequireBearer(request, options_.admin_key, "admin key");
   if (FromLoopback(request)) return std::nullopt;
   return ErrorResponse(403,
@@ -546,12 +551,7 @@ HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
                                 : std::vector<const MemoryGovernor*>{options_.device_governor};
   for (const MemoryGovernor* governor : governors) {
     if (governor == nullptr) continue;
-    const GovernorStats g = governor->Stats();
-    devices.push_back({{"name", g.device},
-                       {"kind", std::string(DeviceKindName(governor->device().kind()))},
-                       {"capacity_bytes", g.capacity_bytes},
-                       {"budget_bytes", g.budget_bytes},
-                       {"committed_bytes", g.committed_bytes}});
+    devices.push_back(DeviceDetail(*governor, options_.gpu_telemetry));
   }
   body["devices"] = std::move(devices);
   return JsonResponse(200, body);
@@ -563,7 +563,7 @@ HttpResponse AdminRoutes::AdminModel(const HttpRequest& request) {
   const std::string_view rest = std::string_view(request.path).substr(kPrefix.size());
   // /admin/models/{name}/load and /unload are POST routes: a GET there is the wrong method,
   // not a model called "{name}/load".
-  if (rest.ends_with("/load") || rest.ends_with("/unload")) {
+  if (rest.ends_with("/load") || rest.ends_with("/unload") || rest.ends_with("/drain")) {
     HttpResponse response = ErrorResponse(405, "method " + request.method + " is not allowed on " +
                                                    request.path + " (allowed: POST)");
     response.headers.emplace_back("Allow", "POST");
@@ -589,9 +589,10 @@ HttpResponse AdminRoutes::AdminModelAction(const HttpRequest& request) {
   const std::string_view rest = std::string_view(request.path).substr(kPrefix.size());
   const size_t slash = rest.rfind('/');
   const std::string_view action = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
-  if (slash == std::string_view::npos || slash == 0 || (action != "load" && action != "unload")) {
+  if (slash == std::string_view::npos || slash == 0 ||
+      (action != "load" && action != "unload" && action != "drain")) {
     return ErrorResponse(404, "unknown admin route " + std::string(request.path) +
-                                  " (POST /admin/models/{name}/load or /unload)");
+                                  " (POST /admin/models/{name}/load, /unload or /drain)");
   }
   const std::string name = PercentDecode(rest.substr(0, slash));
   if (options_.manager == nullptr) {
@@ -604,9 +605,19 @@ HttpResponse AdminRoutes::AdminModelAction(const HttpRequest& request) {
         "the model '" + name + "' does not exist (this server knows " + registry_->KnownIds() + ")",
         "model", "model_not_found");
   }
+  if (action == "drain") return AdminDrain(request, *entry);
+  PublishAction(request, entry->id, std::string(action) + " of " + entry->id + " asked",
+                serving::EventLevel::kInfo);
   auto pending = std::make_shared<PendingResponse>();
   serving::ModelRegistry* registry = registry_;
-  auto done = [pending, registry, id = entry->id](Status status) {
+  serving::EventLog* events = options_.events;
+  auto done = [pending, registry, events, id = entry->id,
+               what = std::string(action)](Status status) {
+    if (events != nullptr) {
+      events->Publish(
+          "admin_action", status.ok() ? serving::EventLevel::kInfo : serving::EventLevel::kWarning,
+          id, what + " of " + id + (status.ok() ? " done" : " failed: " + status.message()));
+    }
     if (!status.ok()) {
       pending->Resolve(FromManagerStatus(status));
       return;
@@ -634,23 +645,40 @@ HttpResponse AdminRoutes::AdminReload(const HttpRequest& request) {
   if (!specs.ok()) {
     return ErrorResponse(400, "reload refused, nothing changed: " + specs.status().message());
   }
+  PublishAction(request, "", "configuration reload asked", serving::EventLevel::kInfo);
   auto pending = std::make_shared<PendingResponse>();
-  options_.manager->Reload(
-      std::move(specs).value(), [pending](Result<serving::ReloadReport> report) {
-        if (!report.ok()) {
-          pending->Resolve(FromManagerStatus(report.status()));
-          return;
-        }
-        Json failed = Json::array();
-        for (const auto& [id, why] : report->failed) {
-          failed.push_back({{"id", id}, {"reason", why}});
-        }
-        pending->Resolve(JsonResponse(200, Json{{"added", report->added},
-                                                {"removed", report->removed},
-                                                {"reloaded", report->reloaded},
-                                                {"unchanged", report->unchanged},
-                                                {"failed", std::move(failed)}}));
-      });
+  serving::EventLog* events = options_.events;
+  options_.manager->Reload(std::move(specs).value(), [pending, events](
+                                                         Result<serving::ReloadReport> report) {
+    if (!report.ok()) {
+      if (events != nullptr) {
+        events->Publish("config_reloaded", serving::EventLevel::kError, "",
+                        "configuration reload failed: " + report.status().message());
+      }
+      pending->Resolve(FromManagerStatus(report.status()));
+      return;
+    }
+    Json failed = Json::array();
+    for (const auto& [id, why] : report->failed) {
+      failed.push_back({{"id", id}, {"reason", why}});
+    }
+    Json body{{"added", report->added},
+              {"removed", report->removed},
+              {"reloaded", report->reloaded},
+              {"unchanged", report->unchanged},
+              {"failed", std::move(failed)}};
+    if (events != nullptr) {
+      events->Publish(
+          "config_reloaded",
+          report->failed.empty() ? serving::EventLevel::kInfo : serving::EventLevel::kWarning, "",
+          "configuration reloaded: " + std::to_string(report->added.size()) + " added, " +
+              std::to_string(report->removed.size()) + " removed, " +
+              std::to_string(report->reloaded.size()) + " reloaded, " +
+              std::to_string(report->failed.size()) + " failed",
+          nlohmann::json::parse(body.dump()));
+    }
+    pending->Resolve(JsonResponse(200, body));
+  });
   HttpResponse response;
   response.deferred = pending;
   return response;
@@ -674,11 +702,28 @@ HttpResponse AdminRoutes::GetModel(const HttpRequest& request) {
 }
 
 std::string_view MetricsRouteLabel(std::string_view path) {
-  static constexpr std::array<std::string_view, 18> kRoutes = {
-      "/health",          "/ready",        "/metrics",       "/v1/models", "/v1/chat/completions",
-      "/v1/completions",  "/v1/responses", "/v1/embeddings", "/tokenize",  "/detokenize",
-      "/admin/models",    "/admin/reload", "/admin/qos",     "/v2",        "/v2/health/live",
-      "/v2/health/ready", "/embeddings",   "/v1/classify"};
+  static constexpr std::array<std::string_view, 22> kRoutes = {"/health",
+                                                               "/ready",
+                                                               "/metrics",
+                                                               "/v1/models",
+                                                               "/v1/chat/completions",
+                                                               "/v1/completions",
+                                                               "/v1/responses",
+                                                               "/v1/embeddings",
+                                                               "/tokenize",
+                                                               "/detokenize",
+                                                               "/admin/models",
+                                                               "/admin/reload",
+                                                               "/admin/qos",
+                                                               "/v2",
+                                                               "/v2/health/live",
+                                                               "/v2/health/ready",
+                                                               "/embeddings",
+                                                               "/v1/classify",
+                                                               "/admin/events",
+                                                               "/admin/history",
+                                                               "/admin/requests",
+                                                               "/ui"};
   for (std::string_view route : kRoutes) {
     if (path == route) return route;
   }
@@ -689,9 +734,11 @@ std::string_view MetricsRouteLabel(std::string_view path) {
     return "/v2/models/{model}";
   }
   if (path.starts_with(kModelsPrefix)) return "/v1/models/{id}";
+  if (path.starts_with("/ui/")) return "/ui/{file}";
   if (path.starts_with("/admin/models/")) {
     if (path.ends_with("/load")) return "/admin/models/{name}/load";
     if (path.ends_with("/unload")) return "/admin/models/{name}/unload";
+    if (path.ends_with("/drain")) return "/admin/models/{name}/drain";
     return "/admin/models/{name}";
   }
   return "other";

@@ -2,9 +2,16 @@
 // GET /ready, GET /metrics, GET /v1/models, GET /v1/models/{id}, POST /tokenize,
 // POST /detokenize, and the operator's GET /admin/models, GET /admin/models/{name} (one model's
 // entry of the list), POST /admin/models/{name}/load,
-// POST /admin/models/{name}/unload, POST /admin/reload and GET /admin/qos (the live QoS state:
-// queues per class and tenant, virtual clocks, reserve use). EngineWatchdog: the stall rule
-// behind /ready.
+// POST /admin/models/{name}/unload, POST /admin/models/{name}/drain (restart its worker
+// processes gracefully), POST /admin/reload, GET /admin/qos (the live QoS state: queues per
+// class and tenant, virtual clocks, reserve use), and the web console's live routes
+// GET /admin/events (server-sent events), GET /admin/history (memory over the last minutes) and
+// GET /admin/requests (what runs and waits). EngineWatchdog: the stall rule behind /ready.
+//
+// Admin gate: with --admin-key every /admin route needs "Authorization: Bearer <key>";
+// without one only loopback clients are answered. Either way admin_guard.h refuses a POST
+// from a foreign Origin, and without a key a Host that is not an IP literal or localhost
+// (CSRF and DNS rebinding from a web page).
 //
 // Auth: with API keys, /v1/models*, /tokenize and /detokenize need a key (401 otherwise);
 // /health and /ready are always open; /metrics is open unless a metrics key is set, then it
@@ -58,6 +65,9 @@
 #include "common/mutex.h"
 #include "engine/engine_client.h"
 #include "metrics/gpu_telemetry.h"
+#include "serving/live/event_log.h"
+#include "serving/live/memory_history.h"
+#include "serving/live/request_board.h"
 #include "serving/model_manager.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
@@ -117,7 +127,20 @@ struct AdminRoutesOptions {
   // families appended to /metrics; null: none.
   std::function<nlohmann::json()> pipelines = nullptr;
   std::function<std::string()> pipeline_metrics = nullptr;
+  // The console's live routes (admin_live.cpp): GET /admin/events (the log's events, streamed
+  // or as JSON), GET /admin/history (the memory samples), GET /admin/requests (the board);
+  // each null: that route answers 501. Admin actions are published to `events` too.
+  serving::EventLog* events = nullptr;
+  const serving::MemoryHistory* history = nullptr;
+  const serving::RequestBoard* requests = nullptr;
+  std::chrono::milliseconds history_interval{2000};  // how often `history` is sampled
 };
+
+// One device of /admin/models' "devices": its budget split by owner, the reserve, what is
+// free, its pressure figures, and NVML's readings of a GPU when `telemetry` has them
+// (admin_devices.cpp).
+nlohmann::ordered_json DeviceDetail(const MemoryGovernor& governor,
+                                    const metrics::GpuTelemetry* telemetry);
 
 struct Readiness {
   bool ready = false;
@@ -155,6 +178,15 @@ class AdminRoutes {
   HttpResponse AdminReload(const HttpRequest& request);
   // GET /admin/qos: the live QoS state of every loaded model (admin_qos.cpp).
   HttpResponse AdminQos(const HttpRequest& request);
+  // admin_live.cpp: GET /admin/events, /admin/history, /admin/requests, and POST
+  // /admin/models/{name}/drain (called by AdminModelAction).
+  HttpResponse AdminEvents(const HttpRequest& request);
+  HttpResponse AdminHistory(const HttpRequest& request);
+  HttpResponse AdminRequests(const HttpRequest& request);
+  HttpResponse AdminDrain(const HttpRequest& request, const serving::ModelEntry& entry);
+  // Publishes an admin_action event (who asked what), when there is an event log.
+  void PublishAction(const HttpRequest& request, const std::string& model,
+                     const std::string& message, serving::EventLevel level) const;
   // The admin routes' gate (AdminRoutesOptions::admin_key); nullopt when allowed.
   std::optional<HttpResponse> RequireAdmin(const HttpRequest& request) const;
   // GET /ready/{model}: 200 while the model is ready with at least one ready instance.

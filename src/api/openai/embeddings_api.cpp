@@ -343,9 +343,17 @@ HttpResponse EmbeddingsApi::Impl::ServeInClass(const EmbeddingsRequest& r,
   const bool base64 = r.base64;
   const int64_t dims = r.dimensions > 0 ? r.dimensions : dim;
   const std::string id = model.id;
-  Status submitted = model.embedder->Submit(
-      std::move(request),
-      [pending, base64, dims, dim, id, model_ref, slot, class_name](serving::EmbedResult result) {
+  std::shared_ptr<serving::RequestBoard::Ticket> live;
+  if (options.board != nullptr) {
+    live = options.board->Open({.request_id = "",
+                                .model = model.id,
+                                .route = "/v1/embeddings",
+                                .tenant = principal.tenant,
+                                .priority_class = class_name});
+  }
+  Status submitted =
+      model.embedder->Submit(std::move(request), [pending, base64, dims, dim, id, model_ref, slot,
+                                                  class_name, live](serving::EmbedResult result) {
         if (!result.status.ok()) {
           HttpResponse refused = FromBatcherStatus(result.status);
           refused.headers.emplace_back(kPriorityApplied, class_name);

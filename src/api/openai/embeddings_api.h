@@ -28,6 +28,7 @@
 
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
+#include "serving/live/request_board.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
 #include "serving/serving_metrics.h"
@@ -39,6 +40,8 @@ struct EmbeddingsApiOptions {
   int64_t max_inputs = 2048;                       // OpenAI's limit per request
   std::chrono::milliseconds load_wait{60'000};     // for an on_demand model not loaded yet
   serving::ClassQueueLimits class_max_queue = {};  // past it a waiting request gets 429
+  // The live request board (GET /admin/requests); null: requests are not shown there.
+  serving::RequestBoard* board = nullptr;
 };
 
 class EmbeddingsApi {

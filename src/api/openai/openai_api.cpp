@@ -538,6 +538,13 @@ HttpResponse OpenAiApi::Impl::ServeInClass(const HttpRequest& http, OpenAiEndpoi
   stream_options.priority_class = class_name;
   stream_options.slo_ttft_ms = options.class_slo.ttft_ms[static_cast<size_t>(priority)];
   stream_options.slo_tpot_ms = options.class_slo.tpot_ms[static_cast<size_t>(priority)];
+  if (options.board != nullptr) {
+    stream_options.live = options.board->Open({.request_id = stream_options.id,
+                                               .model = model.id,
+                                               .route = http.path,
+                                               .tenant = principal.tenant,
+                                               .priority_class = class_name});
+  }
   if (slot == nullptr) {
     stream_options.keep_alive = model_ref;
   } else {
@@ -645,6 +652,10 @@ OpenAiApi::OpenAiApi(OpenAiApiOptions options, serving::ModelRegistry* registry,
 }
 
 OpenAiApi::~OpenAiApi() = default;
+
+std::map<std::string, bool> OpenAiApi::FallbackStates() const {
+  return impl_->fallback_switch.Snapshot();
+}
 
 void OpenAiApi::Register(Router& router) {
   std::shared_ptr<Impl> impl = impl_;

@@ -21,12 +21,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
 #include "serving/fallback_switch.h"
+#include "serving/live/request_board.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
 #include "serving/serving_metrics.h"
@@ -46,6 +48,8 @@ struct OpenAiApiOptions {
   // its SLO targets (the attainment metrics).
   serving::ClassQueueLimits class_max_queue = {};
   serving::ClassSloTargets class_slo = {};
+  // The live request board (GET /admin/requests); null: requests are not shown there.
+  serving::RequestBoard* board = nullptr;
   // A model's fallback, by model id (the configuration as it is now; null or nullopt: none).
   // While the model is loaded past its policy's threshold, requests that allow it are
   // answered by the fallback (serving/fallback_switch.h): its id in `model`, and the header
@@ -64,6 +68,8 @@ class OpenAiApi {
   // Adds POST /v1/chat/completions and POST /v1/completions, and the same routes without
   // /v1 (clients configured with a base URL that lacks it).
   void Register(Router& router);
+  // Each model's fallback switch seen so far: engaged or not (the event log's fallback_on/off).
+  std::map<std::string, bool> FallbackStates() const;
 
  private:
   struct Impl;

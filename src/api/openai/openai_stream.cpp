@@ -243,6 +243,7 @@ void OpenAiStream::HandleEvent(Group& group, engine::Event& event, std::string& 
   if (event.choice < 0 || event.choice >= options_.n) return;
   Choice& choice = group.choices[static_cast<size_t>(event.choice)];
   if (choice.finished) return;
+  if (event.token >= 0 && options_.live != nullptr) options_.live->Produced(1);
   if (event.choice == 0 && !event.prompt_logprobs.empty()) {
     group.prompt_logprobs = std::move(event.prompt_logprobs);
   }

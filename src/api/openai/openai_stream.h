@@ -35,6 +35,7 @@
 #include "common/mutex.h"
 #include "engine/engine_client.h"
 #include "engine/request.h"
+#include "serving/live/request_board.h"
 #include "serving/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -66,6 +67,9 @@ struct OpenAiStreamOptions {
   std::string priority_class;
   int64_t slo_ttft_ms = 0;
   int64_t slo_tpot_ms = 0;
+  // Its line on the live request board (GET /admin/requests) while the stream lives; null:
+  // none. Each sampled token counts.
+  std::shared_ptr<serving::RequestBoard::Ticket> live = nullptr;
 };
 
 // One submitted engine request (one prompt).
