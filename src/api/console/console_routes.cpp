@@ -64,8 +64,9 @@ const std::vector<std::pair<std::string, std::string>>& ConsoleRoutes::SecurityH
 }
 
 void ConsoleRoutes::Register(Router& router) const {
-  auto serve = [this](const HttpRequest& request) {
-    HttpResponse response = Serve(request);
+  // The handlers keep their own copy of the options: the router may outlive this object.
+  auto serve = [options = options_](const HttpRequest& request) {
+    HttpResponse response = Serve(options, request);
     for (const auto& header : SecurityHeaders()) response.headers.push_back(header);
     return response;
   };
@@ -73,8 +74,8 @@ void ConsoleRoutes::Register(Router& router) const {
   router.AddPrefix("GET", "/ui/", serve);
 }
 
-HttpResponse ConsoleRoutes::Serve(const HttpRequest& request) const {
-  if (!options_.admin_key_set && !FromLoopback(request)) {
+HttpResponse ConsoleRoutes::Serve(const ConsoleOptions& options, const HttpRequest& request) {
+  if (!options.admin_key_set && !FromLoopback(request)) {
     return Page(403, "console refused",
                 "This server has no admin key, so its console and admin routes answer only on "
                 "this machine (loopback). Start pier serve with --admin-key KEY to use the "
@@ -84,8 +85,8 @@ HttpResponse ConsoleRoutes::Serve(const HttpRequest& request) const {
                               ? std::string_view("index.html")
                               : std::string_view(request.path).substr(4);
   if (!IsPlainName(name)) return Page(404, "not found", "The console has no such file.");
-  if (!options_.files_dir.empty()) {
-    std::ifstream file(options_.files_dir + "/" + std::string(name), std::ios::binary);
+  if (!options.files_dir.empty()) {
+    std::ifstream file(options.files_dir + "/" + std::string(name), std::ios::binary);
     if (!file) return Page(404, "not found", "The console has no such file.");
     std::ostringstream bytes;
     bytes << file.rdbuf();

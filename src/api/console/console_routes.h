@@ -31,14 +31,14 @@ class ConsoleRoutes {
  public:
   explicit ConsoleRoutes(ConsoleOptions options) : options_(std::move(options)) {}
 
-  // GET /ui, GET /ui/ and GET /ui/{file}.
+  // GET /ui, GET /ui/ and GET /ui/{file} (the handlers hold a copy of the options).
   void Register(Router& router) const;
 
   // The headers every console response carries (for tests and the docs).
   static const std::vector<std::pair<std::string, std::string>>& SecurityHeaders();
 
  private:
-  HttpResponse Serve(const HttpRequest& request) const;
+  static HttpResponse Serve(const ConsoleOptions& options, const HttpRequest& request);
 
   const ConsoleOptions options_;
 };
