@@ -398,8 +398,12 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
       spdlog::info("pipeline {}: {} steps", p->spec().name, p->spec().steps.size());
     }
   }
-  api::PipelineApi pipeline_api({.class_max_queue = options.class_max_queue}, pipeline_set.get(),
-                                keys_or_null);
+  // The web console's live state: events, the memory history, the requests in flight.
+  serving::EventLog events;
+  serving::MemoryHistory history;
+  serving::RequestBoard board;
+  api::PipelineApi pipeline_api({.class_max_queue = options.class_max_queue, .board = &board},
+                                pipeline_set.get(), keys_or_null);
 
   api::OpenAiApiOptions api_options;
   api_options.default_max_tokens = static_cast<int32_t>(options.default_max_tokens);
@@ -414,10 +418,6 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   };
   api_options.load_wait =
       std::chrono::milliseconds(static_cast<int64_t>(options.load_wait_seconds * 1000));
-  // The web console's live state: events, the memory history, the requests in flight.
-  serving::EventLog events;
-  serving::MemoryHistory history;
-  serving::RequestBoard board;
   api_options.board = &board;
   api::OpenAiApi api(api_options, registry.get(), keys_or_null, &metrics);
   api::EmbeddingsApi embeddings({.load_wait = api_options.load_wait,

@@ -58,6 +58,7 @@ struct Pipeline::Impl {
     std::shared_ptr<const std::atomic<bool>> cancelled;
     bool cancel_requested = false;  // Cancel(id) came (it cannot set the caller's flag)
     std::string traceparent;
+    std::function<void(const std::string&)> on_stage;
     Values values;                                  // by value name
     std::map<std::string, ExternalCharge> charges;  // by value name
     size_t step = 0;                                // the stage it waits for or runs in
@@ -295,6 +296,7 @@ struct Pipeline::Impl {
       call = CallFor(job, stages[s]);
     }
     Step* step = stages[s].step.get();
+    if (job->on_stage) job->on_stage(stages[s].spec->name);
     if (step->synchronous()) {
       Post([self, job, s, call = std::move(call), step] {
         StepOutcome outcome = step->Run(call);
@@ -553,6 +555,7 @@ Result<uint64_t> Pipeline::Submit(PipelineRequest request,
   job->deadline = request.deadline;
   job->cancelled = std::move(request.cancelled);
   job->traceparent = std::move(request.traceparent);
+  job->on_stage = std::move(request.on_stage);
   job->done = std::move(done);
   job->submitted = Clock::now();
   uint64_t id = 0;

@@ -54,6 +54,9 @@ struct PipelineRequest {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::shared_ptr<const std::atomic<bool>> cancelled;  // may be null
   std::string traceparent;                             // W3C; echoed in each stage's log
+  // Called (on the pipeline's thread, without its lock) as each stage takes the request, with
+  // the stage's name: the live request board shows where a request is. May be null.
+  std::function<void(const std::string& stage)> on_stage;
 };
 
 // One stage of one request: when it waited and ran, in microseconds since the Unix epoch (so

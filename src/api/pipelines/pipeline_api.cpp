@@ -270,9 +270,23 @@ HttpResponse PipelineApi::Submit(const std::shared_ptr<Pipeline>& pipeline, Pipe
       serving::QueueDeadline(options_.class_max_queue, level, std::chrono::steady_clock::now());
   auto pending = std::make_shared<PipelineResponse>();
   request.cancelled = pending->flag();
+  std::shared_ptr<serving::RequestBoard::Ticket> live;
+  if (options_.board != nullptr) {
+    live = options_.board->Open({.request_id = "",
+                                 .model = pipeline->spec().name,
+                                 .route = "pipeline",
+                                 .tenant = principal.tenant,
+                                 .priority_class = std::string(engine::PriorityName(level))});
+    request.on_stage = [weak_live = std::weak_ptr(live)](const std::string& stage) {
+      if (std::shared_ptr<serving::RequestBoard::Ticket> ticket = weak_live.lock()) {
+        ticket->SetStage(stage);
+        ticket->Produced(0);  // a stage has it: running
+      }
+    };
+  }
   std::weak_ptr<PipelineResponse> weak = pending;
   Result<uint64_t> id = pipeline->Submit(
-      std::move(request), [weak, slot, write = std::move(write)](PipelineResult result) {
+      std::move(request), [weak, slot, live, write = std::move(write)](PipelineResult result) {
         std::shared_ptr<PipelineResponse> pending = weak.lock();
         if (pending == nullptr) return;  // the client is gone
         HttpResponse response = result.status.ok() ? write(result) : StatusResponse(result.status);

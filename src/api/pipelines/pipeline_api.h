@@ -36,6 +36,7 @@
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
 #include "api/kserve/tensor_infer_request.h"
+#include "serving/live/request_board.h"
 #include "serving/pipeline_set.h"
 #include "serving/request_policy.h"
 
@@ -45,6 +46,9 @@ struct PipelineApiOptions {
   // A request's deadline: its class's max queue time from its arrival. It is checked at every
   // stage's queue (a request still waiting then is refused, 429) and reaches each model.
   serving::ClassQueueLimits class_max_queue = {};
+  // The live request board (GET /admin/requests): each request with the stage it is in;
+  // null: not shown there.
+  serving::RequestBoard* board = nullptr;
 };
 
 class PipelineApi {
