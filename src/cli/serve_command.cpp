@@ -402,6 +402,8 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   serving::EventLog events;
   serving::MemoryHistory history;
   serving::RequestBoard board;
+  // Tensor models' fallbacks: one switch per model for KServe infer and /v1/classify.
+  serving::FallbackSwitch tensor_fallbacks;
   api::PipelineApi pipeline_api({.class_max_queue = options.class_max_queue, .board = &board},
                                 pipeline_set.get(), keys_or_null);
 
@@ -465,6 +467,8 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   }
   admin_options.pipelines = [&pipeline_api] { return pipeline_api.AdminList(); };
   admin_options.pipeline_metrics = [&pipeline_api] { return pipeline_api.MetricsText(); };
+  admin_options.fallback_states = {[&api] { return api.FallbackStates(); },
+                                   [&tensor_fallbacks] { return tensor_fallbacks.Snapshot(); }};
   admin_options.events = &events;
   admin_options.history = &history;
   admin_options.requests = &board;
@@ -486,11 +490,10 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   kserve_options.load_wait = api_options.load_wait;
   kserve_options.max_body_bytes =
       static_cast<int64_t>(std::min<uint64_t>(options.max_body_bytes, INT64_MAX));
-  // Tensor models' fallbacks: one switch per model for KServe infer and /v1/classify.
-  serving::FallbackSwitch tensor_fallbacks;
   kserve_options.fallback_of = api_options.fallback_of;
   kserve_options.fallback_switch = &tensor_fallbacks;
   kserve_options.metrics = &metrics;
+  kserve_options.board = &board;
   kserve_options.pipeline_route = [&pipeline_api](
                                       const api::HttpRequest& http, const std::string& name,
                                       const std::string& action, const api::Principal& principal) {
@@ -499,6 +502,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
   api::ClassifyApiOptions classify_options;
   classify_options.class_max_queue = options.class_max_queue;
   classify_options.load_wait = api_options.load_wait;
+  classify_options.board = &board;
   classify_options.fallback = {api_options.fallback_of, &tensor_fallbacks, registry.get(),
                                &metrics};
   api::ClassifyApi classify(std::move(classify_options), registry.get(), keys_or_null);
@@ -533,9 +537,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     PublishRefusal(request, response, &events);
   };
   serving::EventWatcher watcher(
-      {.governors = admin_options.device_governors,
-       .fallbacks = {[&api] { return api.FallbackStates(); },
-                     [&tensor_fallbacks] { return tensor_fallbacks.Snapshot(); }}},
+      {.governors = admin_options.device_governors, .fallbacks = admin_options.fallback_states},
       registry.get(), &events, &history);
   watcher.Tick();  // learns the state after startup: the models already loaded are not news
   events.Publish("server_started", serving::EventLevel::kInfo, "", "pier serve started");

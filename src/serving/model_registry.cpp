@@ -24,6 +24,7 @@ struct ModelRegistry::Slot {
   ModelState state = ModelState::kUnloaded;
   std::string reason;
   ModelRef model;
+  std::optional<ModelKind> kind;  // from its latest load, kept while unloaded
   bool managed = false;
   int64_t loads = 0;
   int64_t load_failures = 0;
@@ -103,6 +104,7 @@ ModelEntry ModelRegistry::EntryOf(const Slot& slot) {
   entry.state = slot.state;
   entry.reason = slot.reason;
   entry.model = slot.state == ModelState::kReady ? slot.model : nullptr;
+  entry.kind = slot.kind;
   entry.loads = slot.loads;
   entry.load_failures = slot.load_failures;
   entry.unloads = slot.unloads;
@@ -116,9 +118,9 @@ ModelEntry ModelRegistry::EntryOf(const Slot& slot) {
 Status ModelRegistry::Add(ServedModel model) {
   if (model.client == nullptr ||
       (model.kind == ModelKind::kTensor ? model.tensors == nullptr : model.tokenizer == nullptr)) {
-    return InvalidArgumentError("model " + model.id + " needs an engine client and " +
-                                (model.kind == ModelKind::kTensor ? "a tensor runner"
-                                                                  : "a tokenizer"));
+    return InvalidArgumentError(
+        "model " + model.id + " needs an engine client and " +
+        (model.kind == ModelKind::kTensor ? "a tensor runner" : "a tokenizer"));
   }
   {
     MutexLock lock(mutex_);
@@ -127,6 +129,7 @@ Status ModelRegistry::Add(ServedModel model) {
     slot->id = model.id;
     slot->aliases = model.aliases;
     slot->state = ModelState::kReady;
+    slot->kind = model.kind;
     slot->model = std::make_shared<const ServedModel>(std::move(model));
     slots_.push_back(std::move(slot));
   }
@@ -217,6 +220,7 @@ Status ModelRegistry::Publish(const std::string& id, ModelRef model, double load
     if (slot == nullptr || slot->id != id) return NotFoundError("model " + id + " does not exist");
     PIER_RETURN_IF_ERROR(CheckNames(id, model->aliases, slot));
     slot->aliases = model->aliases;
+    slot->kind = model->kind;
     slot->model = std::move(model);
     slot->state = ModelState::kReady;
     slot->reason.clear();
@@ -237,6 +241,7 @@ ModelRef ModelRegistry::Replace(const std::string& id, ModelRef model, double lo
     if (!CheckNames(id, model->aliases, slot).ok()) return nullptr;
     old = std::move(slot->model);
     slot->aliases = model->aliases;
+    slot->kind = model->kind;
     slot->model = std::move(model);
     ++slot->loads;
     slot->last_load_seconds = load_seconds;

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,7 +103,9 @@ struct ModelEntry {
   // failed: why; unloaded: why the last load did not happen (e.g. it did not fit), if so;
   // draining: why it is being unloaded.
   std::string reason;
-  ModelRef model;             // the loaded model while ready; null otherwise
+  ModelRef model;  // the loaded model while ready; null otherwise
+  // What it is, from its latest load (kept while unloaded); unset before its first load.
+  std::optional<ModelKind> kind;
   int64_t loads = 0;          // loads that succeeded
   int64_t load_failures = 0;  // loads that did not (memory or otherwise)
   int64_t unloads = 0;        // unloads finished (evictions included)

@@ -79,6 +79,8 @@ def test_the_event_stream_shows_actions_and_unloads_as_they_happen(smol):
         status, body = call(smol, "POST", "/admin/models/smol/unload")
         assert status == 200 and body["pier"]["state"] == "unloaded", body
         wait_for(lambda: "model_unloaded" in follower.types(), timeout=10)
+        # Unloaded, it still says what it is (from its latest load), for the page's playground.
+        assert call(smol, "GET", "/admin/models/smol")[1]["pier"]["kind"] == "generate"
         status, body = call(smol, "POST", "/admin/models/smol/load")
         assert status == 200, body
         wait_for(lambda: "model_loaded" in follower.types(), timeout=10)

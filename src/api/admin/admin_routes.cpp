@@ -78,6 +78,8 @@ Json ModelObject(const serving::ModelEntry& entry) {
   if (model != nullptr) {
     pier["kind"] = serving::ModelKindName(model->kind);
     if (model->kind == serving::ModelKind::kEmbed) pier["dimensions"] = model->embedding_dim;
+  } else if (entry.kind.has_value()) {
+    pier["kind"] = serving::ModelKindName(*entry.kind);  // from its latest load
   }
   object["pier"] = std::move(pier);
   return object;
@@ -149,7 +151,7 @@ void AddTensorDetail(const serving::ServedModel& model, Json& pier) {
 // /admin/models' detail of one model: its state and counters, its configuration, and when
 // loaded its engine's queue and KV and the governor owners that belong to it with their bytes.
 Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spec,
-                 const MemoryGovernor* device) {
+                 const MemoryGovernor* device, const std::map<std::string, bool>& fallbacks) {
   Json detail = ModelObject(entry);
   Json& pier = detail["pier"];
   pier["lifecycle"] = {{"loads", entry.loads},
@@ -177,6 +179,11 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
         {"fallback", spec->fallback},
         // Every per-model key's value, as a config file would give it.
         {"settings", serving::ModelSettingsToJson(l.settings, /*all=*/true)}};
+    if (!spec->fallback.empty()) {
+      // Whether its requests go to the fallback now (the switch engages under load).
+      const auto it = fallbacks.find(entry.id);
+      pier["fallback_active"] = it != fallbacks.end() && it->second;
+    }
   }
   const serving::ServedModel* model = entry.model.get();
   uint64_t total = 0;
@@ -390,6 +397,15 @@ void AdminRoutes::Register(Router& router) {
 
 std::optional<std::string> AdminRoutes::Tick() { return ObserveEngines(); }
 
+std::map<std::string, bool> AdminRoutes::FallbackStates() const {
+  std::map<std::string, bool> states;
+  for (const auto& source : options_.fallback_states) {
+    if (!source) continue;
+    for (const auto& [model, engaged] : source()) states[model] = states[model] || engaged;
+  }
+  return states;
+}
+
 Readiness AdminRoutes::CheckReady() {
   switch (state_.load()) {
     case ServeState::kLoading:
@@ -526,10 +542,11 @@ HttpResponse AdminRoutes::AdminModels(const HttpRequest& request) {
   Json data = Json::array();
   uint64_t committed = 0;
   const MemoryGovernor* device = options_.device_governor;
+  const std::map<std::string, bool> fallbacks = FallbackStates();
   for (const serving::ModelEntry& entry : registry_->Snapshot()) {
     std::shared_ptr<const serving::ModelSpec> spec =
         options_.manager != nullptr ? options_.manager->SpecOf(entry.id) : nullptr;
-    data.push_back(ModelDetail(entry, spec.get(), device));
+    data.push_back(ModelDetail(entry, spec.get(), device, fallbacks));
     committed += data.back()["pier"]["memory"]["committed_bytes"].get<uint64_t>();
     if (device == nullptr && entry.model != nullptr) device = entry.model->governor;
   }
@@ -580,7 +597,8 @@ HttpResponse AdminRoutes::AdminModel(const HttpRequest& request) {
   }
   std::shared_ptr<const serving::ModelSpec> spec =
       options_.manager != nullptr ? options_.manager->SpecOf(entry->id) : nullptr;
-  return JsonResponse(200, ModelDetail(*entry, spec.get(), options_.device_governor));
+  return JsonResponse(200,
+                      ModelDetail(*entry, spec.get(), options_.device_governor, FallbackStates()));
 }
 
 HttpResponse AdminRoutes::AdminModelAction(const HttpRequest& request) {

@@ -134,6 +134,9 @@ struct AdminRoutesOptions {
   const serving::MemoryHistory* history = nullptr;
   const serving::RequestBoard* requests = nullptr;
   std::chrono::milliseconds history_interval{2000};  // how often `history` is sampled
+  // Fallback switches (each: every primary model's, engaged or not): /admin/models shows a
+  // model with a fallback as pier.fallback_active.
+  std::vector<std::function<std::map<std::string, bool>()>> fallback_states = {};
 };
 
 // One device of /admin/models' "devices": its budget split by owner, the reserve, what is
@@ -184,6 +187,8 @@ class AdminRoutes {
   HttpResponse AdminHistory(const HttpRequest& request);
   HttpResponse AdminRequests(const HttpRequest& request);
   HttpResponse AdminDrain(const HttpRequest& request, const serving::ModelEntry& entry);
+  // Every model's fallback switch: engaged in any of options_.fallback_states.
+  std::map<std::string, bool> FallbackStates() const;
   // Publishes an admin_action event (who asked what), when there is an event log.
   void PublishAction(const HttpRequest& request, const std::string& model,
                      const std::string& message, serving::EventLevel level) const;

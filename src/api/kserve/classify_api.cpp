@@ -117,9 +117,19 @@ HttpResponse ClassifyApi::Impl::Serve(const HttpRequest& http, ClassifyRequest r
       labels_it == info.labels.end() ? std::vector<std::string>() : labels_it->second;
   const std::string model_id = model.id;
   const int64_t k = r.top_k;
+  std::shared_ptr<serving::RequestBoard::Ticket> live;
+  if (options.board != nullptr) {
+    const engine::Priority level =
+        ClassOfBatcherPriority(BatcherPriority(request.priority, principal.max_priority));
+    live = options.board->Open({.request_id = "",
+                                .model = model_id,
+                                .route = "/v1/classify",
+                                .tenant = principal.tenant,
+                                .priority_class = std::string(engine::PriorityName(level))});
+  }
   std::optional<TensorInferRefusal> refused = StartTensorInfer(
       model, principal, std::move(request), options.class_max_queue, pending->flag(),
-      [weak, model_id, diverted_from, labels, k, batched](Result<TensorInferAnswer> answer) {
+      [weak, model_id, diverted_from, labels, k, batched, live](Result<TensorInferAnswer> answer) {
         std::shared_ptr<CancellableResponse> pending = weak.lock();
         if (pending == nullptr) return;
         auto fail = [&](const Status& status) {

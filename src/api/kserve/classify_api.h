@@ -27,6 +27,7 @@
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
 #include "api/kserve/tensor_fallback.h"
+#include "serving/live/request_board.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
 
@@ -38,6 +39,8 @@ struct ClassifyApiOptions {
   int64_t max_body_bytes = int64_t{64} << 20;
   int64_t max_top_k = 1000;
   TensorFallbackContext fallback;  // route_of null: no fallback
+  // The live request board (GET /admin/requests); null: requests are not shown there.
+  serving::RequestBoard* board = nullptr;
 };
 
 class ClassifyApi {

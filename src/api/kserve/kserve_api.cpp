@@ -357,9 +357,19 @@ HttpResponse KServeApi::Impl::InferTensors(const HttpRequest& http, TensorInferR
   std::weak_ptr<CancellableResponse> weak = pending;
   const std::string id = request.id;
   const std::string model_id = model.id;
+  std::shared_ptr<serving::RequestBoard::Ticket> live;
+  if (options.board != nullptr) {
+    const engine::Priority level =
+        ClassOfBatcherPriority(BatcherPriority(request.priority, principal.max_priority));
+    live = options.board->Open({.request_id = id,
+                                .model = model_id,
+                                .route = "/v2/models/{model}/infer",
+                                .tenant = principal.tenant,
+                                .priority_class = std::string(engine::PriorityName(level))});
+  }
   std::optional<TensorInferRefusal> refused = StartTensorInfer(
       model, principal, std::move(request), options.class_max_queue, pending->flag(),
-      [weak, id, model_id, diverted_from](Result<TensorInferAnswer> answer) {
+      [weak, id, model_id, diverted_from, live](Result<TensorInferAnswer> answer) {
         std::shared_ptr<CancellableResponse> pending = weak.lock();
         if (pending == nullptr) return;  // the client is gone
         HttpResponse response =

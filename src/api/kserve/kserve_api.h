@@ -48,6 +48,7 @@
 #include "api/auth/api_keys.h"
 #include "api/http_types.h"
 #include "serving/fallback_switch.h"
+#include "serving/live/request_board.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
 #include "serving/serving_metrics.h"
@@ -55,6 +56,9 @@
 namespace pier::api {
 
 struct KServeApiOptions {
+  // The live request board (GET /admin/requests): tensor infer requests while they wait and
+  // run; null: not shown there.
+  serving::RequestBoard* board = nullptr;
   // Whether the server is ready, and why not (the same check as GET /ready).
   std::function<bool(std::string* reason)> ready;
   // The /v1/completions handler: generate and generate_stream run through it

@@ -31,9 +31,9 @@ namespace pier::serving {
 
 struct EventWatcherOptions {
   // Every device's governor (null entries are skipped).
-  std::function<std::vector<const MemoryGovernor*>()> governors;
+  std::function<std::vector<const MemoryGovernor*>()> governors = nullptr;
   // Fallback switches: each gives every primary model's switch (engaged or not).
-  std::vector<std::function<std::map<std::string, bool>()>> fallbacks;
+  std::vector<std::function<std::map<std::string, bool>()>> fallbacks = {};
   // A memory sample is recorded every this often (at the first tick past it).
   std::chrono::milliseconds history_interval{2000};
 };
