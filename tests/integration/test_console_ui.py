@@ -422,3 +422,62 @@ def test_the_page_says_when_the_server_goes_away_and_recovers(keyed_server, brow
           "the banner gone")
     open_view(browser, "models")
     until(browser, lambda d: state_of_row(d, "hidden-model", "ready"), "hidden-model ready again")
+
+
+def test_a_flood_of_events_is_sampled_and_the_page_stays_responsive(browser, tmp_path):
+    """Thousands of request_refused events a second (a key past its rate, hammered from four
+    threads): the events view keeps a bounded table, counts what it sampled out, and answers
+    a script at once throughout."""
+    import http.client
+    import threading
+
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("keys:\n  - {key: sk-flood, tenant: flood, requests_per_second: 0.001}\n")
+    server = PierServer(["--name", "smol", "--api-keys", str(keys)])
+    try:
+        open_console(browser, server)
+        open_view(browser, "events")
+        body = ('{"model": "smol", "messages": [{"role": "user", "content": "Hi"}], '
+                '"max_tokens": 1}')
+        headers = {"Authorization": "Bearer sk-flood", "Content-Type": "application/json"}
+        stop = time.monotonic() + 6
+        sent = [0] * 4
+
+        def hammer(n):
+            conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+            while time.monotonic() < stop:
+                conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+                conn.getresponse().read()
+                sent[n] += 1
+
+        threads = [threading.Thread(target=hammer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        slowest = 0.0
+        while any(t.is_alive() for t in threads):
+            started = time.monotonic()
+            rows = browser.execute_script(
+                "return document.querySelectorAll('#events-body tr.event').length")
+            slowest = max(slowest, time.monotonic() - started)
+            assert rows <= 600, f"{rows} event rows in the DOM: the page appends without bound"
+            time.sleep(0.2)
+        for t in threads:
+            t.join()
+        published = call(server, "GET", "/admin/events?format=json&replay=0")[1]["next"]
+        rate = published / 6
+        assert published > 3000 and rate > 500, f"only {published} events in 6 s"
+
+        def counter(element_id):
+            return int(browser.find_element(By.ID, element_id).text.replace(",", "") or 0)
+
+        until(browser, lambda d: counter("events-received") + counter("events-dropped") >= 0.9 *
+              published, "the page's counters catching up with the server's events", timeout_s=20)
+        assert counter("events-sampled") > 0 or counter("events-dropped") > 0
+        rows = len(css(browser, "#events-body tr.event"))
+        assert 0 < rows <= 600, rows
+        assert slowest < 2.0, f"a script waited {slowest:.2f} s for the page during the flood"
+        assert console_errors(browser) == []
+        print(f"flood: {sum(sent)} requests, {published} events ({rate:.0f}/s), "
+              f"{rows} rows kept, slowest script round trip {slowest * 1000:.0f} ms")
+    finally:
+        server.stop_and_check()
