@@ -185,6 +185,7 @@ async function pollOnce() {
   state.models = (models.data && models.data.data) || [];
   state.devices = devicesOf(models.data);
   state.qos = qos.ok ? qos.data : null;
+  noteModelRates(state.models);
   renderAllModels();
   renderRequests(requests);
   const now = Date.now();
@@ -238,6 +239,17 @@ function rateOf(key, value, at = Date.now()) {
   if (prev && at - prev.at >= 500) rate = value >= prev.value ? (value - prev.value) * 1000 / (at - prev.at) : null;
   if (!prev || at - prev.at >= 500) state.rates.set(key, {value, at, rate});
   return rate;
+}
+
+// The engines' counters, read once per /admin/models answer (not per render: a render between
+// two polls would see the same value later and call it a rate of 0).
+function noteModelRates(models, at = Date.now()) {
+  for (const m of models) {
+    const e = (m.pier || {}).engine;
+    if (!e) continue;
+    rateOf(`processed/${m.id}`, e.tokens_processed, at);
+    rateOf(`finished/${m.id}`, e.requests_finished, at);
+  }
 }
 
 const METRIC_LINE = /^(pier_generation_tokens_total|pier_embedding_texts_total|pier_tensor_items_total|pier_qos_slo_attainment_ratio|pier_time_to_first_token_seconds_bucket|pier_e2e_request_latency_seconds_bucket)\{([^}]*)\}\s+(\S+)/;
@@ -405,7 +417,9 @@ function fillQueue(cell, q) {
   if (!q || !q.queue) { fill(cell, '—'); return; }
   const parts = [];
   for (const [cls, v] of Object.entries(q.queue)) {
-    if (v.waiting > 0) parts.push(small(`${cls} ${v.waiting} (~${fmtNum(v.predicted_wait_ms)} ms)`));
+    if (!(v.waiting > 0)) continue;
+    const wait = typeof v.predicted_wait_ms === 'number' ? ` (~${fmtNum(v.predicted_wait_ms)} ms)` : '';
+    parts.push(small(`${cls} ${v.waiting}${wait}`));
   }
   fill(cell, ...(parts.length ? parts : ['empty']),
     q.admissions_per_s ? small(`${fmtNum(q.admissions_per_s, 1)} admitted/s`) : null);
@@ -419,14 +433,30 @@ function fillKv(cell, e) {
     ` ${fmtNum(e.kv_tokens_used)} tokens; ${fmtNum(e.preemptions)} preemptions`;
 }
 
-// Tokens/s (LLM) or items/s from /metrics' counters; requests/s from requests_finished always.
+// An LLM's tokens/s from its engine's tokens_processed (prompt + generated tokens, counted as
+// the engine runs them) between two polls: /metrics' pier_generation_tokens_total counts only
+// at a request's end, so it reads 0 while long answers are being generated. Servers without
+// that field, embedding and tensor models: texts/s or items/s from /metrics. Requests/s from
+// the engine's requests_finished always.
 function fillRate(cell, m, p, e) {
-  const counter = p.kind === 'embed' ? ['pier_embedding_texts_total', 'texts/s']
-    : p.kind === 'tensor' ? ['pier_tensor_items_total', 'items/s'] : ['pier_generation_tokens_total', 'tok/s'];
-  const known = state.rates.get(`${counter[0]}/${m.id}`);
-  const perSecond = rateOf(`finished/${m.id}`, e ? e.requests_finished : undefined);
-  fill(cell, known && known.rate !== null ? `${fmtNum(known.rate, 1)} ${counter[1]}` : '—',
+  const rateNow = (key) => { const r = state.rates.get(key); return r && r.rate !== null ? r.rate : null; };
+  let rate = null;
+  let unit = 'tok/s';
+  let source = '';
+  if (p.kind !== 'embed' && p.kind !== 'tensor' && e && typeof e.tokens_processed === 'number') {
+    rate = rateNow(`processed/${m.id}`);
+    source = 'prompt + generated tokens the engine ran per second, between the last two polls';
+  } else {
+    const counter = p.kind === 'embed' ? ['pier_embedding_texts_total', 'texts/s']
+      : p.kind === 'tensor' ? ['pier_tensor_items_total', 'items/s'] : ['pier_generation_tokens_total', 'tok/s'];
+    rate = rateNow(`${counter[0]}/${m.id}`);
+    unit = counter[1];
+    source = `from /metrics ${counter[0]} (counted when requests end)`;
+  }
+  const perSecond = e ? rateNow(`finished/${m.id}`) : null;
+  fill(cell, rate !== null ? `${fmtNum(rate, 1)} ${unit}` : '—',
     perSecond !== null ? small(`${fmtNum(perSecond, 1)} req/s`) : null);
+  cell.title = source;
 }
 
 function fillLatency(cell, id) {
@@ -535,7 +565,7 @@ function renderRequests(r) {
   list.sort((a, b) => String(a.model).localeCompare(String(b.model)) || b.age_seconds - a.age_seconds);
   fill(body, ...list.map((q) => h('tr', {'data-request-id': q.id, 'data-model': q.model,
     class: `req-${q.state}${q.age_seconds > 30 ? ' slow' : ''}`},
-  h('td', {class: 'mono'}, q.id), h('td', {}, q.model), h('td', {}, q.route), h('td', {}, q.tenant),
+  h('td', {class: 'mono'}, q.id === '' || q.id === null || q.id === undefined ? '—' : q.id), h('td', {}, q.model), h('td', {}, q.route), h('td', {}, q.tenant),
   h('td', {}, q.class), h('td', {}, q.state), h('td', {class: 'num'}, fmtNum(q.age_seconds, 1)),
   h('td', {class: 'num'}, fmtNum(q.tokens)), h('td', {}, q.stage || ''))));
   const perModel = new Map();
@@ -563,7 +593,7 @@ function renderPipelines(r) {
       if (i) stages.append(h('span', {class: 'arrow'}, '→'));
       stages.append(h('div', {class: 'stage', 'data-step': s.step}, h('b', {}, s.step), small(s.kind),
         small(`waiting ${fmtNum(s.waiting)} · running ${fmtNum(s.running)}`),
-        small(`batch ${fmtNum(s.batch_size_mean, 1)} · queue ${fmtNum(s.queue_ms_mean, 1)} ms · compute ${fmtNum(s.compute_ms_mean, 1)} ms`),
+        small(`batch ${s.batch_size_mean ? fmtNum(s.batch_size_mean, 1) : '—'} · queue ${fmtNum(s.queue_ms_mean, 1)} ms · compute ${fmtNum(s.compute_ms_mean, 1)} ms`),
         small(`requests ${fmtNum(s.requests)} · failures ${fmtNum(s.failures)}`)));
     });
     const names = (tensors) => (Array.isArray(tensors) ? tensors : []).map((t) => (typeof t === 'string' ? t : t.name)).join(', ');

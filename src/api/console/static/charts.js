@@ -33,6 +33,10 @@ const PierUi = (() => {
     return (n / MiB).toFixed(1) + ' MiB';
   }
 
+  // Below this fmtBytes writes "0.0 MiB" (a pipeline's few KiB of tensors between steps, an
+  // owner holding nothing): such owners are left out of the legends, not out of the bars.
+  const LEGEND_MIN_BYTES = 0.05 * MiB;
+
   function fmtNum(n, digits = 0) {
     return typeof n === 'number' && isFinite(n) ? n.toFixed(digits) : '—';
   }
@@ -149,11 +153,14 @@ const PierUi = (() => {
     if (reserve) figures.push(`reserve ${fmtBytes(reserve)}`);
     if (typeof device.capacity_bytes === 'number') figures.push(`capacity ${fmtBytes(device.capacity_bytes)}`);
     if (typeof device.pressure_index === 'number') figures.push(`pressure ${device.pressure_index.toFixed(2)}`);
-    if (device.waiting_allocations) figures.push(`${device.waiting_allocations} allocations waiting`);
+    const waiting = device.waiting_allocations;
+    if (waiting) figures.push(`${waiting} allocation${waiting === 1 ? '' : 's'} waiting`);
     if (device.lent_bytes) figures.push(`KV lent ${fmtBytes(device.lent_bytes)}`);
 
     const legend = h('div', {class: 'legend'});
-    for (const o of owners) {
+    // An owner holding (next to) nothing keeps its segment in the bar, which tests compare with
+    // /admin/models, but a legend line of "0.0 MiB" only clutters.
+    for (const o of owners.filter((x) => x.committed_bytes >= LEGEND_MIN_BYTES)) {
       const parts = ownerParts(o);
       const swatch = h('span', {class: 'swatch'});
       swatch.style.backgroundColor = colourOf(parts.model, parts.part);
@@ -192,9 +199,17 @@ const PierUi = (() => {
     return {ctx, w, ht};
   }
 
+  // The next round number at or above v (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten),
+  // so that the axis reads 0.06 rather than 0.0575.
+  function niceCeil(v) {
+    const power = 10 ** Math.floor(Math.log10(v));
+    const step = [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].find((s) => s * power >= v * (1 - 1e-9));
+    return step * power;
+  }
+
   function drawHistory(canvas, series, windowSeconds) {
     const {ctx, w, ht} = fitCanvas(canvas);
-    const pad = {l: 64, r: 44, t: 8, b: 18};
+    const pad = {l: 64, r: 58, t: 8, b: 18};
     const pw = w - pad.l - pad.r;
     const ph = ht - pad.t - pad.b;
     ctx.clearRect(0, 0, w, ht);
@@ -204,13 +219,15 @@ const PierUi = (() => {
     // Time: from the oldest sample (at most the window ago, at least a minute) to the newest.
     const now = series[series.length - 1].time;
     const start = Math.min(now - 60, Math.max(series[0].time, now - (windowSeconds || 600)));
-    const names = [...new Set(series.flatMap((s) => Object.keys(s.models)))].sort();
+    const names = modelNames(series);
     // Bytes: scaled to what the models hold, so that 500 MiB of a 22 GiB budget still shows; the
     // budget line is drawn only when it is on that scale.
     const held = Math.max(1, ...series.map((s) => Object.values(s.models).reduce((a, b) => a + b, 0)));
     const budget = Math.max(0, ...series.map((s) => s.budget || 0));
     const stackMax = budget && budget <= 1.5 * held ? budget : held * 1.15;
-    const pMax = Math.max(1, ...series.map((s) => s.pressure || 0));
+    // Pressure is usually a few hundredths: its axis is scaled to what was seen (a fixed 0..1
+    // would flatten the line onto zero), with a floor so that noise at 0.001 stays small.
+    const pMax = niceCeil(Math.max(0.05, 1.25 * Math.max(0, ...series.map((s) => s.pressure || 0))));
     const x = (t) => pad.l + pw * (t - start) / (now - start || 1);
     const y = (bytes) => pad.t + ph - ph * bytes / stackMax;
 
@@ -250,8 +267,17 @@ const PierUi = (() => {
     ctx.fillText('0', pad.l - 4, pad.t + ph);
     ctx.textAlign = 'left';
     ctx.fillStyle = '#c0392b';
-    ctx.fillText(pMax.toFixed(2), w - pad.r + 4, pad.t + 9);
+    const tick = (v) => String(Number(v.toPrecision(2)));
+    ctx.fillText(tick(pMax), w - pad.r + 4, pad.t + 9);
+    ctx.fillText(tick(pMax / 2), w - pad.r + 4, pad.t + ph / 2 + 4);
     ctx.fillText('0', w - pad.r + 4, pad.t + ph);
+    // The right axis' name, written upwards along the edge.
+    ctx.save();
+    ctx.translate(w - 6, pad.t + ph / 2);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = 'center';
+    ctx.fillText('pressure', 0, 0);
+    ctx.restore();
     ctx.fillStyle = '#333';
     ctx.textAlign = 'center';
     const span = now - start;
@@ -268,8 +294,18 @@ const PierUi = (() => {
     ctx.strokeRect(pad.l, pad.t, pw, ph);
   }
 
+  // Every model of the samples, and those that held a legend's worth at some point in the window
+  // (a pipeline's few KiB draw nothing visible on a scale of hundreds of MiB).
+  function modelNames(series, minBytes = 0) {
+    const names = new Set();
+    for (const s of series) {
+      for (const [name, bytes] of Object.entries(s.models)) if (bytes >= minBytes) names.add(name);
+    }
+    return [...names].sort();
+  }
+
   function historyLegend(series) {
-    const names = [...new Set(series.flatMap((s) => Object.keys(s.models)))].sort();
+    const names = modelNames(series, LEGEND_MIN_BYTES);
     const legend = h('div', {class: 'legend'});
     for (const name of names) {
       const swatch = h('span', {class: 'swatch'});
