@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -199,18 +200,25 @@ Json ModelDetail(const serving::ModelEntry& entry, const serving::ModelSpec* spe
     AddTensorDetail(*model, pier);
   }
   const engine::EngineStats e = model->client->Stats();
-  pier["engine"] = {{"running", e.running},
-                    {"waiting", e.waiting},
-                    {"max_request_tokens", e.max_request_tokens},
-                    {"kv_block_size", e.kv_block_size},
-                    {"kv_blocks_used", e.kv_blocks_used},
-                    {"kv_blocks_total", e.kv_blocks_total},
-                    {"kv_tokens_used", e.kv_tokens_used},
-                    {"kv_blocks_max", e.kv_blocks_max},
-                    {"kv_grows", e.kv_grows},
-                    {"kv_shrinks", e.kv_shrinks},
-                    {"preemptions", e.preemptions},
-                    {"requests_finished", e.requests_finished}};
+  pier["engine"] = {
+      {"running", e.running},
+      {"waiting", e.waiting},
+      {"max_request_tokens", e.max_request_tokens},
+      {"kv_block_size", e.kv_block_size},
+      {"kv_blocks_used", e.kv_blocks_used},
+      {"kv_blocks_total", e.kv_blocks_total},
+      {"kv_tokens_used", e.kv_tokens_used},
+      {"kv_blocks_max", e.kv_blocks_max},
+      {"kv_grows", e.kv_grows},
+      {"kv_shrinks", e.kv_shrinks},
+      {"preemptions", e.preemptions},
+      {"requests_finished", e.requests_finished},
+      // Prompt and generated tokens run so far: their rate is the engine's
+      // throughput now (the console's tok/s), unlike per-request counters that
+      // grow only when a request ends.
+      {"steps", e.steps},
+      {"tokens_processed",
+       static_cast<int64_t>(std::llround(e.tokens_per_step * static_cast<double>(e.steps)))}};
   if (!e.spec_accepted_lengths.empty()) {
     pier["engine"]["speculative"] = {
         {"drafts", e.spec_drafts},

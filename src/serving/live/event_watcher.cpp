@@ -1,5 +1,6 @@
 #include "serving/live/event_watcher.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <set>
@@ -31,7 +32,7 @@ void EventWatcher::Tick(std::chrono::steady_clock::time_point now) {
   started_ = true;
   WatchModels(announce);
   std::vector<GovernorStats> stats;
-  WatchGovernors(announce, &stats);
+  WatchGovernors(announce, now, &stats);
   WatchFallbacks(announce);
   if (history_ != nullptr && now >= next_sample_) {
     next_sample_ = now + options_.history_interval;
@@ -153,7 +154,8 @@ void EventWatcher::WatchWorkers(const ModelEntry& entry, ModelSeen& seen, bool a
   }
 }
 
-void EventWatcher::WatchGovernors(bool announce, std::vector<GovernorStats>* stats) {
+void EventWatcher::WatchGovernors(bool announce, std::chrono::steady_clock::time_point now,
+                                  std::vector<GovernorStats>* stats) {
   if (!options_.governors) return;
   for (const MemoryGovernor* governor : options_.governors()) {
     if (governor == nullptr) continue;
@@ -161,17 +163,22 @@ void EventWatcher::WatchGovernors(bool announce, std::vector<GovernorStats>* sta
     const GovernorStats& g = stats->back();
     GovernorSeen& seen = governors_[g.device];
     if (announce) {
-      if (g.shrink_requests > seen.shrink_requests) {
+      seen.pending_shrinks += g.shrink_requests - std::min(g.shrink_requests, seen.shrink_requests);
+      seen.pending_failures += g.failure_count - std::min(g.failure_count, seen.failures);
+      if (seen.pending_shrinks > 0 && now - seen.last_reclaim_event >= kGovernorEventInterval) {
         uint64_t lent = 0;
         for (const LeaseStats& l : g.leases) {
           lent += (l.chunks - std::min(l.chunks, l.min_chunks)) * l.chunk_bytes;
         }
-        const uint64_t asked = g.shrink_requests - seen.shrink_requests;
         log_->Publish("kv_reclaim", EventLevel::kInfo, "",
-                      g.device + ": " + std::to_string(asked) +
+                      g.device + ": " + std::to_string(seen.pending_shrinks) +
                           " request(s) to models to give back lent KV memory (lent now " +
                           MiB(lent) + ")",
-                      {{"device", g.device}, {"shrink_requests", asked}, {"lent_bytes", lent}});
+                      {{"device", g.device},
+                       {"shrink_requests", seen.pending_shrinks},
+                       {"lent_bytes", lent}});
+        seen.pending_shrinks = 0;
+        seen.last_reclaim_event = now;
       }
       if (g.deadline_misses > seen.deadline_misses) {
         log_->Publish("shrink_deadline_missed", EventLevel::kWarning, "",
@@ -179,12 +186,16 @@ void EventWatcher::WatchGovernors(bool announce, std::vector<GovernorStats>* sta
                           " owner(s) did not give memory back by the deadline",
                       {{"device", g.device}});
       }
-      if (g.failure_count > seen.failures) {
+      if (seen.pending_failures > 0 && now - seen.last_refusal_event >= kGovernorEventInterval) {
+        // Mostly elastic KV that could not grow and waits for memory: the governor's normal
+        // answer under contention, so a warning only in the sense of "memory is tight".
         log_->Publish("allocation_refused", EventLevel::kWarning, "",
-                      g.device + ": " + std::to_string(g.failure_count - seen.failures) +
+                      g.device + ": " + std::to_string(seen.pending_failures) +
                           " allocation(s) refused for lack of memory (budget " +
                           MiB(g.budget_bytes) + ", committed " + MiB(g.committed_bytes) + ")",
-                      {{"device", g.device}});
+                      {{"device", g.device}, {"refused", seen.pending_failures}});
+        seen.pending_failures = 0;
+        seen.last_refusal_event = now;
       }
     }
     seen.shrink_requests = g.shrink_requests;

@@ -60,13 +60,20 @@ class EventWatcher {
     int64_t loads = 0, load_failures = 0, unloads = 0, evictions = 0, idle_unloads = 0;
     std::vector<WorkerSeen> workers;
   };
+  // A governor's counters as last seen, and the reclaims and refusals not yet published:
+  // under contention they come every tick, so each device says them at most every
+  // kGovernorEventInterval, summed (they would otherwise bury every other event).
   struct GovernorSeen {
     uint64_t shrink_requests = 0, deadline_misses = 0, failures = 0;
+    uint64_t pending_shrinks = 0, pending_failures = 0;
+    std::chrono::steady_clock::time_point last_reclaim_event{}, last_refusal_event{};
   };
+  static constexpr std::chrono::seconds kGovernorEventInterval{5};
 
   void WatchModels(bool announce);
   void WatchWorkers(const ModelEntry& entry, ModelSeen& seen, bool announce);
-  void WatchGovernors(bool announce, std::vector<GovernorStats>* stats);
+  void WatchGovernors(bool announce, std::chrono::steady_clock::time_point now,
+                      std::vector<GovernorStats>* stats);
   void WatchFallbacks(bool announce);
 
   const EventWatcherOptions options_;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../memory/test_util.h"
 #include "serving/live/event_log.h"
 #include "serving/live/event_watcher.h"
 #include "serving/live/memory_history.h"
@@ -230,6 +231,46 @@ TEST_F(EventWatcherTest, RecordsAMemorySampleEachInterval) {
   EXPECT_EQ(history_.Samples().size(), 1u);
   watcher_.Tick(start + std::chrono::milliseconds(2100));
   EXPECT_EQ(history_.Samples().size(), 2u);
+}
+
+TEST(EventWatcherGovernorTest, RefusalsUnderContentionAreSummedAtMostEveryFiveSeconds) {
+  FakeDevice device(FakeDeviceOptions{.capacity_bytes = 64 * pier::testing::kMiB});
+  auto governor =
+      pier::testing::MakeGovernor(&device, pier::testing::BudgetOf(8 * pier::testing::kMiB));
+  const OwnerId owner = pier::testing::AddOwner(*governor, {.name = "m/kv"});
+  ModelRegistry registry;
+  EventLog log;
+  EventWatcher watcher(
+      {.governors = [&] { return std::vector<const MemoryGovernor*>{governor.get()}; }}, &registry,
+      &log, nullptr);
+  auto refuse = [&] { EXPECT_FALSE(governor->Allocate(owner, 16 * pier::testing::kMiB).ok()); };
+  auto refusals = [&] {
+    std::vector<Json> found;
+    for (const auto& e : log.ReadAfter(0, 100).events) {
+      if (e->type == "allocation_refused") found.push_back(Json::parse(e->json));
+    }
+    return found;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  refuse();  // before the first tick: not news
+  watcher.Tick(t0);
+  EXPECT_TRUE(refusals().empty());
+  refuse();
+  refuse();
+  watcher.Tick(t0 + std::chrono::milliseconds(250));
+  ASSERT_EQ(refusals().size(), 1u);
+  EXPECT_EQ(refusals()[0]["refused"], 2);
+  EXPECT_EQ(refusals()[0]["device"], governor->Stats().device);
+  refuse();
+  watcher.Tick(t0 + std::chrono::milliseconds(500));
+  refuse();
+  watcher.Tick(t0 + std::chrono::milliseconds(750));
+  EXPECT_EQ(refusals().size(), 1u);  // within 5 s of the last: held back, counted
+  watcher.Tick(t0 + std::chrono::milliseconds(5300));
+  ASSERT_EQ(refusals().size(), 2u);
+  EXPECT_EQ(refusals()[1]["refused"], 2);
+  watcher.Tick(t0 + std::chrono::seconds(11));
+  EXPECT_EQ(refusals().size(), 2u);  // nothing new, nothing said
 }
 
 }  // namespace
