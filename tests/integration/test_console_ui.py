@@ -294,6 +294,47 @@ def test_the_page_loads_without_console_errors_and_every_view_opens(main_server,
     assert console_errors(browser) == []
 
 
+def test_the_playground_chats_and_compares_embeddings(main_server, browser):
+    """A chat to smol answers with its timing and usage; the embedding similarity the page
+    shows is the cosine of minilm's own vectors, computed here from /v1/embeddings."""
+    from selenium.webdriver.support.ui import Select
+    import math
+
+    open_console(browser, main_server)
+    open_view(browser, "playground")
+    until(browser, lambda d: "smol" in [o.text for o in Select(d.find_element(By.ID, "chat-model")).options],
+          "smol offered in #chat-model")
+    Select(browser.find_element(By.ID, "chat-model")).select_by_visible_text("smol")
+    box = browser.find_element(By.ID, "chat-input")
+    box.clear()
+    box.send_keys("Name a colour.")
+    browser.find_element(By.ID, "chat-send").click()
+    until(browser, lambda d: "completion" in d.find_element(By.ID, "chat-meta").text,
+          "#chat-meta with the answer's usage", timeout_s=60)
+    meta = browser.find_element(By.ID, "chat-meta").text
+    assert " ms" in meta and "model smol" in meta, meta
+    assert browser.find_element(By.ID, "chat-output").text.strip(), "an empty answer"
+
+    a, b = "a lighthouse on a cliff", "a beacon by the sea"
+    until(browser, lambda d: "minilm" in [o.text for o in Select(d.find_element(By.ID, "embed-model")).options],
+          "minilm offered in #embed-model")
+    Select(browser.find_element(By.ID, "embed-model")).select_by_visible_text("minilm")
+    for element_id, text in (("embed-a", a), ("embed-b", b)):
+        field = browser.find_element(By.ID, element_id)
+        field.clear()
+        field.send_keys(text)
+    browser.find_element(By.ID, "embed-send").click()
+    until(browser, lambda d: "cosine similarity" in d.find_element(By.ID, "embed-output").text,
+          "#embed-output with the similarity", timeout_s=30)
+    shown = float(browser.find_element(By.ID, "embed-output").text.split()[-1])
+    status, body = call(main_server, "POST", "/v1/embeddings", {"model": "minilm", "input": [a, b]})
+    assert status == 200, body
+    u, v = (d["embedding"] for d in body["data"])
+    expected = sum(x * y for x, y in zip(u, v)) / math.sqrt(sum(x * x for x in u) * sum(y * y for y in v))
+    assert abs(shown - expected) < 1e-4, (shown, expected)
+    assert console_errors(browser) == []
+
+
 def test_the_device_bar_shows_the_governors_bytes_per_owner(main_server, browser):
     open_view(browser, "devices")
     want = settled_owner_bytes(main_server)
