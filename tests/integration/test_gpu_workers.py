@@ -113,6 +113,12 @@ models:
             "committed_bytes"], whole
         part = devices["MIG-1111 on cuda:1 (NVIDIA A100-SXM4-40GB)"]
         assert part["capacity_bytes"] == 10 * GIB and part["committed_bytes"] > 0, part
+        # NVML's readings beside the books, for the console's device view.
+        assert whole["gpu"]["name"] == "NVIDIA H100 80GB HBM3", whole
+        assert whole["gpu"]["memory_total_bytes"] == 80 * GIB, whole
+        assert part["gpu"]["uuid"] == "MIG-1111", part
+        assert part["gpu"]["memory_total_bytes"] == 10 * GIB, part
+        assert "gpu" not in devices["cpu"]
         text = metrics_text(s)
         assert 'device="cuda:0 (NVIDIA H100 80GB HBM3)"' in text
     finally:

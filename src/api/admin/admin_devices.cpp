@@ -23,18 +23,25 @@ std::string OwnerPart(std::string_view owner) {
   return slash == std::string_view::npos ? "other" : std::string(owner.substr(slash + 1));
 }
 
-// NVML's reading of GPU `index` ("cuda:N"'s N), when the telemetry has one.
+// NVML's reading of a device's GPU, when the telemetry has one: a governor named "cuda:N ..."
+// is GPU N as a whole, one named "MIG-<uuid> on cuda:N ..." that MIG instance.
 Json GpuReadingJson(const metrics::GpuTelemetry* telemetry, std::string_view device) {
-  if (telemetry == nullptr || !device.starts_with("cuda:")) return nullptr;
-  const unsigned index = static_cast<unsigned>(std::atoi(std::string(device.substr(5)).c_str()));
+  if (telemetry == nullptr) return nullptr;
+  const bool mig = device.starts_with("MIG-");
+  if (!mig && !device.starts_with("cuda:")) return nullptr;
+  const std::string_view mig_uuid = device.substr(0, device.find(' '));
+  const unsigned index =
+      mig ? 0 : static_cast<unsigned>(std::atoi(std::string(device.substr(5)).c_str()));
   const metrics::GpuTelemetrySnapshot snapshot = telemetry->Snapshot();
   if (!snapshot.available) return nullptr;
   for (const metrics::GpuReading& r : snapshot.gpus) {
-    if (r.gpu != index || r.mig >= 0) continue;
+    const bool match = mig ? r.uuid == mig_uuid : (r.gpu == index && r.mig < 0);
+    if (!match) continue;
     auto optional = [](const auto& value) {
       return value.has_value() ? Json(*value) : Json(nullptr);
     };
     return {{"name", r.name},
+            {"uuid", r.uuid},
             {"utilization_percent",
              r.utilization.has_value() ? Json(*r.utilization * 100.0) : Json(nullptr)},
             {"memory_used_bytes", optional(r.memory_used_bytes)},
