@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/runner/local_model.h"
+#include "serving/live/memory_history.h"
 #include "serving/live_figures.h"
 
 namespace pier::serving {
@@ -80,10 +81,10 @@ void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFig
           bytes(g.deadline_misses));
   // The governor's pressure figures (issue #22): what is promised, lent and being taken back,
   // and the field report's pressure index, used / capacity x allocations waiting.
-  uint64_t guaranteed_sum = 0, lent = 0, reclaiming = 0;
+  uint64_t guaranteed_sum = 0, reclaiming = 0;
+  const uint64_t lent = LentBytes(g);  // the console's figure too (live/memory_history.h)
   for (const OwnerStats& o : g.owners) guaranteed_sum += o.guaranteed_bytes;
   for (const LeaseStats& l : g.leases) {
-    lent += (l.chunks - std::min(l.chunks, l.min_chunks)) * l.chunk_bytes;
     if (l.shrink_pending) ++reclaiming;
   }
   gauge("pier_memory_guaranteed_bytes", "Budget guaranteed to owners (their floors), summed.",
@@ -97,9 +98,7 @@ void AddGovernorFigures(const MemoryGovernor* governor, std::span<const ModelFig
   gauge("pier_memory_pressure_index",
         "Memory pressure as the field report defined it: held / capacity x allocations waiting "
         "(0 when none wait).",
-        g.capacity_bytes == 0
-            ? 0
-            : bytes(g.reserved_bytes) / bytes(g.capacity_bytes) * bytes(g.waiting_allocations));
+        PressureIndex(g));
 
   const std::vector<std::string> owner_labels = {"model", "device", "owner"};
   auto& used =

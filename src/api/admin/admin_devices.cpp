@@ -61,7 +61,7 @@ nlohmann::ordered_json DeviceDetail(const MemoryGovernor& governor,
   std::map<OwnerId, uint64_t> elastic;
   uint64_t lent = 0;
   for (const LeaseStats& l : g.leases) {
-    const uint64_t above = (l.chunks - std::min(l.chunks, l.min_chunks)) * l.chunk_bytes;
+    const uint64_t above = serving::LentBytes(l);
     elastic[l.owner] += above;
     lent += above;
   }

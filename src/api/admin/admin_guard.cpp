@@ -37,6 +37,11 @@ HttpResponse Refuse(const std::string& message) {
 
 }  // namespace
 
+bool FromLoopback(const HttpRequest& request) {
+  const std::string& a = request.remote_address;
+  return a.starts_with("127.") || a.starts_with("[::1]") || a.starts_with("::1");
+}
+
 bool IsIpLiteralOrLocalhost(std::string_view host) {
   const std::string name = AsciiLower(HostName(host));
   if (name == "localhost") return true;

@@ -22,6 +22,10 @@ namespace pier::api {
 // 403 with the reason, or nullopt when the request may go on.
 std::optional<HttpResponse> CheckAdminOrigin(const HttpRequest& request, bool keyless);
 
+// Whether the request comes from this machine (127.0.0.0/8 or ::1): the trust the admin routes
+// and the console give a server without an admin key.
+bool FromLoopback(const HttpRequest& request);
+
 // "127.0.0.1:8080" -> true; "localhost" -> true; "[::1]:80" -> true; "evil.example:8080" -> false.
 bool IsIpLiteralOrLocalhost(std::string_view host);
 

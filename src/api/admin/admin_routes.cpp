@@ -463,11 +463,6 @@ std::optional<HttpResponse> RequireBearer(const HttpRequest& request, std::strin
                        "", auth.has_value() ? "invalid_api_key" : "missing_api_key");
 }
 
-bool FromLoopback(const HttpRequest& request) {
-  const std::string& a = request.remote_address;
-  return a.starts_with("127.") || a.starts_with("[::1]") || a.starts_with("::1");
-}
-
 }  // namespace
 
 std::optional<HttpResponse> AdminRoutes::RequireAdmin(const HttpRequest& request) const {

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "api/admin/admin_guard.h"
 #include "api/console/static_files.h"
 
 namespace pier::api {
@@ -31,11 +32,6 @@ bool IsPlainName(std::string_view name) {
     if (!ok) return false;
   }
   return name.find("..") == std::string_view::npos;
-}
-
-bool FromLoopback(const HttpRequest& request) {
-  const std::string& a = request.remote_address;
-  return a.starts_with("127.") || a.starts_with("[::1]") || a.starts_with("::1");
 }
 
 // A small page of our own (no script, so the policy holds), with `text` as its message; the

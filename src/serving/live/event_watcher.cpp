@@ -166,10 +166,7 @@ void EventWatcher::WatchGovernors(bool announce, std::chrono::steady_clock::time
       seen.pending_shrinks += g.shrink_requests - std::min(g.shrink_requests, seen.shrink_requests);
       seen.pending_failures += g.failure_count - std::min(g.failure_count, seen.failures);
       if (seen.pending_shrinks > 0 && now - seen.last_reclaim_event >= kGovernorEventInterval) {
-        uint64_t lent = 0;
-        for (const LeaseStats& l : g.leases) {
-          lent += (l.chunks - std::min(l.chunks, l.min_chunks)) * l.chunk_bytes;
-        }
+        const uint64_t lent = LentBytes(g);
         log_->Publish("kv_reclaim", EventLevel::kInfo, "",
                       g.device + ": " + std::to_string(seen.pending_shrinks) +
                           " request(s) to models to give back lent KV memory (lent now " +

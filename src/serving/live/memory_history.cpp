@@ -1,5 +1,6 @@
 #include "serving/live/memory_history.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "engine/runner/local_model.h"
@@ -10,6 +11,16 @@ double PressureIndex(const GovernorStats& g) {
   if (g.capacity_bytes == 0) return 0;
   return static_cast<double>(g.reserved_bytes) / static_cast<double>(g.capacity_bytes) *
          static_cast<double>(g.waiting_allocations);
+}
+
+uint64_t LentBytes(const LeaseStats& l) {
+  return (l.chunks - std::min(l.chunks, l.min_chunks)) * l.chunk_bytes;
+}
+
+uint64_t LentBytes(const GovernorStats& g) {
+  uint64_t lent = 0;
+  for (const LeaseStats& l : g.leases) lent += LentBytes(l);
+  return lent;
 }
 
 DeviceSample SampleDevice(const GovernorStats& g) {

@@ -38,6 +38,11 @@ DeviceSample SampleDevice(const GovernorStats& stats);
 // The field report's pressure index: held / capacity x allocations waiting (0 when none wait),
 // as pier_memory_pressure_index.
 double PressureIndex(const GovernorStats& stats);
+// Elastic KV lent: the bytes of every lease's chunks above its minimum (what the governor may
+// take back for another model), as pier_memory_lent_bytes.
+uint64_t LentBytes(const GovernorStats& stats);
+// The same for one lease.
+uint64_t LentBytes(const LeaseStats& lease);
 
 class MemoryHistory {
  public:

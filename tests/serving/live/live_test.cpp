@@ -173,6 +173,17 @@ TEST(MemoryHistoryTest, ADeviceSampleSumsOwnersByModel) {
   EXPECT_EQ(d.models.at("chat"), 450u);
   EXPECT_EQ(d.models.at("embed"), 150u);
   EXPECT_DOUBLE_EQ(d.pressure_index, 0.5 * 2);
+  // Lent: chunks above each lease's minimum (a lease below its minimum lends nothing).
+  LeaseStats above;
+  above.chunk_bytes = 1 << 20;
+  above.chunks = 5;
+  above.min_chunks = 2;
+  LeaseStats below = above;
+  below.chunks = 1;
+  g.leases = {above, below};
+  EXPECT_EQ(LentBytes(above), 3u << 20);
+  EXPECT_EQ(LentBytes(below), 0u);
+  EXPECT_EQ(LentBytes(g), 3u << 20);
 }
 
 class EventWatcherTest : public ::testing::Test {
