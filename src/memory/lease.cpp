@@ -198,6 +198,12 @@ MemoryStatus MemoryGovernor::AdmitLocked(MutexLock& lock, OwnerId owner, uint64_
   }
 }
 
+MemoryStatus MemoryGovernor::MakeRoom(OwnerId owner, uint64_t bytes,
+                                      std::chrono::milliseconds timeout) {
+  MutexLock lock(mutex_);
+  return AdmitLocked(lock, owner, bytes, /*wait=*/true, timeout, /*lease_id=*/0);
+}
+
 // ---- Lease creation (MemoryGovernor) -------------------------------------------------------
 
 MemoryResult<std::unique_ptr<Lease>> MemoryGovernor::CreateLease(OwnerId owner,

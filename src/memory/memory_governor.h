@@ -269,6 +269,14 @@ class MemoryGovernor {
   [[nodiscard]] MemoryResult<Reservation> Reserve(OwnerId owner, uint64_t bytes);
   // Would `bytes` more fit for `owner` now? No state changes.
   [[nodiscard]] MemoryStatus CanCharge(OwnerId owner, uint64_t bytes) const;
+  // Makes room for `bytes` more to be committed to `owner` (a model about to reserve its
+  // weights): when the budget's free bytes are short, other owners' leases are asked to give
+  // back what reclaim_policy.h lets `owner` take (chunks lent beyond their minimum, idle leases
+  // first) and this waits up to `timeout` for them to shrink. Reserves nothing: the caller's
+  // Reserve follows, and is refused if a lease grew back meanwhile. kBudget at once when
+  // reclaim cannot make enough room; kReclaimTimedOut when a lease did not shrink in time.
+  [[nodiscard]] MemoryStatus MakeRoom(OwnerId owner, uint64_t bytes,
+                                      std::chrono::milliseconds timeout);
   [[nodiscard]] MemoryResult<ExternalCharge> ChargeExternal(OwnerId owner, uint64_t bytes);
   // An elastic arena for `owner` (see lease.h); it starts with options.initial_chunks.
   [[nodiscard]] MemoryResult<std::unique_ptr<Lease>> CreateLease(OwnerId owner,

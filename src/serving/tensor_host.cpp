@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <utility>
@@ -119,6 +120,9 @@ Result<std::unique_ptr<TensorHost>> TensorHost::Open(const TensorHostOptions& op
   // Admission: the provisional figure is set aside while the session is made; the measured
   // figures replace it.
   PIER_ASSIGN_OR_RETURN(const uint64_t provisional, EstimateBytes(options));
+  // Other models' KV lent beyond their minimum comes back first (as for an LLM's load); when
+  // it cannot, the Reserve below says why.
+  (void)governor->MakeRoom(host->overhead_owner_, provisional, std::chrono::seconds(5));
   MemoryResult<Reservation> provisional_hold =
       governor->Reserve(host->overhead_owner_, provisional);
   if (!provisional_hold.ok()) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -49,6 +50,10 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Start(WorkerOptions options)
   client->owner_name_ = engine::UniqueOwnerPrefix(*o.device_governor, o.load.id) + "/worker";
   PIER_ASSIGN_OR_RETURN(client->owner_, o.device_governor->AddOwner({.name = client->owner_name_,
                                                                      .priority = o.load.priority}));
+  // Other models' KV lent beyond their minimum (their workers' mirror leases) comes back
+  // first; when it cannot, the charge below says why.
+  (void)o.device_governor->MakeRoom(client->owner_, o.budget_bytes + o.device_overhead_bytes,
+                                    std::chrono::seconds(5));
   MemoryResult<ExternalCharge> grant =
       o.device_governor->ChargeExternal(client->owner_, o.budget_bytes);
   if (!grant.ok()) {

@@ -226,6 +226,59 @@ def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next(workers
         s.stop_and_check()
 
 
+@pytest.mark.parametrize("workers", ["off", "on"])
+def test_a_load_takes_back_the_kv_an_idle_model_was_lent_instead_of_refusing(workers):
+    """a's burst leaves it holding more KV than the budget has free; loading b (on demand)
+    asks idle a to give back what it was lent (a is on_start: nothing may evict it) rather
+    than refusing b with "lower --ctx or raise --memory-budget". Both then answer alike.
+    With workers on, a's KV is its worker's, mirrored in the supervisor's ledger."""
+    folder = tempfile.mkdtemp(prefix="pier-reclaim-load-")
+    config = os.path.join(folder, "models.yaml")
+
+    def a_kv(detail):
+        model = next(m for m in detail["data"] if m["id"] == "a")["pier"]
+        if workers == "on":
+            return model["instances"][0]["worker"]["kv_lent_bytes"]
+        return next(o["used_bytes"] for o in model["memory"]["owners"] if o["owner"] == "a/kv")
+
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(f"workers: {workers}\nmodels:\n  - {{name: a, path: {PIER_MODEL}}}\n"
+                f"  - {{name: b, path: {PIER_MODEL}, load: on_demand}}\n")
+    s = PierServer(["--config", config, "--memory-budget", "335MiB"], with_model=False)
+    try:
+        c = openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0,
+                          timeout=300)
+        prompts = [f"{i}: " + "the quick brown fox jumps over the lazy dog. " * 40
+                   for i in range(8)]
+
+        def complete(model, prompt):
+            r = c.completions.create(model=model, prompt=prompt, max_tokens=16, temperature=0)
+            return r.choices[0].text
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            a_out = list(pool.map(lambda p: complete("a", p), prompts))
+        before = get_json(s, "/admin/models")
+        device = before["device"]
+        free = device["budget_bytes"] - device["committed_bytes"]
+        a_kv_before = a_kv(before)
+        assert free < 128 << 20, f"b's ~128 MiB must not fit in what is free ({free} bytes)"
+
+        request = urllib.request.Request(s.base_url + "/admin/models/b/load", method="POST")
+        with urllib.request.urlopen(request, timeout=120) as response:
+            assert response.status == 200, response.read()
+        after = get_json(s, "/admin/models")
+        states = {m["id"]: m["pier"]["state"] for m in after["data"]}
+        assert states == {"a": "ready", "b": "ready"}, states
+        a_model = next(m for m in after["data"] if m["id"] == "a")
+        assert a_model["pier"]["engine"]["kv_shrinks"] >= 1
+        assert a_kv(after) < a_kv_before, (a_kv(after), a_kv_before)
+        assert after["device"]["committed_bytes"] <= after["device"]["budget_bytes"]
+        assert complete("b", prompts[0]) == a_out[0]
+        assert complete("a", prompts[1]) == a_out[1]
+    finally:
+        s.stop_and_check()
+
+
 def test_instances_share_the_requests_of_one_model():
     """`instances: 2`: two engines under one name; concurrent requests are spread over both
     (least outstanding work first) and give the same tokens."""

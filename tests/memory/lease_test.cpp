@@ -207,6 +207,61 @@ TEST_P(LeaseTest, HigherPriorityBusyOwnersAreNotReclaimed) {
   EXPECT_EQ(asked.load(), 0);
 }
 
+// A model about to load (an owner with no lease) gets back the chunks an idle model's lease
+// was lent, waiting for an owner that shrinks on its own thread; then its reservation fits.
+TEST_P(LeaseTest, MakeRoomTakesLentChunksBackFromAnIdleLeaseForALoad) {
+  auto governor = MakeGovernor(&device_, Options(10 * kMiB, 2000ms));
+  OwnerId kv = AddOwner(*governor, {.name = "a/kv"});
+  OwnerId weights = AddOwner(*governor, {.name = "b/weights"});
+  Lease* lease_ptr = nullptr;
+  std::vector<std::thread> shrinkers;
+  auto lease = MakeLease(
+      *governor, kv, 8,
+      [&](const ShrinkRequest& r) {
+        shrinkers.emplace_back([&lease_ptr, chunks = r.chunks] {
+          std::this_thread::sleep_for(20ms);  // the owner's own thread, a moment later
+          ASSERT_TRUE(lease_ptr->Shrink(chunks).ok());
+        });
+      },
+      /*min_chunks=*/2);
+  lease_ptr = lease.get();
+  lease->SetIdle(true);
+  EXPECT_FALSE(governor->Reserve(weights, 5 * kMiB).ok()) << "2 MiB free: short before";
+
+  MemoryStatus room = governor->MakeRoom(weights, 5 * kMiB, 1000ms);
+  for (std::thread& t : shrinkers) t.join();
+  ASSERT_TRUE(room.ok()) << room.status().ToString();
+  EXPECT_EQ(lease->chunks(), 5u) << "3 chunks given back, no more";
+  EXPECT_TRUE(governor->Reserve(weights, 5 * kMiB).ok());
+  // Room that is already there takes nothing.
+  OwnerId small = AddOwner(*governor, {.name = "c/weights"});
+  ASSERT_TRUE(governor->MakeRoom(small, 0, 10ms).ok());
+  EXPECT_EQ(lease->chunks(), 5u);
+  ASSERT_TRUE(governor->CheckInvariants().ok());
+}
+
+// What reclaim may not take (a busy lease of a higher priority, anything below a lease's
+// minimum) is never asked for: MakeRoom refuses at once with the numbers, and asks nobody.
+TEST_P(LeaseTest, MakeRoomRefusesAtOnceWhatReclaimCannotGive) {
+  auto governor = MakeGovernor(&device_, Options(8 * kMiB));
+  OwnerId vip = AddOwner(*governor, {.name = "vip/kv", .priority = 10});
+  OwnerId idle = AddOwner(*governor, {.name = "idle/kv"});
+  OwnerId weights = AddOwner(*governor, {.name = "new/weights", .priority = 1});
+  std::atomic<int> asked{0};
+  auto vip_lease = MakeLease(*governor, vip, 5, [&](const ShrinkRequest&) { ++asked; });
+  auto idle_lease = MakeLease(
+      *governor, idle, 2, [&](const ShrinkRequest&) { ++asked; }, /*min_chunks=*/2);
+  idle_lease->SetIdle(true);
+  const auto start = std::chrono::steady_clock::now();
+  MemoryStatus room = governor->MakeRoom(weights, 3 * kMiB, 5000ms);
+  ASSERT_FALSE(room.ok());
+  EXPECT_EQ(room.error().kind, MemoryErrorKind::kBudget);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1000ms) << "refused, not waited";
+  EXPECT_EQ(asked.load(), 0);
+  EXPECT_EQ(vip_lease->chunks(), 5u);
+  EXPECT_EQ(governor->Stats().committed_bytes, 7 * kMiB);
+}
+
 TEST_P(LeaseTest, GuaranteedMinimumIsNeverReclaimed) {
   auto governor = MakeGovernor(&device_, Options(8 * kMiB));
   OwnerId low = AddOwner(*governor, {.name = "low/kv", .guaranteed_bytes = 5 * kChunk});

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -18,6 +19,10 @@
 
 namespace pier::engine {
 namespace {
+
+// How long a load waits for other models' leases to give back lent KV. Past the governor's
+// shrink deadline (2 s) a lease that has not shrunk is marked unresponsive and the wait ends.
+constexpr std::chrono::milliseconds kLoadReclaimWait{5000};
 
 uint64_t RoundUp(uint64_t bytes, uint64_t multiple) {
   return (bytes + multiple - 1) / multiple * multiple;
@@ -327,9 +332,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
       OwnerId kv_owner,
       m->governor_->AddOwner({.name = name + "/kv", .priority = options.owner_priority}));
   m->owners_.push_back(kv_owner);
-  const GovernorStats before = m->governor_->Stats();
-  const uint64_t free_bytes =
-      before.budget_bytes - std::min(before.budget_bytes, before.committed_bytes);
+  GovernorStats before = m->governor_->Stats();
+  uint64_t free_bytes = before.budget_bytes - std::min(before.budget_bytes, before.committed_bytes);
   auto refuse = [&](const std::string& detail) {
     std::string budget =
         FormatBytes(before.budget_bytes) + " (" + std::to_string(before.budget_bytes) + " bytes";
@@ -344,7 +348,14 @@ Result<std::unique_ptr<LocalModel>> LocalModel::Create(std::unique_ptr<model::Gg
                                   budget + ", of which " + FormatBytes(free_bytes) + " is free" +
                                   detail + "; lower --ctx or raise --memory-budget");
   };
-  if (e.total_bytes() > free_bytes) return refuse("");
+  if (e.total_bytes() > free_bytes) {
+    // Other models' KV beyond their minimum is lent, not owned: an idle model gives it back
+    // (as the reclaim policy allows) before this load is refused or a model is evicted for it.
+    const MemoryStatus room = m->governor_->MakeRoom(weights, e.total_bytes(), kLoadReclaimWait);
+    if (!room.ok()) return refuse(" (" + room.status().message() + ")");
+    before = m->governor_->Stats();
+    free_bytes = before.budget_bytes - std::min(before.budget_bytes, before.committed_bytes);
+  }
   // Elastic KV is not reserved: its lease holds its minimum from the start and grows later.
   for (const auto& [owner, bytes] :
        {std::pair{weights, e.weight_bytes()}, std::pair{workspace, e.workspace_bytes},
