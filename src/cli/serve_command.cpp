@@ -553,6 +553,7 @@ int RunServe(const ServeOptions& options, const std::map<std::string, std::strin
     grpc_options.class_max_queue = options.class_max_queue;
     grpc_options.fallback = {api_options.fallback_of, &tensor_fallbacks, registry.get(), &metrics};
     grpc_options.pipelines = &pipeline_api;
+    grpc_options.board = &board;
     // The HTTP body cap bounds a gRPC message too: one size for one request, either way.
     grpc_options.max_message_bytes =
         static_cast<int64_t>(std::min<uint64_t>(options.max_body_bytes, INT64_MAX));

@@ -34,6 +34,9 @@ namespace {
 using grpc::ServerContext;
 using grpc::StatusCode;
 
+// The route infer requests show under on the live request board.
+constexpr const char* kInferRoute = "/inference.GRPCInferenceService/ModelInfer";
+
 grpc::Status Refuse(StatusCode code, const std::string& message) {
   return grpc::Status(code, message);
 }
@@ -365,6 +368,10 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
     }
     Result<api::EmbedInferRequest> read = api::ReadEmbedInferRequest(model.id, *as_json, binary);
     if (!read.ok()) return Refuse(StatusCode::INVALID_ARGUMENT, read.status().message());
+    // On the board until this call returns (it waits for the answer).
+    const auto live =
+        api::OpenInferTicket(options.board, request->id(), model.id, kInferRoute, principal,
+                             api::BatcherPriority(read->priority, principal.max_priority));
     std::promise<Result<api::EmbedInferOutput>> promise;
     std::future<Result<api::EmbedInferOutput>> future = promise.get_future();
     if (std::optional<api::EmbedInferRefusal> refused = api::StartEmbedInfer(
@@ -460,6 +467,9 @@ struct KServeGrpcServer::Impl final : public inference::GRPCInferenceService::Se
         api::BatcherPriority(read->priority, principal.max_priority), principal, &diverted_from);
     const serving::ServedModel& model = *model_ref;
     if (!diverted_from.empty()) context->AddInitialMetadata("x-pier-fallback", diverted_from);
+    const auto live =
+        api::OpenInferTicket(options.board, request.id(), model.id, kInferRoute, principal,
+                             api::BatcherPriority(read->priority, principal.max_priority));
     // Shared with the runner's callback, which may outlive this call's wait only by a moment.
     auto promise = std::make_shared<std::promise<Result<api::TensorInferAnswer>>>();
     std::future<Result<api::TensorInferAnswer>> future = promise->get_future();

@@ -33,6 +33,7 @@
 #include "api/kserve/tensor_fallback.h"
 #include "api/pipelines/pipeline_api.h"
 #include "common/status.h"
+#include "serving/live/request_board.h"
 #include "serving/model_registry.h"
 #include "serving/request_policy.h"
 
@@ -55,6 +56,10 @@ struct KServeGrpcOptions {
   // the models: ModelReady, ModelMetadata (the declared tensors) and ModelInfer (outputs as
   // raw_output_contents). Null: none.
   const api::PipelineApi* pipelines = nullptr;
+  // The live request board (GET /admin/requests): each infer while it waits and runs, under
+  // the route "/inference.GRPCInferenceService/ModelInfer" (a pipeline's is on it through
+  // `pipelines`). Null: not shown there.
+  serving::RequestBoard* board = nullptr;
 };
 
 class KServeGrpcServer {

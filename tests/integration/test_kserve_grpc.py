@@ -4,6 +4,8 @@ and API keys as `authorization` metadata.
 """
 
 import struct
+import threading
+import time
 
 import grpc
 import numpy as np
@@ -58,6 +60,43 @@ def test_infer_equals_the_http_routes(grpc_server, triton):
     assert status == 200
     assert np.array_equal(vectors, np.array([d["embedding"] for d in body["data"]],
                                             dtype=np.float32))
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_infer_is_on_the_live_request_board_while_it_runs(grpc_server, triton, transport):
+    """GET /admin/requests (the console's live view) shows an embedding model's infer while it
+    waits and runs, over gRPC under the method's name and over HTTP under the route, with its
+    id, model, tenant and class; and takes it off once answered."""
+    texts = [f"{i}: " + "a long sentence about the weather and the sea, " * 12 for i in range(48)]
+    seen = []
+
+    def watch():
+        for _ in range(500):
+            rows = call(grpc_server, "GET", "/admin/requests")[1]["data"]
+            if rows:
+                seen.extend(rows)
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    if transport == "grpc":
+        result = triton.infer("minilm", [texts_input(texts)], request_id="board-1")
+        assert result.as_numpy("embedding").shape == (48, 384)
+    else:
+        status, body = call(grpc_server, "POST", "/v2/models/minilm/infer", {
+            "id": "board-1",
+            "inputs": [{"name": "text", "datatype": "BYTES", "shape": [48], "data": texts}]})
+        assert status == 200 and body["outputs"][0]["shape"] == [48, 384], body
+    watcher.join()
+    assert seen, "the infer never showed on /admin/requests"
+    row = seen[0]
+    route = {"grpc": "/inference.GRPCInferenceService/ModelInfer",
+             "http": "/v2/models/{model}/infer"}[transport]
+    assert row["route"] == route, row
+    assert row["model"] == "minilm" and row["id"] == "board-1", row
+    assert row["tenant"] == "default" and row["class"] == "normal", row
+    assert call(grpc_server, "GET", "/admin/requests")[1]["data"] == []
 
 
 def test_infer_refusals(triton):

@@ -179,6 +179,20 @@ int BatcherPriority(uint64_t triton_level, engine::Priority ceiling) {
   return std::min(level, 3 - static_cast<int>(ceiling));
 }
 
+std::shared_ptr<serving::RequestBoard::Ticket> OpenInferTicket(serving::RequestBoard* board,
+                                                               std::string request_id,
+                                                               std::string model, std::string route,
+                                                               const Principal& principal,
+                                                               int batcher_priority) {
+  if (board == nullptr) return nullptr;
+  const engine::Priority level = ClassOfBatcherPriority(batcher_priority);
+  return board->Open({.request_id = std::move(request_id),
+                      .model = std::move(model),
+                      .route = std::move(route),
+                      .tenant = principal.tenant,
+                      .priority_class = std::string(engine::PriorityName(level))});
+}
+
 struct KServeApi::Impl {
   KServeApiOptions options;
   serving::ModelRegistry* registry;
@@ -304,9 +318,12 @@ HttpResponse KServeApi::Impl::Infer(const HttpRequest& http, const serving::Mode
   const std::string model_id = model.id;
   pending->Hold(model_ref);  // see embeddings_api.cpp: the batcher thread never holds the model
   std::weak_ptr<PendingResponse> weak = pending;
+  std::shared_ptr<serving::RequestBoard::Ticket> live =
+      OpenInferTicket(options.board, id, model_id, "/v2/models/{model}/infer", principal,
+                      BatcherPriority(read->priority, principal.max_priority));
   std::optional<EmbedInferRefusal> refused = StartEmbedInfer(
       model, principal, std::move(read).value(), options.class_max_queue,
-      [weak, binary_output, id, model_id](Result<EmbedInferOutput> result) {
+      [weak, binary_output, id, model_id, live](Result<EmbedInferOutput> result) {
         std::shared_ptr<PendingResponse> pending = weak.lock();
         if (pending == nullptr) return;  // the client is gone
         if (!result.ok()) {
@@ -357,16 +374,9 @@ HttpResponse KServeApi::Impl::InferTensors(const HttpRequest& http, TensorInferR
   std::weak_ptr<CancellableResponse> weak = pending;
   const std::string id = request.id;
   const std::string model_id = model.id;
-  std::shared_ptr<serving::RequestBoard::Ticket> live;
-  if (options.board != nullptr) {
-    const engine::Priority level =
-        ClassOfBatcherPriority(BatcherPriority(request.priority, principal.max_priority));
-    live = options.board->Open({.request_id = id,
-                                .model = model_id,
-                                .route = "/v2/models/{model}/infer",
-                                .tenant = principal.tenant,
-                                .priority_class = std::string(engine::PriorityName(level))});
-  }
+  std::shared_ptr<serving::RequestBoard::Ticket> live =
+      OpenInferTicket(options.board, id, model_id, "/v2/models/{model}/infer", principal,
+                      BatcherPriority(request.priority, principal.max_priority));
   std::optional<TensorInferRefusal> refused = StartTensorInfer(
       model, principal, std::move(request), options.class_max_queue, pending->flag(),
       [weak, id, model_id, diverted_from, live](Result<TensorInferAnswer> answer) {

@@ -56,8 +56,8 @@
 namespace pier::api {
 
 struct KServeApiOptions {
-  // The live request board (GET /admin/requests): tensor infer requests while they wait and
-  // run; null: not shown there.
+  // The live request board (GET /admin/requests): infer requests (tensor and embedding
+  // models) while they wait and run; null: not shown there.
   serving::RequestBoard* board = nullptr;
   // Whether the server is ready, and why not (the same check as GET /ready).
   std::function<bool(std::string* reason)> ready;
@@ -102,6 +102,15 @@ int BatcherPriority(uint64_t triton_level, engine::Priority ceiling);
 inline engine::Priority ClassOfBatcherPriority(int priority) {
   return static_cast<engine::Priority>(3 - std::clamp(priority, 0, 3));
 }
+
+// A KServe infer request's row on the live request board (GET /admin/requests) while it waits
+// and runs: the ticket takes it off when destroyed. Null when `board` is. Shared by the HTTP and
+// gRPC forms (`route`: "/v2/models/{model}/infer", or the gRPC method's full name).
+std::shared_ptr<serving::RequestBoard::Ticket> OpenInferTicket(serving::RequestBoard* board,
+                                                               std::string request_id,
+                                                               std::string model, std::string route,
+                                                               const Principal& principal,
+                                                               int batcher_priority);
 
 class KServeApi {
  public:
