@@ -167,9 +167,10 @@ bool WorkerClient::Relaunch() {
       MutexLock lock(mutex_);
       if (state_ == State::kStopping) return false;
       const auto now = Clock::now();
-      failures_.push_back(now);
+      const bool planned = std::exchange(planned_restart_, false);
+      if (!planned) failures_.push_back(now);
       std::erase_if(failures_, [&](auto t) { return now - t > options_.failure_window; });
-      if (static_cast<int>(failures_.size()) >= options_.max_failures) {
+      if (!planned && static_cast<int>(failures_.size()) >= options_.max_failures) {
         state_ = State::kFailed;
         spdlog::error("{} quarantined after {} failures within {} s: {}", name_, failures_.size(),
                       options_.failure_window.count() / 1000, last_failure_);
@@ -193,8 +194,9 @@ bool WorkerClient::Relaunch() {
         continue;
       }
       state_ = State::kRestarting;
-      if (lock.WaitFor(changed_, backoff,
-                       [this]() PIER_REQUIRES(mutex_) { return state_ == State::kStopping; })) {
+      if (!planned && lock.WaitFor(changed_, backoff, [this]() PIER_REQUIRES(mutex_) {
+            return state_ == State::kStopping;
+          })) {
         return false;
       }
     }
@@ -257,6 +259,7 @@ bool WorkerClient::Drain(const std::string& why) {
   MutexLock lock(mutex_);
   if (state_ != State::kReady) return false;
   kill_reason_ = why + "; drained and restarted";
+  operator_drain_ = true;
   spdlog::info("{}: {}", name_, kill_reason_);
   state_ = State::kDraining;
   drain_deadline_ = Clock::now() + options_.drain_grace;
@@ -428,6 +431,8 @@ void WorkerClient::OnWorkerEnded(const std::string& why) {
   if (!why.empty()) how = "the supervisor dropped it: " + why;
   if (!kill_reason_.empty()) how = kill_reason_;
   kill_reason_.clear();
+  planned_restart_ = operator_drain_;
+  operator_drain_ = false;
   last_failure_ = how;
   spdlog::warn("{} ended: {}", name_, last_failure_);
   channel_.reset();

@@ -174,7 +174,8 @@ class WorkerClient final : public engine::EngineClient {
   bool Revive();
   // An operator's drain (POST /admin/models/NAME/drain): the instance takes no new requests,
   // those in flight may finish for `drain_grace`, then its process is restarted, as for a
-  // leak; `why` becomes its last failure. False unless it was ready.
+  // leak, but at once and without counting toward quarantine (it is no failure); `why`
+  // becomes its last failure. False unless it was ready.
   bool Drain(const std::string& why);
   int64_t max_request_tokens() const { return max_request_tokens_.load(); }
   // "model chat instance 2" (for messages).
@@ -298,6 +299,10 @@ class WorkerClient final : public engine::EngineClient {
   std::string last_failure_ PIER_GUARDED_BY(mutex_);
   // Why this side ended the worker (missed heartbeats, a leak), for OnWorkerEnded.
   std::string kill_reason_ PIER_GUARDED_BY(mutex_);
+  // The process being stopped, or just stopped, was drained by an operator (Drain): its
+  // restart is no failure (it counts toward no quarantine and waits no backoff).
+  bool operator_drain_ PIER_GUARDED_BY(mutex_) = false;
+  bool planned_restart_ PIER_GUARDED_BY(mutex_) = false;
   std::chrono::steady_clock::time_point drain_deadline_ PIER_GUARDED_BY(mutex_);
   std::vector<std::chrono::steady_clock::time_point> failures_ PIER_GUARDED_BY(mutex_);
   Rehome rehome_ PIER_GUARDED_BY(mutex_);

@@ -4,6 +4,7 @@
 #include "serving/worker_client.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -266,6 +267,46 @@ TEST(WorkerClientTest, DeviceMemoryPastTheGrantOrAGpuErrorRestartsTheWorker) {
   EXPECT_NE(why.find("(NVML)"), std::string::npos) << why;
   // It serves after both restarts.
   auto handle = (*worker)->Submit(Greedy("after"));
+  ASSERT_TRUE(handle.ok()) << handle.status().ToString();
+  EXPECT_EQ((*handle)->WaitAll().back().usage.completion_tokens, 12);
+}
+
+// An operator's drains restart the process but are no failures: more of them than
+// max_failures never quarantine the instance, and a crash after them is the first failure.
+TEST(WorkerClientTest, OperatorDrainsRestartTheWorkerWithoutCountingTowardQuarantine) {
+  auto devices = Devices();
+  WorkerOptions options;
+  options.load = Load("drained");
+  options.budget_bytes = *GuaranteedBytes(options.load);
+  options.device_governor = &devices->cpu_governor();
+  options.binary = PierBinary();
+  options.drain_grace = std::chrono::milliseconds(100);
+  options.max_failures = 2;
+  auto worker = WorkerClient::Start(options);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  for (int64_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE((*worker)->Drain("drained by a test"));
+    for (int j = 0; j < 300; ++j) {
+      const WorkerHealth h = (*worker)->Health();
+      if ((h.restarts >= i && h.state == "ready") || h.state == "failed") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const WorkerHealth h = (*worker)->Health();
+    ASSERT_EQ(h.state, "ready") << "drain " << i << ": " << h.last_failure;
+    EXPECT_EQ(h.restarts, i);
+    EXPECT_NE(h.last_failure.find("drained by a test; drained and restarted"), std::string::npos)
+        << h.last_failure;
+  }
+  // A crash is a failure: one of two, so it restarts.
+  ASSERT_EQ(::kill(static_cast<pid_t>((*worker)->Health().pid), SIGKILL), 0);
+  for (int j = 0; j < 300 && (*worker)->Health().restarts < 4; ++j) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int j = 0; j < 300 && (*worker)->Health().state != "ready"; ++j) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ((*worker)->Health().state, "ready") << (*worker)->Health().last_failure;
+  auto handle = (*worker)->Submit(Greedy("after-drains"));
   ASSERT_TRUE(handle.ok()) << handle.status().ToString();
   EXPECT_EQ((*handle)->WaitAll().back().usage.completion_tokens, 12);
 }
