@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "common/thread_pool.h"
@@ -70,6 +71,12 @@ Result<std::unique_ptr<EncoderHost>> EncoderHost::Open(const EncoderHostOptions&
       governor->AddOwner({.name = options.id + "/workspace", .priority = options.owner_priority}));
   host->owners_.push_back(workspace);
   host->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
+  // Other models' KV lent beyond their minimum comes back first (as for an LLM's load); when
+  // it cannot, BertModel::Create's allocations say why.
+  PIER_ASSIGN_OR_RETURN(const uint64_t needed,
+                        encoder::BertModel::EstimateBytes(*host->file_, options.batch_tokens,
+                                                          std::max(1, options.threads)));
+  (void)governor->MakeRoom(weights, needed, std::chrono::seconds(5));
   PIER_ASSIGN_OR_RETURN(
       host->model_,
       encoder::BertModel::Create(*host->file_, {.governor = governor,
