@@ -159,6 +159,22 @@ def test_a_budget_too_small_for_every_model_exits_1_naming_the_model_that_does_n
     assert "loading" not in done.stderr, "nothing loads when the sum does not fit"
 
 
+# A burst's prompts: 8 of about 440 tokens each, about 14 KV chunks (79 MiB) at once.
+BURST_PROMPTS = [f"{i}: " + "the quick brown fox jumps over the lazy dog. " * 40 for i in range(8)]
+
+
+def greedy_completer(server, max_tokens):
+    """(an openai client of `server`, complete(model, prompt) -> its greedy text)."""
+    c = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0,
+                      timeout=300)
+
+    def complete(model, prompt):
+        r = c.completions.create(model=model, prompt=prompt, max_tokens=max_tokens, temperature=0)
+        return r.choices[0].text
+
+    return c, complete
+
+
 @pytest.mark.parametrize("workers", ["off", "on"])
 def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next(workers):
     """a's burst grows its KV cache past what both could hold at once; b's burst then gets the
@@ -183,20 +199,13 @@ def test_elastic_kv_is_lent_to_the_busy_model_and_reclaimed_for_the_next(workers
     # needs about 14 KV chunks (79 MiB); the budget leaves room for one burst, not two.
     s = PierServer(["--config", config, "--memory-budget", "335MiB"], with_model=False)
     try:
-        c = openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0,
-                          timeout=300)
-        prompts = [f"{i}: " + "the quick brown fox jumps over the lazy dog. " * 40
-                   for i in range(8)]
+        _, complete = greedy_completer(s, max_tokens=32)
 
-        def complete(model, prompt):
-            r = c.completions.create(model=model, prompt=prompt, max_tokens=32, temperature=0)
-            return r.choices[0].text
-
-        alone = complete("a", prompts[0])
+        alone = complete("a", BURST_PROMPTS[0])
 
         def burst(model):
             with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-                return list(pool.map(lambda p: complete(model, p), prompts))
+                return list(pool.map(lambda p: complete(model, p), BURST_PROMPTS))
 
         a_out = burst("a")
         after_a = get_json(s, "/admin/models")
@@ -255,17 +264,10 @@ def test_a_load_takes_back_the_kv_an_idle_model_was_lent_instead_of_refusing(b_k
                 f"  - {{name: b, path: {b_path}, load: on_demand}}\n")
     s = PierServer(["--config", config, "--memory-budget", budget], with_model=False)
     try:
-        c = openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0,
-                          timeout=300)
-        prompts = [f"{i}: " + "the quick brown fox jumps over the lazy dog. " * 40
-                   for i in range(8)]
-
-        def complete(model, prompt):
-            r = c.completions.create(model=model, prompt=prompt, max_tokens=16, temperature=0)
-            return r.choices[0].text
+        c, complete = greedy_completer(s, max_tokens=16)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            a_out = list(pool.map(lambda p: complete("a", p), prompts))
+            a_out = list(pool.map(lambda p: complete("a", p), BURST_PROMPTS))
 
         def a_idle():
             engine = next(m for m in get_json(s, "/admin/models")["data"]
@@ -298,11 +300,11 @@ def test_a_load_takes_back_the_kv_an_idle_model_was_lent_instead_of_refusing(b_k
         assert a_kv(after) < a_kv_before, (a_kv(after), a_kv_before)
         assert after["device"]["committed_bytes"] <= after["device"]["budget_bytes"]
         if b_kind == "llm":
-            assert complete("b", prompts[0]) == a_out[0]
+            assert complete("b", BURST_PROMPTS[0]) == a_out[0]
         else:
-            vectors = c.embeddings.create(model="b", input=prompts[:2]).data
+            vectors = c.embeddings.create(model="b", input=BURST_PROMPTS[:2]).data
             assert len(vectors) == 2 and len(vectors[0].embedding) == 384
-        assert complete("a", prompts[1]) == a_out[1]
+        assert complete("a", BURST_PROMPTS[1]) == a_out[1]
     finally:
         s.stop_and_check()
 

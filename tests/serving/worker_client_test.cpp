@@ -63,6 +63,16 @@ std::vector<int32_t> Tokens(const std::vector<engine::Event>& events) {
 // The worker binary is the `pier` built beside the tests.
 std::string PierBinary() { return std::string(PIER_BINARY_PATH); }
 
+// A worker of the default model `id` (Load) under its guaranteed grant on `devices`' CPU.
+WorkerOptions WorkerOf(DeviceSet& devices, const std::string& id) {
+  WorkerOptions options;
+  options.load = Load(id);
+  options.budget_bytes = *GuaranteedBytes(options.load);
+  options.device_governor = &devices.cpu_governor();
+  options.binary = PierBinary();
+  return options;
+}
+
 TEST(WorkerClientTest, AWorkerServesTheSameTokensAsTheEngineInProcess) {
   auto devices = Devices();
   ModelRef local = *OpenModel(Load("local"), *devices);
@@ -70,11 +80,7 @@ TEST(WorkerClientTest, AWorkerServesTheSameTokensAsTheEngineInProcess) {
   const std::vector<int32_t> want = Tokens(in_process->WaitAll());
   const uint64_t before = devices->cpu_governor().Stats().committed_bytes;
 
-  WorkerOptions options;
-  options.load = Load("remote");
-  options.budget_bytes = *GuaranteedBytes(options.load);
-  options.device_governor = &devices->cpu_governor();
-  options.binary = PierBinary();
+  WorkerOptions options = WorkerOf(*devices, "remote");
   auto worker = WorkerClient::Start(options);
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   EXPECT_EQ(devices->cpu_governor().Stats().committed_bytes, before + options.budget_bytes)
@@ -174,11 +180,8 @@ TEST(WorkerClientTest, ElasticKvGrowsThroughTheDeviceLedgerAndIsGivenBackForAnot
 // produced tokens waits again (in process too), though the supervisor saw it start.
 TEST(WorkerClientTest, PreemptedSequencesCountAsWaiting) {
   auto devices = Devices();
-  WorkerOptions options;
-  options.load = Load("tight");  // a static KV cache of 256 positions, at most 4 sequences
-  options.budget_bytes = *GuaranteedBytes(options.load);
-  options.device_governor = &devices->cpu_governor();
-  options.binary = PierBinary();
+  // A static KV cache of 256 positions, at most 4 sequences.
+  WorkerOptions options = WorkerOf(*devices, "tight");
   auto worker = WorkerClient::Start(options);
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   // Four sequences of up to 208 positions each cannot all fit: all start, some are preempted.
@@ -234,11 +237,7 @@ TEST(WorkerClientTest, DeviceMemoryPastTheGrantOrAGpuErrorRestartsTheWorker) {
   auto devices = Devices();
   auto probe = std::make_shared<ScriptedDeviceHealth>();
   probe->errors = 2;  // before the instance existed: not its own
-  WorkerOptions options;
-  options.load = Load("gpu-watched");
-  options.budget_bytes = *GuaranteedBytes(options.load);
-  options.device_governor = &devices->cpu_governor();
-  options.binary = PierBinary();
+  WorkerOptions options = WorkerOf(*devices, "gpu-watched");
   options.leak_margin_bytes = uint64_t{64} << 20;
   options.drain_grace = std::chrono::milliseconds(100);
   options.binding.gpu = "GPU-test";
@@ -275,11 +274,7 @@ TEST(WorkerClientTest, DeviceMemoryPastTheGrantOrAGpuErrorRestartsTheWorker) {
 // max_failures never quarantine the instance, and a crash after them is the first failure.
 TEST(WorkerClientTest, OperatorDrainsRestartTheWorkerWithoutCountingTowardQuarantine) {
   auto devices = Devices();
-  WorkerOptions options;
-  options.load = Load("drained");
-  options.budget_bytes = *GuaranteedBytes(options.load);
-  options.device_governor = &devices->cpu_governor();
-  options.binary = PierBinary();
+  WorkerOptions options = WorkerOf(*devices, "drained");
   options.drain_grace = std::chrono::milliseconds(100);
   options.max_failures = 2;
   auto worker = WorkerClient::Start(options);
